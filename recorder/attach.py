@@ -1,0 +1,343 @@
+"""``Recorder``: attach graphtape to a compiled LangGraph graph.
+
+``attach`` returns a copy of the graph whose class overrides only ``stream``
+and ``astream``; every other entry point (invoke, batch, astream_events,
+stream_events, with_config copies) goes through those two, so each
+invocation becomes a recorded run. The copy's checkpointer is a tee over the
+user's own, and a callback handler is added to the run's config. Nothing the
+graph returns changes.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import platform
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackManager
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from recorder.capture import CaptureHandler
+from recorder.codec import Encoder
+from recorder.errors import GraphtapeError, RecorderFault
+from recorder.graph_info import GraphInfo, describe
+from recorder.redaction import Redactor
+from recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
+from recorder.session import RunSession, host_and_pid
+from recorder.store import Batch, SqlStore
+from recorder.writer import Writer
+
+
+class Durability(str, enum.Enum):
+    """When recorded supersteps reach the database (LangGraph's names)."""
+
+    ASYNC = "async"  # background writer; the graph never waits on the database
+    SYNC = "sync"  # each superstep is committed before the next one starts
+
+    @classmethod
+    def parse(cls, value: str | Durability) -> Durability:
+        try:
+            return cls(value)
+        except ValueError:
+            valid = ", ".join(repr(m.value) for m in cls)
+            raise ValueError(f"unknown durability {value!r}: use one of {valid}") from None
+
+
+_log = logging.getLogger("graphtape")
+_STREAM_KW_DURABILITY = "durability"
+_TASK_KEYS = ("__pregel_task_id", "__pregel_scratchpad")
+
+
+class Recorder:
+    """Records every run of the graphs it is attached to into one store.
+
+    ``Recorder()`` writes to ``$GRAPHTAPE_DB`` or ``./graphtape.db``; pass a
+    path or a SQLAlchemy URL (``postgresql+psycopg://...``) to choose.
+    ``strict=True`` raises recorder faults instead of counting them.
+    """
+
+    def __init__(
+        self,
+        db: str | os.PathLike | None = None,
+        *,
+        durability: str | Durability = Durability.ASYNC,
+        strict: bool = False,
+        redact_patterns: Iterable[str] = (),
+        redact_keys: Iterable[str] = (),
+    ) -> None:
+        self.durability = Durability.parse(durability)
+        self.strict = strict
+        self.redact_patterns = tuple(redact_patterns)
+        self.redact_keys = tuple(redact_keys)
+        self.store = SqlStore(db, create=True)
+        self.writer = Writer(self.store, background=self.durability is Durability.ASYNC, on_fault=self._write_fault)
+        self._sessions: dict[str, RunSession] = {}
+        self._lock = threading.Lock()
+        self._interrupted: dict[tuple[str, str], str] = {}
+        self.last_run_id: str | None = None
+
+    # -- public --------------------------------------------------------------
+    def attach(self, graph: Any, *, name: str | None = None, tags: Iterable[str] = (), graph_ref: str | None = None) -> Any:
+        """Return a recorded copy of ``graph`` (the original is left untouched)."""
+        if not hasattr(graph, "stream") or not hasattr(graph, "checkpointer") or not hasattr(graph, "copy"):
+            raise TypeError(f"attach() needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
+        base_cls = type(graph)
+        if getattr(base_cls, "_graphtape_binding", None) is not None:
+            base_cls = base_cls.__mro__[1]
+        own = graph.checkpointer
+        if isinstance(own, TeeSaver):
+            own = own.inner
+        scoped = None
+        if isinstance(own, BaseCheckpointSaver):
+            inner = own
+        else:
+            inner = scoped = RunScopedSaver()
+        tee = TeeSaver(inner, self._session_for)
+        info = describe(graph)
+        binding = _Binding(self, name or info.name, info, list(tags), graph_ref, scoped)
+        cls = _recorded_class(base_cls, binding)
+        copy = graph.copy(update={"checkpointer": tee})
+        copy.__class__ = cls
+        return copy
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until every recorded step so far is in the database."""
+        return self.writer.flush(timeout)
+
+    def close(self) -> None:
+        """Flush and release the store."""
+        self.writer.close()
+        self.store.close()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------
+    def _session_for(self, config: dict) -> RunSession | None:
+        run_id = (config or {}).get("configurable", {}).get(RUN_KEY)
+        return self._sessions.get(run_id) if run_id else None
+
+    def _write_fault(self, exc: Exception, batch: Batch | None) -> None:
+        message = f"store write failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        run_ids = set()
+        if batch is not None:
+            run_ids.update(r["run_id"] for r in batch.steps)
+            run_ids.update(r["run_id"] for r in batch.calls)
+            run_ids.update(r["id"] for r in batch.runs_new)
+        targets = [self._sessions[r] for r in run_ids if r in self._sessions] or list(self._sessions.values())
+        for s in targets:
+            s.fault(message)
+            if self.strict:
+                s.pending_error = RecorderFault(message)
+
+    def _begin(self, binding: _Binding, graph: Any, input: Any, config: dict | None, kwargs: dict) -> tuple[RunSession | None, dict, dict]:
+        """Open a run (or continue an interrupted one on resume); never raises unless strict."""
+        config = dict(config or {})
+        conf = dict(config.get("configurable") or {})
+        if any(k in conf for k in _TASK_KEYS):
+            return None, config, kwargs  # called as a subgraph of another graph: the parent records
+        try:
+            thread_id = conf.get("thread_id")
+            generated = thread_id is None
+            if generated:
+                thread_id = conf["thread_id"] = f"graphtape-{secrets.token_hex(8)}"
+            run_id, seq_start, resumed = self._run_id_for(binding, thread_id, input)
+            known = self.store.checkpoint_steps(run_id) if resumed else None
+            redactor = Redactor(self.redact_patterns, self.redact_keys)
+            session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known)
+            session.thread_id = thread_id  # type: ignore[attr-defined]
+            session.generated_thread = generated  # type: ignore[attr-defined]
+            conf[RUN_KEY] = run_id
+            config["configurable"] = conf
+            config["callbacks"] = _with_handler(config.get("callbacks"), CaptureHandler(session))
+            if self.durability is Durability.SYNC and kwargs.get(_STREAM_KW_DURABILITY) is None:
+                kwargs = {**kwargs, _STREAM_KW_DURABILITY: "sync"}
+            with self._lock:
+                self._sessions[run_id] = session
+            self.last_run_id = run_id
+            self._write_run_start(session, binding, input, config, kwargs, resumed)
+            return session, config, kwargs
+        except Exception as exc:  # noqa: BLE001
+            if self.strict:
+                raise RecorderFault(f"graphtape could not start recording: {exc}") from exc
+            _log.warning("graphtape: not recording this run: %s: %s", type(exc).__name__, exc)
+            return None, config, kwargs
+
+    def _run_id_for(self, binding: _Binding, thread_id: str, input: Any) -> tuple[str, int, bool]:
+        is_resume = type(input).__name__ == "Command" and getattr(input, "resume", None) is not None
+        if is_resume:
+            key = (binding.name, str(thread_id))
+            run_id = self._interrupted.pop(key, None)
+            if run_id is None:
+                prev = self.store.latest_run_for_thread(str(thread_id), binding.info.name)
+                if prev is not None and prev.status == "interrupted" and prev.status_reason == "interrupt":
+                    run_id = prev.id
+            if run_id is not None:
+                self.flush()
+                return run_id, _max_seq(self.store, run_id), True
+        return secrets.token_hex(8), 0, False
+
+    def _write_run_start(self, session: RunSession, binding: _Binding, input: Any, config: dict, kwargs: dict, resumed: bool) -> None:
+        conf = {k: v for k, v in config.get("configurable", {}).items() if not k.startswith("__")}
+        host, pid = host_and_pid()
+        now = time.time()
+        enc = Encoder(session.redactor, sink=session, on_fault=session._encode_fault)
+        if resumed:
+            fields = {"status": "running", "status_reason": None, "ended_at": None, "owner_host": host, "owner_pid": pid, "heartbeat_at": now}
+            self.writer.submit(lambda: Batch(runs_update=[(session.run_id, fields)], blobs=session._take_blobs()))
+            return
+        cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": config.get("recursion_limit"), "stream": {k: v for k, v in kwargs.items() if isinstance(v, (str, int, bool, list, type(None)))}}
+        row = {
+            "id": session.run_id,
+            "name": binding.name,
+            "graph_name": binding.info.name,
+            "graph_ref": binding.graph_ref,
+            "thread_id": str(conf.get("thread_id")),
+            "status": "running",
+            "started_at": now,
+            "heartbeat_at": now,
+            "inputs": _json(enc.encode(input)),
+            "config": _json(enc.encode(cfg)),
+            "graph": _json(binding.info.to_json()),
+            "versions": _json(_versions()),
+            "tags": _json(binding.tags),
+            "step_count": 0,
+            "owner_host": host,
+            "owner_pid": pid,
+            "durability": self.durability.value,
+        }
+        self.writer.submit(lambda: Batch(runs_new=[row], blobs=session._take_blobs()))
+
+    def _end(self, binding: _Binding, session: RunSession | None, error: BaseException | None) -> None:
+        if session is None:
+            return
+        try:
+            session.flush_pending()
+            status, reason = "ok", None
+            fields: dict[str, Any] = {}
+            if error is not None:
+                name = type(error).__name__
+                if isinstance(error, (KeyboardInterrupt, GeneratorExit)) or name == "CancelledError":
+                    status, reason = "interrupted", "cancelled"
+                else:
+                    status = "error"
+                    fields["error_type"] = name
+                    fields["error_message"] = session.redactor.scrub(str(error) or name)[:4000]
+            elif session.root_interrupted:
+                status, reason = "interrupted", "interrupt"
+                self._interrupted[(binding.name, str(session.thread_id))] = session.run_id  # type: ignore[attr-defined]
+            now = time.time()
+
+            def work() -> Batch:
+                fields.update(
+                    status=status,
+                    status_reason=reason,
+                    ended_at=now,
+                    heartbeat_at=now,
+                    step_count=max(session.max_step + 1, 0),
+                    redactions=session.redactor.count,
+                    faults=session.faults,
+                    fault_log=_json(session.fault_log) if session.fault_log else None,
+                )
+                return Batch(runs_update=[(session.run_id, dict(fields))], blobs=session._take_blobs())
+
+            self.writer.submit(work)
+            if session.pending_error is not None and self.strict and error is None:
+                raise session.pending_error
+        finally:
+            with self._lock:
+                self._sessions.pop(session.run_id, None)
+            if binding.scoped is not None:
+                binding.scoped.drop_thread(str(session.thread_id))  # type: ignore[attr-defined]
+            self.writer.submit(lambda: (session.forget(), None)[1])
+
+
+class _Binding:
+    __slots__ = ("recorder", "name", "info", "tags", "graph_ref", "scoped")
+
+    def __init__(self, recorder: Recorder, name: str, info: GraphInfo, tags: list[str], graph_ref: str | None, scoped: RunScopedSaver | None) -> None:
+        self.recorder = recorder
+        self.name = name
+        self.info = info
+        self.tags = tags
+        self.graph_ref = graph_ref
+        self.scoped = scoped
+
+
+def _recorded_class(base: type, binding: _Binding) -> type:
+    def stream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> Iterator[Any]:
+        rec = binding.recorder
+        session, config, kwargs = rec._begin(binding, self, input, config, kwargs)
+        try:
+            yield from base.stream(self, input, config, **kwargs)
+        except BaseException as exc:
+            rec._end(binding, session, exc)
+            raise
+        rec._end(binding, session, None)
+
+    async def astream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        rec = binding.recorder
+        session, config, kwargs = rec._begin(binding, self, input, config, kwargs)
+        try:
+            async for chunk in base.astream(self, input, config, **kwargs):
+                yield chunk
+        except BaseException as exc:
+            rec._end(binding, session, exc)
+            raise
+        rec._end(binding, session, None)
+
+    stream.__doc__ = base.stream.__doc__
+    astream.__doc__ = base.astream.__doc__
+    return type(base.__name__, (base,), {"stream": stream, "astream": astream, "_graphtape_binding": binding, "__module__": base.__module__})
+
+
+def _with_handler(callbacks: Any, handler: CaptureHandler) -> Any:
+    if callbacks is None:
+        return [handler]
+    if isinstance(callbacks, list):
+        return [*callbacks, handler]
+    if isinstance(callbacks, BaseCallbackManager):
+        manager = callbacks.copy()
+        manager.add_handler(handler, inherit=True)
+        return manager
+    return [handler]
+
+
+def _max_seq(store: SqlStore, run_id: str) -> int:
+    import sqlalchemy as sa
+
+    from recorder import schema as S
+
+    with store.engine.connect() as conn:
+        value = conn.execute(sa.select(sa.func.max(S.steps.c.seq)).where(S.steps.c.run_id == run_id)).scalar()
+    return int(value or 0)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for dist in ("graphtape", "langgraph", "langchain-core", "langgraph-checkpoint", "sqlalchemy"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def _json(tree: Any) -> str:
+    import orjson
+
+    return orjson.dumps(tree).decode()
+
+
+__all__ = ["Recorder", "Durability", "GraphtapeError"]

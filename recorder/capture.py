@@ -1,0 +1,171 @@
+"""LangChain callback handler: nodes, routers, tool calls and model calls.
+
+Every LangChain runnable reports through callbacks, so this captures any
+provider's chat model and any LangChain tool (plain functions become tools
+when a ToolNode or ``@tool`` wraps them). LangGraph tags each run with
+``langgraph_checkpoint_ns`` (``...|node:task_id``) and ``langgraph_step``,
+which attributes a call to its task even across parallel branches.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+
+from recorder.session import RunSession, split_task_ns
+
+_HIDDEN = "langsmith:hidden"
+
+
+class CaptureHandler(BaseCallbackHandler):
+    """Feeds one run's callbacks into its :class:`RunSession`; never raises (unless strict)."""
+
+    run_inline = True
+    raise_error = False
+
+    def __init__(self, session: RunSession) -> None:
+        self.session = session
+        self.raise_error = session.strict
+        # run id -> (ns, task_id) for node runs; router runs -> (ns, task_id, name)
+        self._nodes: dict[UUID, tuple[str, str]] = {}
+        self._routers: dict[UUID, tuple[str, str, str]] = {}
+
+    # -- helpers ---------------------------------------------------------------
+    def _guard(self, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:  # noqa: BLE001 - recording must not break the graph
+            self.session.fault(f"capture: {type(exc).__name__}: {exc}")
+            if self.session.strict:
+                raise
+
+    @staticmethod
+    def _where(metadata: dict | None) -> tuple[str, str | None, str | None, int | None]:
+        md = metadata or {}
+        ns, node, task_id = split_task_ns(md.get("langgraph_checkpoint_ns", "") or "")
+        return ns, md.get("langgraph_node", node), task_id, md.get("langgraph_step")
+
+    # -- chains: nodes and routers -------------------------------------------
+    def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._guard(self._chain_start, run_id, parent_run_id, tags or [], metadata, kwargs.get("name"))
+
+    def _chain_start(self, run_id: UUID, parent_run_id: UUID | None, tags: list[str], metadata: dict | None, name: str | None) -> None:
+        if _HIDDEN in tags or not metadata or "langgraph_checkpoint_ns" not in metadata:
+            return
+        ns, node, task_id, step = self._where(metadata)
+        if task_id is None or node is None:
+            return
+        parent_node = self._nodes.get(parent_run_id) if parent_run_id else None
+        if parent_node is None and name == node and any(t.startswith("graph:step:") for t in tags):
+            self._nodes[run_id] = (ns, task_id)
+            self.session.on_node_start(ns, task_id, node, step)
+        elif parent_node is not None and parent_node == (ns, task_id) and name and name in self.session.graph.router_names(node):
+            self._routers[run_id] = (ns, task_id, name)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        if run_id in self._nodes:
+            ns, task_id = self._nodes.pop(run_id)
+            self._guard(self.session.on_node_end, ns, task_id, outputs, None)
+        elif run_id in self._routers:
+            ns, task_id, name = self._routers.pop(run_id)
+            self._guard(self.session.on_router_end, ns, task_id, name, outputs)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        if run_id in self._nodes:
+            ns, task_id = self._nodes.pop(run_id)
+            self._guard(self.session.on_node_end, ns, task_id, None, error)
+        else:
+            self._routers.pop(run_id, None)
+
+    # -- tools -----------------------------------------------------------------
+    def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *, run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None, metadata: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        name = kwargs.get("name") or (serialized or {}).get("name") or "tool"
+        self._guard(self._begin, run_id, parent_run_id, metadata, "tool", name, inputs if inputs is not None else input_str)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._guard(self._end, run_id, {"output": output})
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._guard(self._end, run_id, {"error_type": type(error).__name__, "error_message": str(error)})
+
+    # -- models ----------------------------------------------------------------
+    def on_chat_model_start(self, serialized: dict[str, Any] | None, messages: list[list[Any]], *, run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        params = dict(kwargs.get("invocation_params") or {})
+        inputs = {"messages": messages[0] if len(messages) == 1 else messages}
+        tools = params.pop("tools", None)
+        if tools:
+            inputs["tools"] = tools
+        params.pop("_type", None)
+        if params:
+            inputs["params"] = params
+        self._guard(self._begin, run_id, parent_run_id, metadata, "model", _model_name(serialized, kwargs, metadata), inputs)
+
+    def on_llm_start(self, serialized: dict[str, Any] | None, prompts: list[str], *, run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._guard(self._begin, run_id, parent_run_id, metadata, "model", _model_name(serialized, kwargs, metadata), {"prompts": prompts})
+
+    def on_llm_new_token(self, token: str, *, run_id: UUID, **kwargs: Any) -> None:
+        self.session.mark_streamed(str(run_id))
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._guard(self._llm_end, run_id, response)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._guard(self._end, run_id, {"error_type": type(error).__name__, "error_message": str(error)})
+
+    def _llm_end(self, run_id: UUID, response: Any) -> None:
+        gens = getattr(response, "generations", None) or [[]]
+        first = gens[0][0] if gens and gens[0] else None
+        output = getattr(first, "message", None) if first is not None else None
+        if output is None and first is not None:
+            output = getattr(first, "text", None)
+        fields: dict[str, Any] = {"output": output}
+        usage = getattr(output, "usage_metadata", None) or {}
+        if not usage:
+            llm_out = getattr(response, "llm_output", None) or {}
+            tu = llm_out.get("token_usage") or llm_out.get("usage") or {}
+            usage = {
+                "input_tokens": tu.get("prompt_tokens", tu.get("input_tokens")),
+                "output_tokens": tu.get("completion_tokens", tu.get("output_tokens")),
+                "total_tokens": tu.get("total_tokens"),
+            }
+        for k in ("input_tokens", "output_tokens", "total_tokens"):
+            if usage.get(k) is not None:
+                fields[k] = int(usage[k])
+        self._end(run_id, fields)
+
+    # -- shared call bookkeeping --------------------------------------------------
+    def _begin(self, run_id: UUID, parent_run_id: UUID | None, metadata: dict | None, kind: str, name: str, inputs: Any) -> None:
+        ns, node, task_id, step = self._where(metadata)
+        parent = str(parent_run_id) if parent_run_id and self.session.is_call(str(parent_run_id)) else None
+        self.session.begin_call(
+            str(run_id),
+            {
+                "kind": kind,
+                "name": name,
+                "ns": ns,
+                "node": node,
+                "task_id": task_id,
+                "step": step,
+                "inputs": inputs,
+                "started_at": time.time(),
+                "perf0": time.perf_counter(),
+                "parent_call_id": parent,
+            },
+        )
+
+    def _end(self, run_id: UUID, fields: dict) -> None:
+        rec = self.session._calls.get(str(run_id))
+        if rec is None:
+            return
+        fields["latency_ms"] = round((time.perf_counter() - rec["perf0"]) * 1000, 3)
+        self.session.end_call(str(run_id), **fields)
+
+
+def _model_name(serialized: dict | None, kwargs: dict, metadata: dict | None) -> str:
+    params = kwargs.get("invocation_params") or {}
+    model = params.get("model") or params.get("model_name") or (metadata or {}).get("ls_model_name")
+    cls = kwargs.get("name") or ((serialized or {}).get("id") or ["model"])[-1]
+    return f"{cls}:{model}" if model and model not in str(cls) else str(cls)

@@ -1,0 +1,517 @@
+"""Typed, safe encoding of graph values to JSON-able trees and back.
+
+Recordings travel between people, so decoding never imports a name read from
+the data and never unpickles: it rebuilds only allow-listed LangChain /
+LangGraph types and types the user registered by name. Anything else comes
+back as plain data carrying its type name.
+
+Encoded trees use small envelopes: ``{"$t": kind, ...}``. Values worth
+sharing between steps (messages, documents, long strings) can be replaced by
+``{"$b": hash}`` references to content-addressed blobs through a ``BlobSink``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import hashlib
+import math
+import pathlib
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import orjson
+
+from recorder.redaction import Redactor
+
+ENVELOPE = "$t"
+BLOB_REF = "$b"
+TYPE_KEY = "__type__"
+LONG_STRING = 1024
+MAX_DEPTH = 200
+
+_registry: dict[str, type] = {}
+
+
+def register_type(cls: type, name: str | None = None) -> type:
+    """Allow ``cls`` (a dataclass or pydantic model) to be rebuilt when decoding.
+
+    Decoding looks types up only in this registry, by the name recorded; it
+    never imports modules. Usable as a class decorator.
+    """
+    _registry[name or _qualname(cls)] = cls
+    return cls
+
+
+def registered_types() -> Mapping[str, type]:
+    """The types decoding may rebuild, by recorded name."""
+    return dict(_registry)
+
+
+class BlobSink(Protocol):
+    """Receives shareable values and returns the reference that replaces them."""
+
+    def put_blob(self, data: bytes) -> str: ...
+
+
+class Fault(Exception):
+    """A value could not be encoded; it is stored as a marked safe string."""
+
+
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def blob_hash(data: bytes) -> str:
+    """Content address of an encoded blob."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def dumps(tree: Any) -> bytes:
+    """Serialize an already-encoded tree."""
+    return orjson.dumps(tree)
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse bytes written by :func:`dumps`."""
+    return orjson.loads(data)
+
+
+class Encoder:
+    """Turns live values into encoded trees, redacting as it walks.
+
+    One encoder lives per run: it caches the blob reference of each shared
+    object it has seen (by identity, holding a reference so ids stay valid),
+    so a message present in every step is encoded once per run.
+    """
+
+    def __init__(
+        self,
+        redactor: Redactor | None = None,
+        sink: BlobSink | None = None,
+        on_fault: Callable[[str], None] | None = None,
+    ) -> None:
+        self.redactor = redactor or Redactor()
+        self.sink = sink
+        self.on_fault = on_fault
+        self._shared: dict[int, tuple[Any, dict]] = {}
+
+    def forget(self) -> None:
+        """Drop the identity cache (end of run)."""
+        self._shared.clear()
+
+    def encode(self, value: Any) -> Any:
+        """Encode ``value``; never raises for odd values, marks them instead."""
+        return self._enc(value, 0, None)
+
+    # -- internals -----------------------------------------------------------
+    def _fault(self, value: Any, why: str) -> dict:
+        try:
+            text = repr(value)
+        except Exception:  # noqa: BLE001 - a broken __repr__ must not break recording
+            text = f"<{type(value).__name__} with failing repr>"
+        if len(text) > 2000:
+            text = text[:2000] + "…"
+        if self.on_fault is not None:
+            self.on_fault(f"{type(value).__name__}: {why}")
+        return {ENVELOPE: "unserializable", "type": _qualname(type(value)), "repr": self.redactor.scrub(text), "why": why}
+
+    def _shared_ref(self, value: Any, build: Callable[[], Any]) -> Any:
+        if self.sink is None:
+            return build()
+        hit = self._shared.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        tree = build()
+        ref = {BLOB_REF: self.sink.put_blob(orjson.dumps(tree))}
+        self._shared[id(value)] = (value, ref)
+        return ref
+
+    def _enc(self, v: Any, depth: int, key: str | None) -> Any:
+        if depth > MAX_DEPTH:
+            return self._fault(v, "nested too deeply")
+        t = type(v)
+        if t is str:
+            s = self.redactor.scrub(v)
+            if len(s) > LONG_STRING and self.sink is not None:
+                return {BLOB_REF: self.sink.put_blob(orjson.dumps(s))}
+            return s
+        if t is bool or v is None:
+            return v
+        if t is int:
+            if -(2**63) <= v < 2**63:
+                return v
+            return {ENVELOPE: "int", "v": str(v)}
+        if t is float:
+            if math.isfinite(v):
+                return v
+            return {ENVELOPE: "float", "v": repr(v)}
+        if t is dict or isinstance(v, Mapping) and not _is_special(v):
+            return self._enc_dict(v, depth)
+        if t is list:
+            return [self._enc(x, depth + 1, key) for x in v]
+        if t is tuple:
+            return {ENVELOPE: "tuple", "v": [self._enc(x, depth + 1, key) for x in v]}
+        return self._enc_other(v, depth)
+
+    def _enc_dict(self, v: Mapping, depth: int) -> Any:
+        out: dict[str, Any] = {}
+        plain = True
+        for k in v:
+            if type(k) is not str or k in (ENVELOPE, BLOB_REF):
+                plain = False
+                break
+        if plain:
+            for k, x in v.items():
+                if self.redactor.is_secret_key(k) and x is not None and x != "":
+                    out[k] = self.redactor.mark()
+                else:
+                    out[k] = self._enc(x, depth + 1, k)
+            return out
+        items = []
+        for k, x in v.items():
+            secret = isinstance(k, str) and self.redactor.is_secret_key(k)
+            items.append([self._enc(k, depth + 1, None), self.redactor.mark() if secret else self._enc(x, depth + 1, None)])
+        return {ENVELOPE: "dict", "v": items}
+
+    def _enc_other(self, v: Any, depth: int) -> Any:
+        kind = _special_kind(v)
+        if kind == "secret":
+            return self.redactor.mark()
+        if kind == "message":
+            return self._shared_ref(v, lambda: self._enc_message(v, depth))
+        if kind == "document":
+            return self._shared_ref(
+                v,
+                lambda: {
+                    ENVELOPE: "lc.doc",
+                    "v": self._enc({"page_content": v.page_content, "metadata": v.metadata, "id": v.id}, depth + 1, None),
+                },
+            )
+        if kind == "send":
+            return {ENVELOPE: "lg.send", "node": v.node, "arg": self._enc(v.arg, depth + 1, None)}
+        if kind == "command":
+            return {ENVELOPE: "lg.command", "v": self._enc(_command_fields(v), depth + 1, None)}
+        if kind == "interrupt":
+            return {ENVELOPE: "lg.interrupt", "v": self._enc({"value": v.value, "id": getattr(v, "id", None)}, depth + 1, None)}
+        if isinstance(v, BaseException):
+            return {ENVELOPE: "exc", "type": type(v).__name__, "message": self.redactor.scrub(_safe_str(v))}
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            return {ENVELOPE: "bytes", "v": base64.b64encode(bytes(v)).decode()}
+        if isinstance(v, (set, frozenset)):
+            items = [self._enc(x, depth + 1, None) for x in v]
+            try:
+                items.sort(key=orjson.dumps)
+            except Exception:  # noqa: BLE001 - ordering is cosmetic
+                pass
+            return {ENVELOPE: "set", "v": items}
+        if isinstance(v, enum.Enum):
+            return {ENVELOPE: "enum", "type": _qualname(type(v)), "v": self._enc(v.value, depth + 1, None)}
+        if isinstance(v, dt.datetime):
+            return {ENVELOPE: "datetime", "v": v.isoformat()}
+        if isinstance(v, dt.date):
+            return {ENVELOPE: "date", "v": v.isoformat()}
+        if isinstance(v, dt.time):
+            return {ENVELOPE: "time", "v": v.isoformat()}
+        if isinstance(v, dt.timedelta):
+            return {ENVELOPE: "timedelta", "v": v.total_seconds()}
+        if isinstance(v, uuid.UUID):
+            return {ENVELOPE: "uuid", "v": str(v)}
+        if isinstance(v, decimal.Decimal):
+            return {ENVELOPE: "decimal", "v": str(v)}
+        if isinstance(v, pathlib.PurePath):
+            return {ENVELOPE: "path", "v": str(v)}
+        if isinstance(v, str):  # str subclasses
+            return self._enc(str(v), depth, None)
+        if isinstance(v, int):
+            return self._enc(int(v), depth, None)
+        if isinstance(v, float):
+            return self._enc(float(v), depth, None)
+        if isinstance(v, (list, tuple)):
+            return {ENVELOPE: "tuple" if isinstance(v, tuple) else "list", "v": [self._enc(x, depth + 1, None) for x in v]}
+        fields = _object_fields(v)
+        if fields is not None:
+            return {ENVELOPE: "obj", "type": _registered_name(type(v)), "v": self._enc(fields, depth + 1, None)}
+        return self._fault(v, "no safe encoding for this type")
+
+    def _enc_message(self, m: Any, depth: int) -> dict:
+        fields = {k: getattr(m, k) for k in type(m).model_fields if k != "type"}
+        # Drop defaults that carry nothing, to keep blobs small.
+        for k in ("additional_kwargs", "response_metadata", "tool_calls", "invalid_tool_calls", "name", "usage_metadata", "tool_call_chunks", "artifact"):
+            if k in fields and not fields[k]:
+                del fields[k]
+        return {ENVELOPE: "lc.msg", "cls": type(m).__name__, "v": self._enc(fields, depth + 1, None)}
+
+
+def _safe_str(v: Any) -> str:
+    try:
+        return str(v)
+    except Exception:  # noqa: BLE001
+        return f"<{type(v).__name__}>"
+
+
+def _registered_name(cls: type) -> str:
+    for name, known in _registry.items():
+        if known is cls:
+            return name
+    return _qualname(cls)
+
+
+def _object_fields(v: Any) -> dict | None:
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+    dump = getattr(v, "model_dump", None)
+    if callable(dump) and hasattr(type(v), "model_fields"):
+        return {k: getattr(v, k) for k in type(v).model_fields}
+    return None
+
+
+def _command_fields(c: Any) -> dict:
+    out: dict[str, Any] = {}
+    if c.graph is not None:
+        out["graph"] = c.graph
+    if c.update is not None:
+        out["update"] = c.update
+    if c.resume is not None:
+        out["resume"] = c.resume
+    if c.goto:
+        out["goto"] = c.goto
+    return out
+
+
+_KIND_CACHE: dict[type, str | None] = {}
+
+
+def _special_kind(v: Any) -> str | None:
+    t = type(v)
+    if t in _KIND_CACHE:
+        return _KIND_CACHE[t]
+    kind = None
+    names = {c.__module__ + "." + c.__name__ for c in t.__mro__}
+    if "langchain_core.messages.base.BaseMessage" in names:
+        kind = "message"
+    elif "langchain_core.documents.base.Document" in names:
+        kind = "document"
+    elif "pydantic.types.SecretStr" in names or "pydantic.types.SecretBytes" in names or "pydantic.v1.types.SecretStr" in names:
+        kind = "secret"
+    elif "langgraph.types.Send" in names:
+        kind = "send"
+    elif "langgraph.types.Command" in names:
+        kind = "command"
+    elif "langgraph.types.Interrupt" in names:
+        kind = "interrupt"
+    _KIND_CACHE[t] = kind
+    return kind
+
+
+def _is_special(v: Any) -> bool:
+    return _special_kind(v) is not None
+
+
+# ---------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------
+
+
+class DecodeError(ValueError):
+    """The recorded data is malformed."""
+
+
+BlobLoader = Callable[[list[str]], Mapping[str, Any]]
+
+
+def collect_refs(tree: Any, out: set[str] | None = None) -> set[str]:
+    """Every blob hash referenced in an encoded tree."""
+    if out is None:
+        out = set()
+    stack = [tree]
+    while stack:
+        x = stack.pop()
+        if type(x) is dict:
+            ref = x.get(BLOB_REF)
+            if ref is not None and len(x) == 1:
+                out.add(ref)
+            else:
+                stack.extend(x.values())
+        elif type(x) is list:
+            stack.extend(x)
+    return out
+
+
+class Decoder:
+    """Rebuilds values from encoded trees.
+
+    ``typed=True`` rebuilds LangChain messages, documents, LangGraph Send /
+    Command / Interrupt and registered types, so LangGraph can resume from
+    them. ``typed=False`` gives plain JSON-like data for display and diffing
+    (messages become dicts with ``type``).
+    """
+
+    def __init__(self, blobs: Mapping[str, Any], typed: bool = False) -> None:
+        self.blobs = blobs
+        self.typed = typed
+
+    def decode(self, tree: Any) -> Any:
+        return self._dec(tree, 0)
+
+    def _dec(self, x: Any, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise DecodeError("recorded value is nested too deeply")
+        t = type(x)
+        if t is list:
+            return [self._dec(i, depth + 1) for i in x]
+        if t is not dict:
+            return x
+        if BLOB_REF in x and len(x) == 1:
+            ref = x[BLOB_REF]
+            if ref not in self.blobs:
+                return {TYPE_KEY: "missing-blob", "ref": ref}
+            return self._dec(self.blobs[ref], depth + 1)
+        kind = x.get(ENVELOPE)
+        if kind is None:
+            return {k: self._dec(v, depth + 1) for k, v in x.items()}
+        return self._dec_envelope(kind, x, depth)
+
+    def _dec_envelope(self, kind: str, x: dict, depth: int) -> Any:
+        d = depth + 1
+        v = x.get("v")
+        if kind == "tuple":
+            items = [self._dec(i, d) for i in v]
+            return tuple(items) if self.typed else items
+        if kind == "list":
+            return [self._dec(i, d) for i in v]
+        if kind == "set":
+            items = [self._dec(i, d) for i in v]
+            if self.typed:
+                try:
+                    return set(items)
+                except TypeError:
+                    return items
+            return items
+        if kind == "dict":
+            pairs = [(self._dec(k, d), self._dec(val, d)) for k, val in v]
+            if self.typed:
+                try:
+                    return dict(pairs)
+                except TypeError:
+                    pass
+            return {_plain_key(k): val for k, val in pairs}
+        if kind == "int":
+            return int(v) if self.typed else v
+        if kind == "float":
+            return float(v)
+        if kind == "bytes":
+            return base64.b64decode(v) if self.typed else {TYPE_KEY: "bytes", "base64": v}
+        if kind in ("datetime", "date", "time", "uuid", "decimal", "path", "timedelta"):
+            return _scalar(kind, v) if self.typed else v
+        if kind == "enum":
+            return self._dec(v, d)
+        if kind == "exc":
+            return {TYPE_KEY: "exception", "type": x.get("type"), "message": x.get("message")}
+        if kind == "unserializable":
+            return {TYPE_KEY: x.get("type"), "unserializable": True, "repr": x.get("repr")}
+        if kind == "lc.msg":
+            return self._message(x.get("cls"), self._dec(v, d))
+        if kind == "lc.doc":
+            fields = self._dec(v, d)
+            if self.typed:
+                from langchain_core.documents import Document
+
+                return Document(**fields)
+            return {TYPE_KEY: "Document", **fields}
+        if kind == "lg.send":
+            node, arg = x.get("node"), self._dec(x.get("arg"), d)
+            if self.typed:
+                from langgraph.types import Send
+
+                return Send(node, arg)
+            return {TYPE_KEY: "Send", "node": node, "arg": arg}
+        if kind == "lg.command":
+            fields = self._dec(v, d)
+            if self.typed:
+                from langgraph.types import Command
+
+                return Command(**fields)
+            return {TYPE_KEY: "Command", **fields}
+        if kind == "lg.interrupt":
+            fields = self._dec(v, d)
+            if self.typed:
+                from langgraph.types import Interrupt
+
+                return Interrupt(value=fields.get("value"), id=fields.get("id") or "")
+            return {TYPE_KEY: "Interrupt", **fields}
+        if kind == "obj":
+            name = x.get("type")
+            fields = self._dec(v, d)
+            cls = _registry.get(name) if self.typed else None
+            if cls is not None:
+                try:
+                    return cls(**fields)
+                except Exception as exc:  # noqa: BLE001
+                    raise DecodeError(f"recorded {name} no longer fits its registered type: {exc}") from None
+            return {TYPE_KEY: name, **fields} if isinstance(fields, dict) else {TYPE_KEY: name, "value": fields}
+        return {TYPE_KEY: str(kind), **{k: val for k, val in x.items() if k != ENVELOPE}}
+
+    def _message(self, cls_name: str, fields: dict) -> Any:
+        if not self.typed:
+            out = {"type": _MESSAGE_TYPES.get(cls_name, cls_name)}
+            out.update(fields)
+            return out
+        cls = _message_class(cls_name)
+        if cls is None:
+            return {TYPE_KEY: cls_name, **fields}
+        return cls(**fields)
+
+
+_MESSAGE_TYPES = {
+    "AIMessage": "ai",
+    "AIMessageChunk": "ai",
+    "HumanMessage": "human",
+    "HumanMessageChunk": "human",
+    "SystemMessage": "system",
+    "SystemMessageChunk": "system",
+    "ToolMessage": "tool",
+    "ToolMessageChunk": "tool",
+    "FunctionMessage": "function",
+    "FunctionMessageChunk": "function",
+    "ChatMessage": "chat",
+    "ChatMessageChunk": "chat",
+    "RemoveMessage": "remove",
+}
+
+
+def _message_class(name: str) -> type | None:
+    if name not in _MESSAGE_TYPES:
+        return None
+    import langchain_core.messages as m
+
+    return getattr(m, name, None)
+
+
+def _plain_key(k: Any) -> str:
+    return k if isinstance(k, str) else orjson.dumps(k, default=str).decode()
+
+
+def _scalar(kind: str, v: Any) -> Any:
+    if kind == "datetime":
+        return dt.datetime.fromisoformat(v)
+    if kind == "date":
+        return dt.date.fromisoformat(v)
+    if kind == "time":
+        return dt.time.fromisoformat(v)
+    if kind == "uuid":
+        return uuid.UUID(v)
+    if kind == "decimal":
+        return decimal.Decimal(v)
+    if kind == "timedelta":
+        return dt.timedelta(seconds=v)
+    return pathlib.PurePosixPath(v)
+
+
+def to_plain(value: Any) -> Any:
+    """Encode then decode without blobs: a JSON-friendly view of a live value."""
+    return Decoder({}, typed=False).decode(Encoder().encode(value))

@@ -1,0 +1,127 @@
+"""State frames: each superstep's checkpoint stored as a keyframe or a delta.
+
+A keyframe holds every channel's encoded value and the checkpoint's version
+maps. A delta holds only what changed since the previous step of the same
+namespace; a list that grew is stored as "keep the first k items, append
+these". A new keyframe is written once the deltas since the last one add up
+to its size (or the chain gets long), so storage stays linear in run length
+while reading any step costs one keyframe plus a bounded number of deltas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+MAX_CHAIN = 128
+
+
+class FrameBuilder:
+    """Builds the frames of one namespace of one run, in step order."""
+
+    def __init__(self, encode: Callable[[Any], Any]) -> None:
+        self.encode = encode
+        self._objs: dict[str, Any] = {}
+        self._encs: dict[str, Any] = {}
+        self._items: dict[str, list] = {}
+        self._cv: dict[str, Any] = {}
+        self._seen: dict[str, dict] = {}
+        self._chain = 0
+        self._since_key = 0
+        self._key_size = 0
+
+    def build(
+        self,
+        values: Mapping[str, Any],
+        versions: Mapping[str, Any],
+        seen: Mapping[str, Mapping[str, Any]],
+        updated: Iterable[str],
+        size_of: Callable[[dict], int],
+    ) -> tuple[dict, bool]:
+        """Return ``(frame, is_key)`` for the next checkpoint of this namespace."""
+        updated = set(updated)
+        delta_vals: dict[str, Any] = {}
+        delta_lists: dict[str, dict] = {}
+        for ch, v in values.items():
+            prev = self._objs.get(ch, _MISSING)
+            if prev is v and ch not in updated:
+                continue
+            if type(v) is list:
+                items = self._items.get(ch)
+                if items is not None:
+                    k = _common_prefix(items, v)
+                    added = [self.encode(x) for x in v[k:]]
+                    encs = self._encs[ch][:k] + added
+                    delta_lists[ch] = {"k": k, "a": added}
+                else:
+                    encs = [self.encode(x) for x in v]
+                    delta_vals[ch] = encs
+                self._items[ch] = list(v)
+                self._encs[ch] = encs
+            else:
+                enc = self.encode(v)
+                self._items.pop(ch, None)
+                self._encs[ch] = enc
+                delta_vals[ch] = enc
+            self._objs[ch] = v
+        removed = [ch for ch in self._objs if ch not in values]
+        for ch in removed:
+            del self._objs[ch]
+            del self._encs[ch]
+            self._items.pop(ch, None)
+        cv_delta = {c: ver for c, ver in versions.items() if self._cv.get(c) != ver}
+        seen_delta = {n: dict(s) for n, s in seen.items() if self._seen.get(n) != s}
+        self._cv = dict(versions)
+        self._seen = {n: dict(s) for n, s in seen.items()}
+
+        delta = {"v": delta_vals, "l": delta_lists, "x": removed, "cv": cv_delta, "vs": seen_delta}
+        if self._chain > 0 and self._chain < MAX_CHAIN:
+            size = size_of(delta)
+            if self._since_key + size < self._key_size:
+                self._chain += 1
+                self._since_key += size
+                return delta, False
+        key = {"v": dict(self._encs), "cv": dict(self._cv), "vs": {n: dict(s) for n, s in self._seen.items()}}
+        self._key_size = size_of(key)
+        self._chain = 1
+        self._since_key = 0
+        return key, True
+
+
+_MISSING = object()
+
+
+def _common_prefix(old: list, new: list) -> int:
+    n = min(len(old), len(new))
+    i = 0
+    while i < n and old[i] is new[i]:
+        i += 1
+    return i
+
+
+class FrameState:
+    """The encoded checkpoint rebuilt by applying a keyframe and its deltas."""
+
+    __slots__ = ("values", "versions", "seen")
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.versions: dict[str, Any] = {}
+        self.seen: dict[str, dict] = {}
+
+    def apply(self, frame: Mapping[str, Any], is_key: bool) -> None:
+        """Advance by one stored frame."""
+        if is_key:
+            self.values = dict(frame.get("v", {}))
+            self.versions = dict(frame.get("cv", {}))
+            self.seen = {n: dict(s) for n, s in frame.get("vs", {}).items()}
+            return
+        for ch in frame.get("x", ()):
+            self.values.pop(ch, None)
+        self.values.update(frame.get("v", {}))
+        for ch, d in frame.get("l", {}).items():
+            base = self.values.get(ch)
+            base = base if isinstance(base, list) else []
+            self.values[ch] = base[: d["k"]] + list(d["a"])
+        self.versions.update(frame.get("cv", {}))
+        self.seen.update({n: dict(s) for n, s in frame.get("vs", {}).items()})

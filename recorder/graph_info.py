@@ -1,0 +1,67 @@
+"""The shape of a compiled graph as JSON: nodes, static edges, routers.
+
+Route decisions are explained against this: a branch write that matches a
+static edge is a static route, a router's return value is mapped through its
+path map to destinations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+END = "__end__"
+START = "__start__"
+
+
+@dataclass
+class GraphInfo:
+    """What capture needs to know about the graph, plus its JSON form."""
+
+    name: str
+    nodes: list[str] = field(default_factory=list)
+    subgraph_nodes: list[str] = field(default_factory=list)
+    edges: set[tuple[str, str]] = field(default_factory=set)
+    # source node -> router name -> path map (None when the router returns node names)
+    routers: dict[str, dict[str, dict[str, str] | None]] = field(default_factory=dict)
+
+    def router_names(self, source: str) -> dict[str, dict[str, str] | None]:
+        return self.routers.get(source, {})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "nodes": self.nodes,
+            "subgraph_nodes": self.subgraph_nodes,
+            "edges": [{"source": s, "target": t} for s, t in sorted(self.edges)],
+            "conditional_edges": [
+                {"source": src, "router": name, "path_map": ends}
+                for src, routers in sorted(self.routers.items())
+                for name, ends in routers.items()
+            ],
+        }
+
+
+def describe(graph: Any) -> GraphInfo:
+    """Read nodes, edges and routers from a compiled graph's builder."""
+    info = GraphInfo(name=getattr(graph, "name", None) or type(graph).__name__)
+    builder = getattr(graph, "builder", None)
+    if builder is None or not hasattr(builder, "nodes"):
+        info.nodes = [n for n in getattr(graph, "nodes", {}) if n != START]
+        return info
+    info.nodes = list(builder.nodes)
+    for name, spec in builder.nodes.items():
+        runnable = getattr(spec, "runnable", None)
+        if runnable is not None and hasattr(runnable, "get_subgraphs") and hasattr(runnable, "checkpointer"):
+            info.subgraph_nodes.append(name)
+    for src, dst in getattr(builder, "edges", set()):
+        info.edges.add((src, dst))
+    for srcs, dst in getattr(builder, "waiting_edges", set()):
+        for s in srcs:
+            info.edges.add((s, dst))
+    for src, branches in getattr(builder, "branches", {}).items():
+        for name, spec in branches.items():
+            ends = getattr(spec, "ends", None)
+            router_name = getattr(getattr(spec, "path", None), "name", None) or name
+            info.routers.setdefault(src, {})[router_name] = {str(k): str(v) for k, v in ends.items()} if ends else None
+    return info

@@ -1,0 +1,181 @@
+"""What the store hands to readers: plain, immutable records.
+
+Values inside records are already decoded to plain JSON-like data (messages
+are dicts with a ``type``), which is what the TUI, ``show`` and diffs need;
+``RunStore.state_at(..., typed=True)`` gives live objects for resuming.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Step flags, stored as a bit set.
+FLAG_ERROR = 1
+FLAG_INTERRUPT = 2
+FLAG_RESUME = 4
+FLAG_PENDING = 8  # the step started but never produced a checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One recorded invocation of a graph (a resume continues its run)."""
+
+    id: str
+    name: str
+    graph_name: str
+    status: str
+    started_at: float
+    ended_at: float | None
+    step_count: int
+    thread_id: str | None = None
+    status_reason: str | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    graph_ref: str | None = None
+    tags: list[str] = field(default_factory=list)
+    parent_run_id: str | None = None
+    fork_step: int | None = None
+    redactions: int = 0
+    faults: int = 0
+    durability: str | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.ended_at is None else self.ended_at - self.started_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RunDetail:
+    """The heavier parts of a run, read on demand."""
+
+    run: RunInfo
+    inputs: Any
+    output: Any
+    config: Any
+    graph: Any
+    versions: dict[str, str]
+    fork_edit: Any
+    fault_log: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    """A node execution inside a superstep."""
+
+    task_id: str
+    node: str
+    path: str
+    writes: dict[str, Any]
+    error_type: str | None = None
+    error_message: str | None = None
+    interrupts: list[Any] = field(default_factory=list)
+    started_at: float | None = None
+    duration_ms: float | None = None
+    cached: bool = False
+    subgraph_ns: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteInfo:
+    """Why the run went where it went after a node."""
+
+    source: str
+    kind: str  # conditional | send | command | static | parent-command
+    destinations: list[str]
+    router: str | None = None
+    returned: Any = None
+    sends: list[dict[str, Any]] = field(default_factory=list)
+    task_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventInfo:
+    """An interrupt raised or a resume value supplied."""
+
+    kind: str  # interrupt | resume
+    value: Any
+    task_id: str | None = None
+    node: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    """A superstep of one namespace: what ran, where it went, what it cost."""
+
+    run_id: str
+    ns: str
+    seq: int
+    step: int
+    source: str | None
+    checkpoint_id: str | None
+    parent_checkpoint_id: str | None
+    created_at: float
+    duration_ms: float | None
+    nodes: list[str]
+    summary: str
+    flags: int
+
+    @property
+    def has_error(self) -> bool:
+        return bool(self.flags & FLAG_ERROR)
+
+    @property
+    def has_interrupt(self) -> bool:
+        return bool(self.flags & FLAG_INTERRUPT)
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.flags & FLAG_PENDING)
+
+
+@dataclass(frozen=True, slots=True)
+class StepDetail:
+    """Everything recorded about one superstep except its state."""
+
+    step: StepInfo
+    tasks: list[TaskInfo]
+    routes: list[RouteInfo]
+    events: list[EventInfo]
+    next: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    """A tool or chat-model call made inside a node."""
+
+    call_id: str
+    kind: str  # tool | model
+    name: str
+    ns: str
+    step: int | None
+    node: str | None
+    task_id: str | None
+    inputs: Any
+    output: Any
+    error_type: str | None
+    error_message: str | None
+    started_at: float
+    latency_ms: float | None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    parent_call_id: str | None = None
+    streamed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A recorded checkpoint in LangGraph's own shape, for resuming."""
+
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    ns: str
+    step: int
+    source: str | None
+    channel_values: dict[str, Any]
+    channel_versions: dict[str, Any]
+    versions_seen: dict[str, dict[str, Any]]

@@ -1,0 +1,591 @@
+"""One run being recorded: joins what the saver and the callbacks see.
+
+The saver reports checkpoints (state after each superstep) and each task's
+writes (its update, ``branch:to:*`` routes, Send packets, interrupts, errors).
+The callback handler reports node timings and errors, router return values,
+Command results, and tool / chat-model calls. A superstep is finalized when
+its checkpoint arrives; whatever is left when the run ends (an interrupted or
+failed step) is stored as a pending step.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from recorder.codec import Encoder
+from recorder.frames import FrameBuilder
+from recorder.graph_info import END, START, GraphInfo
+from recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
+from recorder.redaction import Redactor
+from recorder.store import Batch, pack
+from recorder.writer import Writer
+
+NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
+BRANCH = "branch:to:"
+TASKS = "__pregel_tasks"
+INTERRUPT = "__interrupt__"
+RESUME = "__resume__"
+ERROR = "__error__"
+_CONTROL_CHANNELS = {TASKS, INTERRUPT, RESUME, ERROR, "__return__", "__no_writes__", "__error_source_node__", "__scheduled__"}
+_NOT_ERRORS = {"GraphInterrupt", "NodeInterrupt", "ParentCommand", "GraphBubbleUp"}
+
+
+@dataclass
+class TaskAcc:
+    """What is known so far about one task (a node execution)."""
+
+    ns: str
+    task_id: str
+    step: int | None = None
+    cp_id: str | None = None
+    node: str | None = None
+    path: str = ""
+    writes: list[tuple[str, Any]] = field(default_factory=list)
+    t0: float | None = None
+    perf0: float | None = None
+    duration_ms: float | None = None
+    error: BaseException | None = None
+    output: Any = None
+    routers: list[tuple[str, Any]] = field(default_factory=list)
+    parent_command: Any = None
+    seen_callback: bool = False
+    has_writes: bool = False
+    interrupts: list[Any] = field(default_factory=list)
+    resumes: list[Any] = field(default_factory=list)
+
+
+def split_task_ns(task_ns: str) -> tuple[str, str | None, str | None]:
+    """``"a:1|b:2"`` -> (namespace ``"a:1"``, node ``"b"``, task id ``"2"``)."""
+    if not task_ns:
+        return "", None, None
+    parent, _, last = task_ns.rpartition("|")
+    node, _, task_id = last.partition(":")
+    return parent, node or None, task_id or None
+
+
+class RunSession:
+    """Accumulates one run and hands finished pieces to the writer."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        writer: Writer,
+        graph: GraphInfo,
+        redactor: Redactor,
+        strict: bool,
+        seq_start: int = 0,
+        known_checkpoints: Mapping[str, int] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.writer = writer
+        self.graph = graph
+        self.redactor = redactor
+        self.strict = strict
+        self.faults = 0
+        self.fault_log: list[str] = []
+        self.pending_error: Exception | None = None
+        self.encoder = Encoder(redactor, sink=self, on_fault=self._encode_fault)
+        self._lock = threading.RLock()
+        self._tasks: dict[tuple[str, str], TaskAcc] = {}
+        self._cp_step: dict[str, int] = dict(known_checkpoints or {})
+        self._ready: dict[str, dict[int, tuple]] = {}
+        self._last_cp: dict[str, tuple[str, float]] = {}
+        self._frames: dict[str, FrameBuilder] = {}
+        self._events: dict[tuple[str, int], list[dict]] = {}
+        self._loose_events: list[tuple[str, str | None, dict]] = []
+        self._children: dict[tuple[str, str], list[str]] = {}
+        self._calls: dict[str, dict] = {}
+        self._seq = seq_start
+        self._blobs: dict[str, tuple[bool, bytes]] = {}
+        self.root_interrupted = False
+        self.max_step = -1
+
+    # -- faults --------------------------------------------------------------
+    def _encode_fault(self, why: str) -> None:
+        self.fault(f"unserializable value: {why}")
+        if self.strict:
+            from recorder.errors import RecorderFault
+
+            raise RecorderFault(f"graphtape could not encode a value ({why})")
+
+    def fault(self, message: str) -> None:
+        with self._lock:
+            self.faults += 1
+            if len(self.fault_log) < 50:
+                self.fault_log.append(message[:500])
+
+    # -- BlobSink -------------------------------------------------------------
+    def put_blob(self, data: bytes) -> str:
+        from recorder.codec import blob_hash
+
+        h = blob_hash(data)
+        if h not in self._blobs:
+            packed = pack_blob(data)
+            self._blobs[h] = packed
+        return h
+
+    def _take_blobs(self) -> dict[str, tuple[bool, bytes]]:
+        blobs, self._blobs = self._blobs, {}
+        return blobs
+
+    # -- saver side ------------------------------------------------------------
+    def _task(self, ns: str, task_id: str) -> TaskAcc:
+        key = (ns, task_id)
+        acc = self._tasks.get(key)
+        if acc is None:
+            acc = self._tasks[key] = TaskAcc(ns=ns, task_id=task_id)
+            if ns:
+                parent_ns, node, parent_task = split_task_ns(ns)
+                if parent_task is not None:
+                    kids = self._children.setdefault((parent_ns, parent_task), [])
+                    if ns not in kids:
+                        kids.append(ns)
+        return acc
+
+    def _step_of(self, acc: TaskAcc) -> int | None:
+        if acc.step is None and acc.cp_id is not None and acc.cp_id in self._cp_step:
+            acc.step = self._cp_step[acc.cp_id] + 1
+        return acc.step
+
+    def on_writes(self, ns: str, checkpoint_id: str | None, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> None:
+        """A task's writes, attached to the checkpoint it started from."""
+        with self._lock:
+            if task_id == NULL_TASK_ID:
+                for ch, v in writes:
+                    if ch == RESUME:
+                        self._loose_events.append((ns, checkpoint_id, {"kind": "resume", "v": v}))
+                self._place_events()
+                return
+            acc = self._task(ns, task_id)
+            acc.cp_id = checkpoint_id
+            self._step_of(acc)
+            acc.path = task_path
+            if acc.node is None:
+                parts = task_path.lstrip("~").split(", ")
+                if len(parts) >= 2 and parts[0] == "__pregel_pull":
+                    acc.node = parts[1]
+            acc.has_writes = True
+            for ch, v in writes:
+                if ch == INTERRUPT:
+                    acc.interrupts.extend(v if isinstance(v, (list, tuple)) else [v])
+                elif ch == RESUME:
+                    acc.resumes.extend(v if isinstance(v, list) else [v])
+                elif ch == ERROR:
+                    if acc.error is None:
+                        acc.error = v if isinstance(v, BaseException) else RuntimeError(str(v))
+                else:
+                    acc.writes.append((ch, v))
+            self._drain(ns, force=False)
+
+    def _place_events(self) -> None:
+        keep = []
+        for ns, cp, ev in self._loose_events:
+            if cp in self._cp_step:
+                self._events.setdefault((ns, self._cp_step[cp] + 1), []).append(ev)
+            else:
+                keep.append((ns, cp, ev))
+        self._loose_events = keep
+
+    def on_checkpoint(self, ns: str, checkpoint: Mapping[str, Any], metadata: Mapping[str, Any], parent_id: str | None, new_versions: Mapping[str, Any]) -> None:
+        """A superstep finished in ``ns``: queue it; it is written once its tasks' writes are in."""
+        now = time.time()
+        with self._lock:
+            step = int(metadata.get("step", -1))
+            cp_id = checkpoint["id"]
+            self._cp_step[cp_id] = step
+            prev = self._last_cp.get(ns)
+            self._last_cp[ns] = (cp_id, now)
+            duration = (now - prev[1]) * 1000 if prev else None
+            info = (
+                step,
+                cp_id,
+                parent_id,
+                now,
+                duration,
+                checkpoint.get("channel_values", {}),
+                checkpoint.get("channel_versions", {}),
+                checkpoint.get("versions_seen", {}),
+                checkpoint.get("updated_channels") or list(new_versions),
+                metadata.get("source"),
+            )
+            self._ready.setdefault(ns, {})[step] = info
+            if ns == "":
+                self.max_step = max(self.max_step, step)
+            if self._loose_events:
+                self._place_events()
+            self._drain(ns, force=False)
+
+    def _drain(self, ns: str, force: bool) -> None:
+        """Write the ready steps of ``ns`` in order, once their tasks have all reported."""
+        ready = self._ready.get(ns)
+        while ready:
+            step = min(ready)
+            tasks = [a for (n, _), a in self._tasks.items() if n == ns and self._step_of(a) == step]
+            if not force and any(not a.has_writes and a.error is None for a in tasks):
+                return
+            info = ready.pop(step)
+            for acc in tasks:
+                del self._tasks[(ns, acc.task_id)]
+            self._emit_step(ns, info, tasks, self._events.pop((ns, step), []))
+
+    def _emit_step(self, ns: str, info: tuple, tasks: list[TaskAcc], events: list[dict]) -> None:
+        step, cp_id, parent_id, now, duration, values, versions, seen, updated, source = info
+        self._seq += 1
+        seq = self._seq
+        frames = self._frames.get(ns)
+        if frames is None:
+            frames = self._frames[ns] = FrameBuilder(self.encoder.encode)
+
+        def work() -> Batch:
+            with self._lock:
+                frame, is_key = frames.build(values, versions, seen, updated, _size)
+                row = self._step_row(ns, seq, step, source, cp_id, parent_id, now, duration, tasks, events, frame, is_key)
+                return Batch(steps=[row], blobs=self._take_blobs())
+
+        self.writer.submit(work)
+
+    # -- callback side ---------------------------------------------------------
+    def on_node_start(self, ns: str, task_id: str, node: str, step: int | None) -> None:
+        with self._lock:
+            acc = self._task(ns, task_id)
+            acc.node = node
+            if step is not None:
+                acc.step = step
+            acc.seen_callback = True
+            acc.t0 = time.time()
+            acc.perf0 = time.perf_counter()
+
+    def on_node_end(self, ns: str, task_id: str, output: Any, error: BaseException | None) -> None:
+        with self._lock:
+            acc = self._tasks.get((ns, task_id))
+            if acc is None:
+                return
+            if acc.perf0 is not None:
+                acc.duration_ms = (time.perf_counter() - acc.perf0) * 1000
+            acc.output = output
+            if error is not None:
+                name = type(error).__name__
+                if name == "ParentCommand":
+                    acc.parent_command = error.args[0] if error.args else None
+                elif name not in _NOT_ERRORS and acc.error is None:
+                    acc.error = error
+
+    def on_router_end(self, ns: str, task_id: str, router: str, returned: Any) -> None:
+        with self._lock:
+            self._task(ns, task_id).routers.append((router, returned))
+
+    def begin_call(self, call_id: str, record: dict) -> None:
+        with self._lock:
+            self._calls[call_id] = record
+
+    def end_call(self, call_id: str, **fields: Any) -> None:
+        with self._lock:
+            rec = self._calls.pop(call_id, None)
+        if rec is None:
+            return
+        rec.update(fields)
+        enc = self.encoder.encode
+
+        def work() -> Batch:
+            with self._lock:
+                row = {
+                    "run_id": self.run_id,
+                    "ns": rec["ns"],
+                    "step": rec["step"],
+                    "task_id": rec["task_id"],
+                    "node": rec["node"],
+                    "call_id": call_id,
+                    "parent_call_id": rec.get("parent_call_id"),
+                    "kind": rec["kind"],
+                    "name": rec["name"],
+                    "inputs": _json(enc(rec.get("inputs"))),
+                    "output": _json(enc(rec.get("output"))),
+                    "error_type": rec.get("error_type"),
+                    "error_message": self.redactor.scrub(rec["error_message"]) if rec.get("error_message") else None,
+                    "started_at": rec["started_at"],
+                    "latency_ms": rec.get("latency_ms"),
+                    "input_tokens": rec.get("input_tokens"),
+                    "output_tokens": rec.get("output_tokens"),
+                    "total_tokens": rec.get("total_tokens"),
+                    "streamed": bool(rec.get("streamed")),
+                }
+                return Batch(calls=[row], blobs=self._take_blobs())
+
+        self.writer.submit(work)
+
+    def is_call(self, run_id: str) -> bool:
+        return run_id in self._calls
+
+    def mark_streamed(self, call_id: str) -> None:
+        rec = self._calls.get(call_id)
+        if rec is not None:
+            rec["streamed"] = True
+
+    # -- run end -------------------------------------------------------------
+    def flush_pending(self) -> None:
+        """Store steps that started but never checkpointed (interrupt, error, kill)."""
+        with self._lock:
+            for ns in sorted(self._ready, key=lambda n: (n.count("|"), n)):
+                self._drain(ns, force=True)
+            groups: dict[tuple[str, int], list[TaskAcc]] = {}
+            for acc in list(self._tasks.values()):
+                if self._step_of(acc) is None:
+                    continue
+                groups.setdefault((acc.ns, acc.step), []).append(acc)
+            self._tasks.clear()
+            for (ns, step) in list(self._events):
+                if step is not None:
+                    groups.setdefault((ns, step), [])
+            pending = []
+            for (ns, step), tasks in sorted(groups.items(), key=lambda kv: (kv[0][0].count("|"), kv[0][0], kv[0][1])):
+                events = self._events.pop((ns, step), [])
+                self._seq += 1
+                pending.append((ns, step, self._seq, tasks, events))
+                if ns == "" and any(t.interrupts for t in tasks):
+                    self.root_interrupted = True
+            now = time.time()
+
+        def work() -> Batch:
+            with self._lock:
+                rows = [
+                    self._step_row(ns, seq, step, None, None, None, now, None, tasks, events, None, False)
+                    for ns, step, seq, tasks, events in pending
+                ]
+                return Batch(steps=rows, blobs=self._take_blobs())
+
+        if pending:
+            self.writer.submit(work)
+
+    def forget(self) -> None:
+        self.encoder.forget()
+        self._frames.clear()
+
+    # -- building rows ---------------------------------------------------------
+    def _step_row(
+        self,
+        ns: str,
+        seq: int,
+        step: int,
+        source: str | None,
+        cp_id: str | None,
+        parent_id: str | None,
+        now: float,
+        duration: float | None,
+        tasks: list[TaskAcc],
+        events: list[dict],
+        frame: dict | None,
+        is_key: bool,
+    ) -> dict:
+        enc = self.encoder.encode
+        flags = 0 if frame is not None else FLAG_PENDING
+        task_rows = []
+        routes: list[dict] = []
+        ev_rows = [{"kind": e["kind"], "v": enc(e.get("v"))} for e in events]
+        if ev_rows:
+            flags |= FLAG_RESUME
+        tasks = sorted(tasks, key=lambda a: (a.path, a.task_id))
+        for acc in tasks:
+            row: dict[str, Any] = {"id": acc.task_id, "node": acc.node or "?", "path": acc.path}
+            update = {ch: v for ch, v in acc.writes if not ch.startswith(BRANCH) and ch not in _CONTROL_CHANNELS and not ch.startswith("join:")}
+            if update:
+                row["w"] = enc(update)
+            if acc.t0 is not None:
+                row["t0"] = acc.t0
+            if acc.duration_ms is not None:
+                row["ms"] = round(acc.duration_ms, 3)
+            if acc.error is not None:
+                row["et"] = type(acc.error).__name__
+                row["em"] = self.redactor.scrub(_message(acc.error))
+                flags |= FLAG_ERROR
+            if acc.interrupts:
+                row["i"] = enc(list(acc.interrupts))
+                flags |= FLAG_INTERRUPT
+                for it in acc.interrupts:
+                    ev_rows.append({"kind": "interrupt", "v": enc(getattr(it, "value", it)), "task": acc.task_id, "node": acc.node})
+            if acc.resumes:
+                flags |= FLAG_RESUME
+                for r in acc.resumes:
+                    ev_rows.append({"kind": "resume", "v": enc(r), "task": acc.task_id, "node": acc.node})
+            if not acc.seen_callback and acc.has_writes and acc.node not in (START, None) and acc.error is None and not acc.interrupts:
+                row["c"] = True
+            kids = self._children.pop((ns, acc.task_id), None)
+            if kids:
+                row["sub"] = kids
+            task_rows.append(row)
+            if acc.error is None and not acc.interrupts:
+                routes.extend(self._routes(acc))
+        nodes = ",".join(dict.fromkeys(t["node"] for t in task_rows))
+        payload = {"t": task_rows, "r": routes, "e": ev_rows}
+        if frame is not None:
+            payload["s"] = frame
+        return {
+            "run_id": self.run_id,
+            "ns": ns,
+            "seq": seq,
+            "step": step,
+            "source": source,
+            "checkpoint_id": cp_id,
+            "parent_checkpoint_id": parent_id,
+            "created_at": now,
+            "duration_ms": duration,
+            "is_key": is_key,
+            "nodes": nodes,
+            "summary": _summary(routes, task_rows),
+            "flags": flags,
+            "payload": pack(payload),
+        }
+
+    def _routes(self, acc: TaskAcc) -> list[dict]:
+        """Explain the task's branch writes and Send packets as route decisions."""
+        enc = self.encoder.encode
+        node = acc.node or "?"
+        branch_dests = [ch[len(BRANCH) :] for ch, _ in acc.writes if ch.startswith(BRANCH)]
+        sends = [v for ch, v in acc.writes if ch == TASKS]
+        explained: set[str] = set()
+        send_ids: set[int] = set()
+        out: list[dict] = []
+        path_maps = self.graph.router_names(node)
+        for router, returned in acc.routers:
+            values = returned if isinstance(returned, list) else [returned]
+            dests: list[str] = []
+            packets = []
+            for v in values:
+                if _is_send(v):
+                    packets.append(v)
+                    send_ids.add(id(v))
+                    continue
+                ends = path_maps.get(router)
+                key = _route_key(v)
+                dest = ends.get(key, key) if ends else key
+                dests.append(END if dest in ("END", END) else dest)
+            explained.update(dests)
+            kind = "send" if packets and not dests else "conditional"
+            d = {"src": node, "kind": kind, "router": router, "ret": enc(returned), "dest": dests + [p.node for p in packets], "task": acc.task_id}
+            if packets:
+                d["sends"] = [{"node": p.node, "arg": enc(p.arg)} for p in packets]
+            out.append(d)
+        for cmd in _commands(acc.output):
+            gotos = cmd.goto if isinstance(cmd.goto, (list, tuple)) else ([cmd.goto] if cmd.goto else [])
+            dests = [g for g in gotos if isinstance(g, str)]
+            packets = [g for g in gotos if _is_send(g)]
+            send_ids.update(id(p) for p in packets)
+            explained.update(dests)
+            d = {"src": node, "kind": "command", "router": None, "ret": enc({"goto": cmd.goto, "update": cmd.update}), "dest": dests + [p.node for p in packets], "task": acc.task_id}
+            if packets:
+                d["sends"] = [{"node": p.node, "arg": enc(p.arg)} for p in packets]
+            if dests or packets:
+                out.append(d)
+        if acc.parent_command is not None:
+            cmd = acc.parent_command
+            gotos = cmd.goto if isinstance(cmd.goto, (list, tuple)) else ([cmd.goto] if cmd.goto else [])
+            out.append(
+                {
+                    "src": node,
+                    "kind": "parent-command",
+                    "router": None,
+                    "ret": enc({"goto": cmd.goto, "update": cmd.update, "graph": cmd.graph}),
+                    "dest": [g if isinstance(g, str) else g.node for g in gotos],
+                    "task": acc.task_id,
+                }
+            )
+        loose_sends = [s for s in sends if id(s) not in send_ids]
+        if loose_sends:
+            out.append({"src": node, "kind": "send", "router": None, "dest": [s.node for s in loose_sends], "sends": [{"node": s.node, "arg": enc(s.arg)} for s in loose_sends], "task": acc.task_id})
+        static = [d for d in branch_dests if d not in explained]
+        if static:
+            out.append({"src": node, "kind": "static", "router": None, "dest": static, "task": acc.task_id})
+        return out
+
+
+def _route_key(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    return str(v)
+
+
+def _is_send(v: Any) -> bool:
+    return type(v).__name__ == "Send" and hasattr(v, "node") and hasattr(v, "arg")
+
+
+def _commands(output: Any) -> list[Any]:
+    items = output if isinstance(output, (list, tuple)) else [output]
+    return [o for o in items if type(o).__name__ == "Command" and hasattr(o, "goto")]
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001
+        text = ""
+    return (text or type(exc).__name__)[:4000]
+
+
+def _short(v: Any) -> str:
+    text = repr(v) if not isinstance(v, str) else repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _summary(routes: list[dict], tasks: list[dict]) -> str:
+    parts = []
+    for r in routes:
+        dest = ", ".join(dict.fromkeys(r["dest"])) or END
+        if r["kind"] == "conditional":
+            parts.append(f"{r['src']} → {dest} ({r['router']} returned {_short_plain(r.get('ret'))})")
+        elif r["kind"] == "send":
+            via = f" via {r['router']}" if r.get("router") else ""
+            parts.append(f"{r['src']} ⇉ {len(r.get('sends', []))}× {dest}{via}")
+        elif r["kind"] == "command":
+            parts.append(f"{r['src']} → {dest} (Command goto)")
+        elif r["kind"] == "parent-command":
+            parts.append(f"{r['src']} → parent {dest} (Command.PARENT)")
+        else:
+            parts.append(f"{r['src']} → {dest}")
+    for t in tasks:
+        if t.get("et"):
+            parts.append(f"{t['node']} ✗ {t['et']}")
+        if t.get("i"):
+            parts.append(f"{t['node']} ⏸ interrupt")
+    return "; ".join(dict.fromkeys(parts))
+
+
+def _short_plain(enc_value: Any) -> str:
+    if isinstance(enc_value, dict) and "$t" in enc_value:
+        return "Send(...)" if enc_value.get("$t") == "lg.send" else "…"
+    if isinstance(enc_value, list):
+        return "[" + ", ".join(_short_plain(v) for v in enc_value[:4]) + (", …" if len(enc_value) > 4 else "") + "]"
+    return _short(enc_value)
+
+
+def _json(tree: Any) -> str:
+    import orjson
+
+    return orjson.dumps(tree).decode()
+
+
+def _size(frame: dict) -> int:
+    import orjson
+
+    return len(orjson.dumps(frame))
+
+
+def pack_blob(data: bytes) -> tuple[bool, bytes]:
+    import zlib
+
+    if len(data) > 200:
+        z = zlib.compress(data, 6)
+        if len(z) < len(data) - 16:
+            return True, z
+    return False, data
+
+
+def host_and_pid() -> tuple[str, int]:
+    return socket.gethostname(), os.getpid()

@@ -1,0 +1,724 @@
+"""The one store API: everything reads and writes runs through ``RunStore``.
+
+``SqlStore`` implements it with SQLAlchemy Core over SQLite (the zero-setup
+default, WAL mode) or PostgreSQL (a SQLAlchemy URL). Blobs are content
+addressed, so a message that sits in every step's state is stored once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from recorder import schema as S
+from recorder.codec import Decoder, collect_refs
+from recorder.errors import AmbiguousRun, RunNotFound, SchemaVersionError, StepNotFound, StoreError
+from recorder.frames import FrameState
+from recorder.records import (
+    FLAG_PENDING,
+    CallInfo,
+    Checkpoint,
+    EventInfo,
+    RouteInfo,
+    RunDetail,
+    RunInfo,
+    StepDetail,
+    StepInfo,
+    TaskInfo,
+)
+
+DEFAULT_DB = "graphtape.db"
+ENV_DB = "GRAPHTAPE_DB"
+STALE_HEARTBEAT_S = 600.0
+
+
+# ---------------------------------------------------------------------------
+# Payload bytes
+# ---------------------------------------------------------------------------
+
+
+def pack(obj: Any) -> bytes:
+    """orjson, zlib-compressed when that saves space; first byte says which."""
+    raw = orjson.dumps(obj)
+    if len(raw) > 160:
+        z = zlib.compress(raw, 6)
+        if len(z) < len(raw) - 16:
+            return b"z" + z
+    return b"j" + raw
+
+
+def unpack(data: bytes) -> Any:
+    """Inverse of :func:`pack`; refuses anything else."""
+    data = bytes(data)
+    if not data:
+        raise StoreError("empty payload in the database (file damaged?)")
+    head, body = data[:1], data[1:]
+    try:
+        if head == b"z":
+            d = zlib.decompressobj()
+            body = d.decompress(body, 256 * 1024 * 1024)
+            if d.unconsumed_tail:
+                raise StoreError("a stored payload inflates beyond 256 MiB; refusing to read it")
+        elif head != b"j":
+            raise StoreError("unknown payload encoding in the database (file damaged or not graphtape's)")
+        return orjson.loads(body)
+    except (zlib.error, orjson.JSONDecodeError) as exc:
+        raise StoreError(f"damaged payload in the database: {exc}") from None
+
+
+def _j(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _uj(text: str | None, default: Any = None) -> Any:
+    if text is None:
+        return default
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return default
+
+
+# ---------------------------------------------------------------------------
+# Write operations (produced by the recorder, applied in batches)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Batch:
+    """Rows to write in one transaction."""
+
+    runs_new: list[dict] = field(default_factory=list)
+    runs_update: list[tuple[str, dict]] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)
+    calls: list[dict] = field(default_factory=list)
+    blobs: dict[str, tuple[bool, bytes]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.runs_new or self.runs_update or self.steps or self.calls or self.blobs)
+
+    def merge(self, other: Batch) -> None:
+        self.runs_new.extend(other.runs_new)
+        self.runs_update.extend(other.runs_update)
+        self.steps.extend(other.steps)
+        self.calls.extend(other.calls)
+        self.blobs.update(other.blobs)
+
+
+# ---------------------------------------------------------------------------
+# The contract
+# ---------------------------------------------------------------------------
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Reads and writes recorded runs. Every backend passes the same contract tests."""
+
+    url: str
+
+    def write(self, batch: Batch) -> None: ...
+    def list_runs(self, *, status: str | None = None, text: str | None = None, limit: int | None = None, offset: int = 0) -> list[RunInfo]: ...
+    def count_runs(self) -> int: ...
+    def resolve_run(self, ref: str) -> str: ...
+    def get_run(self, ref: str) -> RunInfo: ...
+    def run_detail(self, ref: str) -> RunDetail: ...
+    def namespaces(self, run_id: str) -> list[str]: ...
+    def list_steps(self, run_id: str, ns: str = "") -> list[StepInfo]: ...
+    def step_detail(self, run_id: str, step: int, ns: str = "") -> StepDetail: ...
+    def state_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = False, internal: bool = False) -> dict[str, Any]: ...
+    def checkpoint_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = True) -> Checkpoint: ...
+    def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None) -> list[CallInfo]: ...
+    def blobs(self, hashes: Iterable[str]) -> dict[str, Any]: ...
+    def latest_run_for_thread(self, thread_id: str, graph_name: str) -> RunInfo | None: ...
+    def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------------------
+# URL handling
+# ---------------------------------------------------------------------------
+
+
+def resolve_url(db: str | os.PathLike | None = None) -> str:
+    """A SQLAlchemy URL from a URL, a file path, ``GRAPHTAPE_DB`` or the default."""
+    if db is None:
+        db = os.environ.get(ENV_DB) or DEFAULT_DB
+    db = os.fspath(db)
+    if "://" in db:
+        if db.startswith("postgres://"):
+            db = "postgresql+psycopg://" + db[len("postgres://") :]
+        elif db.startswith("postgresql://"):
+            db = "postgresql+psycopg://" + db[len("postgresql://") :]
+        return db
+    return "sqlite:///" + str(Path(db).expanduser().resolve())
+
+
+def _sqlite_path(url: str) -> Path | None:
+    if not url.startswith("sqlite:///"):
+        return None
+    p = url[len("sqlite:///") :]
+    if not p or p == ":memory:":
+        return None
+    return Path(p)
+
+
+def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+# ---------------------------------------------------------------------------
+# SQLAlchemy implementation
+# ---------------------------------------------------------------------------
+
+
+class SqlStore:
+    """``RunStore`` over SQLAlchemy (SQLite or PostgreSQL)."""
+
+    def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True) -> None:
+        self.url = resolve_url(db)
+        self._blob_cache: OrderedDict[str, Any] = OrderedDict()
+        self._blob_lock = threading.Lock()
+        self._known_blobs: set[str] = set()
+        self.engine = self._connect(create)
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self._check_schema(create)
+
+    # -- opening -------------------------------------------------------------
+    def _connect(self, create: bool) -> Engine:
+        path = _sqlite_path(self.url)
+        if path is not None:
+            if not path.parent.is_dir():
+                raise StoreError(f"cannot open database {path}: directory {path.parent} does not exist")
+            if path.is_dir():
+                raise StoreError(f"cannot open database {path}: it is a directory")
+            if not path.exists():
+                if not create:
+                    raise StoreError(f"no database at {path} (record a run first, or pass --db)")
+                try:
+                    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+                    os.close(fd)
+                except OSError as exc:
+                    raise StoreError(f"cannot create database {path}: {exc.strerror}") from None
+        try:
+            if path is not None or self.url.startswith("sqlite"):
+                engine = sa.create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 10})
+                event.listen(engine, "connect", _on_sqlite_connect)
+            else:
+                engine = sa.create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+            with engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        except StoreError:
+            raise
+        except ModuleNotFoundError as exc:
+            raise StoreError(f"cannot open {self._safe_url()}: driver {exc.name!r} is not installed (pip install 'graphtape[postgres]')") from None
+        except (SQLAlchemyError, OSError, ValueError) as exc:
+            raise StoreError(f"cannot open {self._safe_url()}: {_one_line(exc)}") from None
+        return engine
+
+    def _safe_url(self) -> str:
+        try:
+            return sa.engine.make_url(self.url).render_as_string(hide_password=True)
+        except Exception:  # noqa: BLE001
+            return "the database"
+
+    def _check_schema(self, create: bool) -> None:
+        try:
+            insp = sa.inspect(self.engine)
+            tables = set(insp.get_table_names())
+        except (SQLAlchemyError, DBAPIError) as exc:
+            raise StoreError(f"{self._safe_url()} is not a readable graphtape database: {_one_line(exc)}") from None
+        if S.meta.name not in tables:
+            if tables & {"runs", "steps", "calls", "blobs"}:
+                raise SchemaVersionError(f"{self._safe_url()} has graphtape-like tables but no schema version: not a graphtape database, or damaged")
+            if not create:
+                raise StoreError(f"{self._safe_url()} is not a graphtape database")
+            try:
+                with self.engine.begin() as conn:
+                    S.metadata.create_all(conn)
+                    conn.execute(sa.insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
+            except SQLAlchemyError as exc:
+                if not self._version_ok_after_race():
+                    raise StoreError(f"cannot create the graphtape schema in {self._safe_url()}: {_one_line(exc)}") from None
+            return
+        self._version_ok_after_race(strict=True)
+
+    def _version_ok_after_race(self, strict: bool = False) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(S.meta.c.value).where(S.meta.c.key == "schema_version")).first()
+        except SQLAlchemyError:
+            if strict:
+                raise StoreError(f"{self._safe_url()}: cannot read the schema version (database damaged?)") from None
+            return False
+        if row is None:
+            if strict:
+                raise SchemaVersionError(f"{self._safe_url()} has no graphtape schema version: damaged or not a graphtape database")
+            return False
+        try:
+            version = int(row[0])
+        except ValueError:
+            raise SchemaVersionError(f"{self._safe_url()} has an unknown schema version {row[0]!r}") from None
+        if version > S.SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self._safe_url()} was written by a newer graphtape (schema v{version}; this one reads v{S.SCHEMA_VERSION}): upgrade graphtape to open it"
+            )
+        if version < S.SCHEMA_VERSION:
+            raise SchemaVersionError(f"{self._safe_url()} uses old schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: re-record, or open it with the graphtape that wrote it")
+        return True
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- writing -------------------------------------------------------------
+    def write(self, batch: Batch) -> None:
+        """Apply a batch in one transaction (blobs deduplicated by hash)."""
+        if not batch:
+            return
+        new_blobs = [h for h in batch.blobs if h not in self._known_blobs]
+        with self.engine.begin() as conn:
+            if new_blobs:
+                rows = [{"hash": h, "zipped": batch.blobs[h][0], "data": batch.blobs[h][1]} for h in new_blobs]
+                if self.is_sqlite:
+                    from sqlalchemy.dialects.sqlite import insert as dialect_insert
+                else:
+                    from sqlalchemy.dialects.postgresql import insert as dialect_insert
+                conn.execute(dialect_insert(S.blobs).on_conflict_do_nothing(index_elements=["hash"]), rows)
+            if batch.runs_new:
+                conn.execute(sa.insert(S.runs), batch.runs_new)
+            if batch.steps:
+                conn.execute(sa.insert(S.steps), batch.steps)
+            if batch.calls:
+                conn.execute(sa.insert(S.calls), batch.calls)
+            for run_id, fields in batch.runs_update:
+                conn.execute(sa.update(S.runs).where(S.runs.c.id == run_id).values(**fields))
+        self._known_blobs.update(new_blobs)
+        if len(self._known_blobs) > 500_000:
+            self._known_blobs.clear()
+
+    # -- runs ----------------------------------------------------------------
+    def _run_info(self, r: Any) -> RunInfo:
+        return RunInfo(
+            id=r.id,
+            name=r.name,
+            graph_name=r.graph_name,
+            status=r.status,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            step_count=r.step_count or 0,
+            thread_id=r.thread_id,
+            status_reason=r.status_reason,
+            error_type=r.error_type,
+            error_message=r.error_message,
+            graph_ref=r.graph_ref,
+            tags=_uj(r.tags, []),
+            parent_run_id=r.parent_run_id,
+            fork_step=r.fork_step,
+            redactions=r.redactions or 0,
+            faults=r.faults or 0,
+            durability=r.durability,
+        )
+
+    _RUN_COLS = [
+        c
+        for c in S.runs.c
+        if c.name not in ("inputs", "output", "config", "graph", "versions", "fork_edit", "fault_log")
+    ]
+
+    def _read(self, stmt: Any) -> list[Any]:
+        try:
+            with self.engine.connect() as conn:
+                return list(conn.execute(stmt))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read {self._safe_url()}: {_one_line(exc)}") from None
+
+    def mark_dead_runs(self) -> int:
+        """Mark runs whose recording process is gone as interrupted (killed)."""
+        host = socket.gethostname()
+        rows = self._read(sa.select(S.runs.c.id, S.runs.c.owner_host, S.runs.c.owner_pid, S.runs.c.heartbeat_at).where(S.runs.c.status == "running"))
+        dead = []
+        now = time.time()
+        for r in rows:
+            if r.owner_host == host and r.owner_pid is not None:
+                if r.owner_pid != os.getpid() and not _pid_alive(r.owner_pid):
+                    dead.append(r.id)
+            elif r.heartbeat_at is not None and now - r.heartbeat_at > STALE_HEARTBEAT_S:
+                dead.append(r.id)
+        if dead:
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(
+                        sa.update(S.runs)
+                        .where(S.runs.c.id.in_(dead), S.runs.c.status == "running")
+                        .values(status="interrupted", status_reason="killed", ended_at=S.runs.c.heartbeat_at)
+                    )
+            except SQLAlchemyError:
+                return 0  # read-only database: still readable, just not marked
+        return len(dead)
+
+    def list_runs(self, *, status: str | None = None, text: str | None = None, limit: int | None = None, offset: int = 0) -> list[RunInfo]:
+        """Runs, newest first, optionally filtered by status and by text in name/graph/error/tags."""
+        self.mark_dead_runs()
+        q = sa.select(*self._RUN_COLS).order_by(S.runs.c.started_at.desc())
+        if status:
+            q = q.where(S.runs.c.status == status)
+        if text:
+            like = f"%{text}%"
+            q = q.where(
+                sa.or_(
+                    S.runs.c.name.ilike(like),
+                    S.runs.c.graph_name.ilike(like),
+                    S.runs.c.error_message.ilike(like),
+                    S.runs.c.tags.ilike(like),
+                    S.runs.c.id.ilike(f"{text}%"),
+                )
+            )
+        if limit is not None:
+            q = q.limit(limit)
+        if offset:
+            q = q.offset(offset)
+        return [self._run_info(r) for r in self._read(q)]
+
+    def count_runs(self) -> int:
+        return int(self._read(sa.select(sa.func.count()).select_from(S.runs))[0][0])
+
+    def resolve_run(self, ref: str) -> str:
+        """A full run id from an id, a unique prefix, ``last`` or ``last~N``."""
+        ref = (ref or "").strip()
+        if not ref:
+            raise RunNotFound("no run given")
+        if ref == "last" or ref.startswith("last~"):
+            back = 0
+            if ref != "last":
+                try:
+                    back = int(ref[5:])
+                except ValueError:
+                    raise RunNotFound(f"bad run alias {ref!r}: use last or last~N") from None
+            rows = self._read(sa.select(S.runs.c.id).order_by(S.runs.c.started_at.desc()).offset(back).limit(1))
+            if not rows:
+                raise RunNotFound("the store has no runs yet: record one first (graphtape demo)")
+            return rows[0].id
+        rows = self._read(sa.select(S.runs.c.id).where(S.runs.c.id.like(_escape_like(ref) + "%", escape="\\")).limit(3))
+        if not rows:
+            raise RunNotFound(f"no run matches {ref!r} (graphtape runs lists them)")
+        if len(rows) > 1 and not any(r.id == ref for r in rows):
+            raise AmbiguousRun(f"{ref!r} matches several runs ({', '.join(r.id for r in rows)}...): give more characters")
+        return ref if any(r.id == ref for r in rows) else rows[0].id
+
+    def get_run(self, ref: str) -> RunInfo:
+        run_id = self.resolve_run(ref)
+        self.mark_dead_runs()
+        rows = self._read(sa.select(*self._RUN_COLS).where(S.runs.c.id == run_id))
+        if not rows:
+            raise RunNotFound(f"no run {run_id}")
+        return self._run_info(rows[0])
+
+    def run_detail(self, ref: str) -> RunDetail:
+        run = self.get_run(ref)
+        r = self._read(sa.select(S.runs).where(S.runs.c.id == run.id))[0]
+        dec = self._plain_decoder
+        return RunDetail(
+            run=run,
+            inputs=dec(_uj(r.inputs)),
+            output=dec(_uj(r.output)),
+            config=dec(_uj(r.config)),
+            graph=_uj(r.graph, {}),
+            versions=_uj(r.versions, {}),
+            fork_edit=dec(_uj(r.fork_edit)),
+            fault_log=_uj(r.fault_log, []),
+        )
+
+    def latest_run_for_thread(self, thread_id: str, graph_name: str) -> RunInfo | None:
+        rows = self._read(
+            sa.select(*self._RUN_COLS)
+            .where(S.runs.c.thread_id == thread_id, S.runs.c.graph_name == graph_name)
+            .order_by(S.runs.c.started_at.desc())
+            .limit(1)
+        )
+        return self._run_info(rows[0]) if rows else None
+
+    # -- steps ---------------------------------------------------------------
+    _STEP_COLS = [c for c in S.steps.c if c.name not in ("payload", "id", "is_key")]
+
+    def _step_info(self, r: Any) -> StepInfo:
+        return StepInfo(
+            run_id=r.run_id,
+            ns=r.ns,
+            seq=r.seq,
+            step=r.step,
+            source=r.source,
+            checkpoint_id=r.checkpoint_id,
+            parent_checkpoint_id=r.parent_checkpoint_id,
+            created_at=r.created_at,
+            duration_ms=r.duration_ms,
+            nodes=[n for n in r.nodes.split(",") if n],
+            summary=r.summary or "",
+            flags=r.flags or 0,
+        )
+
+    def namespaces(self, run_id: str) -> list[str]:
+        """Namespaces with steps in this run: "" is the root graph."""
+        rows = self._read(sa.select(S.steps.c.ns, sa.func.min(S.steps.c.id)).where(S.steps.c.run_id == run_id).group_by(S.steps.c.ns).order_by(sa.func.min(S.steps.c.id)))
+        return [r[0] for r in rows]
+
+    def list_steps(self, run_id: str, ns: str = "") -> list[StepInfo]:
+        """Supersteps of a namespace in recorded order (cheap: no payloads)."""
+        q = sa.select(*self._STEP_COLS).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns).order_by(S.steps.c.seq)
+        return [self._step_info(r) for r in self._read(q)]
+
+    def checkpoint_steps(self, run_id: str) -> dict[str, int]:
+        """Checkpoint id -> step number for a run (to continue it on resume)."""
+        rows = self._read(sa.select(S.steps.c.checkpoint_id, S.steps.c.step).where(S.steps.c.run_id == run_id, S.steps.c.checkpoint_id.is_not(None)))
+        return {r.checkpoint_id: r.step for r in rows}
+
+    def _step_row(self, run_id: str, step: int, ns: str) -> Any:
+        rows = self._read(
+            sa.select(S.steps).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == step).order_by(S.steps.c.seq.desc()).limit(1)
+        )
+        if not rows:
+            where = f" in namespace {ns!r}" if ns else ""
+            raise StepNotFound(f"run {run_id} has no step {step}{where}")
+        return rows[0]
+
+    def step_detail(self, run_id: str, step: int, ns: str = "") -> StepDetail:
+        """Tasks, routes, events and next nodes of one superstep."""
+        row = self._step_row(run_id, step, ns)
+        payload = unpack(row.payload)
+        nxt = self._read(
+            sa.select(S.steps.c.nodes).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq > row.seq).order_by(S.steps.c.seq).limit(1)
+        )
+        dec = self._plain_decoder
+        tasks = [
+            TaskInfo(
+                task_id=t["id"],
+                node=t["node"],
+                path=t.get("path", ""),
+                writes=dec(t.get("w", {})),
+                error_type=t.get("et"),
+                error_message=t.get("em"),
+                interrupts=dec(t.get("i", [])),
+                started_at=t.get("t0"),
+                duration_ms=t.get("ms"),
+                cached=bool(t.get("c")),
+                subgraph_ns=t.get("sub", []),
+            )
+            for t in payload.get("t", [])
+        ]
+        routes = [
+            RouteInfo(
+                source=r["src"],
+                kind=r["kind"],
+                destinations=r.get("dest", []),
+                router=r.get("router"),
+                returned=dec(r.get("ret")),
+                sends=dec(r.get("sends", [])),
+                task_id=r.get("task"),
+            )
+            for r in payload.get("r", [])
+        ]
+        events = [EventInfo(kind=e["kind"], value=dec(e.get("v")), task_id=e.get("task"), node=e.get("node")) for e in payload.get("e", [])]
+        return StepDetail(step=self._step_info(row), tasks=tasks, routes=routes, events=events, next=[n for n in (nxt[0].nodes.split(",") if nxt else []) if n])
+
+    def _frame_state(self, run_id: str, step: int, ns: str) -> tuple[Any, FrameState]:
+        target = self._step_row(run_id, step, ns)
+        if target.flags & FLAG_PENDING:
+            prev = self._read(
+                sa.select(S.steps.c.step).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq < target.seq, S.steps.c.flags.op("&")(FLAG_PENDING) == 0).order_by(S.steps.c.seq.desc()).limit(1)
+            )
+            if not prev:
+                return target, FrameState()
+            return target, self._frame_state(run_id, prev[0].step, ns)[1]
+        key = self._read(
+            sa.select(sa.func.max(S.steps.c.seq)).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq <= target.seq, S.steps.c.is_key.is_(True))
+        )
+        start = key[0][0] if key and key[0][0] is not None else 0
+        rows = self._read(
+            sa.select(S.steps.c.is_key, S.steps.c.payload, S.steps.c.flags)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq >= start, S.steps.c.seq <= target.seq)
+            .order_by(S.steps.c.seq)
+        )
+        state = FrameState()
+        for r in rows:
+            if r.flags & FLAG_PENDING:
+                continue
+            frame = unpack(r.payload).get("s")
+            if frame is not None:
+                state.apply(frame, bool(r.is_key))
+        return target, state
+
+    def state_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = False, internal: bool = False) -> dict[str, Any]:
+        """The full graph state after ``step`` (random access: one keyframe plus deltas)."""
+        _, fs = self._frame_state(run_id, step, ns)
+        values = fs.values if internal else {k: v for k, v in fs.values.items() if not _internal_channel(k)}
+        return self.decode(values, typed=typed)
+
+    def checkpoint_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = True) -> Checkpoint:
+        """The recorded checkpoint in LangGraph's shape, so a graph can resume from it."""
+        row, fs = self._frame_state(run_id, step, ns)
+        if row.checkpoint_id is None:
+            raise StepNotFound(f"step {step} of run {run_id} never completed, so it has no checkpoint")
+        return Checkpoint(
+            checkpoint_id=row.checkpoint_id,
+            parent_checkpoint_id=row.parent_checkpoint_id,
+            ns=ns,
+            step=row.step,
+            source=row.source,
+            channel_values=self.decode(fs.values, typed=typed),
+            channel_versions=dict(fs.versions),
+            versions_seen={k: dict(v) for k, v in fs.seen.items()},
+        )
+
+    # -- calls ---------------------------------------------------------------
+    def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None) -> list[CallInfo]:
+        """Tool and model calls of a run, optionally of one step / namespace."""
+        q = sa.select(S.calls).where(S.calls.c.run_id == run_id)
+        if ns is not None:
+            q = q.where(S.calls.c.ns == ns)
+        if step is not None:
+            q = q.where(S.calls.c.step == step)
+        q = q.order_by(S.calls.c.started_at, S.calls.c.id)
+        rows = self._read(q)
+        trees = [(_uj(r.inputs), _uj(r.output)) for r in rows]
+        refs: set[str] = set()
+        for t in trees:
+            collect_refs(t, refs)
+        dec = Decoder(self.blobs(refs), typed=False).decode
+        return [
+            CallInfo(
+                call_id=r.call_id,
+                kind=r.kind,
+                name=r.name,
+                ns=r.ns,
+                step=r.step,
+                node=r.node,
+                task_id=r.task_id,
+                inputs=dec(i),
+                output=dec(o),
+                error_type=r.error_type,
+                error_message=r.error_message,
+                started_at=r.started_at,
+                latency_ms=r.latency_ms,
+                input_tokens=r.input_tokens,
+                output_tokens=r.output_tokens,
+                total_tokens=r.total_tokens,
+                parent_call_id=r.parent_call_id,
+                streamed=bool(r.streamed),
+            )
+            for r, (i, o) in zip(rows, trees)
+        ]
+
+    def call_counts(self, run_id: str, ns: str = "") -> dict[int, dict[str, int]]:
+        """Per step: how many tool and model calls were made."""
+        rows = self._read(
+            sa.select(S.calls.c.step, S.calls.c.kind, sa.func.count())
+            .where(S.calls.c.run_id == run_id, S.calls.c.ns == ns)
+            .group_by(S.calls.c.step, S.calls.c.kind)
+        )
+        out: dict[int, dict[str, int]] = {}
+        for step, kind, n in rows:
+            out.setdefault(step, {})[kind] = n
+        return out
+
+    # -- blobs and decoding --------------------------------------------------
+    def blobs(self, hashes: Iterable[str]) -> dict[str, Any]:
+        """Decoded blob trees by hash (cached; fetched in chunks)."""
+        out: dict[str, Any] = {}
+        missing = []
+        with self._blob_lock:
+            for h in hashes:
+                hit = self._blob_cache.get(h)
+                if hit is not None:
+                    out[h] = hit
+                    self._blob_cache.move_to_end(h)
+                else:
+                    missing.append(h)
+        for i in range(0, len(missing), 500):
+            chunk = missing[i : i + 500]
+            for r in self._read(sa.select(S.blobs).where(S.blobs.c.hash.in_(chunk))):
+                data = bytes(r.data)
+                tree = unpack(b"z" + data if r.zipped else b"j" + data)
+                out[r.hash] = tree
+        with self._blob_lock:
+            for h in missing:
+                if h in out:
+                    self._blob_cache[h] = out[h]
+            while len(self._blob_cache) > 50_000:
+                self._blob_cache.popitem(last=False)
+        return out
+
+    def decode(self, tree: Any, *, typed: bool = False) -> Any:
+        """Resolve blob references and decode an encoded tree."""
+        return Decoder(self.blobs(collect_refs(tree)), typed=typed).decode(tree)
+
+    def _plain_decoder(self, tree: Any) -> Any:
+        if tree is None:
+            return None
+        return self.decode(tree, typed=False)
+
+    # -- maintenance ----------------------------------------------------------
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run and its steps and calls (blobs are shared and kept)."""
+        with self.engine.begin() as conn:
+            conn.execute(sa.delete(S.steps).where(S.steps.c.run_id == run_id))
+            conn.execute(sa.delete(S.calls).where(S.calls.c.run_id == run_id))
+            conn.execute(sa.delete(S.runs).where(S.runs.c.id == run_id))
+
+    def size_report(self) -> dict[str, int]:
+        """Row counts per table (and file size for SQLite)."""
+        out = {}
+        for t in (S.runs, S.steps, S.calls, S.blobs):
+            out[t.name] = int(self._read(sa.select(sa.func.count()).select_from(t))[0][0])
+        path = _sqlite_path(self.url)
+        if path is not None:
+            out["bytes"] = sum(p.stat().st_size for p in (path, Path(str(path) + "-wal")) if p.exists())
+        return out
+
+
+def _internal_channel(name: str) -> bool:
+    return name.startswith("branch:") or name.startswith("__") or ":" in name and name.split(":", 1)[0] in ("join", "start")
+
+
+def _escape_like(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def open_store(db: str | os.PathLike | None = None, *, create: bool = False) -> SqlStore:
+    """Open an existing store for reading (``create=True`` makes it if missing)."""
+    return SqlStore(db, create=create)
+
+
+__all__ = ["RunStore", "SqlStore", "open_store", "resolve_url", "Batch", "pack", "unpack"]
+

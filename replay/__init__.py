@@ -1,0 +1,3 @@
+"""Replay and fork recorded runs (to be built on the recorder store)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""The command line and the Textual TUI. Importing this package does not import Textual."""
+
+__all__: list[str] = []
