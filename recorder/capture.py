@@ -62,8 +62,10 @@ class CaptureHandler(BaseCallbackHandler):
         if parent_node is None and name == node and any(t.startswith("graph:step:") for t in tags):
             self._nodes[run_id] = (ns, task_id)
             self.session.on_node_start(ns, task_id, node, step)
-        elif parent_node is not None and parent_node == (ns, task_id) and name and name in self.session.graph.router_names(node):
-            self._routers[run_id] = (ns, task_id, name)
+        elif parent_node is not None and parent_node == (ns, task_id):
+            router = self.session.graph.router_for_run(node, name)
+            if router is not None:
+                self._routers[run_id] = (ns, task_id, router)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         if run_id in self._nodes:

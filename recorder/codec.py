@@ -98,7 +98,7 @@ class Encoder:
         self.redactor = redactor or Redactor()
         self.sink = sink
         self.on_fault = on_fault
-        self._shared: dict[int, tuple[Any, dict]] = {}
+        self._shared: dict[int, tuple[Any, Any, dict]] = {}
 
     def forget(self) -> None:
         """Drop the identity cache (end of run)."""
@@ -123,12 +123,13 @@ class Encoder:
     def _shared_ref(self, value: Any, build: Callable[[], Any]) -> Any:
         if self.sink is None:
             return build()
+        stamp = _stamp(value)
         hit = self._shared.get(id(value))
-        if hit is not None and hit[0] is value:
-            return hit[1]
+        if hit is not None and hit[0] is value and hit[1] == stamp:
+            return hit[2]
         tree = build()
         ref = {BLOB_REF: self.sink.put_blob(orjson.dumps(tree))}
-        self._shared[id(value)] = (value, ref)
+        self._shared[id(value)] = (value, stamp, ref)
         return ref
 
     def _enc(self, v: Any, depth: int, key: str | None) -> Any:
@@ -245,6 +246,15 @@ class Encoder:
             if k in fields and not fields[k]:
                 del fields[k]
         return {ENVELOPE: "lc.msg", "cls": type(m).__name__, "v": self._enc(fields, depth + 1, None)}
+
+
+def _stamp(v: Any) -> Any:
+    # Messages get mutated in place (add_messages assigns ids): re-encode when they do.
+    content = getattr(v, "content", None)
+    if content is None:
+        content = getattr(v, "page_content", None)
+    size = len(content) if isinstance(content, (str, list)) else 0
+    return (getattr(v, "id", None), size, len(getattr(v, "tool_calls", None) or ()), getattr(v, "name", None))
 
 
 def _safe_str(v: Any) -> str:

@@ -24,9 +24,17 @@ class GraphInfo:
     edges: set[tuple[str, str]] = field(default_factory=set)
     # source node -> router name -> path map (None when the router returns node names)
     routers: dict[str, dict[str, dict[str, str] | None]] = field(default_factory=dict)
+    # source node -> name of the router's callback run -> router name shown to people
+    run_names: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def router_names(self, source: str) -> dict[str, dict[str, str] | None]:
         return self.routers.get(source, {})
+
+    def router_for_run(self, source: str, run_name: str | None) -> str | None:
+        """The router a callback run named ``run_name`` under ``source`` stands for."""
+        if run_name is None:
+            return None
+        return self.run_names.get(source, {}).get(run_name)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +70,10 @@ def describe(graph: Any) -> GraphInfo:
     for src, branches in getattr(builder, "branches", {}).items():
         for name, spec in branches.items():
             ends = getattr(spec, "ends", None)
-            router_name = getattr(getattr(spec, "path", None), "name", None) or name
-            info.routers.setdefault(src, {})[router_name] = {str(k): str(v) for k, v in ends.items()} if ends else None
+            path = getattr(spec, "path", None)
+            run_name = path.get_name() if hasattr(path, "get_name") else name
+            func = getattr(path, "func", None) or getattr(path, "afunc", None)
+            shown = getattr(func, "__name__", None) or name
+            info.routers.setdefault(src, {})[shown] = {str(k): str(v) for k, v in ends.items()} if ends else None
+            info.run_names.setdefault(src, {})[run_name] = shown
     return info

@@ -421,6 +421,8 @@ class RunSession:
             task_rows.append(row)
             if acc.error is None and not acc.interrupts:
                 routes.extend(self._routes(acc))
+        if any(e["kind"] == "resume" and e.get("task") for e in ev_rows):
+            ev_rows = [e for e in ev_rows if e["kind"] != "resume" or e.get("task")]
         nodes = ",".join(dict.fromkeys(t["node"] for t in task_rows))
         payload = {"t": task_rows, "r": routes, "e": ev_rows}
         if frame is not None:
