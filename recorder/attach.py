@@ -81,6 +81,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._interrupted: dict[tuple[str, str], str] = {}
         self.last_run_id: str | None = None
+        self.fault_count = 0
 
     # -- public --------------------------------------------------------------
     def attach(self, graph: Any, *, name: str | None = None, tags: Iterable[str] = (), graph_ref: str | None = None) -> Any:
@@ -127,6 +128,8 @@ class Recorder:
         return self._sessions.get(run_id) if run_id else None
 
     def _write_fault(self, exc: Exception, batch: Batch | None) -> None:
+        self.fault_count += 1
+        _log.warning("graphtape: %s: %s", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
         message = f"store write failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         run_ids = set()
         if batch is not None:
@@ -136,6 +139,8 @@ class Recorder:
         targets = [self._sessions[r] for r in run_ids if r in self._sessions] or list(self._sessions.values())
         for s in targets:
             s.fault(message)
+            if batch is not None and (batch.steps or batch.calls):
+                s.frames_lost()
             if self.strict:
                 s.pending_error = RecorderFault(message)
 

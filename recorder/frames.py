@@ -30,6 +30,15 @@ class FrameBuilder:
         self._since_key = 0
         self._key_size = 0
 
+    def force_key(self) -> None:
+        """Make the next frame a keyframe, re-encoded from scratch (earlier frames were lost)."""
+        self._objs.clear()
+        self._encs.clear()
+        self._items.clear()
+        self._cv.clear()
+        self._seen.clear()
+        self._chain = 0
+
     def build(
         self,
         values: Mapping[str, Any],

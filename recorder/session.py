@@ -121,6 +121,13 @@ class RunSession:
             if len(self.fault_log) < 50:
                 self.fault_log.append(message[:500])
 
+    def frames_lost(self) -> None:
+        """A write failed: start every namespace afresh with a keyframe, re-send blobs."""
+        with self._lock:
+            for builder in self._frames.values():
+                builder.force_key()
+            self.encoder.forget()
+
     # -- BlobSink -------------------------------------------------------------
     def put_blob(self, data: bytes) -> str:
         from recorder.codec import blob_hash

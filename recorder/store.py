@@ -61,8 +61,15 @@ def pack(obj: Any) -> bytes:
     return b"j" + raw
 
 
-def unpack(data: bytes) -> Any:
-    """Inverse of :func:`pack`; refuses anything else."""
+MAX_INFLATE = 256 * 1024 * 1024
+
+
+def unpack(data: bytes, *, max_size: int = MAX_INFLATE) -> Any:
+    """Inverse of :func:`pack`; refuses anything else.
+
+    A compressed payload must be one complete zlib stream that inflates to at
+    most ``max_size`` bytes, so a damaged or hostile file cannot exhaust memory.
+    """
     data = bytes(data)
     if not data:
         raise StoreError("empty payload in the database (file damaged?)")
@@ -70,9 +77,13 @@ def unpack(data: bytes) -> Any:
     try:
         if head == b"z":
             d = zlib.decompressobj()
-            body = d.decompress(body, 256 * 1024 * 1024)
-            if d.unconsumed_tail:
-                raise StoreError("a stored payload inflates beyond 256 MiB; refusing to read it")
+            body = d.decompress(body, max_size + 1)
+            if len(body) > max_size:
+                raise StoreError(f"a stored payload inflates beyond {max_size} bytes; refusing to read it")
+            if not d.eof:
+                raise StoreError("damaged payload in the database: compressed data is truncated")
+            if d.unused_data:
+                raise StoreError("damaged payload in the database: data after the compressed stream")
         elif head != b"j":
             raise StoreError("unknown payload encoding in the database (file damaged or not graphtape's)")
         return orjson.loads(body)
@@ -167,10 +178,14 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
 
 
 def _sqlite_path(url: str) -> Path | None:
-    if not url.startswith("sqlite:///"):
+    try:
+        parsed = sa.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy understands, so not a SQLite file either
         return None
-    p = url[len("sqlite:///") :]
-    if not p or p == ":memory:":
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    p = parsed.database
+    if not p or p == ":memory:" or p.startswith("file:"):
         return None
     return Path(p)
 
@@ -335,6 +350,9 @@ class SqlStore:
             durability=r.durability,
         )
 
+    # Newest first; the id breaks ties so every backend lists (and counts ``last~N``) alike.
+    _NEWEST_FIRST = (S.runs.c.started_at.desc(), S.runs.c.id.desc())
+
     _RUN_COLS = [
         c
         for c in S.runs.c
@@ -349,44 +367,69 @@ class SqlStore:
             raise StoreError(f"cannot read {self._safe_url()}: {_one_line(exc)}") from None
 
     def mark_dead_runs(self) -> int:
-        """Mark runs whose recording process is gone as interrupted (killed)."""
+        """Mark runs whose recording process is gone as interrupted (killed).
+
+        On this host a run is dead when its owner pid is gone. A run recorded
+        on another host is dead when neither its heartbeat nor its latest
+        step is newer than ``STALE_HEARTBEAT_S``. A dead run ends at its last
+        sign of life.
+        """
         host = socket.gethostname()
         rows = self._read(sa.select(S.runs.c.id, S.runs.c.owner_host, S.runs.c.owner_pid, S.runs.c.heartbeat_at).where(S.runs.c.status == "running"))
-        dead = []
         now = time.time()
+        dead, foreign = [], []
         for r in rows:
             if r.owner_host == host and r.owner_pid is not None:
                 if r.owner_pid != os.getpid() and not _pid_alive(r.owner_pid):
-                    dead.append(r.id)
+                    dead.append(r)
             elif r.heartbeat_at is not None and now - r.heartbeat_at > STALE_HEARTBEAT_S:
-                dead.append(r.id)
-        if dead:
-            try:
-                with self.engine.begin() as conn:
+                foreign.append(r)
+        if not dead and not foreign:
+            return 0
+        last_step = {
+            run_id: t
+            for run_id, t in self._read(
+                sa.select(S.steps.c.run_id, sa.func.max(S.steps.c.created_at))
+                .where(S.steps.c.run_id.in_([r.id for r in dead + foreign]))
+                .group_by(S.steps.c.run_id)
+            )
+        }
+        ended: dict[str, float | None] = {}
+        for r in dead + foreign:
+            signs = [t for t in (r.heartbeat_at, last_step.get(r.id)) if t is not None]
+            seen = max(signs) if signs else None
+            if r in foreign and seen is not None and now - seen <= STALE_HEARTBEAT_S:
+                continue  # its steps are still arriving: alive
+            ended[r.id] = seen
+        if not ended:
+            return 0
+        try:
+            with self.engine.begin() as conn:
+                for run_id, seen in ended.items():
                     conn.execute(
                         sa.update(S.runs)
-                        .where(S.runs.c.id.in_(dead), S.runs.c.status == "running")
-                        .values(status="interrupted", status_reason="killed", ended_at=S.runs.c.heartbeat_at)
+                        .where(S.runs.c.id == run_id, S.runs.c.status == "running")
+                        .values(status="interrupted", status_reason="killed", ended_at=seen)
                     )
-            except SQLAlchemyError:
-                return 0  # read-only database: still readable, just not marked
-        return len(dead)
+        except SQLAlchemyError:
+            return 0  # read-only database: still readable, just not marked
+        return len(ended)
 
     def list_runs(self, *, status: str | None = None, text: str | None = None, limit: int | None = None, offset: int = 0) -> list[RunInfo]:
         """Runs, newest first, optionally filtered by status and by text in name/graph/error/tags."""
         self.mark_dead_runs()
-        q = sa.select(*self._RUN_COLS).order_by(S.runs.c.started_at.desc())
+        q = sa.select(*self._RUN_COLS).order_by(*self._NEWEST_FIRST)
         if status:
             q = q.where(S.runs.c.status == status)
         if text:
-            like = f"%{text}%"
+            like = f"%{_escape_like(text)}%"
             q = q.where(
                 sa.or_(
-                    S.runs.c.name.ilike(like),
-                    S.runs.c.graph_name.ilike(like),
-                    S.runs.c.error_message.ilike(like),
-                    S.runs.c.tags.ilike(like),
-                    S.runs.c.id.ilike(f"{text}%"),
+                    S.runs.c.name.ilike(like, escape="\\"),
+                    S.runs.c.graph_name.ilike(like, escape="\\"),
+                    S.runs.c.error_message.ilike(like, escape="\\"),
+                    S.runs.c.tags.ilike(like, escape="\\"),
+                    S.runs.c.id.ilike(f"{_escape_like(text)}%", escape="\\"),
                 )
             )
         if limit is not None:
@@ -399,27 +442,44 @@ class SqlStore:
         return int(self._read(sa.select(sa.func.count()).select_from(S.runs))[0][0])
 
     def resolve_run(self, ref: str) -> str:
-        """A full run id from an id, a unique prefix, ``last`` or ``last~N``."""
+        """A full run id from an id, a unique prefix, ``last`` or ``last~N``.
+
+        Prefixes match case-sensitively on every backend, and an exact id wins
+        even when it is also the prefix of other ids.
+        """
         ref = (ref or "").strip()
         if not ref:
             raise RunNotFound("no run given")
         if ref == "last" or ref.startswith("last~"):
             back = 0
             if ref != "last":
-                try:
-                    back = int(ref[5:])
-                except ValueError:
-                    raise RunNotFound(f"bad run alias {ref!r}: use last or last~N") from None
-            rows = self._read(sa.select(S.runs.c.id).order_by(S.runs.c.started_at.desc()).offset(back).limit(1))
+                text = ref[5:]
+                if not (text.isascii() and text.isdigit()):
+                    raise RunNotFound(f"bad run alias {ref!r}: use last or last~N with N a whole number")
+                back = int(text)
+            rows = self._read(sa.select(S.runs.c.id).order_by(*self._NEWEST_FIRST).offset(back).limit(1))
             if not rows:
+                if back:
+                    raise RunNotFound(f"{ref!r} goes back further than the {self.count_runs()} recorded run(s)")
                 raise RunNotFound("the store has no runs yet: record one first (graphtape demo)")
             return rows[0].id
-        rows = self._read(sa.select(S.runs.c.id).where(S.runs.c.id.like(_escape_like(ref) + "%", escape="\\")).limit(3))
+        if self._read(sa.select(S.runs.c.id).where(S.runs.c.id == ref)):
+            return ref
+        rows = self._read(
+            sa.select(S.runs.c.id)
+            .where(
+                S.runs.c.id.like(_escape_like(ref) + "%", escape="\\"),
+                sa.func.substr(S.runs.c.id, 1, len(ref)) == ref,  # SQLite's LIKE ignores case
+            )
+            .order_by(S.runs.c.id)
+            .limit(4)
+        )
         if not rows:
             raise RunNotFound(f"no run matches {ref!r} (graphtape runs lists them)")
-        if len(rows) > 1 and not any(r.id == ref for r in rows):
-            raise AmbiguousRun(f"{ref!r} matches several runs ({', '.join(r.id for r in rows)}...): give more characters")
-        return ref if any(r.id == ref for r in rows) else rows[0].id
+        if len(rows) > 1:
+            shown = ", ".join(r.id for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
+            raise AmbiguousRun(f"{ref!r} matches several runs ({shown}): give more characters")
+        return rows[0].id
 
     def get_run(self, ref: str) -> RunInfo:
         run_id = self.resolve_run(ref)
@@ -448,7 +508,7 @@ class SqlStore:
         rows = self._read(
             sa.select(*self._RUN_COLS)
             .where(S.runs.c.thread_id == thread_id, S.runs.c.graph_name == graph_name)
-            .order_by(S.runs.c.started_at.desc())
+            .order_by(*self._NEWEST_FIRST)
             .limit(1)
         )
         return self._run_info(rows[0]) if rows else None
@@ -497,43 +557,56 @@ class SqlStore:
         return rows[0]
 
     def step_detail(self, run_id: str, step: int, ns: str = "") -> StepDetail:
-        """Tasks, routes, events and next nodes of one superstep."""
+        """Tasks, routes, events and next nodes of one superstep.
+
+        A step that was interrupted and later resumed has two rows (the pending
+        one and the completed one); they are merged so the step tells its whole
+        story: the interrupt, the resume value, and what the node then did.
+        """
         row = self._step_row(run_id, step, ns)
-        payload = unpack(row.payload)
+        rows = self._read(
+            sa.select(S.steps.c.seq, S.steps.c.payload)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == step)
+            .order_by(S.steps.c.seq)
+        )
         nxt = self._read(
             sa.select(S.steps.c.nodes).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq > row.seq).order_by(S.steps.c.seq).limit(1)
         )
         dec = self._plain_decoder
-        tasks = [
-            TaskInfo(
-                task_id=t["id"],
-                node=t["node"],
-                path=t.get("path", ""),
-                writes=dec(t.get("w", {})),
-                error_type=t.get("et"),
-                error_message=t.get("em"),
-                interrupts=dec(t.get("i", [])),
-                started_at=t.get("t0"),
-                duration_ms=t.get("ms"),
-                cached=bool(t.get("c")),
-                subgraph_ns=t.get("sub", []),
-            )
-            for t in payload.get("t", [])
-        ]
-        routes = [
-            RouteInfo(
-                source=r["src"],
-                kind=r["kind"],
-                destinations=r.get("dest", []),
-                router=r.get("router"),
-                returned=dec(r.get("ret")),
-                sends=dec(r.get("sends", [])),
-                task_id=r.get("task"),
-            )
-            for r in payload.get("r", [])
-        ]
-        events = [EventInfo(kind=e["kind"], value=dec(e.get("v")), task_id=e.get("task"), node=e.get("node")) for e in payload.get("e", [])]
-        return StepDetail(step=self._step_info(row), tasks=tasks, routes=routes, events=events, next=[n for n in (nxt[0].nodes.split(",") if nxt else []) if n])
+        tasks_by_id: dict[str, TaskInfo] = {}
+        routes: list[RouteInfo] = []
+        events: list[EventInfo] = []
+        for r in rows:
+            payload = unpack(r.payload)
+            for t in payload.get("t", []):
+                tasks_by_id[t["id"]] = TaskInfo(
+                    task_id=t["id"],
+                    node=t["node"],
+                    path=t.get("path", ""),
+                    writes=dec(t.get("w", {})),
+                    error_type=t.get("et"),
+                    error_message=t.get("em"),
+                    interrupts=dec(t.get("i", [])),
+                    started_at=t.get("t0"),
+                    duration_ms=t.get("ms"),
+                    cached=bool(t.get("c")),
+                    subgraph_ns=t.get("sub", []),
+                )
+            if r.seq == row.seq:
+                routes = [
+                    RouteInfo(
+                        source=d["src"],
+                        kind=d["kind"],
+                        destinations=d.get("dest", []),
+                        router=d.get("router"),
+                        returned=dec(d.get("ret")),
+                        sends=dec(d.get("sends", [])),
+                        task_id=d.get("task"),
+                    )
+                    for d in payload.get("r", [])
+                ]
+            events.extend(EventInfo(kind=e["kind"], value=dec(e.get("v")), task_id=e.get("task"), node=e.get("node")) for e in payload.get("e", []))
+        return StepDetail(step=self._step_info(row), tasks=list(tasks_by_id.values()), routes=routes, events=events, next=[n for n in (nxt[0].nodes.split(",") if nxt else []) if n])
 
     def _frame_state(self, run_id: str, step: int, ns: str) -> tuple[Any, FrameState]:
         target = self._step_row(run_id, step, ns)
@@ -596,8 +669,9 @@ class SqlStore:
         rows = self._read(q)
         trees = [(_uj(r.inputs), _uj(r.output)) for r in rows]
         refs: set[str] = set()
-        for t in trees:
-            collect_refs(t, refs)
+        for i, o in trees:
+            collect_refs(i, refs)
+            collect_refs(o, refs)
         dec = Decoder(self.blobs(refs), typed=False).decode
         return [
             CallInfo(

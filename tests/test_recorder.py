@@ -1,0 +1,344 @@
+"""Recorder behaviour: tee over the user's saver, faults, strict mode, durability, kills, secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, TypedDict
+
+import operator
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from pydantic import SecretStr
+
+from recorder import Durability, Recorder, RecorderFault, open_store
+
+
+class S(TypedDict):
+    n: int
+    notes: Annotated[list, operator.add]
+
+
+def step(state: S) -> dict:
+    return {"n": state["n"] + 1, "notes": [f"n={state['n']}"]}
+
+
+def chain(length: int = 3, node=step, checkpointer=None):
+    b = StateGraph(S)
+    names = [f"s{i}" for i in range(length)]
+    for name in names:
+        b.add_node(name, node)
+    b.add_edge(START, names[0])
+    for a, c in zip(names, names[1:]):
+        b.add_edge(a, c)
+    return b.compile(checkpointer=checkpointer)
+
+
+def test_tee_keeps_users_checkpointer_working(recorder_factory, tmp_path):
+    with SqliteSaver.from_conn_string(str(tmp_path / "memory.db")) as saver:
+        plain = chain(checkpointer=InMemorySaver())
+        rec = recorder_factory()
+        graph = rec.attach(chain(checkpointer=saver))
+        config = {"configurable": {"thread_id": "conv-1"}}
+        first = graph.invoke({"n": 0, "notes": []}, config)
+        second = graph.invoke({"n": 0, "notes": []}, config)  # memory: state carries over
+        expected_first = plain.invoke({"n": 0, "notes": []}, config)
+        expected_second = plain.invoke({"n": 0, "notes": []}, config)
+        assert (first, second) == (expected_first, expected_second)
+        history = list(saver.list(config))
+        assert len(history) == len(list(plain.checkpointer.list(config)))
+        assert graph.get_state(config).values == second
+        rec.flush()
+        assert rec.store.count_runs() == 2
+
+
+def test_graph_without_checkpointer_stays_without_memory(recorder_factory):
+    rec = recorder_factory()
+    graph = rec.attach(chain())
+    config = {"configurable": {"thread_id": "same"}}
+    assert graph.invoke({"n": 0, "notes": []}, config) == graph.invoke({"n": 0, "notes": []}, config)
+    assert chain().invoke({"n": 0, "notes": []}) == graph.invoke({"n": 0, "notes": []})
+
+
+def test_attach_leaves_original_graph_untouched(recorder_factory):
+    original = chain()
+    rec = recorder_factory()
+    rec.attach(original)
+    assert original.checkpointer is None
+    original.invoke({"n": 0, "notes": []})
+    rec.flush()
+    assert rec.store.count_runs() == 0
+
+
+def test_batch_and_with_config_copies_are_recorded(recorder_factory):
+    rec = recorder_factory()
+    graph = rec.attach(chain()).with_config({"tags": ["copied"]})
+    outs = graph.batch([{"n": 0, "notes": []}, {"n": 10, "notes": []}])
+    assert [o["n"] for o in outs] == [3, 13]
+    rec.flush()
+    runs = rec.store.list_runs()
+    assert len(runs) == 2 and {r.status for r in runs} == {"ok"}
+
+
+class Opaque:
+    """Not serializable: no dataclass, no pydantic, no __dict__ worth showing."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<Opaque thing>"
+
+
+def test_unserializable_value_is_marked_and_counted_not_raised(recorder_factory):
+    def odd(state: S):
+        return {"notes": [Opaque()]}
+
+    rec = recorder_factory()
+    graph = rec.attach(chain(1, node=odd))
+    out = graph.invoke({"n": 0, "notes": []})
+    assert isinstance(out["notes"][0], Opaque)
+    rec.flush()
+    run = rec.store.get_run("last")
+    assert run.status == "ok" and run.faults >= 1
+    state = rec.store.state_at(run.id, 1)
+    assert state["notes"][0]["unserializable"] is True and "Opaque thing" in state["notes"][0]["repr"]
+
+
+def test_strict_mode_raises_recorder_faults(recorder_factory):
+    def odd(state: S):
+        return {"notes": [Opaque()]}
+
+    rec = recorder_factory(durability="sync", strict=True)
+    with pytest.raises(RecorderFault):
+        rec.attach(chain(1, node=odd)).invoke({"n": 0, "notes": []})
+
+
+def test_bad_durability_names_valid_values():
+    with pytest.raises(ValueError, match="'async', 'sync'"):
+        Durability.parse("eventually")
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_full_disk_never_breaks_the_graph(tmp_path, durability):
+    """SQLite's own "database or disk is full" (capped page count) mid-run."""
+    import sqlalchemy as sa
+
+    rec = Recorder(tmp_path / "full.db", durability=durability)
+    big = chain(30, node=lambda s: {"n": s["n"] + 1, "notes": ["x" * 5000 + str(s["n"])]})
+    rec.attach(chain(1)).invoke({"n": 0, "notes": []})
+    rec.flush()
+
+    def cap(dbapi_conn, _record):
+        cur = dbapi_conn.cursor()
+        pages = cur.execute("PRAGMA page_count").fetchone()[0]
+        cur.execute(f"PRAGMA max_page_count = {pages}")
+        cur.close()
+
+    sa.event.listen(rec.store.engine, "connect", cap)
+    rec.store.engine.dispose()
+    out = rec.attach(big).invoke({"n": 0, "notes": []})
+    assert out == big.invoke({"n": 0, "notes": []})
+    rec.flush()
+    assert rec.fault_count > 0
+    sa.event.remove(rec.store.engine, "connect", cap)
+    rec.store.engine.dispose()
+    rec.attach(chain(1)).invoke({"n": 0, "notes": []})
+    rec.close()
+    assert open_store(tmp_path / "full.db").get_run("last").status == "ok"
+
+
+def test_sync_durability_commits_each_step_before_the_next(tmp_path):
+    db = str(tmp_path / "sync.db")
+    rec = Recorder(db, durability="sync")
+    seen: list[int] = []
+
+    def peek(state: S):
+        reader = open_store(db)
+        run = reader.get_run("last")
+        seen.append(len([s for s in reader.list_steps(run.id) if not s.pending]))
+        reader.close()
+        return {"n": state["n"] + 1}
+
+    rec.attach(chain(4, node=peek)).invoke({"n": 0, "notes": []})
+    # Before node k runs, the input step, step 0 and the k previous steps are committed.
+    assert seen == [2, 3, 4, 5]
+    rec.close()
+
+
+KILLED_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, operator
+    from typing import Annotated, TypedDict
+    from langgraph.graph import StateGraph, START
+    from recorder import Recorder
+
+    class S(TypedDict):
+        n: int
+
+    def step(state):
+        if state["n"] == int(sys.argv[2]):
+            os._exit(9)  # the process dies mid-run, no cleanup
+        return {"n": state["n"] + 1}
+
+    b = StateGraph(S)
+    b.add_node("loop", step)
+    b.add_edge(START, "loop")
+    b.add_conditional_edges("loop", lambda s: "loop")
+    rec = Recorder(sys.argv[1], durability=sys.argv[3])
+    rec.attach(b.compile()).invoke({"n": 0}, {"recursion_limit": 1000})
+    """
+)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_killed_run_keeps_committed_steps_and_is_marked_interrupted(tmp_path, durability):
+    db = str(tmp_path / "killed.db")
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), db, "7", durability], cwd=Path(__file__).parents[1], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 9, proc.stderr
+    store = open_store(db)
+    run = store.get_run("last")
+    assert (run.status, run.status_reason) == ("interrupted", "killed")
+    steps = [s for s in store.list_steps(run.id) if not s.pending]
+    if durability == "sync":
+        # Every superstep before the one that died was committed.
+        assert max(s.step for s in steps) == 7
+    for s in steps:
+        if s.step >= 0:
+            assert store.state_at(run.id, s.step)["n"] == s.step
+    store.close()
+    # The next recording into the same file works.
+    rec = Recorder(db)
+    rec.attach(chain(2)).invoke({"n": 0, "notes": []})
+    rec.close()
+    assert open_store(db).get_run("last").status == "ok"
+
+
+def test_secrets_never_reach_the_database(recorder_factory, sqlite_url):
+    planted = {
+        "openai": "sk-proj-AbCdEf0123456789AbCdEf0123456789",
+        "bearer": "Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig12345",
+        "password": "hunter2-very-secret",
+        "secretstr": "pydantic-secret-value-42",
+        "custom": "ACME-INTERNAL-7788-9900",
+    }
+
+    class Secretive(TypedDict):
+        messages: Annotated[list, add_messages]
+        creds: dict
+
+    def node(state: Secretive):
+        return {"messages": [AIMessage(content=f"using key {planted['openai']} and {planted['bearer']}")]}
+
+    b = StateGraph(Secretive)
+    b.add_node("leak", node)
+    b.add_edge(START, "leak")
+    rec = recorder_factory(redact_patterns=[r"ACME-INTERNAL-\d{4}-\d{4}"], durability="sync")
+    graph = rec.attach(b.compile())
+    graph.invoke(
+        {
+            "messages": [HumanMessage(content=f"my code is {planted['custom']}")],
+            "creds": {"password": planted["password"], "api": SecretStr(planted["secretstr"]), "token_count": 12},
+        }
+    )
+    rec.close()
+    raw = b"".join(p.read_bytes() for p in Path(sqlite_url).parent.iterdir() if p.name.startswith("graphtape.db"))
+    for name, secret in planted.items():
+        assert secret.encode() not in raw, f"{name} secret leaked into the database"
+    store = open_store(sqlite_url)
+    run = store.get_run("last")
+    assert run.redactions >= 5
+    state = store.state_at(run.id, 1)
+    assert state["creds"]["token_count"] == 12  # counts are not secrets
+    assert "[REDACTED]" in state["messages"][1]["content"]
+
+
+def test_graphtape_db_env_sets_default_store(tmp_path, monkeypatch):
+    target = tmp_path / "from-env.db"
+    monkeypatch.setenv("GRAPHTAPE_DB", str(target))
+    monkeypatch.chdir(tmp_path)
+    rec = Recorder()
+    rec.attach(chain(1)).invoke({"n": 0, "notes": []})
+    rec.close()
+    assert target.exists() and not (tmp_path / "graphtape.db").exists()
+    assert open_store(str(target)).count_runs() == 1
+
+
+def test_threads_record_concurrently_without_mixing_runs(recorder_factory):
+    rec = recorder_factory()
+    graph = rec.attach(chain(4))
+    errors: list[BaseException] = []
+
+    def worker(start: int) -> None:
+        try:
+            for k in range(5):
+                graph.invoke({"n": start + k * 100, "notes": []})
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i * 1000,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    rec.flush()
+    runs = rec.store.list_runs()
+    assert len(runs) == 30
+    for run in runs:
+        steps = [s for s in rec.store.list_steps(run.id) if not s.pending]
+        assert [s.nodes for s in steps][2:] == [["s0"], ["s1"], ["s2"], ["s3"]]
+        first = rec.store.state_at(run.id, 0)["n"]
+        assert rec.store.state_at(run.id, 4)["n"] == first + 4
+
+
+def test_run_record_has_graph_structure_config_and_versions(recorder_factory):
+    rec = recorder_factory()
+    rec.attach(chain(2), name="pipeline", graph_ref="myapp.graphs:pipeline").invoke({"n": 1, "notes": []}, {"configurable": {"thread_id": "t-9", "user": "ana"}})
+    rec.flush()
+    detail = rec.store.run_detail("last")
+    assert detail.run.graph_ref == "myapp.graphs:pipeline" and detail.run.thread_id == "t-9"
+    assert detail.inputs == {"n": 1, "notes": []}
+    assert detail.config["configurable"] == {"thread_id": "t-9", "user": "ana"}
+    assert {"source": "s0", "target": "s1"} in detail.graph["edges"]
+    assert "langgraph" in detail.versions and detail.run.started_at <= detail.run.ended_at
+    json.dumps(detail.graph)
+
+
+def test_steps_after_a_failed_write_still_read_back_correctly(tmp_path):
+    """Lost frames must not poison later deltas: the next frame is a fresh keyframe."""
+    import sqlalchemy as sa
+
+    rec = Recorder(tmp_path / "lost.db", durability="sync")
+    failing = {"on": False}
+
+    @sa.event.listens_for(rec.store.engine, "before_cursor_execute")
+    def fail_step_inserts(conn, cursor, statement, params, context, executemany):
+        if failing["on"] and statement.startswith("INSERT INTO steps"):
+            raise sa.exc.OperationalError(statement, params, Exception("disk I/O error"))
+
+    def node(state: S):
+        failing["on"] = state["n"] in (3, 4)
+        return {"n": state["n"] + 1, "notes": [f"note{state['n']}" * 50]}
+
+    out = rec.attach(chain(10, node=node)).invoke({"n": 0, "notes": []})
+    assert out["n"] == 10
+    run_id = rec.last_run_id
+    stored = [s.step for s in rec.store.list_steps(run_id) if not s.pending and s.step >= 0]
+    assert 4 not in stored and 10 in stored and rec.fault_count == 2
+    for step_no in stored:
+        state = rec.store.state_at(run_id, step_no)
+        assert state["n"] == step_no and len(state["notes"]) == step_no
+    rec.close()
