@@ -11,6 +11,7 @@ graph returns changes.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import os
 import platform
@@ -24,7 +25,6 @@ from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from recorder.capture import CaptureHandler
-from recorder.codec import Encoder
 from recorder.errors import GraphtapeError, RecorderFault
 from recorder.graph_info import GraphInfo, describe
 from recorder.redaction import Redactor
@@ -195,13 +195,12 @@ class Recorder:
         conf = {k: v for k, v in config.get("configurable", {}).items() if not k.startswith("__")}
         host, pid = host_and_pid()
         now = time.time()
-        enc = Encoder(session.redactor, sink=session, on_fault=session._encode_fault)
         if resumed:
             fields = {"status": "running", "status_reason": None, "ended_at": None, "owner_host": host, "owner_pid": pid, "heartbeat_at": now}
             self.writer.submit(lambda: Batch(runs_update=[(session.run_id, fields)], blobs=session._take_blobs()))
             return
         cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": config.get("recursion_limit"), "stream": {k: v for k, v in kwargs.items() if isinstance(v, (str, int, bool, list, type(None)))}}
-        row = {
+        row: dict[str, Any] = {
             "id": session.run_id,
             "name": binding.name,
             "graph_name": binding.info.name,
@@ -210,8 +209,6 @@ class Recorder:
             "status": "running",
             "started_at": now,
             "heartbeat_at": now,
-            "inputs": _json(enc.encode(input)),
-            "config": _json(enc.encode(cfg)),
             "graph": _json(binding.info.to_json()),
             "versions": _json(_versions()),
             "tags": _json(binding.tags),
@@ -220,7 +217,13 @@ class Recorder:
             "owner_pid": pid,
             "durability": self.durability.value,
         }
-        self.writer.submit(lambda: Batch(runs_new=[row], blobs=session._take_blobs()))
+        def work() -> Batch:
+            # Encoded on the writer, like every other value of the run.
+            row["inputs"] = _json(session.encoder.encode(input))
+            row["config"] = _json(session.encoder.encode(cfg))
+            return Batch(runs_new=[row], blobs=session._take_blobs())
+
+        self.writer.submit(work)
 
     def _end(self, binding: _Binding, session: RunSession | None, error: BaseException | None) -> None:
         if session is None:
@@ -327,6 +330,7 @@ def _max_seq(store: SqlStore, run_id: str) -> int:
     return int(value or 0)
 
 
+@functools.cache
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 

@@ -250,11 +250,15 @@ class RunSession:
         if frames is None:
             frames = self._frames[ns] = FrameBuilder(self.encoder.encode)
 
+        kids = self._kids(ns, tasks)
+
+        # Work items run one at a time on the writer (thread or lock), which alone
+        # touches the encoder, frame builders and pending blobs: no session lock
+        # here, so the graph's callbacks never wait on encoding.
         def work() -> Batch:
-            with self._lock:
-                frame, is_key = frames.build(values, versions, seen, updated, _size)
-                row = self._step_row(ns, seq, step, source, cp_id, parent_id, now, duration, tasks, events, frame, is_key)
-                return Batch(steps=[row], blobs=self._take_blobs())
+            frame, is_key = frames.build(values, versions, seen, updated, _size)
+            row = self._step_row(ns, seq, step, source, cp_id, parent_id, now, duration, tasks, events, frame, is_key, kids)
+            return Batch(steps=[row], blobs=self._take_blobs())
 
         self.writer.submit(work)
 
@@ -301,29 +305,28 @@ class RunSession:
         enc = self.encoder.encode
 
         def work() -> Batch:
-            with self._lock:
-                row = {
-                    "run_id": self.run_id,
-                    "ns": rec["ns"],
-                    "step": rec["step"],
-                    "task_id": rec["task_id"],
-                    "node": rec["node"],
-                    "call_id": call_id,
-                    "parent_call_id": rec.get("parent_call_id"),
-                    "kind": rec["kind"],
-                    "name": rec["name"],
-                    "inputs": _json(enc(rec.get("inputs"))),
-                    "output": _json(enc(rec.get("output"))),
-                    "error_type": rec.get("error_type"),
-                    "error_message": self.redactor.scrub(rec["error_message"]) if rec.get("error_message") else None,
-                    "started_at": rec["started_at"],
-                    "latency_ms": rec.get("latency_ms"),
-                    "input_tokens": rec.get("input_tokens"),
-                    "output_tokens": rec.get("output_tokens"),
-                    "total_tokens": rec.get("total_tokens"),
-                    "streamed": bool(rec.get("streamed")),
-                }
-                return Batch(calls=[row], blobs=self._take_blobs())
+            row = {
+                "run_id": self.run_id,
+                "ns": rec["ns"],
+                "step": rec["step"],
+                "task_id": rec["task_id"],
+                "node": rec["node"],
+                "call_id": call_id,
+                "parent_call_id": rec.get("parent_call_id"),
+                "kind": rec["kind"],
+                "name": rec["name"],
+                "inputs": _json(enc(rec.get("inputs"))),
+                "output": _json(enc(rec.get("output"))),
+                "error_type": rec.get("error_type"),
+                "error_message": self.redactor.scrub(rec["error_message"]) if rec.get("error_message") else None,
+                "started_at": rec["started_at"],
+                "latency_ms": rec.get("latency_ms"),
+                "input_tokens": rec.get("input_tokens"),
+                "output_tokens": rec.get("output_tokens"),
+                "total_tokens": rec.get("total_tokens"),
+                "streamed": bool(rec.get("streamed")),
+            }
+            return Batch(calls=[row], blobs=self._take_blobs())
 
         self.writer.submit(work)
 
@@ -354,18 +357,14 @@ class RunSession:
             for (ns, step), tasks in sorted(groups.items(), key=lambda kv: (kv[0][0].count("|"), kv[0][0], kv[0][1])):
                 events = self._events.pop((ns, step), [])
                 self._seq += 1
-                pending.append((ns, step, self._seq, tasks, events))
+                pending.append((ns, step, self._seq, tasks, events, self._kids(ns, tasks)))
                 if ns == "" and any(t.interrupts for t in tasks):
                     self.root_interrupted = True
             now = time.time()
 
         def work() -> Batch:
-            with self._lock:
-                rows = [
-                    self._step_row(ns, seq, step, None, None, None, now, None, tasks, events, None, False)
-                    for ns, step, seq, tasks, events in pending
-                ]
-                return Batch(steps=rows, blobs=self._take_blobs())
+            rows = [self._step_row(ns, seq, step, None, None, None, now, None, tasks, events, None, False, kids) for ns, step, seq, tasks, events, kids in pending]
+            return Batch(steps=rows, blobs=self._take_blobs())
 
         if pending:
             self.writer.submit(work)
@@ -375,6 +374,14 @@ class RunSession:
         self._frames.clear()
 
     # -- building rows ---------------------------------------------------------
+    def _kids(self, ns: str, tasks: list[TaskAcc]) -> dict[str, list[str]]:
+        out = {}
+        for acc in tasks:
+            found = self._children.pop((ns, acc.task_id), None)
+            if found:
+                out[acc.task_id] = list(found)
+        return out
+
     def _step_row(
         self,
         ns: str,
@@ -389,6 +396,7 @@ class RunSession:
         events: list[dict],
         frame: dict | None,
         is_key: bool,
+        kids: dict[str, list[str]],
     ) -> dict:
         enc = self.encoder.encode
         flags = 0 if frame is not None else FLAG_PENDING
@@ -422,14 +430,16 @@ class RunSession:
                     ev_rows.append({"kind": "resume", "v": enc(r), "task": acc.task_id, "node": acc.node})
             if not acc.seen_callback and acc.has_writes and acc.node not in (START, None) and acc.error is None and not acc.interrupts:
                 row["c"] = True
-            kids = self._children.pop((ns, acc.task_id), None)
-            if kids:
-                row["sub"] = kids
+            if acc.task_id in kids:
+                row["sub"] = kids[acc.task_id]
             task_rows.append(row)
             if acc.error is None and not acc.interrupts:
                 routes.extend(self._routes(acc))
         if any(e["kind"] == "resume" and e.get("task") for e in ev_rows):
             ev_rows = [e for e in ev_rows if e["kind"] != "resume" or e.get("task")]
+        spans = [(a.t0, a.t0 + a.duration_ms / 1000) for a in tasks if a.t0 is not None and a.duration_ms is not None]
+        if spans:
+            duration = (max(e for _, e in spans) - min(b for b, _ in spans)) * 1000
         nodes = ",".join(dict.fromkeys(t["node"] for t in task_rows))
         payload = {"t": task_rows, "r": routes, "e": ev_rows}
         if frame is not None:
@@ -508,6 +518,8 @@ class RunSession:
         if loose_sends:
             out.append({"src": node, "kind": "send", "router": None, "dest": [s.node for s in loose_sends], "sends": [{"node": s.node, "arg": enc(s.arg)} for s in loose_sends], "task": acc.task_id})
         static = [d for d in branch_dests if d not in explained]
+        if not out and not static and (node, END) in self.graph.edges:
+            static = [END]  # LangGraph writes nothing for an edge to END
         if static:
             out.append({"src": node, "kind": "static", "router": None, "dest": static, "task": acc.task_id})
         return out

@@ -93,7 +93,7 @@ def test_conditional_and_static_routes_are_told_apart(recorder_factory):
     routes = _all_routes(rec.store, run_id)
     static = [r for r in routes if r.kind == "static"]
     conditional = [r for r in routes if r.kind == "conditional"]
-    assert {(r.source, tuple(r.destinations)) for r in static} == {("__start__", ("bump",)), ("bump", ("check",))}
+    assert {(r.source, tuple(r.destinations)) for r in static} == {("__start__", ("bump",)), ("bump", ("check",)), ("done", ("__end__",))}
     assert all(r.router is None for r in static)
     assert [(r.router, r.returned, r.destinations) for r in conditional] == [
         ("keep_going", "bump", ["bump"]),

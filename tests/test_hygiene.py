@@ -1,0 +1,42 @@
+"""Import hygiene and the public surface: the core runs without the UI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import recorder
+
+
+def test_headless_packages_do_not_import_textual():
+    code = "import sys, recorder, replay, tui, tui.cli; bad = [m for m in ('textual', 'tui.app') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_recorder_public_surface_is_pinned():
+    assert sorted(recorder.__all__) == [
+        "AmbiguousRun",
+        "CallInfo",
+        "Checkpoint",
+        "Durability",
+        "GraphtapeError",
+        "Recorder",
+        "RecorderFault",
+        "RouteInfo",
+        "RunDetail",
+        "RunInfo",
+        "RunNotFound",
+        "RunStore",
+        "SchemaVersionError",
+        "SqlStore",
+        "StepDetail",
+        "StepInfo",
+        "StepNotFound",
+        "StoreError",
+        "TaskInfo",
+        "open_store",
+        "register_type",
+    ]
+    for name in recorder.__all__:
+        assert getattr(recorder, name).__doc__, f"recorder.{name} needs a docstring"

@@ -1,0 +1,266 @@
+"""TUI pilot tests: press keys, assert what is selected and shown, on real recorded runs."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+import pytest
+from conftest import load_agent
+
+from recorder import Recorder
+from tui.app import build_app
+from tui.screens.run import RunScreen
+from tui.screens.runs import RunsScreen
+from tui.widgets.timeline import Timeline
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory):
+    """A store with the bundled demo runs: incident, happy, an error run and an interrupted one."""
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+    from langgraph.types import interrupt
+
+    db = str(tmp_path_factory.mktemp("tui") / "demo.db")
+    ra = load_agent("reason_act")
+    rec = Recorder(db)
+    rec.attach(ra.build_graph("happy"), name="demo:happy").invoke(ra.inputs_for("happy"))
+
+    class S(TypedDict):
+        n: int
+
+    def fail(state: S):
+        raise RuntimeError("payment API returned 500")
+
+    def ask(state: S):
+        return {"n": interrupt("approve?")}
+
+    b = StateGraph(S)
+    b.add_node("prep", lambda s: {"n": s["n"] + 1})
+    b.add_node("fail", fail)
+    b.add_edge(START, "prep")
+    b.add_edge("prep", "fail")
+    with pytest.raises(RuntimeError):
+        rec.attach(b.compile(), name="broken").invoke({"n": 0})
+    b2 = StateGraph(S)
+    b2.add_node("ask", ask)
+    b2.add_edge(START, "ask")
+    rec.attach(b2.compile(checkpointer=InMemorySaver()), name="needs-approval").invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
+    rec.attach(ra.build_graph("incident"), name="demo:incident").invoke(ra.inputs_for("incident"))
+    rec.close()
+    return db
+
+
+async def settle(app, pilot):
+    for _ in range(3):
+        await pilot.pause(0.05)
+        await app.workers.wait_for_complete()
+    await pilot.pause(0.05)
+
+
+def step_numbers(screen: RunScreen) -> list[int]:
+    return [s.step for s in screen.steps]
+
+
+async def test_runs_screen_lists_filters_and_opens(demo_db):
+    app = build_app(demo_db)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen)
+        assert [r.name for r in screen.runs][0] == "demo:incident"
+        assert {r.name for r in screen.runs} == {"demo:incident", "demo:happy", "broken", "needs-approval"}
+        await pilot.press("s")  # status: ok
+        await settle(app, pilot)
+        assert {r.status for r in screen.runs} == {"ok"}
+        await pilot.press("s", "s")  # error... then interrupted
+        await settle(app, pilot)
+        assert [r.name for r in screen.runs] == ["needs-approval"]
+        await pilot.press("s", "s")  # back to all
+        await settle(app, pilot)
+        await pilot.press("slash")
+        await pilot.press(*"broken", "enter")
+        await settle(app, pilot)
+        assert [r.name for r in screen.runs] == ["broken"]
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert len(screen.runs) == 4
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, RunScreen)
+        assert app.screen.run.name == "demo:incident"
+
+
+async def test_stepping_shows_state_routes_and_calls(demo_db):
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen) and screen.run.name == "demo:incident"
+        last = len(screen.steps) - 1
+        assert screen.index == last and screen.payload.step.nodes == ["reason"]
+        assert screen.payload.state["agent_outcome"]["type"] == "finish"
+        await pilot.press("left")
+        await settle(app, pilot)
+        assert screen.index == last - 1 and screen.payload.step.nodes == ["act"]
+        routes = screen.payload.detail.routes
+        assert [(r.kind, r.router, r.returned, r.destinations) for r in routes] == [("conditional", "check_iteration_limit", "reason", ["reason"])]
+        await pilot.press("h", "h")
+        await settle(app, pilot)
+        assert screen.index == last - 3
+        await pilot.press("home")
+        await settle(app, pilot)
+        assert screen.index == 0 and screen.payload.step.step == -1
+        await pilot.press("end")
+        await settle(app, pilot)
+        assert screen.index == last
+        model_calls = [c for c in screen.payload.calls if c.kind == "model"]
+        assert len(model_calls) == 1 and model_calls[0].inputs["messages"]
+        await pilot.press("colon")
+        await pilot.press("2", "enter")
+        await settle(app, pilot)
+        assert screen.payload.step.step == 2
+        tool_calls = [c.name for c in screen.payload.calls]
+        assert tool_calls == ["lookup_order_status"]
+
+
+async def test_diff_default_and_marked(demo_db):
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        # Default: this step against the previous one; the message list grew by appends.
+        kinds = {(e.kind, e.path.split("[")[0]) for e in screen.payload.diff}
+        assert ("appended", "messages") in kinds
+        assert ("changed", "agent_outcome.type") in kinds or any(e.path.startswith("agent_outcome") for e in screen.payload.diff)
+        await pilot.press("home")
+        await settle(app, pilot)
+        await pilot.press("m", "end", "d")
+        await settle(app, pilot)
+        assert screen.diff_title == f"marked step -1 → step {screen.steps[-1].step}"
+        assert any(e.kind == "added" and e.path == "agent_outcome" for e in screen.diff_entries)
+
+
+async def test_jump_to_error_and_interrupt(demo_db):
+    app = build_app(demo_db, "last~2")  # the broken run
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert screen.run.name == "broken"
+        # An error run opens on its failing step.
+        assert screen.payload.step.has_error
+        (task,) = [t for t in screen.payload.detail.tasks if t.error_type]
+        assert (task.node, task.error_type, task.error_message) == ("fail", "RuntimeError", "payment API returned 500")
+        await pilot.press("home", "e")
+        await settle(app, pilot)
+        assert screen.payload.step.has_error
+    app = build_app(demo_db, "last~1")  # interrupted run
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        await pilot.press("home", "e")
+        await settle(app, pilot)
+        assert screen.payload.step.has_interrupt
+        assert [(e.kind, e.value) for e in screen.payload.detail.events] == [("interrupt", "approve?")]
+
+
+async def test_reverse_watch_jumps_to_the_step_that_changed_a_key(demo_db):
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        screen.watch_key = "retries"
+        await pilot.press("left_square_bracket")
+        await settle(app, pilot)
+        at = screen.payload.step
+        assert at.nodes == ["act"] and "retries" in screen.payload.changed
+        before = screen.payload.state["retries"]
+        await pilot.press("left_square_bracket")
+        await settle(app, pilot)
+        assert screen.payload.step.step < at.step and screen.payload.state["retries"] < before
+
+
+async def test_subgraph_tab_opens_the_child_namespace(tmp_path):
+    from typing import TypedDict
+
+    from langgraph.graph import START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    inner = StateGraph(S)
+    inner.add_node("double", lambda s: {"n": s["n"] * 2})
+    inner.add_edge(START, "double")
+    outer = StateGraph(S)
+    outer.add_node("child", inner.compile())
+    outer.add_edge(START, "child")
+    db = str(tmp_path / "sub.db")
+    rec = Recorder(db)
+    rec.attach(outer.compile(), name="nested").invoke({"n": 3})
+    rec.close()
+    app = build_app(db, "last")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert screen.payload.step.nodes == ["child"] and screen.payload.subgraphs
+        await pilot.press("6")
+        await settle(app, pilot)
+        screen.query_one("#subgraph-list").focus()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        child = app.screen
+        assert isinstance(child, RunScreen) and child.ns.startswith("child:")
+        assert child.payload.state == {"n": 6}
+        await pilot.press("u")
+        await settle(app, pilot)
+        assert app.screen is screen
+
+
+async def test_empty_store_and_bad_inputs_show_messages(tmp_path):
+    empty = str(tmp_path / "empty.db")
+    Recorder(empty).close()
+    app = build_app(empty)
+    async with app.run_test(size=(100, 24)) as pilot:
+        await settle(app, pilot)
+        text = str(app.screen.query_one("#runs-empty").render())
+        assert "no runs yet" in text
+    app = build_app(empty, "nosuchrun")
+    async with app.run_test(size=(100, 24)) as pilot:
+        await settle(app, pilot)
+        assert "no run matches 'nosuchrun'" in str(app.screen.query_one("#loading").render())
+    engine = sa.create_engine(f"sqlite:///{empty}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE graphtape_meta SET value='999' WHERE key='schema_version'"))
+    engine.dispose()
+    app = build_app(empty)
+    async with app.run_test(size=(100, 24)) as pilot:
+        await settle(app, pilot)
+        assert "newer graphtape" in str(app.screen.query_one("#loading").render())
+
+
+async def test_small_terminal_stacks_the_layout(demo_db):
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert screen.has_class("narrow")
+        timeline = screen.query_one(Timeline)
+        assert timeline.region.width == 80
+        await pilot.press("right")
+        await settle(app, pilot)
+        assert screen.index == len(screen.steps) - 1
+
+
+async def test_help_and_palette_list_the_actions(demo_db):
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for action in ("Prev", "Next", "Jump", "Mark", "Diff", "Watch", "Copy"):
+            assert any(t.startswith(action) for t in titles), action
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "HelpScreen"
+        await pilot.press("escape")
+        assert isinstance(app.screen, RunScreen)

@@ -1,0 +1,115 @@
+"""The graphtape Textual app: one factory for the CLI and the tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Static
+
+from recorder.errors import GraphtapeError
+from recorder.store import RunStore, open_store
+from tui.screens.prompts import HelpScreen
+from tui.screens.run import RunScreen
+from tui.screens.runs import RunsScreen
+
+
+class LoadingScreen(Screen):
+    """Shown while the store opens (in a worker); replaced by runs or an error."""
+
+    BINDINGS = [Binding("q,escape", "app.quit", "Quit")]
+
+    def compose(self):
+        yield Static("opening the store…", id="loading")
+
+
+class GraphtapeApp(App):
+    """Steps through recorded LangGraph runs."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "graphtape"
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False)]
+
+    class StoreOpened(Message):
+        def __init__(self, store: RunStore | None, error: str | None, run_id: str | None) -> None:
+            super().__init__()
+            self.store = store
+            self.error = error
+            self.run_id = run_id
+
+    def __init__(self, db: str | None = None, run: str | None = None, *, store: RunStore | None = None) -> None:
+        super().__init__()
+        self.db = db
+        self.run_ref = run
+        self.store: Any = store
+        self.store_label = str(db or "the store")
+        self.load_error: str | None = None
+
+    def on_mount(self) -> None:
+        self.push_screen(LoadingScreen())
+        self.open_store()
+
+    @work(thread=True, exclusive=True, group="store")
+    def open_store(self) -> None:
+        try:
+            store = self.store or open_store(self.db)
+            run_id = store.resolve_run(self.run_ref) if self.run_ref else None
+        except GraphtapeError as exc:
+            self.post_message(self.StoreOpened(None, str(exc), None))
+            return
+        self.post_message(self.StoreOpened(store, None, run_id))
+
+    def on_graphtape_app_store_opened(self, message: StoreOpened) -> None:
+        if message.store is None:
+            self.load_error = message.error
+            self.screen.query_one("#loading", Static).update(f"graphtape: {message.error}\n\nPress q to quit.")
+            return
+        self.store = message.store
+        self.store_label = getattr(self.store, "url", self.store_label).replace("sqlite:///", "")
+        self.switch_screen(RunsScreen())
+        if message.run_id:
+            self.open_run(message.run_id)
+
+    def open_run(self, run_id: str) -> None:
+        """Open a run's timeline on top of the runs list."""
+        self.push_screen(RunScreen(run_id))
+
+    def show_runs(self) -> None:
+        while len(self.screen_stack) > 2:
+            self.pop_screen()
+        if isinstance(self.screen, RunsScreen):
+            self.screen.reload()
+
+    def action_help(self) -> None:
+        rows = []
+        for binding in self.screen.BINDINGS:
+            if isinstance(binding, Binding):
+                keys = binding.key.replace("left_square_bracket", "[").replace("right_square_bracket", "]").replace("question_mark", "?").replace("colon", ":").replace("slash", "/")
+                rows.append((keys, binding.description or binding.action))
+        rows.append(("ctrl+p", "command palette: every action by name"))
+        self.push_screen(HelpScreen(rows))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for binding in getattr(screen, "BINDINGS", []):
+            if not isinstance(binding, Binding) or not binding.description:
+                continue
+            action = binding.action
+            yield SystemCommand(f"{binding.description} ({binding.key.split(',')[0]})", f"run the {action} action", lambda a=action, s=screen: s.run_action(a))
+
+
+def build_app(db: str | None = None, run: str | None = None, *, store: RunStore | None = None) -> GraphtapeApp:
+    """The one way to make the app: used by ``graphtape tui``, ``graphtape demo`` and the tests."""
+    return GraphtapeApp(db, run, store=store)
+
+
+def run_app(db: str | None = None, run: str | None = None) -> int:
+    """Run the TUI in this terminal; returns an exit code."""
+    app = build_app(db, run)
+    app.run()
+    return 2 if app.load_error else 0

@@ -1,0 +1,271 @@
+"""The ``graphtape`` command line: record the demo, list runs, show a run or one of its steps.
+
+Parsing, dispatch and error handling live here; the work is in ``tui.demo``,
+``tui.views`` and ``tui.render``. Importing this module loads neither Textual
+nor LangGraph: each command imports what it needs when it runs.
+
+Exit codes: 0 ok, 1 reserved for "replay diverged", 2 error (one line on
+stderr, traceback with ``--debug``), 130 interrupted, 141 output pipe closed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_DIVERGED = 1  # reserved for `graphtape replay`
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+RUN_STATUSES = ("running", "ok", "error", "interrupted")
+DEFAULT_LIMIT = 50
+
+
+# -- parsing ------------------------------------------------------------------
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("graphtape")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _global_options(parser: argparse.ArgumentParser, *, on_subcommand: bool) -> None:
+    # On subcommands the defaults are SUPPRESS, so `graphtape --db X runs` is not undone by `runs`.
+    keep = argparse.SUPPRESS if on_subcommand else None
+    parser.add_argument(
+        "--db",
+        metavar="URL|PATH",
+        default=keep,
+        help="store to use: a SQLite file or a SQLAlchemy URL (default: $GRAPHTAPE_DB, else ./graphtape.db)",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS if on_subcommand else False,
+        help="show the traceback when something fails",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every command (also used by the help tests)."""
+    parser = argparse.ArgumentParser(
+        prog="graphtape",
+        description="A flight recorder for LangGraph agents: record runs, then inspect them step by step.",
+        epilog="Start with `graphtape demo`, then `graphtape show last`.",
+    )
+    parser.add_argument("--version", action="version", version=f"graphtape {_version()}")
+    _global_options(parser, on_subcommand=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, on_subcommand=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+
+    def command(name: str, summary: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=summary, description=summary, parents=[common])
+        p.set_defaults(func=func)
+        return p
+
+    demo = command("demo", "Record the bundled demo agents (an incident among them) and open the result.", cmd_demo)
+    demo.add_argument("--scenario", metavar="NAME", default="all", help="one scenario (happy, incident, unknown_tool, bad_input, loop_limit, react) or all (default)")
+    demo.add_argument("--no-tui", action="store_true", help="print the incident's summary instead of opening the TUI")
+
+    runs = command("runs", "List recorded runs, newest first.", cmd_runs)
+    runs.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    runs.add_argument("--status", choices=RUN_STATUSES, help="only runs with this status")
+    runs.add_argument("--limit", type=_non_negative, default=DEFAULT_LIMIT, metavar="N", help=f"at most N runs (default {DEFAULT_LIMIT}; 0 for all)")
+    runs.add_argument("--search", metavar="TEXT", help="only runs whose name, graph, error, tags or id prefix contain TEXT")
+
+    show = command("show", "Show a run's supersteps, or one step in full with --step.", cmd_show)
+    show.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, or last~N (N runs before the last)")
+    show.add_argument("--step", type=int, metavar="N", help="show step N in full: tasks, routes, calls, events and state")
+    show.add_argument("--ns", default="", metavar="NS", help="subgraph namespace (default: the root graph)")
+    show.add_argument("--json", action="store_true", help="print JSON instead of text")
+    show.add_argument("--full", action="store_true", help="do not fold long strings in updates and state")
+    return parser
+
+
+# -- commands -------------------------------------------------------------------
+
+
+def _width() -> int:
+    return max(60, shutil.get_terminal_size((120, 24)).columns)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def _read_store(db: str | None) -> Any:
+    """Open the store for reading: a missing database is an error, never created."""
+    from recorder import open_store
+
+    return open_store(db, create=False)
+
+
+def _tui_available() -> bool:
+    try:
+        return importlib.util.find_spec("tui.app") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _where(url: str) -> str:
+    return url[len("sqlite:///") :] if url.startswith("sqlite:///") else "the database"
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Record the demo agents; open the TUI on the incident, or print its summary."""
+    from tui.demo import INCIDENT, record_demo
+    from tui.render import clip, run_text
+    from tui.views import run_view
+
+    width = _width()
+
+    def start(url: str) -> None:
+        print(f"recording the demo agents into {_where(url)}", flush=True)
+
+    def report(demo: Any) -> None:
+        run = demo.run
+        line = f"  {run.name:<18} {run.id}  {run.status:<5} {run.step_count:>3} steps  {demo.description}"
+        print(clip(line, width), flush=True)
+
+    url, runs = record_demo(args.db, args.scenario, on_start=start, on_run=report)
+    focus = next((d for d in runs if d.scenario == INCIDENT), runs[-1])
+    if not args.no_tui and _tui_available() and sys.stdin.isatty() and sys.stdout.isatty():
+        from tui.app import run_app  # type: ignore[import-not-found]  # written by the TUI issue
+
+        result = run_app(url, focus.run.id)
+        return result if isinstance(result, int) else EXIT_OK
+    store = _read_store(url)
+    try:
+        print()
+        print(run_text(run_view(store, focus.run.id), width))
+    finally:
+        store.close()
+    print("\nmore: graphtape runs · graphtape show last~1 · graphtape show last --json")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """List runs as a table or JSON."""
+    from tui.render import runs_table
+    from tui.views import runs_view
+
+    store = _read_store(args.db)
+    try:
+        fetch = args.limit + 1 if args.limit else None
+        runs = runs_view(store, status=args.status, text=args.search, limit=fetch)
+    finally:
+        store.close()
+    more = bool(args.limit) and len(runs) > args.limit
+    runs = runs[: args.limit] if more else runs
+    if args.json:
+        _print_json(runs)
+    elif not runs:
+        filtered = args.status or args.search
+        print("no runs match" if filtered else f"no runs in {_where(store.url)} yet: record some with `graphtape demo`")
+    else:
+        print(runs_table(runs, _width()))
+    if more:
+        print(f"(showing the newest {args.limit}; --limit 0 shows all)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Show a run's steps, or one step in full."""
+    from tui.render import run_text, step_text
+    from tui.views import run_view, step_view
+
+    store = _read_store(args.db)
+    try:
+        if args.step is None:
+            view = run_view(store, args.run, args.ns)
+            text = None if args.json else run_text(view, _width())
+        else:
+            view = step_view(store, args.run, args.step, args.ns)
+            text = None if args.json else step_text(view, _width(), full=args.full)
+    finally:
+        store.close()
+    if text is None:
+        _print_json(view)
+    else:
+        print(text)
+    return EXIT_OK
+
+
+# -- entry point ------------------------------------------------------------------
+
+
+def _silence_stdout() -> None:
+    # After EPIPE, point stdout at /dev/null so the interpreter's final flush stays quiet.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code instead of exiting (tests call this)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_ERROR)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    debug = args.debug
+    try:
+        from recorder.errors import GraphtapeError
+
+        try:
+            code = args.func(args)
+            sys.stdout.flush()
+            return code
+        except GraphtapeError as exc:
+            if debug:
+                traceback.print_exc()
+            print(f"graphtape: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("graphtape: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:  # noqa: BLE001 - a bug: still one line unless --debug
+        if debug:
+            traceback.print_exc()
+        line = str(exc).strip().splitlines()
+        detail = f": {line[0]}" if line else ""
+        print(f"graphtape: error: unexpected {type(exc).__name__}{detail} (rerun with --debug for the traceback, and please report it)", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

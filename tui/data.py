@@ -1,0 +1,193 @@
+"""What the TUI shows, computed without Textual: diffs, transcripts, watches.
+
+Kept apart from the widgets so it can be tested and benchmarked headless, and
+so the UI thread only ever receives finished results from a worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepdiff import DeepDiff
+
+from recorder.records import StepDetail, StepInfo
+
+FOLD_AT = 160
+
+
+@dataclass(frozen=True, slots=True)
+class DiffEntry:
+    """One difference between two states, at a path like ``messages[3].content``."""
+
+    kind: str  # added | removed | changed | appended
+    path: str
+    old: Any = None
+    new: Any = None
+
+
+@dataclass(slots=True)
+class StepView:
+    """Everything the run screen shows for one selected step."""
+
+    step: StepInfo
+    detail: StepDetail | None
+    state: dict[str, Any]
+    changed_keys: set[str] = field(default_factory=set)
+    calls: list[Any] = field(default_factory=list)
+    error: str | None = None
+
+
+def path_text(parts: list[Any]) -> str:
+    """``['messages', 3, 'content']`` -> ``messages[3].content``."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + str(p)
+    return out or "(root)"
+
+
+def diff_states(old: dict[str, Any], new: dict[str, Any]) -> list[DiffEntry]:
+    """Differences between two states, with list growth shown as appends.
+
+    Lists that share a prefix are compared only past it (so a 1,000-message
+    history that gained one message costs one comparison, not a thousand);
+    everything else goes through deepdiff.
+    """
+    entries: list[DiffEntry] = []
+    for key in sorted(set(old) | set(new), key=str):
+        if key not in old:
+            entries.append(DiffEntry("added", path_text([key]), None, new[key]))
+            continue
+        if key not in new:
+            entries.append(DiffEntry("removed", path_text([key]), old[key], None))
+            continue
+        a, b = old[key], new[key]
+        if a == b:
+            continue
+        if isinstance(a, list) and isinstance(b, list):
+            k = _common_prefix(a, b)
+            if k == len(a):
+                entries.extend(DiffEntry("appended", path_text([key, i]), None, b[i]) for i in range(k, len(b)))
+                continue
+            entries.extend(_deep(a[k:], b[k:], [key], offset=k))
+            continue
+        entries.extend(_deep(a, b, [key]))
+    return entries
+
+
+def _common_prefix(a: list, b: list) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+_KINDS = {
+    "values_changed": "changed",
+    "type_changes": "changed",
+    "dictionary_item_added": "added",
+    "dictionary_item_removed": "removed",
+    "iterable_item_added": "added",
+    "iterable_item_removed": "removed",
+    "attribute_added": "added",
+    "attribute_removed": "removed",
+    "set_item_added": "added",
+    "set_item_removed": "removed",
+}
+
+
+def _deep(a: Any, b: Any, prefix: list[Any], offset: int = 0) -> list[DiffEntry]:
+    if not isinstance(a, (dict, list)) or not isinstance(b, (dict, list)):
+        return [DiffEntry("changed", path_text(prefix), a, b)]
+    tree = DeepDiff(a, b, view="tree", verbose_level=2, cutoff_intersection_for_pairs=1.0, cutoff_distance_for_pairs=1.0)
+    out = []
+    for report, levels in tree.items():
+        kind = _KINDS.get(report)
+        if kind is None:
+            continue
+        for level in levels:
+            parts = list(level.path(output_format="list"))
+            if offset and parts and isinstance(parts[0], int) and isinstance(a, list):
+                parts[0] += offset
+            old = None if kind == "added" else level.t1
+            new = None if kind == "removed" else level.t2
+            if kind == "added" and isinstance(a, list) and len(parts) == 1 and isinstance(parts[0], int) and parts[0] >= len(a) + offset:
+                kind = "appended"
+            out.append(DiffEntry(kind, path_text(prefix + parts), old, new))
+    out.sort(key=lambda e: e.path)
+    return out
+
+
+def changed_keys(detail: StepDetail | None) -> set[str]:
+    """State keys the step's tasks wrote to."""
+    if detail is None:
+        return set()
+    keys: set[str] = set()
+    for t in detail.tasks:
+        if isinstance(t.writes, dict):
+            keys.update(t.writes)
+    return keys
+
+
+def fold(text: str, limit: int = FOLD_AT) -> str:
+    """Shorten long strings for a one-line view."""
+    text = text.replace("\n", "⏎ ")
+    return text if len(text) <= limit else f"{text[: limit - 12]}… (+{len(text) - limit + 12} chars)"
+
+
+def short(value: Any, limit: int = 60) -> str:
+    """A compact one-line rendering of any recorded value."""
+    if isinstance(value, str):
+        return fold(repr(value), limit)
+    if isinstance(value, dict) and "type" in value and "content" in value:
+        return fold(f"{value['type']}: {content_text(value.get('content'))}", limit)
+    if isinstance(value, list):
+        return f"[{len(value)} items]"
+    if isinstance(value, dict):
+        return "{" + fold(", ".join(f"{k}: {short(v, 20)}" for k, v in list(value.items())[:4]), limit - 2) + "}"
+    return fold(repr(value), limit)
+
+
+def content_text(content: Any) -> str:
+    """Message content as text (LangChain content may be a list of blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict):
+                parts.append(str(block.get("text", block.get("type", ""))))
+            else:
+                parts.append(str(block))
+        return " ".join(parts)
+    return "" if content is None else str(content)
+
+
+def is_message(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") in {"human", "ai", "tool", "system", "function", "chat", "remove"} and "content" in value
+
+
+def message_lists(state: dict[str, Any]) -> dict[str, list[dict]]:
+    """State keys that hold chat transcripts (lists of messages)."""
+    return {k: v for k, v in state.items() if isinstance(v, list) and v and all(is_message(m) for m in v[-3:])}
+
+
+def first_of(steps: list[StepInfo], start: int, direction: int, predicate) -> int | None:
+    """Index of the next step (from ``start``, exclusive) matching ``predicate``."""
+    i = start + direction
+    while 0 <= i < len(steps):
+        if predicate(steps[i]):
+            return i
+        i += direction
+    return None
+
+
+def value_at(state: dict[str, Any], key: str) -> Any:
+    return state.get(key, _MISSING)
+
+
+_MISSING = object()

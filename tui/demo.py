@@ -1,0 +1,105 @@
+"""Record the bundled demo agents, so a first ``graphtape demo`` has runs worth looking at.
+
+The agents are plain files (``fixtures/agents`` in the repository, ``tui/demo_agents``
+in an installed wheel), loaded by path. The incident is recorded last, so
+``graphtape show last`` opens it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tui
+from recorder import Recorder, RunInfo
+from recorder.errors import GraphtapeError
+from tui.loading import load_module_from_path
+
+__all__ = ["DemoError", "DemoRun", "agents_dir", "demo_names", "record_demo"]
+
+INCIDENT = "incident"
+REACT = "react"
+ALL = "all"
+
+
+class DemoError(GraphtapeError):
+    """The demo agents cannot be found, or an unknown scenario was asked for."""
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """One recorded demo run: which scenario, and the run the store holds for it."""
+
+    scenario: str
+    description: str
+    run: RunInfo
+
+
+def agents_dir() -> Path:
+    """Where the demo agent files live: the installed wheel's copy, else the repository's."""
+    here = Path(tui.__file__).resolve().parent
+    candidates = [here / "demo_agents", here.parent / "fixtures" / "agents"]
+    for folder in candidates:
+        if (folder / "reason_act.py").is_file() and (folder / "react_agent.py").is_file():
+            return folder
+    looked = " and ".join(str(c) for c in candidates)
+    raise DemoError(f"cannot find the bundled demo agents (looked in {looked}): reinstall graphtape")
+
+
+def _agents() -> tuple[Path, Any, Any]:
+    folder = agents_dir()
+    return folder, load_module_from_path(folder / "reason_act.py"), load_module_from_path(folder / "react_agent.py")
+
+
+def demo_names() -> dict[str, str]:
+    """Scenario name -> one-line description, in recording order (the incident last)."""
+    _, reason_act, react = _agents()
+    names = {k: v for k, v in reason_act.SCENARIOS.items() if k != INCIDENT}
+    names[REACT] = (react.__doc__ or "").strip().splitlines()[0]
+    names[INCIDENT] = reason_act.SCENARIOS[INCIDENT]
+    return names
+
+
+def record_demo(
+    db: str | None,
+    scenario: str = ALL,
+    *,
+    on_start: Callable[[str], None] | None = None,
+    on_run: Callable[[DemoRun], None] | None = None,
+) -> tuple[str, list[DemoRun]]:
+    """Record ``scenario`` (or all of them) into ``db``; returns the store URL and the runs, in order.
+
+    ``on_start(url)`` is called once the store is open, ``on_run`` after each recorded run.
+    """
+    folder, reason_act, react = _agents()
+    names = demo_names()
+    if scenario != ALL and scenario not in names:
+        raise DemoError(f"unknown scenario {scenario!r}: choose one of {', '.join([*names, ALL])}")
+    chosen = list(names) if scenario == ALL else [scenario]
+    done: list[DemoRun] = []
+    with Recorder(db) as rec:
+        url = rec.store.url
+        if on_start is not None:
+            on_start(url)
+        for name in chosen:
+            if name == REACT:
+                graph, inputs, path = react.build_graph(), react.inputs_for(), folder / "react_agent.py"
+            else:
+                graph, inputs, path = reason_act.build_graph(name), reason_act.inputs_for(name), folder / "reason_act.py"
+            recorded = rec.attach(graph, name=f"demo:{name}", tags=["demo", f"scenario:{name}"], graph_ref=f"{path}:graph")
+            before = rec.last_run_id
+            try:
+                recorded.invoke(inputs)
+            except Exception:  # noqa: BLE001 - a failing demo is still a recorded (error) run
+                pass
+            run_id = rec.last_run_id
+            rec.flush()
+            if run_id is None or run_id == before:
+                raise DemoError(f"demo:{name} was not recorded (see the warning above)")
+            run = rec.store.get_run(run_id)
+            done.append(DemoRun(name, names[name], run))
+            if on_run is not None:
+                on_run(done[-1])
+    return url, done

@@ -1,0 +1,115 @@
+"""Load a user's compiled graph from a reference: ``package.module:attr`` or ``path/to/file.py:attr``.
+
+Files are loaded by path with importlib under a private module name, so a file
+called ``graph.py`` never shadows or replaces an installed module. Every
+failure is a :class:`GraphLoadError` whose message names the reference and
+what to try; the original exception stays chained for ``--debug``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from recorder.errors import GraphtapeError
+
+__all__ = ["GraphLoadError", "load_graph", "load_module_from_path", "split_ref"]
+
+
+class GraphLoadError(GraphtapeError):
+    """A graph reference could not be resolved to a compiled graph."""
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """``"a/b.py:graph"`` -> ``("a/b.py", "graph")``; the last colon separates (Windows drive letters survive)."""
+    target, sep, attr = (ref or "").strip().rpartition(":")
+    if not sep or not target or not attr or not all(part.isidentifier() for part in attr.split(".")):
+        raise GraphLoadError(f"bad graph reference {ref!r}: use package.module:attr or path/to/file.py:attr")
+    return target, attr
+
+
+def _is_path(target: str) -> bool:
+    return target.endswith(".py") or os.sep in target or "/" in target
+
+
+def load_module_from_path(path: str | os.PathLike) -> ModuleType:
+    """Execute a Python file as a private module (cached per resolved path for this process)."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        where = "it is a directory" if file.is_dir() else "no such file"
+        raise GraphLoadError(f"cannot load {file}: {where}")
+    file = file.resolve()
+    digest = hashlib.sha1(str(file).encode()).hexdigest()[:8]
+    name = f"_graphtape_user_{file.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise GraphLoadError(f"cannot load {file}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    # Let the file import its siblings while it runs, as `python file.py` would.
+    sys.path.insert(0, str(file.parent))
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        del sys.modules[name]
+        if isinstance(exc, Exception):
+            raise GraphLoadError(f"loading {file} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise
+    finally:
+        try:
+            sys.path.remove(str(file.parent))
+        except ValueError:
+            pass
+    return module
+
+
+def _import_module(name: str) -> ModuleType:
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `graphtape ... mypkg.agent:graph` from a project root
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+            raise GraphLoadError(f"no module named {name!r}: check PYTHONPATH, or give a path/to/file.py:attr") from exc
+        raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
+        raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def load_graph(ref: str) -> Any:
+    """The compiled graph a reference points at; raises :class:`GraphLoadError` with a hint otherwise."""
+    target, attr = split_ref(ref)
+    module = load_module_from_path(target) if _is_path(target) else _import_module(target)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            hint = _graph_like_names(module)
+            more = f"; graph-like names there: {', '.join(hint)}" if hint else ""
+            raise GraphLoadError(f"{target} has no attribute {attr!r}{more}")
+        obj = getattr(obj, part)
+    if not _looks_compiled(obj):
+        if hasattr(obj, "compile"):
+            raise GraphLoadError(f"{ref} is an uncompiled {type(obj).__name__}: point at the result of .compile()")
+        raise GraphLoadError(f"{ref} is a {type(obj).__name__}, not a compiled LangGraph graph")
+    return obj
+
+
+def _looks_compiled(obj: Any) -> bool:
+    return not isinstance(obj, type) and hasattr(obj, "stream") and hasattr(obj, "checkpointer")
+
+
+def _graph_like_names(module: ModuleType) -> list[str]:
+    return sorted(n for n, v in vars(module).items() if not n.startswith("_") and _looks_compiled(v))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

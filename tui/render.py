@@ -1,0 +1,393 @@
+"""Plain-text rendering of runs and steps for the terminal (``graphtape runs`` / ``show``).
+
+Works on the dicts from :mod:`tui.views`. One line per fact, values shortened
+to fit the width; a step's update and state are JSON with long strings folded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+__all__ = ["fold", "run_text", "runs_table", "short", "step_text"]
+
+FOLD_AT = 200
+FOLD_KEEP = 120
+MESSAGE_TYPES = {"human", "ai", "tool", "system", "function", "chat", "remove"}
+VERSION_ORDER = ("graphtape", "langgraph", "langchain-core", "langgraph-checkpoint", "sqlalchemy", "python")
+
+
+# -- small formatters -------------------------------------------------------
+
+
+def fmt_time(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.2f} s"
+    minutes, sec = divmod(int(round(seconds)), 60)
+    return f"{minutes} m {sec:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} m"
+
+
+def fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return ""
+    if ms < 0.1:
+        return "<0.1 ms"
+    if ms < 10:
+        return f"{ms:.1f} ms"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    return fmt_duration(ms / 1000)
+
+
+def compact(value: Any) -> str:
+    """One-line JSON (non-JSON leftovers shown with ``str``)."""
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+
+
+def clip(text: str, width: int) -> str:
+    """One line, at most ``width`` characters (an ellipsis marks the cut)."""
+    text = " ".join(str(text).splitlines()).replace("\t", " ")
+    return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
+
+
+def fold(value: Any, at: int = FOLD_AT, keep: int = FOLD_KEEP) -> Any:
+    """``value`` with every string longer than ``at`` cut to ``keep`` characters plus a note."""
+    if isinstance(value, str):
+        return value if len(value) <= at else f"{value[:keep]}… [{len(value) - keep} more chars; --full shows all]"
+    if isinstance(value, dict):
+        return {k: fold(v, at, keep) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [fold(v, at, keep) for v in value]
+    return value
+
+
+def _is_message(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") in MESSAGE_TYPES and "content" in value
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p if isinstance(p, str) else p.get("text", "") if isinstance(p, dict) else "" for p in content]
+        return " ".join(p for p in parts if p) or compact(content)
+    return compact(content)
+
+
+def call_sig(name: str, args: Any) -> str:
+    """``name(key="value", ...)`` for a tool call."""
+    if isinstance(args, dict):
+        return f"{name}({', '.join(f'{k}={compact(v)}' for k, v in args.items())})"
+    return f"{name}({compact(args)})"
+
+
+def message_line(msg: dict[str, Any]) -> str:
+    """A chat message as one line: who, what they said, which tools they called."""
+    kind = msg.get("type")
+    text = _content_text(msg.get("content", ""))
+    if kind == "tool":
+        status = msg.get("status")
+        mark = " [error]" if status == "error" else ""
+        return f"tool {msg.get('name') or '?'}{mark}: {text}"
+    line = f"{kind}: {json.dumps(text, ensure_ascii=False)}" if text else f"{kind}:"
+    calls = msg.get("tool_calls") or []
+    if calls:
+        line += " → " + ", ".join(call_sig(c.get("name", "?"), c.get("args", {})) for c in calls if isinstance(c, dict))
+    return line
+
+
+def short(value: Any) -> str:
+    """A value in one (unclipped) line, with messages, interrupts and missing data made readable."""
+    if isinstance(value, dict) and value.get("__type__") == "missing-blob":
+        return f"<stored value {value.get('ref', '?')[:8]} is missing from the database>"
+    if isinstance(value, dict) and value.get("__type__") == "Interrupt":
+        return short(value.get("value"))
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict) and value[0].get("__type__") == "Interrupt":
+        return short(value[0])
+    if _is_message(value):
+        return message_line(value)
+    if isinstance(value, list) and value and all(_is_message(v) for v in value):
+        last = message_line(value[-1])
+        return last if len(value) == 1 else f"{len(value)} messages, last {last}"
+    return compact(value)
+
+
+def _status(run: dict[str, Any]) -> str:
+    reason = run.get("status_reason")
+    return f"{run['status']} ({reason})" if reason else run["status"]
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        out = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(cells)]
+        return "  ".join(out).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+# -- runs -------------------------------------------------------------------
+
+
+def runs_table(runs: list[dict[str, Any]], width: int = 120) -> str:
+    """The ``graphtape runs`` table."""
+    rows = [
+        [
+            r["id"],
+            clip(r["name"], 40),
+            _status(r),
+            str(r["step_count"]),
+            fmt_time(r["started_at"]),
+            fmt_duration(r["duration_s"]),
+            str(r["redactions"]),
+            str(r["faults"]),
+        ]
+        for r in runs
+    ]
+    headers = ["ID", "NAME", "STATUS", "STEPS", "STARTED", "DURATION", "REDACTIONS", "FAULTS"]
+    return "\n".join(_table(headers, rows, right={3, 5, 6, 7}))
+
+
+# -- one run ------------------------------------------------------------------
+
+
+def task_preview(task: dict[str, Any], width: int = 120, interrupts: bool = True) -> str:
+    """What a task did, in one line of ``width``: its error or interrupt, the message it added, its scalar updates."""
+    if task.get("error_type"):
+        return clip(f"[error] {task['error_type']}: {task.get('error_message') or ''}".rstrip(), width)
+    head = f"[interrupt] {short(task['interrupts'])}  " if interrupts and task.get("interrupts") else ""
+    writes = task.get("writes")
+    if not isinstance(writes, dict):
+        return clip(head + (short(writes) if writes not in (None, {}) else ""), width)
+    messages = writes.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages and _is_message(messages[-1]) else messages if _is_message(messages) else None
+    rest = [
+        f"{key}={short(value)}"
+        for key, value in writes.items()
+        if last is None or (key != "messages" and not isinstance(value, (dict, list)))
+    ]
+    tail = "  ".join(rest)
+    if last is None:
+        return clip(head + tail, width) if head or tail else "(no update)"
+    # The message is the story; keep the small scalar updates (counters, flags) visible after it.
+    room = width - len(head) - (len(tail) + 2 if tail else 0)
+    return clip(head + clip(message_line(last), max(room, width // 2)) + (f"  {tail}" if tail else ""), width)
+
+
+def _versions(versions: dict[str, str]) -> str:
+    keys = [k for k in VERSION_ORDER if k in versions] + sorted(k for k in versions if k not in VERSION_ORDER)
+    return ", ".join(f"{k} {versions[k]}" for k in keys)
+
+
+def _calls_cell(calls: dict[str, int]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(calls.items()))
+
+
+def _step_flags(step: dict[str, Any]) -> str:
+    flags = [name for name in ("error", "interrupt", "resumed", "pending") if step.get(name)]
+    return " ".join(f"[{f}]" for f in flags)
+
+
+def _step_time(step: dict[str, Any]) -> float | None:
+    # Node time: the slowest task (parallel tasks overlap). The step's own duration is measured
+    # between checkpoints, which LangGraph may save after the next step has started.
+    times = [t["duration_ms"] for t in step["tasks"] if t.get("duration_ms") is not None]
+    return max(times) if times else step.get("duration_ms")
+
+
+def _ns_label(ns: str) -> str:
+    return ns if ns else "(root)"
+
+
+def run_text(view: dict[str, Any], width: int = 120) -> str:
+    """The ``graphtape show RUN`` page: a header, then one block per superstep."""
+    run = view["run"]
+    out = [f"run {run['id']}  {run['name']}"]
+
+    def field(label: str, value: str) -> None:
+        out.append(clip(f"  {label:<10}{value}", width))
+
+    field("status", _status(run))
+    if run.get("error_type") or run.get("error_message"):
+        field("error", f"{run.get('error_type') or 'error'}: {run.get('error_message') or ''}")
+    field("graph", f"{run['graph_name']}   {run['graph_ref']}" if run.get("graph_ref") else run["graph_name"])
+    if run.get("parent_run_id"):
+        field("forked", f"from {run['parent_run_id']} at step {run.get('fork_step')}")
+    field("thread", run.get("thread_id") or "-")
+    ended = f"   duration {fmt_duration(run['duration_s'])}" if run.get("ended_at") else "   (still running, or killed)"
+    field("started", fmt_time(run["started_at"]) + ended)
+    field("input", short(view.get("inputs")))
+    if view.get("output") is not None:
+        field("output", short(view["output"]))
+    totals = view.get("call_totals") or {}
+    if totals:
+        tokens = f" · {view['total_tokens']} tokens" if view.get("total_tokens") else ""
+        field("calls", _calls_cell(totals) + tokens)
+    if run.get("tags"):
+        field("tags", ", ".join(run["tags"]))
+    if run.get("redactions") or run.get("faults"):
+        note = f"{run['redactions']} values redacted, {run['faults']} recorder faults"
+        log = view.get("fault_log") or []
+        field("recording", note + (f" (first: {log[0]})" if log else ""))
+    if view.get("versions"):
+        field("versions", _versions(view["versions"]))
+    others = {ns: n for ns, n in view.get("namespaces", {}).items() if ns != view["ns"]}
+    if view["ns"]:
+        field("namespace", view["ns"])
+    if others:
+        field("subgraphs" if not view["ns"] else "others", ", ".join(f"{_ns_label(ns)} ({n} steps)" for ns, n in others.items()) + "   (see them with --ns NS)")
+
+    steps = view["steps"]
+    out.append("")
+    if not steps:
+        out.append("  no steps recorded" + (f" in namespace {view['ns']!r}" if view["ns"] else ""))
+        return "\n".join(out)
+    rows = [
+        [
+            str(s["step"]),
+            ", ".join(s["nodes"]) if s["nodes"] else f"({s['source'] or 'input'})",
+            s["summary"],
+            _calls_cell(s["calls"]),
+            fmt_ms(_step_time(s)),
+            _step_flags(s),
+        ]
+        for s in steps
+    ]
+    header, *lines = _table(["STEP", "NODES", "ROUTE", "CALLS", "TIME", ""], rows, right={0, 4})
+    indent = " " * (max(len("STEP"), *(len(r[0]) for r in rows)) + 2)  # under NODES
+    out.append(header)
+    for step, line in zip(steps, lines):
+        out.append(line)
+        for task in step["tasks"]:
+            if task["node"] == "__start__" and not step["summary"]:
+                continue
+            prefix = f"{task['node']}: " if len(step["tasks"]) > 1 else ""
+            # Events tell the interrupt/resume story once; don't repeat it per task.
+            preview = task_preview(task, width - len(indent) - len(prefix), interrupts=not step.get("events"))
+            if preview != "(no update)" or not step.get("events"):
+                out.append(indent + prefix + preview)
+            for sub_ns in task.get("subgraph_ns") or []:
+                out.append(clip(f"{indent}subgraph steps: graphtape show {run['id'][:8]} --ns {sub_ns}", width))
+        for event in step.get("events", []):
+            out.append(clip(f"{indent}[{event['kind']}] {short(event.get('value'))}", width))
+    focus = next((s["step"] for s in steps if s["error"] or s["interrupt"]), steps[-1]["step"])
+    ns_arg = f" --ns {view['ns']}" if view["ns"] else ""
+    out += ["", f"one step in full (update, routes, calls, state): graphtape show {run['id'][:8]} --step {focus}{ns_arg}"]
+    return "\n".join(out)
+
+
+# -- one step -----------------------------------------------------------------
+
+
+def _block(value: Any, indent: int, full: bool) -> list[str]:
+    text = json.dumps(value if full else fold(value), ensure_ascii=False, indent=2, default=str)
+    return [" " * indent + line for line in text.splitlines()]
+
+
+def _route_lines(route: dict[str, Any], width: int) -> list[str]:
+    dest = ", ".join(route.get("destinations") or []) or "(nowhere)"
+    arrow = "⇉" if route["kind"] == "send" else "→"
+    why = route["kind"]
+    if route.get("router"):
+        why += f" via {route['router']}"
+        if route["kind"] == "send":
+            why += f", {len(route.get('sends') or [])} Send packet(s)"
+        elif route.get("returned") is not None:
+            why += f", returned {short(route['returned'])}"
+    elif route.get("returned") is not None:
+        why += f": {short(route['returned'])}"
+    lines = [clip(f"  {route['source']} {arrow} {dest}   {why}", width)]
+    for send in route.get("sends") or []:
+        arg = send.get("arg")
+        call = arg.get("tool_call") if isinstance(arg, dict) else None
+        body = call_sig(call.get("name", "?"), call.get("args", {})) if isinstance(call, dict) else short(arg)
+        lines.append(clip(f"      Send({send.get('node')}): {body}", width))
+    return lines
+
+
+def _call_lines(call: dict[str, Any], width: int) -> list[str]:
+    bits = [f"  {call['kind']:<5} {call['name']}", fmt_ms(call.get("latency_ms"))]
+    if call.get("input_tokens") is not None or call.get("output_tokens") is not None:
+        bits.append(f"tokens {call.get('input_tokens') or 0} in / {call.get('output_tokens') or 0} out")
+    if call.get("node"):
+        bits.append(f"in node {call['node']}")
+    if call.get("streamed"):
+        bits.append("streamed")
+    lines = [clip("  ".join(b for b in bits if b), width)]
+    inputs = call.get("inputs")
+    if call["kind"] == "model" and isinstance(inputs, dict) and "messages" in inputs:
+        msgs = inputs["messages"]
+        if msgs and all(isinstance(m, list) for m in msgs):
+            msgs = [m for batch in msgs for m in batch]
+        inputs = msgs
+    lines.append(clip(f"      in   {short(inputs)}", width))
+    if call.get("error_type"):
+        lines.append(clip(f"      error {call['error_type']}: {call.get('error_message') or ''}", width))
+    else:
+        lines.append(clip(f"      out  {short(call.get('output'))}", width))
+    return lines
+
+
+def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str:
+    """The ``graphtape show RUN --step N`` page."""
+    run, step = view["run"], view["step"]
+    where = f"  namespace {view['ns']}" if view["ns"] else ""
+    nodes = ", ".join(step["nodes"]) or f"({step.get('source') or 'input'})"
+    out = [f"run {run['id']}  {run['name']}  step {step['step']}{where}  {nodes}"]
+    facts = [f"source {step.get('source') or '-'}", fmt_ms(step.get("duration_ms")), f"checkpoint {step.get('checkpoint_id') or '-'}"]
+    flags = _step_flags(step)
+    out.append("  " + " · ".join(f for f in facts if f) + (f"   {flags}" if flags else ""))
+    if step.get("summary"):
+        out.append(f"  {step['summary']}")
+    if step.get("pending"):
+        out.append("  this step started but never produced a checkpoint; the state shown is the one before it")
+
+    out += ["", "tasks" if view["tasks"] else "tasks: none"]
+    for task in view["tasks"]:
+        head = [f"  {task['node']}", fmt_ms(task.get("duration_ms")), f"task {task['task_id'][:8]}"]
+        if task.get("cached"):
+            head.append("cached")
+        out.append("  ".join(h for h in head if h))
+        if task.get("error_type"):
+            out.append(clip(f"    error {task['error_type']}: {task.get('error_message') or ''}", width))
+        for value in task.get("interrupts") or []:
+            out.append(clip(f"    interrupt {short(value)}", width))
+        if task.get("subgraph_ns"):
+            out.append(f"    subgraph steps in: {', '.join(task['subgraph_ns'])}")
+        if task.get("writes") not in (None, {}):
+            out.append("    update")
+            out += _block(task["writes"], 6, full)
+
+    out += ["", "routes" if view["routes"] else "routes: none"]
+    for route in view["routes"]:
+        out += _route_lines(route, width)
+
+    out += ["", "calls" if view["calls"] else "calls: none"]
+    for call in view["calls"]:
+        out += _call_lines(call, width)
+
+    if view["events"]:
+        out += ["", "events"]
+        for event in view["events"]:
+            node = f" in {event['node']}" if event.get("node") else ""
+            out.append(clip(f"  {event['kind']}{node}: {short(event.get('value'))}", width))
+
+    out += ["", f"next: {', '.join(view['next']) if view['next'] else '(end of run)'}"]
+    out += ["", f"state after step {step['step']}"]
+    out += _block(view["state"], 2, full)
+    nav = []
+    if view.get("first_step") is not None and step["step"] > view["first_step"]:
+        nav.append(f"--step {step['step'] - 1}")
+    if view.get("last_step") is not None and step["step"] < view["last_step"]:
+        nav.append(f"--step {step['step'] + 1}")
+    if nav:
+        out += ["", f"neighbours: graphtape show {run['id'][:8]} {' / '.join(nav)}"]
+    return "\n".join(out)

@@ -1,0 +1,425 @@
+"""The run screen: step through supersteps and see state, diff, routes and calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.text import Text
+from textual import events, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from recorder.errors import GraphtapeError
+from recorder.records import CallInfo, RunInfo, StepDetail, StepInfo
+from tui.data import DiffEntry, changed_keys, diff_states, first_of, message_lists
+from tui.screens.prompts import JumpPrompt, WatchPicker
+from tui.screens.runs import status_text, when
+from tui.widgets.panels import CallsPanel, SubgraphList, TextPanel, diff_renderable, routes_renderable
+from tui.widgets.state_tree import StateTree
+from tui.widgets.timeline import Timeline
+from tui.widgets.transcript import Transcript
+
+NARROW = 120
+
+
+@dataclass
+class StepPayload:
+    """One step's data, read in a worker, handed to the UI thread whole."""
+
+    index: int
+    step: StepInfo
+    detail: StepDetail
+    state: dict[str, Any]
+    changed: set[str]
+    calls: list[CallInfo]
+    diff_title: str
+    diff: list[DiffEntry]
+    subgraphs: list[tuple[str, str]]
+
+
+class RunScreen(Screen):
+    """One namespace of one run: a timeline beside the selected step's views."""
+
+    BINDINGS = [
+        Binding("left,h", "step(-1)", "Prev", priority=True),
+        Binding("right,l", "step(1)", "Next", priority=True),
+        Binding("home,g", "first", "First", show=False, priority=True),
+        Binding("end,G", "last", "Last", show=False, priority=True),
+        Binding("colon", "jump", "Jump"),
+        Binding("e", "next_problem(1)", "Next err"),
+        Binding("E", "next_problem(-1)", "Prev err", show=False),
+        Binding("m", "mark", "Mark"),
+        Binding("d", "diff_marked", "Diff"),
+        Binding("w", "watch", "Watch"),
+        Binding("left_square_bracket", "watch_jump(-1)", "Last change", show=False),
+        Binding("right_square_bracket", "watch_jump(1)", "Next change", show=False),
+        Binding("c", "copy_value", "Copy"),
+        Binding("s", "save_state", "Save", show=False),
+        Binding("u,backspace", "up", "Up", show=False),
+        Binding("1", "tab('state')", "State", show=False),
+        Binding("2", "tab('messages')", "Messages", show=False),
+        Binding("3", "tab('diff')", "Diff", show=False),
+        Binding("4", "tab('routes')", "Routes", show=False),
+        Binding("5", "tab('calls')", "Calls", show=False),
+        Binding("6", "tab('subgraphs')", "Subgraphs", show=False),
+        Binding("escape", "back", "Runs"),
+        Binding("question_mark", "app.help", "Keys"),
+    ]
+
+    class StepsLoaded(Message):
+        def __init__(self, run: RunInfo | None, steps: list[StepInfo], calls: dict, error: str | None = None) -> None:
+            super().__init__()
+            self.run = run
+            self.steps = steps
+            self.calls = calls
+            self.error = error
+
+    class StepLoaded(Message):
+        def __init__(self, payload: StepPayload | None, error: str | None = None) -> None:
+            super().__init__()
+            self.payload = payload
+            self.error = error
+
+    class DiffLoaded(Message):
+        def __init__(self, title: str, entries: list[DiffEntry]) -> None:
+            super().__init__()
+            self.title = title
+            self.entries = entries
+
+    class WatchFound(Message):
+        def __init__(self, key: str, index: int | None, direction: int) -> None:
+            super().__init__()
+            self.key = key
+            self.index = index
+            self.direction = direction
+
+    def __init__(self, run_id: str, ns: str = "", start_step: int | None = None) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.ns = ns
+        self.start_step = start_step
+        self.run: RunInfo | None = None
+        self.steps: list[StepInfo] = []
+        self.index: int = -1
+        self.marked: int | None = None
+        self.watch_key: str | None = None
+        self.payload: StepPayload | None = None
+        self.diff_title = ""
+        self.diff_entries: list[DiffEntry] = []
+
+    # -- layout ----------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="run-header")
+        with Horizontal(id="run-body"):
+            with Vertical(id="timeline-pane"):
+                yield Timeline(id="timeline")
+            with TabbedContent(id="views", initial="state"):
+                with TabPane("State", id="state"):
+                    yield StateTree(id="state-tree")
+                with TabPane("Messages", id="messages"):
+                    yield Transcript(id="transcript")
+                with TabPane("Diff", id="diff"):
+                    yield TextPanel(id="diff-panel")
+                with TabPane("Routes", id="routes"):
+                    yield TextPanel(id="routes-panel")
+                with TabPane("Calls", id="calls"):
+                    yield CallsPanel(id="calls-panel")
+                with TabPane("Subgraphs", id="subgraphs"):
+                    yield SubgraphList(id="subgraph-list")
+        yield Static(id="run-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._layout(self.app.size.width)
+        self.query_one("#run-header", Static).update(Text(f"loading run {self.run_id}…", style="dim"))
+        self.load_steps()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout(event.size.width)
+
+    def _layout(self, width: int) -> None:
+        self.set_class(width < NARROW, "narrow")
+
+    # -- loading ---------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="steps")
+    def load_steps(self) -> None:
+        store = self.app.store
+        try:
+            run = store.get_run(self.run_id)
+            steps = store.list_steps(run.id, self.ns)
+            calls = store.call_counts(run.id, self.ns)
+        except GraphtapeError as exc:
+            self.post_message(self.StepsLoaded(None, [], {}, str(exc)))
+            return
+        self.post_message(self.StepsLoaded(run, steps, calls))
+
+    def on_run_screen_steps_loaded(self, message: StepsLoaded) -> None:
+        if message.error or message.run is None:
+            self.query_one("#run-header", Static).update(Text(f"Cannot open run: {message.error}", style="bold red"))
+            return
+        self.run = message.run
+        self.steps = message.steps
+        self._header()
+        timeline = self.query_one(Timeline)
+        timeline.show_steps(self.steps, message.calls)
+        if not self.steps:
+            self._status(Text("This run recorded no steps.", style="yellow"))
+            return
+        target = len(self.steps) - 1
+        if self.start_step is not None:
+            found = [i for i, s in enumerate(self.steps) if s.step == self.start_step]
+            target = found[-1] if found else target
+        elif self.run.status == "error":
+            first_err = first_of(self.steps, -1, 1, lambda s: s.has_error)
+            target = first_err if first_err is not None else target
+        timeline.focus()
+        timeline.move_cursor(row=target)
+        if target == 0:
+            self.select(0)
+
+    def on_timeline_step_chosen(self, message: Timeline.StepChosen) -> None:
+        self.select(message.index)
+
+    def select(self, index: int) -> None:
+        """Show step ``index`` of the timeline (loads in a worker)."""
+        if not (0 <= index < len(self.steps)):
+            return
+        self.index = index
+        self._status(Text(f"step {self.steps[index].step}…", style="dim"))
+        self.load_step(index)
+
+    @work(thread=True, exclusive=True, group="step")
+    def load_step(self, index: int) -> None:
+        try:
+            payload = self._read_step(index)
+        except GraphtapeError as exc:
+            self.post_message(self.StepLoaded(None, str(exc)))
+            return
+        self.post_message(self.StepLoaded(payload))
+
+    def _read_step(self, index: int) -> StepPayload:
+        store = self.app.store
+        step = self.steps[index]
+        detail = store.step_detail(self.run_id, step.step, self.ns)
+        state = store.state_at(self.run_id, step.step, self.ns)
+        prev_index = first_of(self.steps, index, -1, lambda s: not s.pending and s.step < step.step)
+        if prev_index is not None:
+            prev = self.steps[prev_index]
+            old = store.state_at(self.run_id, prev.step, self.ns)
+            title = f"step {prev.step} → step {step.step}"
+        else:
+            old, title = {}, f"(empty) → step {step.step}"
+        calls = store.calls(self.run_id, step=step.step, ns=self.ns) if step.step >= 0 else []
+        subgraphs = []
+        for t in detail.tasks:
+            for ns in t.subgraph_ns:
+                n = len(store.list_steps(self.run_id, ns))
+                subgraphs.append((ns, f"{t.node} → subgraph {ns}  ({n} steps)"))
+        return StepPayload(index, step, detail, state, changed_keys(detail), calls, title, diff_states(old, state), subgraphs)
+
+    def on_run_screen_step_loaded(self, message: StepLoaded) -> None:
+        if message.error or message.payload is None:
+            self._status(Text(f"Cannot read this step: {message.error}", style="bold red"))
+            return
+        p = message.payload
+        if p.index != self.index:
+            return  # the user moved on while this was loading
+        self.payload = p
+        self.query_one(StateTree).show_state(p.state, p.changed)
+        lists = message_lists(p.state)
+        key = next(iter(lists), None)
+        self.query_one(Transcript).show_messages(key, lists.get(key, []))
+        self.diff_title = p.diff_title
+        self.query_one("#diff-panel", TextPanel).show(diff_renderable(p.diff_title, p.diff))
+        self.query_one("#routes-panel", TextPanel).show(routes_renderable(p.detail.routes, p.detail.next))
+        self.query_one(CallsPanel).show_calls(p.calls)
+        self.query_one(SubgraphList).show_namespaces(p.subgraphs)
+        self._status(self._step_status(p))
+
+    # -- text bits ---------------------------------------------------------------
+    def _header(self) -> None:
+        r = self.run
+        if r is None:
+            return
+        text = Text()
+        text.append(f"{r.name}", style="bold")
+        text.append(f"  {r.id}  ", style="dim")
+        text.append_text(status_text(r))
+        if r.error_type:
+            text.append(f"  {r.error_type}: {r.error_message}", style="red")
+        text.append(f"  · {len(self.steps)} steps · started {when(r.started_at)}", style="dim")
+        if r.duration_s is not None:
+            text.append(f" · {r.duration_s:.2f}s", style="dim")
+        if r.faults:
+            text.append(f" · {r.faults} recorder faults", style="bold red")
+        if self.ns:
+            text.append(f"\nsubgraph {self.ns}  (u: back to parent)", style="bold cyan")
+        self.query_one("#run-header", Static).update(text)
+
+    def _step_status(self, p: StepPayload) -> Text:
+        s = p.step
+        text = Text(f"step {s.step}", style="bold")
+        text.append(f"  [{p.index + 1}/{len(self.steps)}]")
+        if s.nodes:
+            text.append(f"  ran {', '.join(s.nodes)}")
+        for t in p.detail.tasks:
+            if t.error_type:
+                text.append(f"  ✗ {t.node}: {t.error_type}: {t.error_message}", style="bold red")
+        for e in p.detail.events:
+            text.append(f"  {'⏸ interrupt' if e.kind == 'interrupt' else '▶ resume'} {e.value!r}"[:80], style="yellow")
+        if self.marked is not None:
+            text.append(f"  · marked step {self.steps[self.marked].step}", style="cyan")
+        if self.watch_key:
+            text.append(f"  · watching {self.watch_key}", style="magenta")
+        return text
+
+    def _status(self, text: Text) -> None:
+        self.query_one("#run-status", Static).update(text)
+
+    # -- navigation ---------------------------------------------------------------
+    def _move(self, index: int | None) -> None:
+        if index is None or not self.steps:
+            return
+        index = max(0, min(index, len(self.steps) - 1))
+        self.query_one(Timeline).move_cursor(row=index)
+
+    def action_step(self, delta: int) -> None:
+        self._move(self.index + delta)
+
+    def action_first(self) -> None:
+        self._move(0)
+
+    def action_last(self) -> None:
+        self._move(len(self.steps) - 1)
+
+    def action_jump(self) -> None:
+        def done(number: int | None) -> None:
+            if number is None:
+                return
+            found = [i for i, s in enumerate(self.steps) if s.step == number]
+            if found:
+                self._move(found[-1])
+            else:
+                self.notify(f"No step {number} here (steps {self.steps[0].step}…{self.steps[-1].step}).", severity="warning")
+
+        self.app.push_screen(JumpPrompt(), done)
+
+    def action_next_problem(self, direction: int) -> None:
+        found = first_of(self.steps, self.index, direction, lambda s: s.has_error or s.has_interrupt)
+        if found is None:
+            self.notify("No more errors or interrupts " + ("after" if direction > 0 else "before") + " this step.")
+        self._move(found)
+
+    def action_mark(self) -> None:
+        self.marked = self.index
+        self.notify(f"Marked step {self.steps[self.index].step}: press d on another step to diff.")
+        if self.payload:
+            self._status(self._step_status(self.payload))
+
+    def action_diff_marked(self) -> None:
+        if self.marked is None:
+            self.notify("Mark a step first with m (the Diff tab shows this step against the previous one).")
+            self.action_tab("diff")
+            return
+        a, b = self.steps[self.marked], self.steps[self.index]
+        self.action_tab("diff")
+        self.load_diff(a, b)
+
+    @work(thread=True, exclusive=True, group="diff")
+    def load_diff(self, a: StepInfo, b: StepInfo) -> None:
+        store = self.app.store
+        try:
+            old = store.state_at(self.run_id, a.step, self.ns)
+            new = store.state_at(self.run_id, b.step, self.ns)
+        except GraphtapeError as exc:
+            self.post_message(self.DiffLoaded(f"Cannot diff: {exc}", []))
+            return
+        self.post_message(self.DiffLoaded(f"marked step {a.step} → step {b.step}", diff_states(old, new)))
+
+    def on_run_screen_diff_loaded(self, message: DiffLoaded) -> None:
+        self.diff_title = message.title
+        self.diff_entries = message.entries
+        self.query_one("#diff-panel", TextPanel).show(diff_renderable(message.title, message.entries))
+
+    def action_watch(self) -> None:
+        keys = sorted(self.payload.state) if self.payload else []
+        if not keys:
+            self.notify("No state at this step to watch.")
+            return
+
+        def done(key: str | None) -> None:
+            if key:
+                self.watch_key = key
+                self.notify(f"Watching {key}: [ jumps to the step that last changed it, ] to the next.")
+                if self.payload:
+                    self._status(self._step_status(self.payload))
+
+        self.app.push_screen(WatchPicker(keys, self.watch_key), done)
+
+    def action_watch_jump(self, direction: int) -> None:
+        if not self.watch_key:
+            self.action_watch()
+            return
+        self.find_watch(self.watch_key, direction, self.index)
+
+    @work(thread=True, exclusive=True, group="watch")
+    def find_watch(self, key: str, direction: int, start: int) -> None:
+        store = self.app.store
+        try:
+            writers = set(store.steps_writing(self.run_id, key, self.ns))
+        except GraphtapeError:
+            writers = set()
+        found = first_of(self.steps, start, direction, lambda s: s.step in writers and not s.pending)
+        self.post_message(self.WatchFound(key, found, direction))
+
+    def on_run_screen_watch_found(self, message: WatchFound) -> None:
+        if message.index is None:
+            where = "before" if message.direction < 0 else "after"
+            self.notify(f"No step {where} this one changed {message.key}.")
+            return
+        self._move(message.index)
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_copy_value(self) -> None:
+        picked = self.query_one(StateTree).selected_value() if self.query_one(TabbedContent).active == "state" else None
+        if picked is None:
+            value, label = (self.payload.state if self.payload else {}), "the step's state"
+        else:
+            path, value = picked
+            label = ".".join(str(p) for p in path) or "the step's state"
+        text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode()
+        self.app.copy_to_clipboard(text)
+        self.notify(f"Copied {label} as JSON ({len(text)} chars).")
+
+    def action_save_state(self) -> None:
+        if not self.payload:
+            return
+        path = Path.cwd() / f"graphtape-{self.run_id[:8]}-step{self.payload.step.step}.json"
+        try:
+            path.write_bytes(orjson.dumps(self.payload.state, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str))
+        except OSError as exc:
+            self.notify(f"Cannot save: {exc.strerror}", severity="error")
+            return
+        self.notify(f"Saved the state of step {self.payload.step.step} to {path.name}")
+
+    def on_subgraph_list_opened(self, message: SubgraphList.Opened) -> None:
+        self.app.push_screen(RunScreen(self.run_id, message.ns))
+
+    def action_up(self) -> None:
+        if self.ns:
+            self.app.pop_screen()
+
+    def action_back(self) -> None:
+        if self.ns:
+            self.app.pop_screen()
+            return
+        self.app.show_runs()

@@ -1,0 +1,114 @@
+"""What ``runs`` and ``show`` report, read from the store as plain JSON-ready data.
+
+The text renderer and ``--json`` print the same dicts, so the two never drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from recorder import RunInfo, RunStore, StepDetail, StepInfo
+from recorder.errors import StepNotFound
+from recorder.records import FLAG_RESUME
+
+__all__ = ["ROOT", "run_dict", "run_view", "runs_view", "step_view"]
+
+ROOT = ""
+"""The root graph's namespace; subgraph steps live in their own."""
+
+
+def run_dict(run: RunInfo) -> dict[str, Any]:
+    """A run's list-level fields plus its duration in seconds."""
+    return {**run.to_dict(), "duration_s": run.duration_s}
+
+
+def runs_view(store: RunStore, *, status: str | None = None, text: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """Runs, newest first, filtered like ``graphtape runs``."""
+    return [run_dict(r) for r in store.list_runs(status=status, text=text, limit=limit)]
+
+
+def _check_ns(store: RunStore, run_id: str, ns: str) -> list[str]:
+    namespaces = store.namespaces(run_id)
+    if ns != ROOT and ns not in namespaces:
+        known = ", ".join(repr(n) if n else "'' (root)" for n in namespaces) or "none"
+        raise StepNotFound(f"run {run_id} has no namespace {ns!r}; it has: {known}")
+    return namespaces
+
+
+def _step_dict(info: StepInfo, rows: list[StepInfo] | None = None) -> dict[str, Any]:
+    """A step's fields; ``rows`` are all its recorded rows (an interrupted step resumed later has two)."""
+    rows = rows or [info]
+    summaries = [r.summary for r in rows if r.summary]
+    return {
+        **asdict(info),
+        "summary": summaries[-1] if summaries else "",
+        "rows": len(rows),
+        "error": any(r.has_error for r in rows),
+        "interrupt": any(r.has_interrupt for r in rows),
+        "resumed": any(r.flags & FLAG_RESUME for r in rows) or len(rows) > 1,
+        "pending": all(r.pending for r in rows),
+    }
+
+
+def _detail_dict(detail: StepDetail) -> dict[str, Any]:
+    return {
+        "tasks": [asdict(t) for t in detail.tasks],
+        "routes": [asdict(r) for r in detail.routes],
+        "events": [asdict(e) for e in detail.events],
+        "next": list(detail.next),
+    }
+
+
+def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
+    """A run's header and every superstep of one namespace, with its tasks, routes and call counts."""
+    detail = store.run_detail(ref)
+    run = detail.run
+    namespaces = _check_ns(store, run.id, ns)
+    counts = store.call_counts(run.id, ns)
+    by_number: dict[int, list[StepInfo]] = {}
+    for info in store.list_steps(run.id, ns):
+        by_number.setdefault(info.step, []).append(info)
+    steps = []
+    for number, rows in by_number.items():
+        step = store.step_detail(run.id, number, ns)
+        steps.append({**_step_dict(step.step, rows), "calls": counts.get(number, {}), **_detail_dict(step)})
+    totals: dict[str, int] = {}
+    tokens = 0
+    for call in store.calls(run.id):
+        totals[call.kind] = totals.get(call.kind, 0) + 1
+        tokens += call.total_tokens or 0
+    return {
+        "run": run_dict(run),
+        "inputs": detail.inputs,
+        "output": detail.output,
+        "config": detail.config,
+        "versions": detail.versions,
+        "graph": detail.graph,
+        "fork_edit": detail.fork_edit,
+        "fault_log": detail.fault_log,
+        "ns": ns,
+        "namespaces": {n: len(store.list_steps(run.id, n)) if n != ns else len(steps) for n in namespaces},
+        "call_totals": totals,
+        "total_tokens": tokens,
+        "steps": steps,
+    }
+
+
+def step_view(store: RunStore, ref: str, step: int, ns: str = ROOT) -> dict[str, Any]:
+    """One superstep in full: tasks, routes, events, calls, next nodes and the state after it."""
+    run = store.get_run(ref)
+    _check_ns(store, run.id, ns)
+    detail = store.step_detail(run.id, step, ns)
+    all_rows = store.list_steps(run.id, ns)
+    steps = [s.step for s in all_rows]
+    return {
+        "run": run_dict(run),
+        "ns": ns,
+        "step": _step_dict(detail.step, [s for s in all_rows if s.step == step]),
+        "first_step": min(steps) if steps else None,
+        "last_step": max(steps) if steps else None,
+        **_detail_dict(detail),
+        "calls": [asdict(c) for c in store.calls(run.id, step=step, ns=ns)],
+        "state": store.state_at(run.id, step, ns),
+    }

@@ -1,0 +1,1 @@
+"""Widgets of the run and runs screens, one job each."""

@@ -1,0 +1,166 @@
+"""Text panels of the run screen: routes, diff, calls, subgraphs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from recorder.records import CallInfo, RouteInfo
+from tui.data import DiffEntry, fold, short
+
+_KIND_STYLE = {"conditional": "bold magenta", "static": "dim", "send": "bold cyan", "command": "bold yellow", "parent-command": "bold yellow"}
+
+
+def pretty(value: Any) -> str:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode()
+    except TypeError:
+        return repr(value)
+
+
+class TextPanel(VerticalScroll):
+    """A scrollable panel whose content the screen replaces."""
+
+    def compose(self):
+        yield Static(classes="panel-body")
+
+    def show(self, renderable: Any) -> None:
+        self.query_one(".panel-body", Static).update(renderable)
+
+
+def routes_renderable(routes: list[RouteInfo], nxt: list[str]) -> Any:
+    if not routes:
+        return Text("No route decisions in this step (it ended, failed or was interrupted).", style="dim")
+    rows = []
+    for r in routes:
+        head = Text()
+        head.append(f"{r.kind:<14}", style=_KIND_STYLE.get(r.kind, ""))
+        head.append(f"{r.source} → {', '.join(r.destinations) or '__end__'}", style="bold")
+        rows.append(head)
+        if r.router:
+            rows.append(Text(f"    router {r.router} returned {fold(repr(r.returned), 200)}"))
+        elif r.kind in ("command", "parent-command"):
+            rows.append(Text(f"    Command {fold(pretty(r.returned).replace(chr(10), ' '), 200)}"))
+        else:
+            rows.append(Text("    static edge from the graph's structure", style="dim"))
+        for i, packet in enumerate(r.sends):
+            rows.append(Text(f"    Send #{i} → {packet.get('node')}: {fold(pretty(packet.get('arg')).replace(chr(10), ' '), 160)}", style="cyan"))
+    if nxt:
+        rows.append(Text(f"\nnext: {', '.join(nxt)}", style="bold green"))
+    return Group(*rows)
+
+
+def diff_renderable(title: str, entries: list[DiffEntry]) -> Any:
+    head = Text(title, style="bold")
+    if not entries:
+        return Group(head, Text("no differences", style="dim"))
+    table = Table(show_header=True, header_style="bold", expand=True, box=None)
+    table.add_column("", width=2)
+    table.add_column("path", ratio=2, overflow="fold")
+    table.add_column("old", ratio=3, overflow="fold")
+    table.add_column("new", ratio=3, overflow="fold")
+    marks = {"added": ("+", "green"), "appended": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow")}
+    for e in entries:
+        mark, style = marks[e.kind]
+        label = e.path + ("  (appended)" if e.kind == "appended" else "")
+        table.add_row(Text(mark, style=style), Text(label, style=style), "" if e.kind in ("added", "appended") else short(e.old, 300), "" if e.kind == "removed" else short(e.new, 300))
+    return Group(head, table)
+
+
+def calls_table(calls: list[CallInfo]) -> Table:
+    table = Table(expand=True, box=None, header_style="bold")
+    for col in ("#", "kind", "name", "node", "ms", "tokens", "result"):
+        table.add_column(col, overflow="ellipsis", no_wrap=True)
+    for i, c in enumerate(calls):
+        result = Text(f"{c.error_type}: {c.error_message}", style="red") if c.error_type else Text(short(c.output, 60))
+        tokens = "" if c.total_tokens is None else f"{c.input_tokens}/{c.output_tokens}"
+        table.add_row(str(i), c.kind, c.name, c.node or "", f"{c.latency_ms:.0f}" if c.latency_ms is not None else "", tokens, result)
+    return table
+
+
+def call_detail(call: CallInfo) -> Any:
+    parts = [Text(f"{call.kind} {call.name}  node={call.node} step={call.step}  {call.latency_ms or 0:.1f} ms{'  streamed' if call.streamed else ''}", style="bold")]
+    if call.kind == "model" and isinstance(call.inputs, dict):
+        from tui.widgets.transcript import render_message
+
+        msgs = call.inputs.get("messages") or []
+        parts.append(Text(f"input: {len(msgs)} messages", style="bold"))
+        parts.extend(render_message(m) for m in msgs if isinstance(m, dict))
+        if call.inputs.get("tools"):
+            parts.append(Text("tools sent: " + ", ".join(str((t.get("function") or t).get("name")) for t in call.inputs["tools"] if isinstance(t, dict)), style="yellow"))
+        if call.output is not None:
+            parts.append(Text("output:", style="bold"))
+            parts.append(render_message(call.output) if isinstance(call.output, dict) else Text(pretty(call.output)))
+    else:
+        parts.append(Text("input:", style="bold"))
+        parts.append(Text(pretty(call.inputs)))
+        parts.append(Text("output:", style="bold"))
+        parts.append(Text(pretty(call.output)))
+    if call.error_type:
+        parts.append(Text(f"error: {call.error_type}: {call.error_message}", style="bold red"))
+    return Group(*parts)
+
+
+class CallsPanel(VerticalScroll):
+    """Calls of the step; the one picked in the list is shown in full below it."""
+
+    class Picked(Message):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+    def compose(self):
+        yield OptionList(id="call-list")
+        yield Static(id="call-detail")
+
+    def show_calls(self, calls: list[CallInfo]) -> None:
+        self.calls = calls
+        options = self.query_one("#call-list", OptionList)
+        options.clear_options()
+        detail = self.query_one("#call-detail", Static)
+        if not calls:
+            options.add_option(Option(Text("No tool or model calls in this step.", style="dim"), disabled=True))
+            detail.update("")
+            return
+        for i, c in enumerate(calls):
+            label = Text(f"{c.kind:<5} {c.name:<28} {c.node or '':<10} {c.latency_ms or 0:>6.0f} ms  ")
+            label.append(f"{c.error_type}" if c.error_type else short(c.output, 50), style="red" if c.error_type else "dim")
+            options.add_option(Option(label, id=str(i)))
+        options.highlighted = 0
+        detail.update(call_detail(calls[0]))
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        if event.option_id is not None and getattr(self, "calls", None):
+            self.query_one("#call-detail", Static).update(call_detail(self.calls[int(event.option_id)]))
+
+
+class SubgraphList(OptionList):
+    """Subgraph namespaces run by this step's tasks; choosing one opens its steps."""
+
+    class Opened(Message):
+        def __init__(self, ns: str) -> None:
+            super().__init__()
+            self.ns = ns
+
+    def show_namespaces(self, entries: list[tuple[str, str]]) -> None:
+        self.clear_options()
+        if not entries:
+            self.add_option(Option(Text("No subgraph ran in this step.", style="dim"), disabled=True))
+            return
+        for ns, label in entries:
+            self.add_option(Option(label, id=ns))
+        self.highlighted = 0
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option_id is not None:
+            self.post_message(self.Opened(event.option_id))

@@ -1,0 +1,76 @@
+"""The state at a step as a collapsible tree, loaded lazily as nodes open."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from tui.data import fold, is_message, short
+
+_CHILD_LIMIT = 500
+
+
+class StateTree(Tree):
+    """Top-level keys first; children are added only when a node is expanded.
+
+    Keys written in the selected step are highlighted. Each node's ``data``
+    holds ``(path, value)`` so the screen can copy the selected value.
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("state", **kwargs)
+        self.show_root = False
+        self.guide_depth = 3
+
+    def show_state(self, state: dict[str, Any], changed: set[str]) -> None:
+        """Replace the tree with ``state``; ``changed`` keys are marked."""
+        self.clear()
+        self.root.data = ([], state)
+        for key, value in state.items():
+            label = self._label(str(key), value)
+            if key in changed:
+                label.stylize("bold green", 0, len(str(key)))
+                label = Text("● ", style="bold green") + label
+            else:
+                label = Text("  ") + label
+            self._add(self.root, [key], label, value)
+        self.root.expand()
+
+    def _label(self, key: str, value: Any) -> Text:
+        text = Text(f"{key}", style="bold")
+        text.append(": ")
+        if isinstance(value, (dict, list)):
+            text.append(short(value, 70), style="dim")
+        elif isinstance(value, str):
+            text.append(fold(repr(value)), style="green")
+        else:
+            text.append(repr(value), style="cyan")
+        return text
+
+    def _add(self, parent: TreeNode, path: list, label: Text, value: Any) -> None:
+        if isinstance(value, (dict, list)) and value:
+            parent.add(label, data=(path, value), allow_expand=True)
+        else:
+            parent.add_leaf(label, data=(path, value))
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
+        node = event.node
+        if node.children or node.data is None:
+            return
+        path, value = node.data
+        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+        for k, v in items[:_CHILD_LIMIT]:
+            name = f"[{k}]" if isinstance(k, int) else str(k)
+            if is_message(v):
+                name = f"{name} {v.get('type')}"
+            self._add(node, [*path, k], self._label(name, v), v)
+        if len(items) > _CHILD_LIMIT:
+            node.add_leaf(Text(f"… {len(items) - _CHILD_LIMIT} more", style="dim"))
+
+    def selected_value(self) -> tuple[list, Any] | None:
+        """The (path, value) under the cursor, if any."""
+        node = self.cursor_node
+        return None if node is None or node.data is None else node.data

@@ -1,0 +1,49 @@
+"""A chat transcript of a messages list: role, content, tool calls, tool results."""
+
+from __future__ import annotations
+
+import orjson
+from rich.console import Group
+from rich.panel import Panel
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from tui.data import content_text
+
+SHOW_LAST = 200
+_ROLE_STYLE = {"human": "bold cyan", "ai": "bold magenta", "tool": "bold yellow", "system": "bold blue"}
+
+
+def render_message(m: dict) -> Panel:
+    role = m.get("type", "?")
+    body = Text(content_text(m.get("content")) or "", overflow="fold")
+    parts = [body]
+    for call in m.get("tool_calls") or []:
+        args = orjson.dumps(call.get("args", {})).decode()
+        parts.append(Text(f"→ call {call.get('name')}({args})  id={call.get('id', '')}", style="yellow"))
+    title = role
+    if role == "tool":
+        title = f"tool result: {m.get('name') or ''} (call {m.get('tool_call_id', '')})"
+        if m.get("status") == "error":
+            body.stylize("red")
+    return Panel(Group(*parts), title=title, title_align="left", border_style=_ROLE_STYLE.get(role, "white"))
+
+
+class Transcript(VerticalScroll):
+    """Shows the last messages of a transcript (older ones are summarised)."""
+
+    def compose(self):
+        yield Static(id="transcript-body")
+
+    def show_messages(self, key: str | None, messages: list[dict]) -> None:
+        body = self.query_one("#transcript-body", Static)
+        if not key:
+            body.update(Text("This step's state holds no messages list.", style="dim"))
+            return
+        shown = messages[-SHOW_LAST:]
+        head = Text(f"{key}: {len(messages)} messages", style="bold")
+        if len(messages) > len(shown):
+            head.append(f" (showing the last {len(shown)})", style="dim")
+        body.update(Group(head, *(render_message(m) for m in shown)))
+        self.scroll_end(animate=False)
