@@ -230,6 +230,7 @@ class Recorder:
             return
         try:
             session.flush_pending()
+            session.flush_open_calls()
             status, reason = "ok", None
             fields: dict[str, Any] = {}
             if error is not None:

@@ -159,7 +159,7 @@ class CaptureHandler(BaseCallbackHandler):
         )
 
     def _end(self, run_id: UUID, fields: dict) -> None:
-        rec = self.session._calls.get(str(run_id))
+        rec = self.session.call_record(str(run_id))
         if rec is None:
             return
         fields["latency_ms"] = round((time.perf_counter() - rec["perf0"]) * 1000, 3)

@@ -78,12 +78,19 @@ class FrameBuilder:
             del self._objs[ch]
             del self._encs[ch]
             self._items.pop(ch, None)
-        cv_delta = {c: ver for c, ver in versions.items() if self._cv.get(c) != ver}
+        cv_delta = {c: ver for c, ver in versions.items() if self._cv.get(c, _MISSING) != ver}
+        cv_gone = [c for c in self._cv if c not in versions]
         seen_delta = {n: dict(s) for n, s in seen.items() if self._seen.get(n) != s}
+        seen_gone = [n for n in self._seen if n not in seen]
         self._cv = dict(versions)
         self._seen = {n: dict(s) for n, s in seen.items()}
 
         delta = {"v": delta_vals, "l": delta_lists, "x": removed, "cv": cv_delta, "vs": seen_delta}
+        # Written only when needed, so frames from before these keys read the same.
+        if cv_gone:
+            delta["cx"] = cv_gone
+        if seen_gone:
+            delta["vsx"] = seen_gone
         if self._chain > 0 and self._chain < MAX_CHAIN:
             size = size_of(delta)
             if self._since_key + size < self._key_size:
@@ -132,5 +139,9 @@ class FrameState:
             base = self.values.get(ch)
             base = base if isinstance(base, list) else []
             self.values[ch] = base[: d["k"]] + list(d["a"])
+        for c in frame.get("cx", ()):
+            self.versions.pop(c, None)
         self.versions.update(frame.get("cv", {}))
+        for n in frame.get("vsx", ()):
+            self.seen.pop(n, None)
         self.seen.update({n: dict(s) for n, s in frame.get("vs", {}).items()})

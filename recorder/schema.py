@@ -19,7 +19,8 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 1
+# v2: steps.writes (state keys each step's tasks wrote).
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -81,6 +82,8 @@ steps = Table(
     Column("duration_ms", Float),
     Column("is_key", Boolean, nullable=False),
     Column("nodes", Text, nullable=False, default=""),
+    # ",key1,key2," — state keys the step's tasks wrote (reverse watch, search)
+    Column("writes", Text, nullable=False, default=""),
     Column("summary", Text),
     Column("flags", Integer, nullable=False, default=0),
     # zlib/orjson: {"s": state frame (key or delta), "t": tasks, "r": routes, "e": events}

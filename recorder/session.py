@@ -102,6 +102,7 @@ class RunSession:
         self._loose_events: list[tuple[str, str | None, dict]] = []
         self._children: dict[tuple[str, str], list[str]] = {}
         self._calls: dict[str, dict] = {}
+        self._unfinished: dict[str, dict] = {}
         self._seq = seq_start
         self._blobs: dict[str, tuple[bool, bytes]] = {}
         self.root_interrupted = False
@@ -299,9 +300,39 @@ class RunSession:
     def end_call(self, call_id: str, **fields: Any) -> None:
         with self._lock:
             rec = self._calls.pop(call_id, None)
+            late = rec is None and call_id in self._unfinished
+            if late:
+                rec = self._unfinished.pop(call_id)
         if rec is None:
             return
         rec.update(fields)
+        if late:
+            # The call outlived its run (a timed-out tool thread): complete its row.
+            def finish() -> Batch:
+                update = {k: rec.get(k) for k in ("latency_ms", "error_type", "input_tokens", "output_tokens", "total_tokens")}
+                update["output"] = _json(self.encoder.encode(rec.get("output")))
+                update["error_message"] = self.redactor.scrub(rec["error_message"]) if rec.get("error_message") else None
+                if not rec.get("error_type"):
+                    update["error_type"] = None
+                return Batch(calls_update=[(call_id, update)], blobs=self._take_blobs())
+
+            self.writer.submit(finish)
+            return
+        self.writer.submit(self._call_work(call_id, rec))
+
+    def flush_open_calls(self) -> None:
+        """Write calls still running at run end, marked unfinished; a late return completes them."""
+        with self._lock:
+            still = list(self._calls.items())
+            self._calls.clear()
+            self._unfinished.update(still)
+        for call_id, rec in still:
+            rec = dict(rec)
+            rec.setdefault("error_type", "Unfinished")
+            rec.setdefault("error_message", "the call had not returned when the run ended")
+            self.writer.submit(self._call_work(call_id, rec))
+
+    def _call_work(self, call_id: str, rec: dict):
         enc = self.encoder.encode
 
         def work() -> Batch:
@@ -328,7 +359,12 @@ class RunSession:
             }
             return Batch(calls=[row], blobs=self._take_blobs())
 
-        self.writer.submit(work)
+        return work
+
+    def call_record(self, call_id: str) -> dict | None:
+        """The open (or written-as-unfinished) call with this id."""
+        with self._lock:
+            return self._calls.get(call_id) or self._unfinished.get(call_id)
 
     def is_call(self, run_id: str) -> bool:
         return run_id in self._calls
@@ -456,6 +492,7 @@ class RunSession:
             "duration_ms": duration,
             "is_key": is_key,
             "nodes": nodes,
+            "writes": _written_keys(task_rows, tasks),
             "summary": _summary(routes, task_rows),
             "flags": flags,
             "payload": pack(payload),
@@ -523,6 +560,15 @@ class RunSession:
         if static:
             out.append({"src": node, "kind": "static", "router": None, "dest": static, "task": acc.task_id})
         return out
+
+
+def _written_keys(task_rows: list[dict], tasks: list[TaskAcc]) -> str:
+    keys: dict[str, None] = {}
+    for acc in tasks:
+        for ch, _ in acc.writes:
+            if not ch.startswith(BRANCH) and ch not in _CONTROL_CHANNELS and not ch.startswith("join:"):
+                keys[ch] = None
+    return "," + ",".join(keys) + "," if keys else ""
 
 
 def _route_key(v: Any) -> str:

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from recorder import schema as S
-from recorder.codec import Decoder, collect_refs
+from recorder.codec import DecodeError, Decoder, collect_refs
 from recorder.errors import AmbiguousRun, RunNotFound, SchemaVersionError, StepNotFound, StoreError
 from recorder.frames import FrameState
 from recorder.records import (
@@ -117,16 +117,19 @@ class Batch:
     runs_update: list[tuple[str, dict]] = field(default_factory=list)
     steps: list[dict] = field(default_factory=list)
     calls: list[dict] = field(default_factory=list)
+    # (call_id, fields): a call that returned after its row was written as unfinished
+    calls_update: list[tuple[str, dict]] = field(default_factory=list)
     blobs: dict[str, tuple[bool, bytes]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.runs_new or self.runs_update or self.steps or self.calls or self.blobs)
+        return bool(self.runs_new or self.runs_update or self.steps or self.calls or self.calls_update or self.blobs)
 
     def merge(self, other: Batch) -> None:
         self.runs_new.extend(other.runs_new)
         self.runs_update.extend(other.runs_update)
         self.steps.extend(other.steps)
         self.calls.extend(other.calls)
+        self.calls_update.extend(other.calls_update)
         self.blobs.update(other.blobs)
 
 
@@ -155,6 +158,7 @@ class RunStore(Protocol):
     def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None) -> list[CallInfo]: ...
     def blobs(self, hashes: Iterable[str]) -> dict[str, Any]: ...
     def latest_run_for_thread(self, thread_id: str, graph_name: str) -> RunInfo | None: ...
+    def steps_writing(self, run_id: str, key: str, ns: str = "") -> list[int]: ...
     def close(self) -> None: ...
 
 
@@ -261,9 +265,12 @@ class SqlStore:
             raise StoreError(f"{self._safe_url()} is not a readable graphtape database: {_one_line(exc)}") from None
         if S.meta.name not in tables:
             if tables & {"runs", "steps", "calls", "blobs"}:
-                raise SchemaVersionError(f"{self._safe_url()} has graphtape-like tables but no schema version: not a graphtape database, or damaged")
+                raise SchemaVersionError(
+                    f"{self._safe_url()} has tables named like graphtape's (runs, steps, ...) but no graphtape_meta schema version: "
+                    "it is another program's database, or a damaged one; point graphtape at a different file"
+                )
             if not create:
-                raise StoreError(f"{self._safe_url()} is not a graphtape database")
+                raise StoreError(f"{self._safe_url()} is not a graphtape database (no graphtape_meta table): point graphtape at a different file")
             try:
                 with self.engine.begin() as conn:
                     S.metadata.create_all(conn)
@@ -316,11 +323,13 @@ class SqlStore:
                     from sqlalchemy.dialects.postgresql import insert as dialect_insert
                 conn.execute(dialect_insert(S.blobs).on_conflict_do_nothing(index_elements=["hash"]), rows)
             if batch.runs_new:
-                conn.execute(sa.insert(S.runs), batch.runs_new)
+                _insert_rows(conn, S.runs, batch.runs_new)
             if batch.steps:
-                conn.execute(sa.insert(S.steps), batch.steps)
+                _insert_rows(conn, S.steps, batch.steps)
             if batch.calls:
-                conn.execute(sa.insert(S.calls), batch.calls)
+                _insert_rows(conn, S.calls, batch.calls)
+            for call_id, fields in batch.calls_update:
+                conn.execute(sa.update(S.calls).where(S.calls.c.call_id == call_id).values(**fields))
             for run_id, fields in batch.runs_update:
                 conn.execute(sa.update(S.runs).where(S.runs.c.id == run_id).values(**fields))
         self._known_blobs.update(new_blobs)
@@ -542,14 +551,29 @@ class SqlStore:
         q = sa.select(*self._STEP_COLS).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns).order_by(S.steps.c.seq)
         return [self._step_info(r) for r in self._read(q)]
 
+    def steps_writing(self, run_id: str, key: str, ns: str = "") -> list[int]:
+        """Step numbers whose tasks wrote to state key ``key`` (for the reverse watch)."""
+        like = "%," + _escape_like(key) + ",%"
+        rows = self._read(
+            sa.select(S.steps.c.step)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.writes.like(like, escape="\\"))
+            .order_by(S.steps.c.seq)
+        )
+        return [r.step for r in rows]
+
     def checkpoint_steps(self, run_id: str) -> dict[str, int]:
         """Checkpoint id -> step number for a run (to continue it on resume)."""
         rows = self._read(sa.select(S.steps.c.checkpoint_id, S.steps.c.step).where(S.steps.c.run_id == run_id, S.steps.c.checkpoint_id.is_not(None)))
         return {r.checkpoint_id: r.step for r in rows}
 
     def _step_row(self, run_id: str, step: int, ns: str) -> Any:
+        """The row that stands for a step: its completed row if it has one, else its latest."""
+        pending = S.steps.c.flags.op("&")(FLAG_PENDING)
         rows = self._read(
-            sa.select(S.steps).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == step).order_by(S.steps.c.seq.desc()).limit(1)
+            sa.select(S.steps)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == step)
+            .order_by(pending, S.steps.c.seq.desc())
+            .limit(1)
         )
         if not rows:
             where = f" in namespace {ns!r}" if ns else ""
@@ -569,12 +593,19 @@ class SqlStore:
             .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == step)
             .order_by(S.steps.c.seq)
         )
-        nxt = self._read(
-            sa.select(S.steps.c.nodes).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq > row.seq).order_by(S.steps.c.seq).limit(1)
+        following = self._read(
+            sa.select(S.steps.c.step).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step > row.step).order_by(S.steps.c.seq).limit(1)
         )
+        nxt: list[str] = []
+        if following:
+            # Every row of the next step: a task's writes can arrive after its step was stored.
+            for r in self._read(
+                sa.select(S.steps.c.nodes).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == following[0].step).order_by(S.steps.c.seq)
+            ):
+                nxt.extend(n for n in r.nodes.split(",") if n)
         dec = self._plain_decoder
         tasks_by_id: dict[str, TaskInfo] = {}
-        routes: list[RouteInfo] = []
+        routes_by_task: dict[Any, list[dict]] = {}
         events: list[EventInfo] = []
         for r in rows:
             payload = unpack(r.payload)
@@ -592,48 +623,76 @@ class SqlStore:
                     cached=bool(t.get("c")),
                     subgraph_ns=t.get("sub", []),
                 )
-            if r.seq == row.seq:
-                routes = [
-                    RouteInfo(
-                        source=d["src"],
-                        kind=d["kind"],
-                        destinations=d.get("dest", []),
-                        router=d.get("router"),
-                        returned=dec(d.get("ret")),
-                        sends=dec(d.get("sends", [])),
-                        task_id=d.get("task"),
-                    )
-                    for d in payload.get("r", [])
-                ]
+            by_task: dict[Any, list[dict]] = {}
+            for d in payload.get("r", []):
+                by_task.setdefault(d.get("task"), []).append(d)
+            routes_by_task.update(by_task)  # a task's routes come from its latest row
             events.extend(EventInfo(kind=e["kind"], value=dec(e.get("v")), task_id=e.get("task"), node=e.get("node")) for e in payload.get("e", []))
-        return StepDetail(step=self._step_info(row), tasks=list(tasks_by_id.values()), routes=routes, events=events, next=[n for n in (nxt[0].nodes.split(",") if nxt else []) if n])
-
-    def _frame_state(self, run_id: str, step: int, ns: str) -> tuple[Any, FrameState]:
-        target = self._step_row(run_id, step, ns)
-        if target.flags & FLAG_PENDING:
-            prev = self._read(
-                sa.select(S.steps.c.step).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq < target.seq, S.steps.c.flags.op("&")(FLAG_PENDING) == 0).order_by(S.steps.c.seq.desc()).limit(1)
+        routes = [
+            RouteInfo(
+                source=d["src"],
+                kind=d["kind"],
+                destinations=d.get("dest", []),
+                router=d.get("router"),
+                returned=dec(d.get("ret")),
+                sends=dec(d.get("sends", [])),
+                task_id=d.get("task"),
             )
-            if not prev:
-                return target, FrameState()
-            return target, self._frame_state(run_id, prev[0].step, ns)[1]
+            for task_routes in routes_by_task.values()
+            for d in task_routes
+        ]
+        return StepDetail(step=self._step_info(row), tasks=list(tasks_by_id.values()), routes=routes, events=events, next=list(dict.fromkeys(nxt)))
+
+    def _frame_rows(self, run_id: str, target: Any, ns: str) -> list[Any]:
+        """The stored frames ``target``'s state is rebuilt from: its keyframe, then deltas."""
         key = self._read(
             sa.select(sa.func.max(S.steps.c.seq)).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq <= target.seq, S.steps.c.is_key.is_(True))
         )
         start = key[0][0] if key and key[0][0] is not None else 0
-        rows = self._read(
-            sa.select(S.steps.c.is_key, S.steps.c.payload, S.steps.c.flags)
-            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq >= start, S.steps.c.seq <= target.seq)
+        return self._read(
+            sa.select(S.steps.c.seq, S.steps.c.is_key, S.steps.c.payload)
+            .where(
+                S.steps.c.run_id == run_id,
+                S.steps.c.ns == ns,
+                S.steps.c.seq >= start,
+                S.steps.c.seq <= target.seq,
+                S.steps.c.flags.op("&")(FLAG_PENDING) == 0,
+            )
             .order_by(S.steps.c.seq)
         )
+
+    def _state_row(self, run_id: str, step: int, ns: str) -> tuple[Any, Any]:
+        """``(row of step, row whose state it shows)``: a pending step shows the state before it."""
+        target = self._step_row(run_id, step, ns)
+        if not target.flags & FLAG_PENDING:
+            return target, target
+        prev = self._read(
+            sa.select(S.steps.c.seq)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step < target.step, S.steps.c.flags.op("&")(FLAG_PENDING) == 0)
+            .order_by(S.steps.c.seq.desc())
+            .limit(1)
+        )
+        return target, (prev[0] if prev else None)
+
+    def _frame_state(self, run_id: str, step: int, ns: str) -> tuple[Any, FrameState]:
+        target, source = self._state_row(run_id, step, ns)
         state = FrameState()
-        for r in rows:
-            if r.flags & FLAG_PENDING:
-                continue
+        if source is None:
+            return target, state
+        for r in self._frame_rows(run_id, source, ns):
             frame = unpack(r.payload).get("s")
             if frame is not None:
                 state.apply(frame, bool(r.is_key))
         return target, state
+
+    def state_reads(self, run_id: str, step: int, ns: str = "") -> int:
+        """How many stored frames ``state_at`` reads for this step: one keyframe plus its deltas.
+
+        Bounded by ``frames.MAX_CHAIN`` however long the run is; shown by
+        diagnostics and pinned by the contract tests.
+        """
+        _, source = self._state_row(run_id, step, ns)
+        return 0 if source is None else len(self._frame_rows(run_id, source, ns))
 
     def state_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = False, internal: bool = False) -> dict[str, Any]:
         """The full graph state after ``step`` (random access: one keyframe plus deltas)."""
@@ -672,7 +731,14 @@ class SqlStore:
         for i, o in trees:
             collect_refs(i, refs)
             collect_refs(o, refs)
-        dec = Decoder(self.blobs(refs), typed=False).decode
+        blobs = self.blobs(refs)
+
+        def dec(tree: Any) -> Any:
+            try:
+                return Decoder(blobs, typed=False).decode(tree)
+            except (DecodeError, TypeError, ValueError, AttributeError, KeyError) as exc:
+                raise StoreError(f"cannot decode a recorded call: {_one_line(exc)}") from None
+
         return [
             CallInfo(
                 call_id=r.call_id,
@@ -737,8 +803,16 @@ class SqlStore:
         return out
 
     def decode(self, tree: Any, *, typed: bool = False) -> Any:
-        """Resolve blob references and decode an encoded tree."""
-        return Decoder(self.blobs(collect_refs(tree)), typed=typed).decode(tree)
+        """Resolve blob references and decode an encoded tree.
+
+        Malformed recorded data (a damaged or hand-edited store, a registered
+        type that changed) raises ``StoreError`` naming what failed.
+        """
+        blobs = self.blobs(collect_refs(tree))
+        try:
+            return Decoder(blobs, typed=typed).decode(tree)
+        except (DecodeError, TypeError, ValueError, AttributeError, KeyError) as exc:
+            raise StoreError(f"cannot decode a recorded value: {_one_line(exc)}") from None
 
     def _plain_decoder(self, tree: Any) -> Any:
         if tree is None:
@@ -762,6 +836,22 @@ class SqlStore:
         if path is not None:
             out["bytes"] = sum(p.stat().st_size for p in (path, Path(str(path) + "-wal")) if p.exists())
         return out
+
+
+def _insert_rows(conn: Any, table: sa.Table, rows: list[dict]) -> None:
+    """Insert rows in order, one executemany per run of rows with the same keys.
+
+    An executemany takes its columns from the first row, so a later row with
+    more keys would silently lose them; grouping keeps every value.
+    """
+    start = 0
+    while start < len(rows):
+        keys = rows[start].keys()
+        end = start + 1
+        while end < len(rows) and rows[end].keys() == keys:
+            end += 1
+        conn.execute(sa.insert(table), rows[start:end])
+        start = end
 
 
 def _internal_channel(name: str) -> bool:

@@ -70,7 +70,8 @@ class GraphtapeApp(App):
             self.screen.query_one("#loading", Static).update(f"graphtape: {message.error}\n\nPress q to quit.")
             return
         self.store = message.store
-        self.store_label = getattr(self.store, "url", self.store_label).replace("sqlite:///", "")
+        if not self.db:
+            self.store_label = getattr(self.store, "url", self.store_label).replace("sqlite:///", "")
         self.switch_screen(RunsScreen())
         if message.run_id:
             self.open_run(message.run_id)

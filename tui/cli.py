@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--ns", default="", metavar="NS", help="subgraph namespace (default: the root graph)")
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.add_argument("--full", action="store_true", help="do not fold long strings in updates and state")
+    tui = command("tui", "Open the terminal UI on the store (and on RUN if given).", cmd_tui)
+    tui.add_argument("run", metavar="RUN", nargs="?", help="run to open: id, unique prefix, last or last~N")
     return parser
 
 
@@ -168,6 +170,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
         store.close()
     print("\nmore: graphtape runs · graphtape show last~1 · graphtape show last --json")
     return EXIT_OK
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    """Open the TUI; the store is checked first so a bad path is one line, not a screen."""
+    store = _read_store(args.db)
+    try:
+        if args.run:
+            store.resolve_run(args.run)
+        url = store.url
+    finally:
+        store.close()
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print("graphtape: error: the TUI needs a terminal (try graphtape show RUN)", file=sys.stderr)
+        return 2
+    from tui.app import run_app
+
+    return run_app(url, args.run)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

@@ -269,6 +269,8 @@ class RunScreen(Screen):
         text.append(f"  [{p.index + 1}/{len(self.steps)}]")
         if s.nodes:
             text.append(f"  ran {', '.join(s.nodes)}")
+        if s.summary:
+            text.append(f"  {s.summary}", style="magenta")
         for t in p.detail.tasks:
             if t.error_type:
                 text.append(f"  ✗ {t.node}: {t.error_type}: {t.error_message}", style="bold red")

@@ -1,0 +1,270 @@
+"""Redaction: what is scrubbed before anything is encoded, how it is counted, and what is left alone."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from pydantic import SecretStr
+
+from recorder import Recorder
+from recorder.codec import Decoder, Encoder
+from recorder.redaction import MARK, Redactor
+
+SECRETS = {
+    "openai": "sk-AbCdEf0123456789AbCdEf01",
+    "openai-project": "sk-proj-AbCdEf0123456789AbCdEf0123456789",
+    "anthropic": "sk-ant-api03-AbCdEf0123456789_AbCdEf-0123456789",
+    "bearer": "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl",
+    "bearer-lower": "bearer abcdefghijklmnop0123",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "github": "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+    "github-oauth": "gho_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+    "slack": "xoxb-1234567890-abcdefghij",
+    "google": "AIzaSyA-1234567890abcdefghijklmnopqrstu",
+    "private-key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----",
+}
+
+
+def encode(value: Any, redactor: Redactor | None = None) -> Any:
+    """Encode with ``redactor`` and read back as plain data."""
+    return Decoder({}, typed=False).decode(Encoder(redactor or Redactor()).encode(value))
+
+
+# ---------------------------------------------------------------------------
+# Patterns in text
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SECRETS)
+def test_credential_patterns_are_scrubbed_anywhere_in_text(name: str) -> None:
+    secret = SECRETS[name]
+    r = Redactor()
+    text = f"before {secret} after"
+    out = r.scrub(text)
+    assert secret not in out
+    assert out.startswith("before ") and out.endswith(" after") and MARK in out
+    assert r.count == 1
+
+
+def test_secrets_inside_values_of_any_shape() -> None:
+    r = Redactor()
+    value = {
+        "messages": [HumanMessage(f"my key is {SECRETS['openai']}"), AIMessage("ok", tool_calls=[{"name": "call", "args": {"header": SECRETS["bearer"]}, "id": "c1"}])],
+        "list": [("tuple", SECRETS["aws"])],
+        "set": {SECRETS["github"]},
+    }
+    plain = encode(value, r)
+    text = repr(plain)
+    for name in ("openai", "bearer", "aws", "github"):
+        assert SECRETS[name] not in text, name
+    assert r.count == 4
+    assert plain["messages"][0]["content"] == f"my key is {MARK}"
+
+
+def test_several_secrets_in_one_string_are_each_counted() -> None:
+    r = Redactor()
+    out = r.scrub(f"{SECRETS['aws']} and {SECRETS['github']} and {SECRETS['slack']}")
+    assert out == f"{MARK} and {MARK} and {MARK}"
+    assert r.count == 3
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sk-short",
+        "a task-list with sk- inside",
+        "Bearer of bad news",
+        "AKIA is a prefix, AKIAshort",
+        "ghp_tooShort",
+        "ordinary text about tokens and passwords",
+        "order A-1042 ships on 2024-05-06",
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == text
+    assert r.count == 0
+
+
+def test_user_patterns_and_keys() -> None:
+    r = Redactor(patterns=[r"ACME-\d{4}-\d{4}", r"(?i:employee #\d+)"], keys=["ssn", "x-internal"])
+    value = {
+        "note": "badge ACME-1234-5678 for Employee #42",
+        "ssn": "123-45-6789",
+        "user_SSN_last4": "6789",
+        "X-Internal-Route": "/admin",
+        "kept": "ACME-12-34",
+    }
+    plain = encode(value, r)
+    assert plain["note"] == f"badge {MARK} for {MARK}"
+    assert plain["ssn"] == MARK and plain["user_SSN_last4"] == MARK and plain["X-Internal-Route"] == MARK
+    assert plain["kept"] == "ACME-12-34"
+    assert r.count == 5
+    # The built-in nets still work next to user ones.
+    assert Redactor(patterns=[r"ACME-\d+"]).scrub(f"x {SECRETS['aws']} y") == f"x {MARK} y"
+
+
+# ---------------------------------------------------------------------------
+# Secret keys and SecretStr
+# ---------------------------------------------------------------------------
+
+SECRET_KEYS = [
+    "password",
+    "db_passwd",
+    "passphrase",
+    "client_secret",
+    "access_token",
+    "refresh_token",
+    "token",
+    "api_key",
+    "apiKey",
+    "OPENAI_API_KEY",
+    "x-api-key",
+    "Authorization",
+    "proxy_authorisation",
+    "credentials",
+    "private_key",
+    "aws_access_key_id",
+    "session_id",
+    "Cookie",
+]
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS)
+def test_values_under_secret_keys_are_redacted_whole(key: str) -> None:
+    r = Redactor()
+    plain = encode({key: "plain-looking-value", "nested": {key: {"even": "structured"}}}, r)
+    assert plain[key] == MARK and plain["nested"][key] == MARK
+    assert r.count == 2
+
+
+def test_empty_secret_values_are_not_counted() -> None:
+    r = Redactor()
+    plain = encode({"password": "", "api_key": None, "token": "x"}, r)
+    assert plain == {"password": "", "api_key": None, "token": MARK}
+    assert r.count == 1
+
+
+def test_secret_keys_in_non_string_key_dicts() -> None:
+    r = Redactor()
+    plain = encode({1: "one", "password": "pw"}, r)
+    assert plain == {"1": "one", "password": MARK}
+    assert r.count == 1
+
+
+def test_secretstr_is_redacted_wherever_it_is() -> None:
+    r = Redactor()
+    value = {"config": {"llm": SecretStr("sk-live-value-that-is-long"), "other": [SecretStr("short")]}}
+    plain = encode(value, r)
+    assert plain == {"config": {"llm": MARK, "other": [MARK]}}
+    assert r.count == 2
+
+
+# ---------------------------------------------------------------------------
+# Counts are not secrets
+# ---------------------------------------------------------------------------
+
+COUNT_KEYS = {
+    "input_tokens": 10,
+    "output_tokens": 5,
+    "total_tokens": 15,
+    "prompt_tokens": 10,
+    "completion_tokens": 5,
+    "reasoning_tokens": 2,
+    "cached_tokens": 1,
+    "max_tokens": 256,
+    "max_completion_tokens": 512,
+    "token_count": 7,
+    "tokens_used": 7,
+    "tokens": 7,
+}
+
+
+def test_token_counts_are_not_redacted() -> None:
+    r = Redactor()
+    value = {**COUNT_KEYS, "token_usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}, "usage": {"input_tokens": 1}}
+    assert encode(value, r) == value
+    assert r.count == 0
+
+
+def test_message_usage_metadata_survives() -> None:
+    r = Redactor()
+    m = AIMessage("hi", usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}, response_metadata={"token_usage": {"total_tokens": 15}})
+    plain = encode(m, r)
+    assert plain["usage_metadata"] == {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+    assert plain["response_metadata"] == {"token_usage": {"total_tokens": 15}}
+    assert r.count == 0
+
+
+@pytest.mark.xfail(strict=True, reason="redaction: *_token_details / *_tokens_details usage breakdowns are taken for secrets")
+def test_usage_detail_breakdowns_are_not_redacted() -> None:
+    usage = {
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "total_tokens": 15,
+        "input_token_details": {"cache_read": 3, "audio": 0},
+        "output_token_details": {"reasoning": 2},
+    }
+    openai = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3, "completion_tokens_details": {"reasoning_tokens": 0}, "prompt_tokens_details": {"cached_tokens": 0}}
+    r = Redactor()
+    assert encode({"usage_metadata": usage, "token_usage": openai}, r) == {"usage_metadata": usage, "token_usage": openai}
+    assert r.count == 0
+
+
+@pytest.mark.xfail(strict=True, reason="redaction: the bare word 'pass' / 'token' in a key (passage, compass, num_tokens, tokenizer) redacts ordinary data")
+@pytest.mark.parametrize("key", ["passage", "passages", "compass", "num_tokens", "tokenizer", "bypass_cache"])
+def test_ordinary_keys_containing_secret_words_are_kept(key: str) -> None:
+    r = Redactor()
+    assert encode({key: "ordinary value"}, r) == {key: "ordinary value"}
+
+
+@pytest.mark.xfail(strict=True, reason="redaction: user patterns are joined into one regex, so a global inline flag like (?i) raises re.error")
+def test_user_pattern_with_global_flag() -> None:
+    assert Redactor(patterns=[r"(?i)employee #\d+"]).scrub("for EMPLOYEE #42 only") == f"for {MARK} only"
+
+
+@pytest.mark.xfail(strict=True, reason="redaction: GitHub fine-grained tokens (github_pat_...) are not matched")
+def test_github_fine_grained_token_is_scrubbed() -> None:
+    token = "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd"
+    assert token not in Redactor().scrub(f"token {token}")
+
+
+# ---------------------------------------------------------------------------
+# Through a recording, on every backend
+# ---------------------------------------------------------------------------
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    settings: dict
+
+
+def leaky(state: Chat) -> dict:
+    return {"messages": [AIMessage(f"use {SECRETS['openai']} please", usage_metadata={"input_tokens": 9, "output_tokens": 3, "total_tokens": 12})]}
+
+
+def test_recording_counts_redactions_and_keeps_usage(store_url: str) -> None:
+    b = StateGraph(Chat)
+    b.add_node("leaky", leaky)
+    b.add_edge(START, "leaky")
+    rec = Recorder(store_url, redact_patterns=[r"ACME-\d{4}"], durability="sync")
+    try:
+        graph = rec.attach(b.compile())
+        graph.invoke({"messages": [HumanMessage("badge ACME-1234")], "settings": {"api_key": "k-123", "max_tokens": 100, "secret": SecretStr("s")}})
+        store = rec.store
+        run = store.get_run(rec.last_run_id)
+        final = store.state_at(run.id, max(s.step for s in store.list_steps(run.id)))
+        assert final["messages"][0]["content"] == f"badge {MARK}"
+        assert final["messages"][1]["content"] == f"use {MARK} please"
+        assert final["messages"][1]["usage_metadata"] == {"input_tokens": 9, "output_tokens": 3, "total_tokens": 12}
+        assert final["settings"] == {"api_key": MARK, "max_tokens": 100, "secret": MARK}
+        detail = store.run_detail(run.id)
+        assert detail.inputs["settings"]["api_key"] == MARK and detail.inputs["settings"]["max_tokens"] == 100
+        # Each secret is counted where it was first encoded (the encoder shares messages by identity).
+        assert run.redactions >= 4
+    finally:
+        rec.close()

@@ -1,0 +1,121 @@
+"""Snapshot tests: one per screen, on the bundled demo runs, with clocks and ids frozen.
+
+Regenerate after an intended UI change with ``pytest tests/test_snapshots.py --snapshot-update``
+and look at the SVGs in ``tests/__snapshots__`` before committing them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import sqlalchemy as sa
+from conftest import load_agent
+
+from recorder import Recorder
+from tui.app import build_app
+
+T0 = 1_790_000_000.0  # a fixed "now" for every recorded timestamp
+
+
+def _freeze(db: str) -> None:
+    """Give runs fixed ids, times and latencies so the pictures are stable."""
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        runs = conn.execute(sa.text("SELECT id FROM runs ORDER BY started_at")).scalars().all()
+        for i, old in enumerate(runs):
+            new = f"{i + 1:04d}feedbeef0000"[:16]
+            for table, col in (("runs", "id"), ("steps", "run_id"), ("calls", "run_id")):
+                conn.execute(sa.text(f"UPDATE {table} SET {col}=:new WHERE {col}=:old"), {"new": new, "old": old})
+            conn.execute(sa.text("UPDATE runs SET started_at=:t, ended_at=:t + 1.5, heartbeat_at=:t WHERE id=:id"), {"t": T0 + i * 60, "id": new})
+        conn.execute(sa.text("UPDATE calls SET latency_ms=12.0, started_at=:t"), {"t": T0})
+        conn.execute(sa.text("UPDATE steps SET duration_ms=3.0, created_at=:t"), {"t": T0})
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def frozen_demo(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("snap")
+    db = str(folder / "demo.db")
+    ra = load_agent("reason_act")
+    react = load_agent("react_agent")
+    rec = Recorder(db)
+    rec.attach(react.build_graph(), name="demo:react").invoke(react.inputs_for())
+    rec.attach(ra.build_graph("happy"), name="demo:happy").invoke(ra.inputs_for("happy"))
+    rec.attach(ra.build_graph("incident"), name="demo:incident").invoke(ra.inputs_for("incident"))
+    rec.close()
+    _freeze(db)
+    return db
+
+
+@pytest.fixture(autouse=True)
+def _fixed_timezone(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    if hasattr(__import__("time"), "tzset"):
+        __import__("time").tzset()
+
+
+def _app(db: str, run: str | None = None):
+    app = build_app(db, run)
+    app.store_label = "demo.db"
+    return app
+
+
+async def _settle(pilot) -> None:
+    for _ in range(3):
+        await pilot.pause(0.05)
+        await pilot.app.workers.wait_for_complete()
+
+
+def test_runs_screen(snap_compare, frozen_demo):
+    assert snap_compare(_app(frozen_demo), terminal_size=(100, 24), run_before=_settle)
+
+
+def test_run_screen_state(snap_compare, frozen_demo):
+    assert snap_compare(_app(frozen_demo, "last"), terminal_size=(140, 34), run_before=_settle)
+
+
+def test_run_screen_narrow_routes(snap_compare, frozen_demo):
+    async def go(pilot):
+        await _settle(pilot)
+        await pilot.press("left", "4")
+        await _settle(pilot)
+
+    assert snap_compare(_app(frozen_demo, "last"), terminal_size=(80, 24), run_before=go)
+
+
+def test_run_screen_calls(snap_compare, frozen_demo):
+    async def go(pilot):
+        await _settle(pilot)
+        await pilot.press("colon")
+        await pilot.press("1", "enter")
+        await _settle(pilot)
+        await pilot.press("5")
+        await _settle(pilot)
+
+    assert snap_compare(_app(frozen_demo, "0001"), terminal_size=(140, 34), run_before=go)
+
+
+def test_run_screen_diff(snap_compare, frozen_demo):
+    async def go(pilot):
+        await _settle(pilot)
+        await pilot.press("3")
+        await _settle(pilot)
+
+    assert snap_compare(_app(frozen_demo, "last"), terminal_size=(140, 34), run_before=go)
+
+
+def test_help_screen(snap_compare, frozen_demo):
+    async def go(pilot):
+        await _settle(pilot)
+        await pilot.press("question_mark")
+        await _settle(pilot)
+
+    assert snap_compare(_app(frozen_demo, "last"), terminal_size=(100, 30), run_before=go)
+
+
+def test_error_screen(snap_compare):
+    missing = "/nonexistent-graphtape-dir/runs.db"
+    app = build_app(missing)
+    assert snap_compare(app, terminal_size=(90, 12), run_before=_settle)
+    assert not os.path.exists(missing)
