@@ -75,6 +75,7 @@ class Recorder:
         self.strict = strict
         self.redact_patterns = tuple(redact_patterns)
         self.redact_keys = tuple(redact_keys)
+        Redactor(self.redact_patterns, self.redact_keys)  # a bad pattern fails here, not mid-run
         self.store = SqlStore(db, create=True)
         self.writer = Writer(self.store, background=self.durability is Durability.ASYNC, on_fault=self._write_fault)
         self._sessions: dict[str, RunSession] = {}
@@ -150,11 +151,13 @@ class Recorder:
         conf = dict(config.get("configurable") or {})
         if any(k in conf for k in _TASK_KEYS):
             return None, config, kwargs  # called as a subgraph of another graph: the parent records
+        thread_id = conf.get("thread_id")
+        generated = thread_id is None
+        if generated:
+            # Our checkpointer needs a thread; a run-scoped one keeps runs independent.
+            thread_id = conf["thread_id"] = f"graphtape-{secrets.token_hex(8)}"
+        config["configurable"] = conf
         try:
-            thread_id = conf.get("thread_id")
-            generated = thread_id is None
-            if generated:
-                thread_id = conf["thread_id"] = f"graphtape-{secrets.token_hex(8)}"
             run_id, seq_start, resumed = self._run_id_for(binding, thread_id, input)
             known = self.store.checkpoint_steps(run_id) if resumed else None
             redactor = Redactor(self.redact_patterns, self.redact_keys)
@@ -225,8 +228,10 @@ class Recorder:
 
         self.writer.submit(work)
 
-    def _end(self, binding: _Binding, session: RunSession | None, error: BaseException | None) -> None:
+    def _end(self, binding: _Binding, session: RunSession | None, error: BaseException | None, config: dict | None = None) -> None:
         if session is None:
+            if binding.scoped is not None and config:
+                binding.scoped.drop_thread(str(config.get("configurable", {}).get("thread_id")))
             return
         try:
             session.flush_pending()
@@ -289,9 +294,9 @@ def _recorded_class(base: type, binding: _Binding) -> type:
         try:
             yield from base.stream(self, input, config, **kwargs)
         except BaseException as exc:
-            rec._end(binding, session, exc)
+            rec._end(binding, session, exc, config)
             raise
-        rec._end(binding, session, None)
+        rec._end(binding, session, None, config)
 
     async def astream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         rec = binding.recorder
@@ -300,9 +305,9 @@ def _recorded_class(base: type, binding: _Binding) -> type:
             async for chunk in base.astream(self, input, config, **kwargs):
                 yield chunk
         except BaseException as exc:
-            rec._end(binding, session, exc)
+            rec._end(binding, session, exc, config)
             raise
-        rec._end(binding, session, None)
+        rec._end(binding, session, None, config)
 
     stream.__doc__ = base.stream.__doc__
     astream.__doc__ = base.astream.__doc__

@@ -80,10 +80,11 @@ class FrameBuilder:
             self._items.pop(ch, None)
         cv_delta = {c: ver for c, ver in versions.items() if self._cv.get(c, _MISSING) != ver}
         cv_gone = [c for c in self._cv if c not in versions]
-        seen_delta = {n: dict(s) for n, s in seen.items() if self._seen.get(n) != s}
+        seen_delta = {n: s for n, s in seen.items() if self._seen.get(n) != s}
         seen_gone = [n for n in self._seen if n not in seen]
-        self._cv = dict(versions)
-        self._seen = {n: dict(s) for n, s in seen.items()}
+        # LangGraph hands each put a fresh copy of these maps: keep them, don't copy.
+        self._cv = versions
+        self._seen = seen
 
         delta = {"v": delta_vals, "l": delta_lists, "x": removed, "cv": cv_delta, "vs": seen_delta}
         # Written only when needed, so frames from before these keys read the same.
@@ -97,7 +98,7 @@ class FrameBuilder:
                 self._chain += 1
                 self._since_key += size
                 return delta, False
-        key = {"v": dict(self._encs), "cv": dict(self._cv), "vs": {n: dict(s) for n, s in self._seen.items()}}
+        key = {"v": dict(self._encs), "cv": self._cv, "vs": self._seen}
         self._key_size = size_of(key)
         self._chain = 1
         self._since_key = 0

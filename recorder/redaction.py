@@ -8,37 +8,200 @@ GitHub keys, private key blocks), plus patterns the user adds.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterable
 
+try:  # Python 3.11+
+    from re import _parser as _sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
 MARK = "[REDACTED]"
 
-SECRET_KEY = re.compile(
-    r"(pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|authori[sz]ation|credential|private[_-]?key|access[_-]?key|session[_-]?id|cookie)",
-    re.IGNORECASE,
-)
-# Keys that contain a secret word but hold counts or metadata, not secrets.
-NOT_SECRET_KEY = re.compile(r"(^|_)(tokens?_(count|usage|used)|max_tokens|(input|output|total|prompt|completion|reasoning|cached)_tokens?|token_usage|usage)$|^tokens$", re.IGNORECASE)
-
+# Built-in credential patterns. scrub() only runs them on text holding one of the
+# literals it checks first (a substring test is ~20x cheaper than the regex), so a
+# new pattern needs its literal added there and an example in tests/test_redaction.py.
 DEFAULT_PATTERNS = (
     r"sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}",
     r"(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*",
     r"AKIA[0-9A-Z]{16}",
     r"gh[pousr]_[A-Za-z0-9]{30,}",
+    r"github_pat_[A-Za-z0-9_]{22,}",
     r"xox[abprs]-[A-Za-z0-9\-]{10,}",
     r"AIza[0-9A-Za-z_\-]{35}",
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
 )
 
+# -- secret keys ---------------------------------------------------------------
+# Keys are judged by their words (split on _ - . space and camelCase), so
+# "passage" or "num_tokens" are not secrets while "dbPassword" and "x-api-key" are.
+
+# A word that is, or ends with, one of these names a secret: "pwd", "clientsecret", "JSESSIONID".
+_SECRET_WORDS = frozenset({"pass", "pwd", "auth"})
+_SECRET_ENDINGS = (
+    "password",
+    "passwords",
+    "passwd",
+    "passphrase",
+    "passcode",
+    "secret",
+    "secrets",
+    "token",
+    "apikey",
+    "apikeys",
+    "authorization",
+    "authorisation",
+    "credential",
+    "credentials",
+    "cookie",
+    "cookies",
+    "sessionid",
+    "privatekey",
+    "accesskey",
+    "secretkey",
+)
+# Two words that together name a secret: api_key, aws_access_key_id, sessionId.
+_SECRET_PAIRS = frozenset(
+    {
+        ("api", "key"),
+        ("api", "keys"),
+        ("access", "key"),
+        ("private", "key"),
+        ("secret", "key"),
+        ("signing", "key"),
+        ("encryption", "key"),
+        ("session", "key"),
+        ("session", "id"),
+    }
+)
+# With one of these, "token" means model tokens: token_count, input_token_details, token_usage.
+_TOKEN_COUNT_WORDS = frozenset(
+    {
+        "count",
+        "counts",
+        "num",
+        "number",
+        "used",
+        "usage",
+        "details",
+        "detail",
+        "max",
+        "min",
+        "limit",
+        "budget",
+        "length",
+        "remaining",
+        "input",
+        "output",
+        "total",
+        "prompt",
+        "completion",
+        "reasoning",
+        "cached",
+        "cache",
+        "ids",
+        "logprobs",
+    }
+)
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+@functools.lru_cache(maxsize=8192)
+def names_secret(key: str) -> bool:
+    """Whether ``key`` names a secret by its words (the built-in rule, without user keys)."""
+    words = [w.lower() for w in _WORD.findall(key)]
+    secret = False
+    only_token = True
+    prev = ""
+    for w in words:
+        if w in _SECRET_WORDS or w.endswith(_SECRET_ENDINGS):
+            secret = True
+            only_token = only_token and w == "token"
+        elif (prev, w) in _SECRET_PAIRS:
+            secret = True
+            only_token = False
+        prev = w
+    if secret and only_token and not _TOKEN_COUNT_WORDS.isdisjoint(words):
+        return False
+    return secret
+
+
+# -- user patterns -------------------------------------------------------------
+_LEADING_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
+_FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"), (re.ASCII, "a"))
+# Backreferences and conditionals count groups, which joining patterns renumbers.
+_GROUP_REFERENCE = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
+_KEY_CACHE_SIZE = 10_000
+
+
+def _min_width(pattern: str) -> int:
+    # The shortest text the pattern can match; 0 when unknown (re's parser is internal).
+    try:
+        return int(_sre_parse.parse(pattern).getwidth()[0])
+    except Exception:  # noqa: BLE001 - only an optimisation
+        return 0
+
+
+def _user_pattern(p: str | re.Pattern[str]) -> tuple[str, re.Pattern[str]]:
+    """Validate one user pattern; return it rewritten to be joinable, and compiled alone."""
+    if isinstance(p, re.Pattern):
+        if not isinstance(p.pattern, str):
+            raise ValueError(f"bad redaction pattern {p.pattern!r}: it must match text, not bytes")
+        text, flags = p.pattern, "".join(letter for flag, letter in _FLAG_LETTERS if p.flags & flag)
+    elif isinstance(p, str):
+        text, flags = p, ""
+    else:
+        raise ValueError(f"bad redaction pattern {p!r}: expected a regular expression string")
+    try:
+        alone = re.compile(text, p.flags if isinstance(p, re.Pattern) else 0)
+    except re.error as exc:
+        raise ValueError(f"bad redaction pattern {text!r}: {exc}") from None
+    if alone.match("") is not None or _min_width(alone.pattern) == 0 and alone.search("a") is not None and not alone.search("a").group():
+        raise ValueError(f"bad redaction pattern {text!r}: it can match empty text")
+    # A global flag like (?i) is legal only at the start of the whole regex: scope it to this pattern.
+    while m := _LEADING_FLAGS.match(text):
+        flags += m.group(1)
+        text = text[m.end() :]
+    if flags:
+        # A trailing comment in verbose mode would swallow the closing parenthesis.
+        text = f"(?{''.join(dict.fromkeys(flags))}:{text}{chr(10) if 'x' in flags else ''})"
+    return text, alone
+
 
 class Redactor:
-    """Scrubs secrets and counts how many values it redacted."""
+    """Scrubs secrets and counts how many values it redacted.
 
-    def __init__(self, patterns: Iterable[str] = (), keys: Iterable[str] = ()) -> None:
-        extra = list(patterns)
-        self._pattern = re.compile("|".join(f"(?:{p})" for p in (*DEFAULT_PATTERNS, *extra)))
-        self._key = SECRET_KEY if not keys else re.compile(SECRET_KEY.pattern + "|" + "|".join(re.escape(k) for k in keys), re.IGNORECASE)
+    ``patterns`` are extra regular expressions (strings or compiled) to scrub
+    from any text; ``keys`` are extra key fragments whose values are redacted
+    whole (matched case-insensitively anywhere in a key). An invalid pattern
+    raises ``ValueError`` here, before anything is recorded.
+    """
+
+    def __init__(self, patterns: Iterable[str | re.Pattern[str]] = (), keys: Iterable[str] = ()) -> None:
+        if isinstance(patterns, (str, re.Pattern)):
+            patterns = (patterns,)
+        if isinstance(keys, str):
+            keys = (keys,)
+        joined: list[str] = []
+        alone: list[re.Pattern[str]] = []
+        for p in patterns:
+            text, compiled = _user_pattern(p)
+            if compiled.groups and (compiled.groupindex or _GROUP_REFERENCE.search(text)):
+                alone.append(compiled)
+            else:
+                joined.append(text)
+        self._all = re.compile("|".join(f"(?:{p})" for p in (*DEFAULT_PATTERNS, *joined)))
+        self._user = re.compile("|".join(f"(?:{p})" for p in joined)) if joined else None
+        self._alone = tuple(alone)
+        self._min_len = min(_min_width(p) for p in (*DEFAULT_PATTERNS, *joined, *(a.pattern for a in alone)))
+        user_keys = []
+        for k in keys:
+            if not isinstance(k, str) or not k.strip():
+                raise ValueError(f"bad redaction key {k!r}: expected a non-empty string")
+            user_keys.append(k.lower())
+        self._user_keys = tuple(user_keys)
         self._lock = threading.Lock()
         self._key_cache: dict[str, bool] = {}
         self.count = 0
@@ -56,16 +219,38 @@ class Redactor:
         """Whether a mapping key names a secret (cached: keys repeat a lot)."""
         hit = self._key_cache.get(key)
         if hit is None:
-            hit = bool(self._key.search(key)) and not NOT_SECRET_KEY.search(key)
-            if len(self._key_cache) < 10_000:
-                self._key_cache[key] = hit
+            hit = names_secret(key)
+            if not hit and self._user_keys:
+                low = key.lower()
+                hit = any(k in low for k in self._user_keys)
+            if len(self._key_cache) >= _KEY_CACHE_SIZE:
+                self._key_cache.clear()
+            self._key_cache[key] = hit
         return hit
 
     def scrub(self, text: str) -> str:
         """Replace credential-looking substrings of ``text``."""
-        if len(text) < 12:
+        if len(text) < self._min_len:
             return text
-        new, n = self._pattern.subn(MARK, text)
+        # Each built-in pattern needs one of these literals (see DEFAULT_PATTERNS); without
+        # any, only the user's patterns can match, and the big alternation is skipped.
+        if (
+            "sk-" in text
+            or "AKIA" in text
+            or "AIza" in text
+            or "xox" in text
+            or "PRIVATE KEY-----" in text
+            or ("_" in text and "gh" in text)
+            or "bearer" in text.lower()
+        ):
+            new, n = self._all.subn(MARK, text)
+        elif self._user is not None:
+            new, n = self._user.subn(MARK, text)
+        else:
+            new, n = text, 0
+        for rx in self._alone:
+            new, k = rx.subn(MARK, new)
+            n += k
         if n:
             self._bump(n)
         return new

@@ -26,6 +26,7 @@ from recorder.redaction import Redactor
 from recorder.store import Batch, pack
 from recorder.writer import Writer
 
+HEARTBEAT_S = 30.0
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
 BRANCH = "branch:to:"
 TASKS = "__pregel_tasks"
@@ -102,6 +103,7 @@ class RunSession:
         self._loose_events: list[tuple[str, str | None, dict]] = []
         self._children: dict[tuple[str, str], list[str]] = {}
         self._calls: dict[str, dict] = {}
+        self._beat = time.time()
         self._unfinished: dict[str, dict] = {}
         self._seq = seq_start
         self._blobs: dict[str, tuple[bool, bytes]] = {}
@@ -259,7 +261,12 @@ class RunSession:
         def work() -> Batch:
             frame, is_key = frames.build(values, versions, seen, updated, _size)
             row = self._step_row(ns, seq, step, source, cp_id, parent_id, now, duration, tasks, events, frame, is_key, kids)
-            return Batch(steps=[row], blobs=self._take_blobs())
+            batch = Batch(steps=[row], blobs=self._take_blobs())
+            if now - self._beat > HEARTBEAT_S:
+                # Readers on other hosts tell a live long run from a dead one by this.
+                self._beat = now
+                batch.runs_update.append((self.run_id, {"heartbeat_at": now, "step_count": max(self.max_step + 1, 0)}))
+            return batch
 
         self.writer.submit(work)
 
@@ -448,7 +455,7 @@ class RunSession:
             if update:
                 row["w"] = enc(update)
             if acc.t0 is not None:
-                row["t0"] = acc.t0
+                row["dt"] = round((now - acc.t0) * 1000, 2)
             if acc.duration_ms is not None:
                 row["ms"] = round(acc.duration_ms, 3)
             if acc.error is not None:
@@ -477,6 +484,10 @@ class RunSession:
         if spans:
             duration = (max(e for _, e in spans) - min(b for b, _ in spans)) * 1000
         nodes = ",".join(dict.fromkeys(t["node"] for t in task_rows))
+        index = {t["id"]: i for i, t in enumerate(task_rows)}
+        for item in (*routes, *ev_rows):
+            if "task" in item:
+                item["ti"] = index.get(item.pop("task"))
         payload = {"t": task_rows, "r": routes, "e": ev_rows}
         if frame is not None:
             payload["s"] = frame

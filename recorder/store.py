@@ -7,6 +7,7 @@ addressed, so a message that sits in every step's state is stored once.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import threading
@@ -547,9 +548,29 @@ class SqlStore:
         return [r[0] for r in rows]
 
     def list_steps(self, run_id: str, ns: str = "") -> list[StepInfo]:
-        """Supersteps of a namespace in recorded order (cheap: no payloads)."""
+        """Supersteps of a namespace in order, one entry per step (cheap: no payloads).
+
+        A step can have several rows (interrupted then resumed, or writes that
+        arrived late); they are shown as one step carrying all their flags, at
+        the place of its completed row, as ``step_detail`` merges their contents.
+        """
         q = sa.select(*self._STEP_COLS).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns).order_by(S.steps.c.seq)
-        return [self._step_info(r) for r in self._read(q)]
+        merged: dict[int, StepInfo] = {}
+        for r in self._read(q):
+            info = self._step_info(r)
+            prev = merged.pop(info.step, None)
+            if prev is not None:
+                flags = prev.flags | info.flags
+                if not (prev.pending and info.pending):
+                    flags &= ~FLAG_PENDING
+                keep = info if prev.pending and not info.pending else prev
+                summary = keep.summary or (info.summary if keep is prev else prev.summary)
+                info = dataclasses.replace(keep, flags=flags, summary=summary, nodes=keep.nodes or prev.nodes or info.nodes)
+                if keep is prev:
+                    merged[info.step] = info  # the completed row keeps its place
+                    continue
+            merged[info.step] = info
+        return sorted(merged.values(), key=lambda s: s.seq)
 
     def steps_writing(self, run_id: str, key: str, ns: str = "") -> list[int]:
         """Step numbers whose tasks wrote to state key ``key`` (for the reverse watch)."""
@@ -589,7 +610,7 @@ class SqlStore:
         """
         row = self._step_row(run_id, step, ns)
         rows = self._read(
-            sa.select(S.steps.c.seq, S.steps.c.payload)
+            sa.select(S.steps.c.seq, S.steps.c.payload, S.steps.c.created_at)
             .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == step)
             .order_by(S.steps.c.seq)
         )
@@ -608,7 +629,7 @@ class SqlStore:
         routes_by_task: dict[Any, list[dict]] = {}
         events: list[EventInfo] = []
         for r in rows:
-            payload = unpack(r.payload)
+            payload = expand_payload(unpack(r.payload), r.created_at)
             for t in payload.get("t", []):
                 tasks_by_id[t["id"]] = TaskInfo(
                     task_id=t["id"],
@@ -852,6 +873,25 @@ def _insert_rows(conn: Any, table: sa.Table, rows: list[dict]) -> None:
             end += 1
         conn.execute(sa.insert(table), rows[start:end])
         start = end
+
+
+def expand_payload(payload: dict, created_at: float) -> dict:
+    """Undo the compact forms of a step payload: task indexes and start offsets.
+
+    Rows store a route's or event's task as its index among the step's tasks
+    ("ti") and a task's start as milliseconds before the checkpoint ("dt"),
+    which keeps repeated 36-character ids and full timestamps out of every row.
+    """
+    tasks = payload.get("t", [])
+    for t in tasks:
+        if "dt" in t:
+            t["t0"] = created_at - t.pop("dt") / 1000
+    ids = [t.get("id") for t in tasks]
+    for item in (*payload.get("r", []), *payload.get("e", [])):
+        if "ti" in item:
+            i = item.pop("ti")
+            item["task"] = ids[i] if isinstance(i, int) and 0 <= i < len(ids) else None
+    return payload
 
 
 def _internal_channel(name: str) -> bool:

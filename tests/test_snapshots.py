@@ -28,7 +28,10 @@ def _freeze(db: str) -> None:
             for table, col in (("runs", "id"), ("steps", "run_id"), ("calls", "run_id")):
                 conn.execute(sa.text(f"UPDATE {table} SET {col}=:new WHERE {col}=:old"), {"new": new, "old": old})
             conn.execute(sa.text("UPDATE runs SET started_at=:t, ended_at=:t + 1.5, heartbeat_at=:t WHERE id=:id"), {"t": T0 + i * 60, "id": new})
-        conn.execute(sa.text("UPDATE calls SET latency_ms=12.0, started_at=:t"), {"t": T0})
+        # Parallel calls race: order them by what they are, not by when they started.
+        ids = conn.execute(sa.text("SELECT id FROM calls ORDER BY run_id, step, kind, name, inputs")).scalars().all()
+        for rank, call in enumerate(ids):
+            conn.execute(sa.text("UPDATE calls SET latency_ms=12.0, started_at=:t WHERE id=:id"), {"t": T0 + rank, "id": call})
         conn.execute(sa.text("UPDATE steps SET duration_ms=3.0, created_at=:t"), {"t": T0})
     engine.dispose()
 
