@@ -35,6 +35,7 @@ LONG_STRING = 1024
 MAX_DEPTH = 200
 
 _registry: dict[str, type] = {}
+_STR_ONLY = frozenset({str})
 
 
 def register_type(cls: type, name: str | None = None) -> type:
@@ -160,23 +161,23 @@ class Encoder:
         return self._enc_other(v, depth)
 
     def _enc_dict(self, v: Mapping, depth: int) -> Any:
-        out: dict[str, Any] = {}
-        plain = True
-        for k in v:
-            if type(k) is not str or k in (ENVELOPE, BLOB_REF):
-                plain = False
-                break
-        if plain:
+        redactor = self.redactor
+        is_secret = redactor.is_secret_key
+        enc = self._enc
+        d = depth + 1
+        if ENVELOPE not in v and BLOB_REF not in v and _STR_ONLY.issuperset(map(type, v)):
+            out: dict[str, Any] = {}
             for k, x in v.items():
-                if self.redactor.is_secret_key(k) and x is not None and x != "":
-                    out[k] = self.redactor.mark()
+                # An empty secret is not a secret; "x != ''" is not asked of arbitrary objects (numpy).
+                if is_secret(k) and x is not None and (type(x) is not str or x):
+                    out[k] = redactor.mark()
                 else:
-                    out[k] = self._enc(x, depth + 1, k)
+                    out[k] = enc(x, d, k)
             return out
         items = []
         for k, x in v.items():
-            secret = isinstance(k, str) and self.redactor.is_secret_key(k)
-            items.append([self._enc(k, depth + 1, None), self.redactor.mark() if secret else self._enc(x, depth + 1, None)])
+            secret = isinstance(k, str) and is_secret(k) and x is not None and (type(x) is not str or x)
+            items.append([enc(k, d, None), redactor.mark() if secret else enc(x, d, None)])
         return {ENVELOPE: "dict", "v": items}
 
     def _enc_other(self, v: Any, depth: int) -> Any:
@@ -219,7 +220,7 @@ class Encoder:
         if isinstance(v, dt.time):
             return {ENVELOPE: "time", "v": v.isoformat()}
         if isinstance(v, dt.timedelta):
-            return {ENVELOPE: "timedelta", "v": v.total_seconds()}
+            return {ENVELOPE: "timedelta", "v": [v.days, v.seconds, v.microseconds]}
         if isinstance(v, uuid.UUID):
             return {ENVELOPE: "uuid", "v": str(v)}
         if isinstance(v, decimal.Decimal):
@@ -343,7 +344,7 @@ def collect_refs(tree: Any, out: set[str] | None = None) -> set[str]:
         x = stack.pop()
         if type(x) is dict:
             ref = x.get(BLOB_REF)
-            if ref is not None and len(x) == 1:
+            if type(ref) is str and len(x) == 1:
                 out.add(ref)
             else:
                 stack.extend(x.values())
@@ -378,13 +379,20 @@ class Decoder:
             return x
         if BLOB_REF in x and len(x) == 1:
             ref = x[BLOB_REF]
+            if type(ref) is not str:
+                raise DecodeError(f"malformed recorded value (blob reference): {ref!r:.80} is not a hash")
             if ref not in self.blobs:
                 return {TYPE_KEY: "missing-blob", "ref": ref}
             return self._dec(self.blobs[ref], depth + 1)
         kind = x.get(ENVELOPE)
         if kind is None:
             return {k: self._dec(v, depth + 1) for k, v in x.items()}
-        return self._dec_envelope(kind, x, depth)
+        try:
+            return self._dec_envelope(kind, x, depth)
+        except DecodeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recordings are data from elsewhere: any shape may arrive
+            raise DecodeError(f"malformed recorded value ({_kind_name(kind)}): {_reason(exc)}") from exc
 
     def _dec_envelope(self, kind: str, x: dict, depth: int) -> Any:
         d = depth + 1
@@ -416,7 +424,9 @@ class Decoder:
             return float(v)
         if kind == "bytes":
             return base64.b64decode(v) if self.typed else {TYPE_KEY: "bytes", "base64": v}
-        if kind in ("datetime", "date", "time", "uuid", "decimal", "path", "timedelta"):
+        if kind == "timedelta":
+            return _timedelta(v) if self.typed else _seconds(v)
+        if kind in ("datetime", "date", "time", "uuid", "decimal", "path"):
             return _scalar(kind, v) if self.typed else v
         if kind == "enum":
             return self._dec(v, d)
@@ -435,6 +445,8 @@ class Decoder:
             return {TYPE_KEY: "Document", **fields}
         if kind == "lg.send":
             node, arg = x.get("node"), self._dec(x.get("arg"), d)
+            if type(node) is not str:
+                raise DecodeError(f"malformed recorded value (lg.send): node {node!r:.80} is not a name")
             if self.typed:
                 from langgraph.types import Send
 
@@ -517,9 +529,31 @@ def _scalar(kind: str, v: Any) -> Any:
         return uuid.UUID(v)
     if kind == "decimal":
         return decimal.Decimal(v)
-    if kind == "timedelta":
-        return dt.timedelta(seconds=v)
     return pathlib.PurePosixPath(v)
+
+
+def _timedelta(v: Any) -> dt.timedelta:
+    # [days, seconds, microseconds]; recordings made before that hold float seconds.
+    if type(v) is list and len(v) == 3 and all(type(i) is int for i in v):
+        return dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2])
+    if type(v) in (int, float):
+        return dt.timedelta(seconds=v)
+    raise DecodeError(f"malformed recorded value (timedelta): {v!r:.80}")
+
+
+def _seconds(v: Any) -> float:
+    return v if type(v) in (int, float) else _timedelta(v).total_seconds()
+
+
+def _kind_name(kind: Any) -> str:
+    return kind if type(kind) is str else repr(kind)[:40]
+
+
+def _reason(exc: Exception) -> str:
+    # One line, bounded: pydantic errors span many lines and can quote whole values.
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = "; ".join(lines) or type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "…"
 
 
 def to_plain(value: Any) -> Any:

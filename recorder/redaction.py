@@ -136,30 +136,28 @@ _GROUP_REFERENCE = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
 _KEY_CACHE_SIZE = 10_000
 
 
-def _min_width(pattern: str) -> int:
-    # The shortest text the pattern can match; 0 when unknown (re's parser is internal).
+def _min_width(pattern: str) -> int | None:
+    # The length of the shortest text the pattern matches; None if unknown (re's parser is internal).
     try:
         return int(_sre_parse.parse(pattern).getwidth()[0])
     except Exception:  # noqa: BLE001 - only an optimisation
-        return 0
+        return None
 
 
-def _user_pattern(p: str | re.Pattern[str]) -> tuple[str, re.Pattern[str]]:
-    """Validate one user pattern; return it rewritten to be joinable, and compiled alone."""
+def _user_pattern(p: str | re.Pattern[str]) -> tuple[str, re.Pattern[str], int]:
+    """Check one user pattern; return it rewritten to be joinable, compiled alone, and its minimum length."""
     if isinstance(p, re.Pattern):
         if not isinstance(p.pattern, str):
             raise ValueError(f"bad redaction pattern {p.pattern!r}: it must match text, not bytes")
-        text, flags = p.pattern, "".join(letter for flag, letter in _FLAG_LETTERS if p.flags & flag)
+        text, flags, alone = p.pattern, "".join(letter for flag, letter in _FLAG_LETTERS if p.flags & flag), p
     elif isinstance(p, str):
         text, flags = p, ""
+        try:
+            alone = re.compile(p)
+        except re.error as exc:
+            raise ValueError(f"bad redaction pattern {p!r}: {exc}") from None
     else:
         raise ValueError(f"bad redaction pattern {p!r}: expected a regular expression string")
-    try:
-        alone = re.compile(text, p.flags if isinstance(p, re.Pattern) else 0)
-    except re.error as exc:
-        raise ValueError(f"bad redaction pattern {text!r}: {exc}") from None
-    if alone.match("") is not None or _min_width(alone.pattern) == 0 and alone.search("a") is not None and not alone.search("a").group():
-        raise ValueError(f"bad redaction pattern {text!r}: it can match empty text")
     # A global flag like (?i) is legal only at the start of the whole regex: scope it to this pattern.
     while m := _LEADING_FLAGS.match(text):
         flags += m.group(1)
@@ -167,7 +165,13 @@ def _user_pattern(p: str | re.Pattern[str]) -> tuple[str, re.Pattern[str]]:
     if flags:
         # A trailing comment in verbose mode would swallow the closing parenthesis.
         text = f"(?{''.join(dict.fromkeys(flags))}:{text}{chr(10) if 'x' in flags else ''})"
-    return text, alone
+    width = _min_width(text)
+    if width == 0 or alone.match("") is not None:
+        raise ValueError(f"bad redaction pattern {alone.pattern!r}: it can match empty text")
+    return text, alone, width or 1
+
+
+_BUILTIN_MIN_LEN = min(_min_width(p) or 1 for p in DEFAULT_PATTERNS)
 
 
 class Redactor:
@@ -186,16 +190,22 @@ class Redactor:
             keys = (keys,)
         joined: list[str] = []
         alone: list[re.Pattern[str]] = []
+        min_len = _BUILTIN_MIN_LEN
         for p in patterns:
-            text, compiled = _user_pattern(p)
+            text, compiled, width = _user_pattern(p)
+            min_len = min(min_len, width)
+            # Joining renumbers groups: keep patterns that refer to theirs on their own.
             if compiled.groups and (compiled.groupindex or _GROUP_REFERENCE.search(text)):
                 alone.append(compiled)
             else:
                 joined.append(text)
-        self._all = re.compile("|".join(f"(?:{p})" for p in (*DEFAULT_PATTERNS, *joined)))
-        self._user = re.compile("|".join(f"(?:{p})" for p in joined)) if joined else None
+        try:
+            self._all = re.compile("|".join(f"(?:{p})" for p in (*DEFAULT_PATTERNS, *joined)))
+            self._user = re.compile("|".join(f"(?:{p})" for p in joined)) if joined else None
+        except re.error as exc:  # each compiled alone, so this would be our bug; still say which
+            raise ValueError(f"bad redaction patterns {joined!r}: {exc}") from None
         self._alone = tuple(alone)
-        self._min_len = min(_min_width(p) for p in (*DEFAULT_PATTERNS, *joined, *(a.pattern for a in alone)))
+        self._min_len = min_len
         user_keys = []
         for k in keys:
             if not isinstance(k, str) or not k.strip():

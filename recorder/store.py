@@ -785,15 +785,19 @@ class SqlStore:
         ]
 
     def call_counts(self, run_id: str, ns: str = "") -> dict[int, dict[str, int]]:
-        """Per step: how many tool and model calls were made."""
+        """Per step: how many tool and model calls were made, and how many failed ("failed")."""
+        failed = sa.func.sum(sa.case((S.calls.c.error_type.is_not(None), 1), else_=0))
         rows = self._read(
-            sa.select(S.calls.c.step, S.calls.c.kind, sa.func.count())
+            sa.select(S.calls.c.step, S.calls.c.kind, sa.func.count(), failed)
             .where(S.calls.c.run_id == run_id, S.calls.c.ns == ns)
             .group_by(S.calls.c.step, S.calls.c.kind)
         )
         out: dict[int, dict[str, int]] = {}
-        for step, kind, n in rows:
-            out.setdefault(step, {})[kind] = n
+        for step, kind, n, bad in rows:
+            counts = out.setdefault(step, {})
+            counts[kind] = n
+            if bad:
+                counts["failed"] = counts.get("failed", 0) + int(bad)
         return out
 
     # -- blobs and decoding --------------------------------------------------

@@ -456,11 +456,10 @@ def test_self_referencing_blob_does_not_hang() -> None:
 
 
 # ---------------------------------------------------------------------------
-# Known gaps (codec.py belongs to the recorder): strict xfails flip to failures once fixed
+# Malformed envelopes and exact timedeltas
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="codec: malformed envelopes raise TypeError/ValueError/ValidationError, not DecodeError")
 @pytest.mark.parametrize(
     "tree",
     [
@@ -483,7 +482,52 @@ def test_malformed_envelopes_raise_decode_error(tree: dict) -> None:
         pytest.fail(f"raised {type(exc).__name__} instead of DecodeError")
 
 
-@pytest.mark.xfail(strict=True, reason="codec: timedelta is stored as float seconds and loses microseconds past ~2**53 us")
 def test_large_timedelta_keeps_microseconds() -> None:
     value = dt.timedelta(days=999_999, microseconds=1)
     assert round_trip(value, typed=True) == value
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [
+        {ENVELOPE: "lc.doc", "v": {}},
+        {ENVELOPE: "lg.send", "node": 1, "arg": None},
+        {ENVELOPE: "timedelta", "v": "soon"},
+        {ENVELOPE: "timedelta", "v": [1, 2]},
+        {ENVELOPE: "int", "v": "9" * 5000},
+        {ENVELOPE: "bytes", "v": 3},
+        {ENVELOPE: "tuple", "v": [{ENVELOPE: "lg.command", "v": {"evil": 1}}]},
+        {BLOB_REF: ["not", "a", "hash"]},
+    ],
+    ids=["doc-empty", "send-node", "timedelta-str", "timedelta-short", "int-huge", "bytes-int", "nested", "blob-list"],
+)
+def test_malformed_envelopes_name_what_was_wrong(tree: dict) -> None:
+    with pytest.raises(DecodeError, match=r"^malformed recorded value \((lc\.doc|lg\.send|timedelta|int|bytes|lg\.command|blob reference)\): "):
+        Decoder({}, typed=True).decode(tree)
+
+
+SHAPES = [None, 1, -1.5, "x", [], [1], [[1]], [[1, 2, 3]], {}, {"a": 1}, {"evil": 1}, {ENVELOPE: "tuple", "v": None}]
+KINDS = ["tuple", "list", "set", "dict", "int", "float", "bytes", "datetime", "date", "time", "timedelta", "uuid", "decimal", "path", "enum", "exc", "unserializable", "lc.msg", "lc.doc", "lg.send", "lg.command", "lg.interrupt", "obj", "unknown"]
+
+
+@pytest.mark.parametrize("typed", [True, False], ids=["typed", "plain"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_any_envelope_shape_decodes_or_raises_decode_error(kind: str, typed: bool) -> None:
+    for v in SHAPES:
+        for extra in ({}, {"cls": "AIMessage"}, {"cls": ["x"]}, {"node": "n", "arg": v}, {"type": "tests.test_codec.Order"}):
+            tree = {ENVELOPE: kind, "v": v, **extra}
+            try:
+                Decoder({}, typed=typed).decode(tree)
+            except DecodeError:
+                pass
+            except Exception as exc:  # noqa: BLE001
+                pytest.fail(f"{tree!r} raised {type(exc).__name__}: {exc}")
+
+
+def test_timedelta_is_stored_exactly_and_old_float_seconds_still_decode() -> None:
+    value = dt.timedelta(days=-3, seconds=5, microseconds=7)
+    assert Encoder().encode(value) == {ENVELOPE: "timedelta", "v": [-3, 5, 7]}
+    assert round_trip(value, typed=False) == value.total_seconds()
+    old = {ENVELOPE: "timedelta", "v": 90061.5}
+    assert Decoder({}, typed=True).decode(old) == dt.timedelta(days=1, hours=1, minutes=1, seconds=1.5)
+    assert Decoder({}, typed=False).decode(old) == 90061.5

@@ -257,7 +257,7 @@ async def test_help_and_palette_list_the_actions(demo_db):
     async with app.run_test(size=(120, 30)) as pilot:
         await settle(app, pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for action in ("Prev", "Next", "Jump", "Mark", "Diff", "Watch", "Copy"):
+        for action in ("Prev", "Next", "Jump", "Mark", "Diff", "Watch", "Copy", "Next problem"):
             assert any(t.startswith(action) for t in titles), action
         await pilot.press("question_mark")
         await settle(app, pilot)

@@ -53,7 +53,7 @@ class RunScreen(Screen):
         Binding("home,g", "first", "First", show=False, priority=True),
         Binding("end,G", "last", "Last", show=False, priority=True),
         Binding("colon", "jump", "Jump"),
-        Binding("e", "next_problem(1)", "Next err"),
+        Binding("e", "next_problem(1)", "Next problem"),
         Binding("E", "next_problem(-1)", "Prev err", show=False),
         Binding("m", "mark", "Mark"),
         Binding("d", "diff_marked", "Diff"),
@@ -166,6 +166,7 @@ class RunScreen(Screen):
             return
         self.run = message.run
         self.steps = message.steps
+        self.call_counts = message.calls
         self._header()
         timeline = self.query_one(Timeline)
         timeline.show_steps(self.steps, message.calls)
@@ -271,6 +272,11 @@ class RunScreen(Screen):
             text.append(f"  ran {', '.join(s.nodes)}")
         if s.summary:
             text.append(f"  {s.summary}", style="magenta")
+        if s.duration_ms is not None:
+            text.append(f"  {s.duration_ms:.0f} ms", style="dim")
+        failed = [c for c in p.calls if c.error_type]
+        if failed:
+            text.append(f"  ✗ {len(failed)} call(s) failed: {failed[0].name} {failed[0].error_type}", style="bold red")
         for t in p.detail.tasks:
             if t.error_type:
                 text.append(f"  ✗ {t.node}: {t.error_type}: {t.error_message}", style="bold red")
@@ -314,9 +320,10 @@ class RunScreen(Screen):
         self.app.push_screen(JumpPrompt(), done)
 
     def action_next_problem(self, direction: int) -> None:
-        found = first_of(self.steps, self.index, direction, lambda s: s.has_error or s.has_interrupt)
+        counts = getattr(self, "call_counts", {})
+        found = first_of(self.steps, self.index, direction, lambda s: s.has_error or s.has_interrupt or bool(counts.get(s.step, {}).get("failed")))
         if found is None:
-            self.notify("No more errors or interrupts " + ("after" if direction > 0 else "before") + " this step.")
+            self.notify("No more errors, failed calls or interrupts " + ("after" if direction > 0 else "before") + " this step.")
         self._move(found)
 
     def action_mark(self) -> None:

@@ -87,7 +87,8 @@ def calls_table(calls: list[CallInfo]) -> Table:
 
 
 def call_detail(call: CallInfo) -> Any:
-    parts = [Text(f"{call.kind} {call.name}  node={call.node} step={call.step}  {call.latency_ms or 0:.1f} ms{'  streamed' if call.streamed else ''}", style="bold")]
+    latency = "no return" if call.latency_ms is None else f"{call.latency_ms:.1f} ms"
+    parts = [Text(f"{call.kind} {call.name}  node={call.node} step={call.step}  {latency}{'  streamed' if call.streamed else ''}", style="bold")]
     if call.kind == "model" and isinstance(call.inputs, dict):
         from tui.widgets.transcript import render_message
 
@@ -131,7 +132,8 @@ class CallsPanel(VerticalScroll):
             detail.update("")
             return
         for i, c in enumerate(calls):
-            label = Text(f"{c.kind:<5} {c.name:<28} {c.node or '':<10} {c.latency_ms or 0:>6.0f} ms  ")
+            ms = "     —" if c.latency_ms is None else f"{c.latency_ms:>6.0f}"
+            label = Text(f"{c.kind:<5} {c.name:<28} {c.node or '':<10} {ms} ms  ")
             label.append(f"{c.error_type}" if c.error_type else short(c.output, 50), style="red" if c.error_type else "dim")
             options.add_option(Option(label, id=str(i)))
         options.highlighted = 0

@@ -38,7 +38,7 @@ class Timeline(DataTable):
         self.add_column("step", key="step", width=4)
         self.add_column("", key="mark", width=2)
         self.add_column("nodes", key="nodes", width=12)
-        self.add_column("calls", key="calls", width=6)
+        self.add_column("calls", key="calls", width=8)
         self.add_column("route (why the run went there)", key="route")
 
     def show_steps(self, steps: list[StepInfo], calls: dict[int, dict[str, int]]) -> None:
@@ -47,7 +47,9 @@ class Timeline(DataTable):
         self.clear()
         for i, s in enumerate(steps):
             c = calls.get(s.step, {}) if not s.pending else {}
-            call_text = " ".join(part for part in (f"T{c['tool']}" if c.get("tool") else "", f"M{c['model']}" if c.get("model") else "") if part)
+            call_text = Text(" ".join(part for part in (f"T{c['tool']}" if c.get("tool") else "", f"M{c['model']}" if c.get("model") else "") if part))
+            if c.get("failed"):
+                call_text.append(f" {c['failed']}✗", style="bold red")
             label = Text(str(s.step), style="dim" if s.step < 0 else "")
             nodes = Text(", ".join(s.nodes) or ("input" if s.step < 0 else "—"), style="bold red" if s.has_error else "")
             summary = Text(s.summary or ("(interrupted here)" if s.pending and s.has_interrupt else ""), overflow="ellipsis", no_wrap=True)
