@@ -251,7 +251,12 @@ class Recorder:
                 self._interrupted[(binding.name, str(session.thread_id))] = session.run_id  # type: ignore[attr-defined]
             now = time.time()
 
+            final = session.last_values
+
             def work() -> Batch:
+                if final is not None:
+                    # The graph's state when the run ended (its output for a StateGraph).
+                    fields["output"] = _json(session.encoder.encode({k: v for k, v in final.items() if not _internal(k)}))
                 fields.update(
                     status=status,
                     status_reason=reason,
@@ -324,6 +329,10 @@ def _with_handler(callbacks: Any, handler: CaptureHandler) -> Any:
         manager.add_handler(handler, inherit=True)
         return manager
     return [handler]
+
+
+def _internal(channel: str) -> bool:
+    return channel.startswith(("branch:", "__", "join:", "start:"))
 
 
 def _max_seq(store: SqlStore, run_id: str) -> int:

@@ -229,13 +229,18 @@ class Redactor:
         """Whether a mapping key names a secret (cached: keys repeat a lot)."""
         hit = self._key_cache.get(key)
         if hit is None:
-            hit = names_secret(key)
-            if not hit and self._user_keys:
-                low = key.lower()
-                hit = any(k in low for k in self._user_keys)
-            if len(self._key_cache) >= _KEY_CACHE_SIZE:
-                self._key_cache.clear()
-            self._key_cache[key] = hit
+            hit = self._judge_key(key)
+        return hit
+
+    def _judge_key(self, key: str) -> bool:
+        # Kept out of is_secret_key: a closure here would cost every cached call a cell.
+        hit = names_secret(key)
+        if not hit and self._user_keys:
+            low = key.lower()
+            hit = any(k in low for k in self._user_keys)
+        if len(self._key_cache) >= _KEY_CACHE_SIZE:
+            self._key_cache.clear()  # unbounded key sets (ids as keys) must not grow this forever
+        self._key_cache[key] = hit
         return hit
 
     def scrub(self, text: str) -> str:

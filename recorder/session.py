@@ -108,6 +108,7 @@ class RunSession:
         self._seq = seq_start
         self._blobs: dict[str, tuple[bool, bytes]] = {}
         self.root_interrupted = False
+        self.last_values: Mapping[str, Any] | None = None
         self.max_step = -1
 
     # -- faults --------------------------------------------------------------
@@ -228,6 +229,7 @@ class RunSession:
             self._ready.setdefault(ns, {})[step] = info
             if ns == "":
                 self.max_step = max(self.max_step, step)
+                self.last_values = info[5]
             if self._loose_events:
                 self._place_events()
             self._drain(ns, force=False)

@@ -69,7 +69,11 @@ def test_demo_records_every_scenario_with_the_incident_last(demo, capsys):
     assert all(r["status"] == "ok" for r in runs)
     incident = runs[0]
     path, _, attr = incident["graph_ref"].rpartition(":")
-    assert attr == "graph" and Path(path).name == "reason_act.py" and Path(path).is_file()
+    assert attr == "graph_incident" and Path(path).name == "reason_act.py" and Path(path).is_file()
+    # The reference names the exact scenario's graph, so a replay loads the right one.
+    from tui.loading import load_graph
+
+    assert load_graph(incident["graph_ref"]).get_graph() is not None
     assert "scenario:incident" in incident["tags"]
     # Without a TUI it prints the incident's summary, wrong answer included.
     assert f"run {incident['id']}  demo:incident" in out

@@ -88,7 +88,8 @@ def record_demo(
                 graph, inputs, path = react.build_graph(), react.inputs_for(), folder / "react_agent.py"
             else:
                 graph, inputs, path = reason_act.build_graph(name), reason_act.inputs_for(name), folder / "reason_act.py"
-            recorded = rec.attach(graph, name=f"demo:{name}", tags=["demo", f"scenario:{name}"], graph_ref=f"{path}:graph")
+            attr = "graph" if name == REACT else f"graph_{name}"
+            recorded = rec.attach(graph, name=f"demo:{name}", tags=["demo", f"scenario:{name}"], graph_ref=f"{path}:{attr}")
             before = rec.last_run_id
             try:
                 recorded.invoke(inputs)
