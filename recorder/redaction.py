@@ -106,6 +106,7 @@ _TOKEN_COUNT_WORDS = frozenset(
     }
 )
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_KEY_CACHE_SIZE = 10_000
 
 
 @functools.lru_cache(maxsize=8192)
@@ -133,7 +134,6 @@ _LEADING_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
 _FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"), (re.ASCII, "a"))
 # Backreferences and conditionals count groups, which joining patterns renumbers.
 _GROUP_REFERENCE = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
-_KEY_CACHE_SIZE = 10_000
 
 
 def _min_width(pattern: str) -> int | None:

@@ -217,7 +217,14 @@ class SqlStore:
         self._blob_lock = threading.Lock()
         self._known_blobs: set[str] = set()
         self.engine = self._connect(create)
+        self._wlock = threading.Lock()
+        self._wconn: Any = None
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        if self.is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        self._blob_insert = dialect_insert(S.blobs).on_conflict_do_nothing(index_elements=["hash"])
         self._check_schema(create)
 
     # -- opening -------------------------------------------------------------
@@ -306,8 +313,22 @@ class SqlStore:
             raise SchemaVersionError(f"{self._safe_url()} uses old schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: re-record, or open it with the graphtape that wrote it")
         return True
 
-    def close(self) -> None:
+    def reset_connections(self) -> None:
+        """Drop every open connection (say after os.fork); new ones open on demand."""
+        self._close_writer()
         self.engine.dispose()
+
+    def close(self) -> None:
+        self.reset_connections()
+
+    def _close_writer(self) -> None:
+        with self._wlock:
+            if self._wconn is not None:
+                try:
+                    self._wconn.close()
+                except Exception:  # noqa: BLE001 - closing a broken connection
+                    pass
+                self._wconn = None
 
     # -- writing -------------------------------------------------------------
     def write(self, batch: Batch) -> None:
@@ -315,14 +336,35 @@ class SqlStore:
         if not batch:
             return
         new_blobs = [h for h in batch.blobs if h not in self._known_blobs]
-        with self.engine.begin() as conn:
+        conn = self._writer_conn()
+        try:
+            self._write_in(conn, batch, new_blobs)
+        except BaseException:
+            # A failed connection (disk full, file gone) is not reused.
+            self._wconn = None
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+            raise
+        self._known_blobs.update(new_blobs)
+        if len(self._known_blobs) > 500_000:
+            self._known_blobs.clear()
+
+    def _writer_conn(self) -> Any:
+        # Writes are serialized by the recorder's writer, so one connection serves
+        # them all: no pool checkout per superstep.
+        with self._wlock:
+            if self._wconn is None or self._wconn.closed:
+                self._wconn = self.engine.connect()
+            return self._wconn
+
+    def _write_in(self, conn: Any, batch: Batch, new_blobs: list[str]) -> None:
+        with conn.begin():
             if new_blobs:
                 rows = [{"hash": h, "zipped": batch.blobs[h][0], "data": batch.blobs[h][1]} for h in new_blobs]
-                if self.is_sqlite:
-                    from sqlalchemy.dialects.sqlite import insert as dialect_insert
-                else:
-                    from sqlalchemy.dialects.postgresql import insert as dialect_insert
-                conn.execute(dialect_insert(S.blobs).on_conflict_do_nothing(index_elements=["hash"]), rows)
+                conn.execute(self._blob_insert, rows)
             if batch.runs_new:
                 _insert_rows(conn, S.runs, batch.runs_new)
             if batch.steps:
@@ -333,9 +375,6 @@ class SqlStore:
                 conn.execute(sa.update(S.calls).where(S.calls.c.call_id == call_id).values(**fields))
             for run_id, fields in batch.runs_update:
                 conn.execute(sa.update(S.runs).where(S.runs.c.id == run_id).values(**fields))
-        self._known_blobs.update(new_blobs)
-        if len(self._known_blobs) > 500_000:
-            self._known_blobs.clear()
 
     # -- runs ----------------------------------------------------------------
     def _run_info(self, r: Any) -> RunInfo:

@@ -146,13 +146,13 @@ def test_full_disk_never_breaks_the_graph(tmp_path, durability):
         cur.close()
 
     sa.event.listen(rec.store.engine, "connect", cap)
-    rec.store.engine.dispose()
+    rec.store.reset_connections()
     out = rec.attach(big).invoke({"n": 0, "notes": []})
     assert out == big.invoke({"n": 0, "notes": []})
     rec.flush()
     assert rec.fault_count > 0
     sa.event.remove(rec.store.engine, "connect", cap)
-    rec.store.engine.dispose()
+    rec.store.reset_connections()
     rec.attach(chain(1)).invoke({"n": 0, "notes": []})
     rec.close()
     assert open_store(tmp_path / "full.db").get_run("last").status == "ok"
@@ -178,7 +178,7 @@ def test_sync_durability_commits_each_step_before_the_next(tmp_path):
 
 KILLED_SCRIPT = textwrap.dedent(
     """
-    import os, sys, operator
+    import os, sys, time, operator
     from typing import Annotated, TypedDict
     from langgraph.graph import StateGraph, START
     from recorder import Recorder
@@ -189,6 +189,7 @@ KILLED_SCRIPT = textwrap.dedent(
     def step(state):
         if state["n"] == int(sys.argv[2]):
             os._exit(9)  # the process dies mid-run, no cleanup
+        time.sleep(0.02)  # a node that does some work, like a real agent's
         return {"n": state["n"] + 1}
 
     b = StateGraph(S)
