@@ -1,37 +1,43 @@
 """TUI responsiveness on long runs: open, step and diff, in the app and on the store alone.
 
 Three runs of one graph are recorded once with graphtape's ``Recorder`` and
-kept in a cache database: two nodes take turns (a conditional edge picks the
-next one), each superstep appends one ~200-character message to an
-``add_messages`` list that starts with prefilled messages.
+kept in a cache database. Two nodes take turns (a conditional edge picks the
+next one); each superstep appends one ~200-character message to an
+``add_messages`` list that starts with prefilled messages:
 
 - **long**: 10,000 supersteps, 1,000 prefilled messages (the run under test);
 - **short**: 1,000 supersteps, 1,000 prefilled (same shape, a tenth as long);
-- **wide**: 1,000 supersteps, 10,000 prefilled (as long as *short*, but its
-  last steps hold as many messages as *long*'s), which separates the cost of
+- **wide**: 1,000 supersteps, 10,000 prefilled: as long as *short*, but its
+  last steps hold as many messages as *long*'s, so it separates the cost of
   run length from the cost of state size.
 
 For each run the script times, with medians over repetitions:
 
-1. **open**: from app start until the run screen holds the last step's payload
-   (``build_app(db, run_id)`` headless at 140x40), and until it is painted;
-2. **step**: ``left`` pressed until the previous step's payload is shown (this
+1. **open**: from app start (``build_app(db, run_id)``, headless at 140x40)
+   until the run screen holds the last step's payload, and until the UI is
+   idle again (layout and paint done);
+2. **step**: ``left`` until the previous step's payload is on screen (this
    includes the default diff of a step against the one before it);
-3. **diff**: first step marked (``home``, ``m``), then ``end`` and ``d``: time
-   until ``diff_entries`` arrive, and until the Diff tab is painted;
+3. **diff**: the first superstep marked (``home``, ``right``, ``m``), then
+   ``end`` and ``d``: until ``diff_entries`` arrive, and until painted;
 
 and the same reads on the store alone (``list_steps``, ``state_at``,
 ``step_detail``, ``calls``, ``tui.data.diff_states``), so UI overhead and
-store cost can be told apart. The runs *short* and *wide* are the in-process
-baselines. Memory is measured in a fresh subprocess per run: RSS after
-opening, then RSS and tracemalloc while stepping back through 200 steps.
+store cost can be told apart. *short* and *wide* are the in-process
+baselines. Memory is measured in a fresh subprocess per run (the three run
+side by side): RSS after opening and while stepping back 200 steps, then
+tracemalloc over a further window of steps.
+
+Keys are posted with ``App.simulate_key`` and the script polls for the
+result every millisecond: ``Pilot.press`` waits until the process has been
+idle for 20 ms, which would time the harness rather than the app.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_tui.py               # full run (records the runs on first use)
     .venv/bin/python benchmarks/bench_tui.py --db runs.db  # keep the recorded runs in this file
-    .venv/bin/python benchmarks/bench_tui.py --quick       # smoke run on small runs, seconds
-    .venv/bin/python benchmarks/bench_tui.py --profile     # also cProfile every op that misses a target
+    .venv/bin/python benchmarks/bench_tui.py --quick       # smoke run on small runs, about a minute
+    .venv/bin/python benchmarks/bench_tui.py --profile     # also cProfile each target the long run misses
 
 The script is a report: it always exits 0.
 """
@@ -68,7 +74,8 @@ from tui.data import diff_states, first_of
 SIZE = (140, 40)
 MESSAGE_CHARS = 200
 POLL_S = 0.001
-TIMEOUT_S = 120.0
+TIMEOUT_S = 180.0
+IDLE_PASS_S = 0.005  # a layout-and-paint pass this short found nothing left to do
 TARGETS_MS = {"open": 1000.0, "step": 50.0, "diff": 100.0}
 MIB = 1024 * 1024
 
@@ -91,7 +98,7 @@ QUICK = [Shape("long", 600, 100), Shape("short", 60, 100), Shape("wide", 60, 600
 
 
 # ---------------------------------------------------------------------------
-# The graph and its recording (run in a subprocess: LangGraph's own memory stays out of the figures)
+# The graph and its recording (in a subprocess, so LangGraph's memory stays out of the figures)
 # ---------------------------------------------------------------------------
 
 _WORDS = """
@@ -112,8 +119,11 @@ def text_for(i: int) -> str:
     return " ".join(words)[:MESSAGE_CHARS]
 
 
-def build_graph() -> Any:
-    """Nodes ``a`` and ``b`` take turns through a conditional edge; each appends one message."""
+def build_graph(stamps: list[float] | None = None) -> Any:
+    """Nodes ``a`` and ``b`` take turns through a conditional edge; each appends one message.
+
+    Each node run appends ``time.perf_counter()`` to ``stamps``: the wall clock of every superstep.
+    """
     from typing import Annotated, TypedDict
 
     from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -124,6 +134,8 @@ def build_graph() -> Any:
     State = TypedDict("State", {"n": int, "limit": int, "messages": Annotated[list[AnyMessage], add_messages]})
 
     def speak(state: dict) -> dict:
+        if stamps is not None:
+            stamps.append(time.perf_counter())
         n = state["n"]
         cls = HumanMessage if n % 2 else AIMessage
         return {"n": n + 1, "messages": [cls(content=text_for(10_000_000 + n))]}
@@ -143,29 +155,47 @@ def build_graph() -> Any:
 
 
 def record_child(db: str, steps: int, prefill: int, name: str) -> dict:
-    """Record one run into ``db`` (durability default); report timings and peak RSS."""
+    """Record one run into ``db`` (durability default), then run the bare graph as the baseline.
+
+    The recorded run goes first so its peak RSS is its own.
+    """
     from langchain_core.messages import HumanMessage
 
     from recorder import Recorder
 
-    graph = build_graph()
-    inputs = {"n": 0, "limit": steps, "messages": [HumanMessage(content=text_for(i), id=f"pre-{i}") for i in range(prefill)]}
+    def inputs() -> dict:
+        return {"n": 0, "limit": steps, "messages": [HumanMessage(content=text_for(i), id=f"pre-{i}") for i in range(prefill)]}
+
+    def rates(stamps: list[float]) -> tuple[float, float]:
+        tenth = max(1, len(stamps) // 10)
+        return (stamps[tenth] - stamps[0]) / tenth * 1000, (stamps[-1] - stamps[-1 - tenth]) / tenth * 1000
+
+    stamps: list[float] = []
     rec = Recorder(db)
-    recorded = rec.attach(graph, name=name)
-    rss0 = _proc_status()["VmRSS"]
+    recorded = rec.attach(build_graph(stamps), name=name)
     t0 = time.perf_counter()
-    out = recorded.invoke(inputs, {"recursion_limit": steps + 100})
+    recorded.invoke(inputs(), {"recursion_limit": steps + 100})
     t1 = time.perf_counter()
     rec.close()
     t2 = time.perf_counter()
-    status = _proc_status()
+    peak = _proc_status()["VmHWM"]
+    head, tail = rates(stamps)
+    bare_stamps: list[float] = []
+    bare = build_graph(bare_stamps)
+    t3 = time.perf_counter()
+    bare.invoke(inputs(), {"recursion_limit": steps + 100})
+    t4 = time.perf_counter()
+    bare_head, bare_tail = rates(bare_stamps)
     return {
+        "run_id": rec.last_run_id,
         "invoke_s": t1 - t0,
         "close_s": t2 - t1,
-        "messages": len(out["messages"]),
-        "rss_before": rss0,
-        "peak_rss": status["VmHWM"],
-        "run_id": rec.last_run_id,
+        "head_ms": head,
+        "tail_ms": tail,
+        "peak_rss": peak,
+        "bare_s": t4 - t3,
+        "bare_head_ms": bare_head,
+        "bare_tail_ms": bare_tail,
     }
 
 
@@ -182,24 +212,31 @@ def _proc_status() -> dict[str, int]:
     return out
 
 
-def _child(args: list[str]) -> dict:
-    """Run this script with a hidden sub-command; its last stdout line is JSON."""
-    cmd = [sys.executable, os.path.abspath(__file__), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+def _child_cmd(args: list[str]) -> list[str]:
+    return [sys.executable, os.path.abspath(__file__), *args]
+
+
+def _child_result(proc: subprocess.CompletedProcess | subprocess.Popen, out: str, err: str, what: str) -> dict:
+    """A hidden sub-command's last stdout line is its JSON result."""
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(args[:2])} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{what} failed:\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _child(args: list[str]) -> dict:
+    proc = subprocess.run(_child_cmd(args), capture_output=True, text=True)
+    return _child_result(proc, proc.stdout, proc.stderr, args[0])
 
 
 @dataclass
 class Recorded:
+    """A run in the cache database, with what its recording cost (kept in a JSON file beside it)."""
+
     shape: Shape
     run_id: str
-    step_rows: int
     cached: bool
-    invoke_s: float | None = None
-    close_s: float | None = None
-    peak_rss: int | None = None
+    step_rows: int = 0
+    figures: dict[str, float] = field(default_factory=dict)  # from record_child
 
 
 def find_run(store: SqlStore, shape: Shape) -> str | None:
@@ -210,35 +247,37 @@ def find_run(store: SqlStore, shape: Shape) -> str | None:
 
 
 def ensure_runs(db: Path, shapes: list[Shape]) -> list[Recorded]:
-    """Find each run in the cache, recording the missing ones."""
+    """Find each run in the cache database, recording the missing ones."""
+    sidecar = db.with_name(db.name + ".recording.json")
+    try:
+        known = json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        known = {}
     out = []
     for shape in shapes:
-        with _opened(db) as store:
+        store = SqlStore(db, create=True)
+        try:
             run_id = find_run(store, shape)
+        finally:
+            store.close()
         if run_id is not None:
-            out.append(Recorded(shape, run_id, 0, cached=True))
+            figures = known.get(shape.name, {})
+            out.append(Recorded(shape, run_id, cached=True, figures=figures if figures.get("run_id") == run_id else {}))
             continue
         print(f"  recording {shape.label}: {shape.steps} supersteps, {shape.prefill} prefilled messages ...", file=sys.stderr, flush=True)
-        r = _child(["--_record", str(db), str(shape.steps), str(shape.prefill), shape.name])
-        out.append(Recorded(shape, r["run_id"], 0, cached=False, invoke_s=r["invoke_s"], close_s=r["close_s"], peak_rss=r["peak_rss"]))
-    with _opened(db) as store:
+        figures = _child(["--_record", str(db), str(shape.steps), str(shape.prefill), shape.name])
+        known[shape.name] = figures
+        sidecar.write_text(json.dumps(known, indent=1))
+        out.append(Recorded(shape, figures["run_id"], cached=False, figures=figures))
+    store = open_store(db)
+    try:
         for r in out:
             r.step_rows = len(store.list_steps(r.run_id))
-            if r.cached:
-                info = store.get_run(r.run_id)
-                r.invoke_s = info.duration_s
+            if not r.figures:
+                r.figures = {"invoke_s": store.get_run(r.run_id).duration_s}
+    finally:
+        store.close()
     return out
-
-
-class _opened:
-    def __init__(self, db: Path) -> None:
-        self.store = SqlStore(db, create=True)
-
-    def __enter__(self) -> SqlStore:
-        return self.store
-
-    def __exit__(self, *exc: Any) -> None:
-        self.store.close()
 
 
 # ---------------------------------------------------------------------------
@@ -250,7 +289,6 @@ STEP_PARTS = ("step_detail", "state_at", "state_at(prev)", "calls", "diff_states
 
 def read_step(store: Any, run_id: str, steps: list[StepInfo], index: int) -> dict[str, float]:
     """The reads of ``RunScreen._read_step``, timed part by part (seconds)."""
-    t: dict[str, float] = {}
     step = steps[index]
     t0 = time.perf_counter()
     store.step_detail(run_id, step.step)
@@ -265,12 +303,11 @@ def read_step(store: Any, run_id: str, steps: list[StepInfo], index: int) -> dic
     t4 = time.perf_counter()
     diff_states(old, state)
     t5 = time.perf_counter()
-    t.update({"step_detail": t1 - t0, "state_at": t2 - t1, "state_at(prev)": t3 - t2, "calls": t4 - t3, "diff_states": t5 - t4, "total": t5 - t0})
-    return t
+    return {"step_detail": t1 - t0, "state_at": t2 - t1, "state_at(prev)": t3 - t2, "calls": t4 - t3, "diff_states": t5 - t4, "total": t5 - t0}
 
 
 def store_open(db: Path, run_id: str) -> tuple[float, float]:
-    """Fresh store (cold blob cache, like a fresh app): run, steps, call counts, then the last step."""
+    """A fresh store (cold blob cache, like a fresh app): run, steps and call counts, then the last step."""
     t0 = time.perf_counter()
     store = open_store(db)
     try:
@@ -286,7 +323,7 @@ def store_open(db: Path, run_id: str) -> tuple[float, float]:
 
 
 def store_diff(store: Any, run_id: str, a: StepInfo, b: StepInfo) -> tuple[float, int]:
-    """``RunScreen.load_diff``: both states, then ``diff_states``."""
+    """What ``RunScreen.load_diff`` does: both states, then ``diff_states``."""
     t0 = time.perf_counter()
     old = store.state_at(run_id, a.step)
     new = store.state_at(run_id, b.step)
@@ -307,6 +344,23 @@ async def _until(pred: Callable[[], bool], what: str) -> None:
         await asyncio.sleep(POLL_S)
 
 
+async def _settle(pilot: Any) -> float:
+    """Force layout and paint until a pass finds nothing left; returns when the last real pass ended.
+
+    One pass is not always enough: a big renderable can trigger a second
+    reflow (scrollbars appear), during which the UI is still frozen.
+    """
+    await pilot.pause(0)
+    done = time.perf_counter()
+    for _ in range(5):
+        t = time.perf_counter()
+        await pilot.pause(0)
+        if time.perf_counter() - t < IDLE_PASS_S:
+            break
+        done = time.perf_counter()
+    return done
+
+
 def _run_screen(app: Any) -> Any:
     from tui.screens.run import RunScreen
 
@@ -315,16 +369,47 @@ def _run_screen(app: Any) -> Any:
 
 
 async def _open(app: Any, pilot: Any, t0: float) -> tuple[Any, dict[str, float]]:
-    """Wait for the run screen to show its last step; times from ``t0`` (seconds)."""
+    """Wait until the run screen shows its last step; times from ``t0`` (seconds)."""
     await _until(lambda: (s := _run_screen(app)) is not None and bool(s.steps), "the run screen's steps")
     screen = _run_screen(app)
     t_steps = time.perf_counter() - t0
     last = len(screen.steps) - 1
     await _until(lambda: screen.payload is not None and screen.payload.index == last, "the last step's payload")
     t_payload = time.perf_counter() - t0
-    await pilot.pause(0)
-    t_paint = time.perf_counter() - t0
+    t_paint = await _settle(pilot) - t0
     return screen, {"steps": t_steps, "payload": t_payload, "painted": t_paint}
+
+
+async def _press(app: Any, key: str) -> None:
+    """Post a key event and return at once (see the module docstring for why not ``Pilot.press``)."""
+    app.simulate_key(key)
+    await asyncio.sleep(0)
+
+
+async def _step_to(app: Any, screen: Any, key: str, target: int) -> None:
+    await _press(app, key)
+    await _until(lambda: screen.payload is not None and screen.payload.index == target, f"step index {target}")
+
+
+async def _mark_first_and_go_last(app: Any, screen: Any) -> None:
+    """``home``, ``right``, ``m``, ``end``: the first superstep (after the input) marked, the last shown."""
+    await _step_to(app, screen, "home", 0)
+    await _step_to(app, screen, "right", 1)
+    await _press(app, "m")
+    await _until(lambda: screen.marked == 1, "the mark")
+    await _step_to(app, screen, "end", len(screen.steps) - 1)
+
+
+async def ui_start(db: Path) -> float:
+    """Baseline: app start until the runs list is loaded (no run opened)."""
+    from tui.app import build_app
+    from tui.screens.runs import RunsScreen
+
+    app = build_app(str(db))
+    t0 = time.perf_counter()
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(lambda: isinstance(app.screen, RunsScreen) and bool(app.screen.runs), "the runs list")
+        return await _settle(pilot) - t0
 
 
 async def ui_open(db: Path, run_id: str) -> dict[str, float]:
@@ -337,62 +422,45 @@ async def ui_open(db: Path, run_id: str) -> dict[str, float]:
     return times
 
 
-async def _press(app: Any, key: str) -> None:
-    """Post a key event and return at once.
+Samples = list[tuple[float, float]]  # (data arrived, UI idle again), seconds
 
-    ``Pilot.press`` would wait for the process to go idle (at least two 20 ms
-    sleeps, and as long as a worker is busy), which is harness time, not the app's.
+
+async def ui_step_and_diff(db: Path, run_id: str, presses: int, diff_reps: int, budget_s: float) -> tuple[Samples, Samples, int]:
+    """One session: ``presses`` × left, then the first superstep marked and d at the last step.
+
+    The diff repeats ``diff_reps`` times or until ``budget_s`` is spent (at least once).
     """
-    app.simulate_key(key)
-    await asyncio.sleep(0)
-
-
-async def _step_to(app: Any, screen: Any, key: str, target: int) -> None:
-    await _press(app, key)
-    await _until(lambda: screen.payload is not None and screen.payload.index == target, f"step index {target}")
-
-
-async def _mark_first_and_go_last(app: Any, screen: Any) -> None:
-    """``home``, ``right``, ``m``, ``end``: the first superstep (after the input) is marked, the last shown."""
-    await _step_to(app, screen, "home", 0)
-    await _step_to(app, screen, "right", 1)
-    await _press(app, "m")
-    await _until(lambda: screen.marked == 1, "the mark")
-    await _step_to(app, screen, "end", len(screen.steps) - 1)
-
-
-async def ui_step_and_diff(db: Path, run_id: str, presses: int, diff_reps: int) -> tuple[list[tuple[float, float]], list[tuple[float, float]], int]:
-    """One session: ``presses`` × left, then the first superstep marked and ``diff_reps`` × d at the end."""
     from tui.app import build_app
 
     app = build_app(str(db), run_id)
-    steps_out: list[tuple[float, float]] = []
-    diffs_out: list[tuple[float, float]] = []
+    steps_out: Samples = []
+    diffs_out: Samples = []
     async with app.run_test(size=SIZE) as pilot:
         screen, _ = await _open(app, pilot, time.perf_counter())
         for _ in range(presses):
             t0 = time.perf_counter()
             await _step_to(app, screen, "left", screen.index - 1)
             t1 = time.perf_counter()
-            await pilot.pause(0)
-            steps_out.append((t1 - t0, time.perf_counter() - t0))
+            steps_out.append((t1 - t0, await _settle(pilot) - t0))
         await _mark_first_and_go_last(app, screen)
-        await pilot.pause(0)
+        await _settle(pilot)
         n_entries = 0
-        for _ in range(diff_reps):
+        spent = 0.0
+        while len(diffs_out) < diff_reps and (not diffs_out or spent < budget_s):
             before = screen.diff_entries
             t0 = time.perf_counter()
             await _press(app, "d")
             await _until(lambda: screen.diff_entries is not before, "the marked diff")
             t1 = time.perf_counter()
-            await pilot.pause(0)
-            diffs_out.append((t1 - t0, time.perf_counter() - t0))
+            t2 = await _settle(pilot)
+            diffs_out.append((t1 - t0, t2 - t0))
+            spent += time.perf_counter() - t0
             n_entries = len(screen.diff_entries)
     return steps_out, diffs_out, n_entries
 
 
-async def memory_walk(db: Path, run_id: str, walk: int, trace_last: int) -> dict:
-    """RSS after open, then while stepping back ``walk`` steps; tracemalloc over the last ``trace_last``."""
+async def memory_walk(db: Path, run_id: str, walk: int, trace: int) -> dict:
+    """RSS after open and while stepping back ``walk`` steps; then tracemalloc over ``trace`` more."""
     from tui.app import build_app
 
     app = build_app(str(db), run_id)
@@ -401,35 +469,48 @@ async def memory_walk(db: Path, run_id: str, walk: int, trace_last: int) -> dict
         gc.collect()
         rss_open = _proc_status()["VmRSS"]
         samples = []
-        trace_from = walk - trace_last
-        traced0 = 0
+        every = max(1, walk // 8)
         for i in range(1, walk + 1):
             await _step_to(app, screen, "left", screen.index - 1)
-            await pilot.pause(0)
-            if i == trace_from:
-                gc.collect()
-                tracemalloc.start()
-                traced0 = tracemalloc.get_traced_memory()[0]
-            if i % max(1, walk // 8) == 0 or i == walk:
+            await _settle(pilot)
+            if i % every == 0 or i == walk:
                 samples.append((i, _proc_status()["VmRSS"]))
+        peak_rss = _proc_status()["VmHWM"]  # before tracemalloc, whose own tables would count
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(trace):
+            await _step_to(app, screen, "left", screen.index - 1)
+            await _settle(pilot)
         gc.collect()
         traced_end, traced_peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        state_msgs = len(screen.payload.state.get("messages", []))
-    st = _proc_status()
-    return {
-        "rss_open": rss_open,
-        "samples": samples,
-        "peak_rss": st["VmHWM"],
-        "traced_growth": traced_end - traced0,
-        "traced_peak": traced_peak - traced0,
-        "state_messages": state_msgs,
-        "steps": len(screen.steps),
-    }
+        return {
+            "rss_open": rss_open,
+            "samples": samples,
+            "peak_rss": peak_rss,
+            "traced_growth": traced_end - base,
+            "traced_peak": traced_peak - base,
+            "state_messages": len(screen.payload.state.get("messages", [])),
+            "steps": len(screen.steps),
+        }
+
+
+def memory_all(db: Path, recs: list[Recorded], walk: int, trace: int) -> dict[str, dict]:
+    """One subprocess per run, side by side: memory figures do not care about CPU contention."""
+    procs = []
+    for r in recs:
+        p = subprocess.Popen(_child_cmd(["--_memory", str(db), r.run_id, str(walk), str(trace)]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append((r.shape.label, p))
+    out = {}
+    for label, p in procs:
+        stdout, stderr = p.communicate()
+        out[label] = _child_result(p, stdout, stderr, f"memory walk of {label}")
+    return out
 
 
 # ---------------------------------------------------------------------------
-# Measuring and printing
+# Measuring
 # ---------------------------------------------------------------------------
 
 
@@ -438,22 +519,21 @@ class Result:
     label: str
     ui: dict[str, list[float]] = field(default_factory=dict)  # op -> seconds per sample
     store: dict[str, list[float]] = field(default_factory=dict)
-    parts: dict[str, list[float]] = field(default_factory=dict)  # store step breakdown
+    parts: dict[str, list[float]] = field(default_factory=dict)  # store-only step, part by part
     diff_entries: int = 0
-    memory: dict | None = None
 
 
-def measure(rec: Recorded, db: Path, reps: int, presses: int) -> Result:
+def measure(rec: Recorded, db: Path, reps: int, presses: int, budget_s: float) -> Result:
     res = Result(rec.shape.label)
     label = f"{rec.shape.label} ({rec.step_rows} steps)"
-    # Store only. A fresh store per open; one warm store for stepping, like the app's.
+    # Store only: a fresh store per open (one untimed warm-up), one warm store for stepping, like the app's.
     opens = [store_open(db, rec.run_id) for _ in range(reps + 1)][1:]
     res.store["open (steps listed)"] = [a for a, _ in opens]
     res.store["open"] = [b for _, b in opens]
     store = open_store(db)
     try:
         steps = store.list_steps(rec.run_id)
-        read_step(store, rec.run_id, steps, len(steps) - 1)  # warm, as after open
+        read_step(store, rec.run_id, steps, len(steps) - 1)
         walk = [read_step(store, rec.run_id, steps, len(steps) - 2 - i) for i in range(presses)]
         res.store["step"] = [w["total"] for w in walk]
         res.parts = {p: [w[p] for w in walk] for p in STEP_PARTS}
@@ -462,14 +542,14 @@ def measure(rec: Recorded, db: Path, reps: int, presses: int) -> Result:
         res.diff_entries = diffs[0][1]
     finally:
         store.close()
-    print(f"  {label}: store-only done", file=sys.stderr, flush=True)
-    # The app. One warm-up open (imports, CSS, page cache), then ``reps`` timed opens.
+    print(f"  {label}: store only done", file=sys.stderr, flush=True)
+    # The app: one untimed warm-up open (imports, page cache), then ``reps`` timed ones.
     asyncio.run(ui_open(db, rec.run_id))
     ui_opens = [asyncio.run(ui_open(db, rec.run_id)) for _ in range(reps)]
     res.ui["open (steps listed)"] = [o["steps"] for o in ui_opens]
     res.ui["open"] = [o["payload"] for o in ui_opens]
     res.ui["open, painted"] = [o["painted"] for o in ui_opens]
-    steps_ui, diffs_ui, n = asyncio.run(ui_step_and_diff(db, rec.run_id, presses, reps))
+    steps_ui, diffs_ui, n = asyncio.run(ui_step_and_diff(db, rec.run_id, presses, reps, budget_s))
     res.ui["step"] = [a for a, _ in steps_ui]
     res.ui["step, painted"] = [b for _, b in steps_ui]
     res.ui["diff"] = [a for a, _ in diffs_ui]
@@ -480,26 +560,56 @@ def measure(rec: Recorded, db: Path, reps: int, presses: int) -> Result:
     return res
 
 
+# ---------------------------------------------------------------------------
+# Printing
+# ---------------------------------------------------------------------------
+
+OPS = ["open (steps listed)", "open", "open, painted", "step", "step, painted", "diff", "diff, painted"]
+
+
 def _ms(xs: list[float]) -> float:
     return statistics.median(xs) * 1000
 
 
 def _spread(xs: list[float]) -> str:
-    if len(xs) < 2:
-        return ""
-    med = statistics.median(xs)
-    return f"{(max(xs) - min(xs)) / med:.0%}" if med else ""
+    med = statistics.median(xs) if xs else 0
+    return f"{(max(xs) - min(xs)) / med:.0%}" if len(xs) > 1 and med else "–"
 
 
-OPS = ["open (steps listed)", "open", "open, painted", "step", "step, painted", "diff", "diff, painted"]
+def print_recorded(recs: list[Recorded], db: Path, seconds: float) -> None:
+    print(f"\nRecording (Recorder, durability default) against the bare graph (no checkpointer), seconds and ms per superstep")
+    head = (
+        f"  {'run':<6} {'supersteps':>10} {'prefill':>7} {'invoke':>8} {'close':>6} {'bare':>7} {'÷ bare':>7}"
+        f" {'ms/step':>8} {'first 10%':>10} {'last 10%':>9} {'bare last':>10} {'peak RSS':>9}"
+    )
+    print(head)
+    print("  " + "-" * (len(head) - 2))
+
+    def cell(key: str, width: int, fmt: str, scale: float = 1.0) -> str:
+        v = r.figures.get(key)
+        return f"{v * scale:>{width}{fmt}}" if v is not None else f"{'':>{width}}"
+
+    for r in recs:
+        f = r.figures
+        ratio = f"{f['invoke_s'] / f['bare_s']:>7.2f}" if f.get("bare_s") else f"{'':>7}"
+        per = f"{f['invoke_s'] / r.shape.steps * 1000:>8.2f}" if f.get("invoke_s") else f"{'':>8}"
+        print(
+            f"  {r.shape.label:<6} {r.shape.steps:>10} {r.shape.prefill:>7} {cell('invoke_s', 8, '.1f')} {cell('close_s', 6, '.2f')}"
+            f" {cell('bare_s', 7, '.1f')} {ratio} {per} {cell('head_ms', 10, '.2f')} {cell('tail_ms', 9, '.2f')}"
+            f" {cell('bare_tail_ms', 10, '.2f')} {cell('peak_rss', 8, '.0f', 1 / MIB)}{'M' if f.get('peak_rss') else ' '}"
+        )
+    fresh = [r.shape.label for r in recs if not r.cached]
+    print(f"  ({seconds:.1f} s to find or record the runs{'; recorded now: ' + ', '.join(fresh) if fresh else ', all cached'}; {db.stat().st_size / MIB:.0f} MiB on disk)")
+    print("  first/last 10% = ms per superstep over that part of the run (node timestamps); bare last = the same for the")
+    print("  graph without graphtape; peak RSS = the recording process's. Figures come from the run's recording.")
 
 
-def print_times(results: list[Result], recs: list[Recorded]) -> None:
+def print_times(results: list[Result], recs: list[Recorded], start_ms: list[float], reps: int) -> None:
     by = {r.label: r for r in results}
     labels = [r.shape.label for r in recs]
     base = "short" if "short" in by else labels[-1]
     print("\nMedian milliseconds (app = headless Textual at 140x40; store = the same reads without the UI)")
-    head = f"  {'operation':<22} {'where':<6}" + "".join(f" {lab:>10}" for lab in labels) + f" {'long÷' + base:>11} {'target':>8} {'long÷target':>12}"
+    head = f"  {'operation':<20} {'where':<6}" + "".join(f" {lab:>9}" for lab in labels) + f" {'long÷' + base:>11} {'target':>7} {'long÷target':>12} {'samples':>9}"
     print(head)
     print("  " + "-" * (len(head) - 2))
     for op in OPS:
@@ -507,44 +617,48 @@ def print_times(results: list[Result], recs: list[Recorded]) -> None:
             rows = {lab: (by[lab].ui if where == "app" else by[lab].store).get(op) for lab in labels}
             if all(v is None for v in rows.values()):
                 continue
-            cells = "".join(f" {_ms(v):>10.1f}" if v else f" {'':>10}" for v in rows.values())
+            cells = "".join(f" {_ms(v):>9.1f}" if v else f" {'':>9}" for v in rows.values())
             lv, bv = rows.get("long"), rows.get(base)
             ratio = f"{_ms(lv) / _ms(bv):>11.2f}" if lv and bv else f"{'':>11}"
-            key = op.split(" ")[0].rstrip(",")
-            target = TARGETS_MS.get(key)
-            tgt = f"{target:>8.0f}" if target and "listed" not in op else f"{'':>8}"
-            vs = f"{_ms(lv) / target:>12.2f}" if target and lv and "listed" not in op else f"{'':>12}"
-            print(f"  {op:<22} {where:<6}{cells} {ratio} {tgt} {vs}")
-    print("\n  Spread (max−min)/median of the long run's samples: " + ", ".join(f"{op} {_spread(by['long'].ui[op])}" for op in ("open", "step", "diff") if "long" in by))
-    print("\nStore-only step, broken down (median ms; one step back, as `left` does)")
-    head = f"  {'part':<16}" + "".join(f" {lab:>10}" for lab in labels)
+            target = None if "listed" in op else TARGETS_MS.get(op.split(",")[0])
+            tgt = f"{target:>7.0f}" if target else f"{'':>7}"
+            vs = f"{_ms(lv) / target:>12.2f}" if target and lv else f"{'':>12}"
+            counts = {len(v) for v in rows.values() if v}
+            n = "" if counts <= {reps} or op.startswith("step") else "/".join(str(len(v)) if v else "-" for v in rows.values())
+            print(f"  {op:<20} {where:<6}{cells} {ratio} {tgt} {vs} {n:>9}")
+    print(f"\n  Baseline: app start until the runs list is painted (no run opened): {statistics.median(start_ms):.1f} ms")
+    if "long" in by:
+        print("  Spread (max−min)/median of the long run's app samples: " + ", ".join(f"{op} {_spread(by['long'].ui[op])}" for op in ("open", "step", "step, painted", "diff")))
+    print("  samples: shown where an op repeated fewer than --reps times (the diff stops once --budget seconds are spent).")
+    print("\nStore-only step, part by part (median ms; one step back, as `left` does)")
+    head = f"  {'part':<16}" + "".join(f" {lab:>9}" for lab in labels)
     print(head)
     print("  " + "-" * (len(head) - 2))
     for p in STEP_PARTS:
-        print(f"  {p:<16}" + "".join(f" {_ms(by[lab].parts[p]):>10.1f}" for lab in labels))
-    print("  " + f"{'marked diff size':<16}" + "".join(f" {by[lab].diff_entries:>10}" for lab in labels) + "  (entries, first step vs last)")
+        print(f"  {p:<16}" + "".join(f" {_ms(by[lab].parts[p]):>9.1f}" for lab in labels))
+    print("  " + f"{'marked diff':<16}" + "".join(f" {by[lab].diff_entries:>9}" for lab in labels) + "  entries (first superstep vs last)")
 
 
-def print_memory(mems: dict[str, dict], walk: int, trace_last: int) -> None:
-    print(f"\nMemory while stepping back {walk} steps (fresh process per run; RSS from /proc, tracemalloc over the last {trace_last} steps)")
-    head = f"  {'run':<7} {'steps':>7} {'msgs/state':>10} {'RSS open':>10} {'RSS end':>10} {'growth':>9} {'/100 steps':>11} {'peak RSS':>10} {'traced Δ':>10} {'traced peak':>12}"
+def print_memory(mems: dict[str, dict], walk: int, trace: int) -> None:
+    print(f"\nMemory while stepping back {walk} steps (a fresh process per run; RSS from /proc/self/status)")
+    head = f"  {'run':<6} {'steps':>6} {'msgs/state':>10} {'RSS open':>9} {'RSS end':>8} {'growth':>8} {'MiB/100 steps':>14} {'peak RSS':>9} {'traced Δ':>9} {'traced peak':>12}"
     print(head)
     print("  " + "-" * (len(head) - 2))
     for label, m in mems.items():
-        (first_i, first_rss), (last_i, last_rss) = m["samples"][0], m["samples"][-1]
-        per100 = (last_rss - first_rss) / max(1, last_i - first_i) * 100
+        (i0, rss0), (i1, rss1) = m["samples"][min(1, len(m["samples"]) - 1)], m["samples"][-1]
+        slope = (rss1 - rss0) / max(1, i1 - i0) * 100 / MIB
         print(
-            f"  {label:<7} {m['steps']:>7} {m['state_messages']:>10} {m['rss_open'] / MIB:>9.0f}M {last_rss / MIB:>9.0f}M "
-            f"{(last_rss - m['rss_open']) / MIB:>8.1f}M {per100 / MIB:>10.2f}M {m['peak_rss'] / MIB:>9.0f}M "
-            f"{m['traced_growth'] / MIB:>9.2f}M {m['traced_peak'] / MIB:>11.1f}M"
+            f"  {label:<6} {m['steps']:>6} {m['state_messages']:>10} {m['rss_open'] / MIB:>8.0f}M {rss1 / MIB:>7.0f}M "
+            f"{(rss1 - m['rss_open']) / MIB:>7.1f}M {slope:>14.2f} {m['peak_rss'] / MIB:>8.0f}M "
+            f"{m['traced_growth'] / MIB:>8.2f}M {m['traced_peak'] / MIB:>11.1f}M"
         )
-    print("  RSS samples (step: MiB): ")
+    print("  RSS samples (steps walked: MiB)")
     for label, m in mems.items():
-        print(f"    {label:<7} " + "  ".join(f"{i}:{rss / MIB:.0f}" for i, rss in m["samples"]))
+        print(f"    {label:<6} " + "  ".join(f"{i}:{rss / MIB:.0f}" for i, rss in m["samples"]))
     print(
-        "  growth = RSS at the end − RSS right after open; /100 steps = slope between the first and last sample,"
-        "\n  so a leak shows there. traced Δ = tracemalloc net growth over its window (≈0 if nothing is kept per"
-        "\n  step); traced peak = largest extra memory held at once in that window (one step's working set)."
+        f"  growth = RSS after the walk − RSS right after open; MiB/100 steps = slope from the second sample to the last"
+        f"\n  (a per-step leak shows there); peak RSS is taken before tracemalloc starts. traced Δ / traced peak: tracemalloc"
+        f"\n  over {trace} further steps, net growth (≈0 when nothing is kept per step) and the most held at once."
     )
 
 
@@ -554,13 +668,11 @@ def print_targets(results: list[Result]) -> list[str]:
     missed = []
     for op, target in TARGETS_MS.items():
         for variant in (op, f"{op}, painted"):
-            if variant not in long.ui:
-                continue
             v = _ms(long.ui[variant])
             ok = v < target
             store_v = long.store.get(op)
-            extra = f"  (store only {_ms(store_v):.1f} ms)" if store_v else ""
-            print(f"  {'PASS' if ok else 'MISS'}  {variant:<16} < {target:>5.0f} ms   {v:>9.1f} ms = {v / target:.2f}× target{extra}")
+            extra = f"   store alone {_ms(store_v):.1f} ms" if store_v else ""
+            print(f"  {'PASS' if ok else 'MISS'}  {variant:<14} < {target:>5.0f} ms  {v:>9.1f} ms = {v / target:>6.2f}× target{extra}")
             if not ok:
                 missed.append(variant)
     return missed
@@ -572,10 +684,14 @@ def print_targets(results: list[Result]) -> list[str]:
 
 
 def profile_missed(missed: list[str], db: Path, rec: Recorded, top: int) -> None:
-    """cProfile the store-side work (what the worker thread runs) and, for the app, the UI thread."""
-    if not missed:
-        return
+    """cProfile the store side (what the worker threads run) and the UI thread, for each missed op.
+
+    cProfile sees one thread: the worker threads' reads are profiled by
+    running them here directly; the app's own profile is its event loop.
+    """
     ops = {m.split(",")[0] for m in missed}
+    if not ops:
+        return
     store = open_store(db)
     steps = store.list_steps(rec.run_id)
     read_step(store, rec.run_id, steps, len(steps) - 1)
@@ -593,47 +709,52 @@ def profile_missed(missed: list[str], db: Path, rec: Recorded, top: int) -> None
         prof.disable()
         _print_profile(f"{title} [{rec.shape.label}]", prof, top)
     store.close()
-    # The UI thread (event loop) during a step and a diff: the worker threads are not in this profile.
-    prof = cProfile.Profile()
+
+    profs = {op: cProfile.Profile() for op in ops}
 
     async def session() -> None:
         from tui.app import build_app
 
         app = build_app(str(db), rec.run_id)
+        if "open" in profs:
+            profs["open"].enable()
         async with app.run_test(size=SIZE) as pilot:
             screen, _ = await _open(app, pilot, time.perf_counter())
-            if "step" in ops:
-                prof.enable()
+            if "open" in profs:
+                profs["open"].disable()
+            if "step" in profs:
+                profs["step"].enable()
                 for _ in range(10):
                     await _step_to(app, screen, "left", screen.index - 1)
-                    await pilot.pause(0)
-                prof.disable()
-            if "diff" in ops:
+                    await _settle(pilot)
+                profs["step"].disable()
+            if "diff" in profs:
                 await _mark_first_and_go_last(app, screen)
-                await pilot.pause(0)
+                await _settle(pilot)
                 before = screen.diff_entries
-                prof.enable()
+                profs["diff"].enable()
                 await _press(app, "d")
-                await _until(lambda: screen.diff_entries is not before, "diff")
-                await pilot.pause(0)
-                prof.disable()
+                await _until(lambda: screen.diff_entries is not before, "the marked diff")
+                await _settle(pilot)
+                profs["diff"].disable()
 
     asyncio.run(session())
-    _print_profile(f"UI thread during {' and '.join(sorted(ops - {'open'}))} [{rec.shape.label}]", prof, top)
+    what = {"open": "open", "step": "10 steps back", "diff": "the marked diff until painted"}
+    for op, prof in profs.items():
+        _print_profile(f"UI thread during {what[op]} [{rec.shape.label}]", prof, top)
 
 
 def _print_profile(title: str, prof: cProfile.Profile, top: int) -> None:
-    buf = io.StringIO()
-    stats = pstats.Stats(prof, stream=buf).strip_dirs().sort_stats("cumulative")
-    stats.print_stats(top)
-    print(f"\nProfile: {title} (cumulative, top {top})")
-    lines = buf.getvalue().splitlines()
-    start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
-    total = next((line for line in lines if "function calls" in line), "")
-    print("  " + total.strip())
-    for line in lines[start:]:
-        if line.strip():
-            print("  " + line)
+    for order in ("cumulative", "tottime"):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).strip_dirs().sort_stats(order).print_stats(top)
+        lines = buf.getvalue().splitlines()
+        total = next((line.strip() for line in lines if "function calls" in line), "")
+        print(f"\nProfile: {title}, by {order} (top {top}; {total})")
+        start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
+        for line in lines[start:]:
+            if line.strip():
+                print("  " + line)
 
 
 # ---------------------------------------------------------------------------
@@ -654,60 +775,49 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(record_child(db, int(steps), int(prefill), name)))
         return 0
     if argv[:1] == ["--_memory"]:
-        db, run_id, walk, trace_last = argv[1:5]
-        print(json.dumps(asyncio.run(memory_walk(Path(db), run_id, int(walk), int(trace_last)))))
+        db, run_id, walk, trace = argv[1:5]
+        print(json.dumps(asyncio.run(memory_walk(Path(db), run_id, int(walk), int(trace)))))
         return 0
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", type=Path, help="database holding the recorded runs (made on first use; default: a file in the temp dir)")
-    ap.add_argument("--reps", type=int, default=5, help="repetitions for open and diff (default 5)")
+    ap.add_argument("--reps", type=int, default=5, help="repetitions of open and diff (default 5)")
     ap.add_argument("--presses", type=int, default=20, help="left presses timed per run (default 20)")
-    ap.add_argument("--walk", type=int, default=200, help="steps walked for the memory figures (default 200)")
-    ap.add_argument("--trace-last", type=int, default=50, help="tracemalloc window: the walk's last N steps (default 50)")
+    ap.add_argument("--budget", type=float, default=10.0, help="seconds after which the diff stops repeating (default 10)")
+    ap.add_argument("--walk", type=int, default=200, help="steps walked for the RSS figures (default 200)")
+    ap.add_argument("--trace", type=int, default=30, help="further steps walked under tracemalloc (default 30)")
     ap.add_argument("--quick", action="store_true", help="small runs and few repetitions: a smoke run")
     ap.add_argument("--no-memory", action="store_true", help="skip the memory subprocesses")
-    ap.add_argument("--profile", action="store_true", help="print cProfile output for every target the long run misses")
+    ap.add_argument("--profile", action="store_true", help="print cProfile output for each target the long run misses")
     ap.add_argument("--top", type=int, default=25, help="rows per profile (default 25)")
     args = ap.parse_args(argv)
     if args.quick:
-        args.reps, args.presses, args.walk, args.trace_last = 3, 5, 20, 10
+        args.reps, args.presses, args.walk, args.trace = 3, 5, 20, 10
     shapes = QUICK if args.quick else FULL
     db = (args.db or default_db(args.quick)).expanduser().resolve()
     t_start = time.perf_counter()
 
-    print(f"graphtape TUI benchmark — Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs")
+    print(f"graphtape TUI benchmark: Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs")
     print(f"store: {db}")
-    print(f"reps: {args.reps} opens and diffs, {args.presses} steps, memory walk {args.walk} steps")
+    print(f"{args.reps} opens and diffs, {args.presses} steps per run; memory walk {args.walk} + {args.trace} traced steps")
 
     t0 = time.perf_counter()
     recs = ensure_runs(db, shapes)
-    print(f"\nRecorded runs (Recorder, durability default; one ~{MESSAGE_CHARS}-char message per superstep)")
-    head = f"  {'run':<7} {'supersteps':>10} {'prefilled':>9} {'step rows':>9} {'invoke':>9} {'close':>8} {'ms/step':>8} {'peak RSS':>9}  source"
-    print(head)
-    print("  " + "-" * (len(head) - 2))
-    for r in recs:
-        inv = f"{r.invoke_s:>8.1f}s" if r.invoke_s is not None else f"{'?':>9}"
-        close = f"{r.close_s:>7.2f}s" if r.close_s is not None else f"{'':>8}"
-        per = f"{r.invoke_s / r.shape.steps * 1000:>8.2f}" if r.invoke_s else f"{'':>8}"
-        rss = f"{r.peak_rss / MIB:>8.0f}M" if r.peak_rss else f"{'':>9}"
-        src = "cached (invoke = the run's recorded duration)" if r.cached else "recorded now"
-        print(f"  {r.shape.label:<7} {r.shape.steps:>10} {r.shape.prefill:>9} {r.step_rows:>9} {inv} {close} {per} {rss}  {src}")
-    print(f"  ({time.perf_counter() - t0:.1f} s to find or record the runs; file {db.stat().st_size / MIB:.0f} MiB)")
+    print_recorded(recs, db, time.perf_counter() - t0)
+    t_measure = time.perf_counter()
 
-    results = [measure(r, db, args.reps, args.presses) for r in recs]
-    print_times(results, recs)
+    asyncio.run(ui_start(db))  # warm-up: imports, CSS, page cache
+    start_ms = [asyncio.run(ui_start(db)) * 1000 for _ in range(args.reps)]
+    results = [measure(r, db, args.reps, args.presses, args.budget) for r in recs]
+    print_times(results, recs, start_ms, args.reps)
 
     if not args.no_memory:
-        mems = {}
-        for r in recs:
-            mems[r.shape.label] = _child(["--_memory", str(db), r.run_id, str(args.walk), str(args.trace_last)])
-            print(f"  {r.shape.label}: memory done", file=sys.stderr, flush=True)
-        print_memory(mems, args.walk, args.trace_last)
+        print_memory(memory_all(db, recs, args.walk, args.trace), args.walk, args.trace)
 
     missed = print_targets(results)
     if args.profile:
         profile_missed(missed, db, next(r for r in recs if r.shape.label == "long"), args.top)
-    print(f"\nTotal {time.perf_counter() - t_start:.0f} s")
+    print(f"\nMeasuring took {time.perf_counter() - t_measure:.0f} s; {time.perf_counter() - t_start:.0f} s in all")
     return 0
 
 

@@ -15,6 +15,7 @@ import functools
 import logging
 import os
 import platform
+import re
 import secrets
 import threading
 import time
@@ -68,13 +69,13 @@ class Recorder:
         *,
         durability: str | Durability = Durability.ASYNC,
         strict: bool = False,
-        redact_patterns: Iterable[str] = (),
-        redact_keys: Iterable[str] = (),
+        redact_patterns: str | re.Pattern[str] | Iterable[str | re.Pattern[str]] = (),
+        redact_keys: str | Iterable[str] = (),
     ) -> None:
         self.durability = Durability.parse(durability)
         self.strict = strict
-        self.redact_patterns = tuple(redact_patterns)
-        self.redact_keys = tuple(redact_keys)
+        self.redact_patterns = _as_tuple(redact_patterns)
+        self.redact_keys = _as_tuple(redact_keys)
         Redactor(self.redact_patterns, self.redact_keys)  # a bad pattern fails here, not mid-run
         self.store = SqlStore(db, create=True)
         self.writer = Writer(self.store, background=self.durability is Durability.ASYNC, on_fault=self._write_fault)
@@ -329,6 +330,13 @@ def _with_handler(callbacks: Any, handler: CaptureHandler) -> Any:
         manager.add_handler(handler, inherit=True)
         return manager
     return [handler]
+
+
+def _as_tuple(items: Any) -> tuple:
+    # A lone pattern is one pattern, not a sequence of one-character patterns.
+    if isinstance(items, (str, re.Pattern)):
+        return (items,)
+    return tuple(items)
 
 
 def _internal(channel: str) -> bool:

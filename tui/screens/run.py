@@ -181,7 +181,7 @@ class RunScreen(Screen):
             first_err = first_of(self.steps, -1, 1, lambda s: s.has_error)
             target = first_err if first_err is not None else target
         timeline.focus()
-        timeline.move_cursor(row=target)
+        timeline.move_cursor(row=target, animate=False)
         if target == 0:
             self.select(0)
 
@@ -296,7 +296,7 @@ class RunScreen(Screen):
         if index is None or not self.steps:
             return
         index = max(0, min(index, len(self.steps) - 1))
-        self.query_one(Timeline).move_cursor(row=index)
+        self.query_one(Timeline).move_cursor(row=index, animate=False)
 
     def action_step(self, delta: int) -> None:
         self._move(self.index + delta)
