@@ -184,6 +184,8 @@ class RunScreen(Screen):
         timeline.move_cursor(row=target, animate=False)
         if target == 0:
             self.select(0)
+        # Rows arrive before the layout settles: scroll again once it has.
+        self.call_after_refresh(timeline.reveal_cursor)
 
     def on_timeline_step_chosen(self, message: Timeline.StepChosen) -> None:
         self.select(message.index)

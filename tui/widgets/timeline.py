@@ -55,6 +55,10 @@ class Timeline(DataTable):
             summary = Text(s.summary or ("(interrupted here)" if s.pending and s.has_interrupt else ""), overflow="ellipsis", no_wrap=True)
             self.add_row(label, step_markers(s), nodes, call_text, summary, key=str(i))
 
+    def reveal_cursor(self) -> None:
+        """Scroll so the selected step is in view (after a layout change)."""
+        self._scroll_cursor_into_view(animate=False)
+
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
         if 0 <= event.cursor_row < len(self.steps):
