@@ -252,12 +252,7 @@ class Recorder:
                 self._interrupted[(binding.name, str(session.thread_id))] = session.run_id  # type: ignore[attr-defined]
             now = time.time()
 
-            final = session.last_values
-
             def work() -> Batch:
-                if final is not None:
-                    # The graph's state when the run ended (its output for a StateGraph).
-                    fields["output"] = _json(session.encoder.encode({k: v for k, v in final.items() if not _internal(k)}))
                 fields.update(
                     status=status,
                     status_reason=reason,

@@ -4,7 +4,7 @@ A keyframe holds every channel's encoded value and the checkpoint's version
 maps. A delta holds only what changed since the previous step of the same
 namespace; a list that grew is stored as "keep the first k items, append
 these". A new keyframe is written once the deltas since the last one add up
-to its size (or the chain gets long), so storage stays linear in run length
+to twice its size (or the chain gets long), so storage stays linear in run length
 while reading any step costs one keyframe plus a bounded number of deltas.
 """
 
@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-MAX_CHAIN = 128
+MAX_CHAIN = 256
+# A keyframe is written once the deltas since the last one add up to this many
+# times its size: each byte of keyframe buys KEY_RATIO bytes of deltas.
+KEY_RATIO = 2
 
 
 class FrameBuilder:
@@ -94,7 +97,7 @@ class FrameBuilder:
             delta["vsx"] = seen_gone
         if self._chain > 0 and self._chain < MAX_CHAIN:
             size = size_of(delta)
-            if self._since_key + size < self._key_size:
+            if self._since_key + size < KEY_RATIO * self._key_size:
                 self._chain += 1
                 self._since_key += size
                 return delta, False

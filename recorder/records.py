@@ -54,7 +54,7 @@ class RunDetail:
 
     run: RunInfo
     inputs: Any
-    output: Any
+    output: Any  # the state after the last completed step
     config: Any
     graph: Any
     versions: dict[str, str]
@@ -155,7 +155,7 @@ class CallInfo:
     node: str | None
     task_id: str | None
     inputs: Any
-    output: Any
+    output: Any  # the state after the last completed step
     error_type: str | None
     error_message: str | None
     started_at: float

@@ -542,10 +542,16 @@ class SqlStore:
         run = self.get_run(ref)
         r = self._read(sa.select(S.runs).where(S.runs.c.id == run.id))[0]
         dec = self._plain_decoder
+        output = dec(_uj(r.output))
+        if output is None:
+            # Not stored twice: a run's output is its state after its last completed step.
+            done = [s for s in self.list_steps(run.id) if not s.pending]
+            if done:
+                output = self.state_at(run.id, done[-1].step)
         return RunDetail(
             run=run,
             inputs=dec(_uj(r.inputs)),
-            output=dec(_uj(r.output)),
+            output=output,
             config=dec(_uj(r.config)),
             graph=_uj(r.graph, {}),
             versions=_uj(r.versions, {}),
