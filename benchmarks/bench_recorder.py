@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -179,9 +180,12 @@ class Setup:
     recorder: Recorder | None = None
     invoke_kwargs: dict | None = None
     close: Callable[[], None] | None = None
+    callbacks: list | None = None
 
     def run(self, inputs: dict, steps: int) -> tuple[float, float]:
         config = {"configurable": {"thread_id": f"bench-{uuid.uuid4().hex}"}, "recursion_limit": steps + 20}
+        if self.callbacks:
+            config["callbacks"] = self.callbacks
         t0 = time.perf_counter()
         out = self.graph.invoke(inputs, config, **(self.invoke_kwargs or {}))
         t1 = time.perf_counter()
@@ -194,6 +198,10 @@ class Setup:
         return t1 - t0, t2 - t0
 
 
+class _NoopHandler(BaseCallbackHandler):
+    run_inline = True
+
+
 def sqlite_saver(path: Path) -> tuple[SqliteSaver, sqlite3.Connection]:
     conn = sqlite3.connect(str(path), check_same_thread=False)
     saver = SqliteSaver(conn)
@@ -203,6 +211,9 @@ def sqlite_saver(path: Path) -> tuple[SqliteSaver, sqlite3.Connection]:
 
 def make_setups(builder: StateGraph, tmp: Path, tag: str) -> list[Setup]:
     setups = [Setup("no checkpointer", builder.compile()), Setup("InMemorySaver", builder.compile(checkpointer=InMemorySaver()))]
+    # Reference: what LangChain's callback machinery alone costs with one handler that
+    # does nothing; graphtape needs a handler to see tools, models and routers.
+    setups.append(Setup("empty callback handler", builder.compile(), callbacks=[_NoopHandler()]))
     saver, conn = sqlite_saver(tmp / f"lg-{tag}.sqlite")
     lg_sqlite = builder.compile(checkpointer=saver)
     setups.append(Setup("SqliteSaver", lg_sqlite, close=conn.close))
