@@ -34,10 +34,14 @@ idle for 20 ms, which would time the harness rather than the app.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_tui.py               # full run (records the runs on first use)
+    .venv/bin/python benchmarks/bench_tui.py               # full run (records the runs on first use, ~4 min)
     .venv/bin/python benchmarks/bench_tui.py --db runs.db  # keep the recorded runs in this file
     .venv/bin/python benchmarks/bench_tui.py --quick       # smoke run on small runs, about a minute
     .venv/bin/python benchmarks/bench_tui.py --profile     # also cProfile each target the long run misses
+
+The recorded runs are cached in the temp directory, one file per version of
+the recorder's source (``graphtape-bench-tui/runs-<digest>.db``); old files
+there can be deleted.
 
 The script is a report: it always exits 0.
 """
@@ -48,6 +52,7 @@ import argparse
 import asyncio
 import cProfile
 import gc
+import hashlib
 import io
 import json
 import os
@@ -65,9 +70,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import recorder
 from recorder import open_store
 from recorder.records import StepInfo
-from recorder.schema import SCHEMA_VERSION
 from recorder.store import SqlStore
 from tui.data import diff_states, first_of
 
@@ -266,6 +271,7 @@ def ensure_runs(db: Path, shapes: list[Shape]) -> list[Recorded]:
             continue
         print(f"  recording {shape.label}: {shape.steps} supersteps, {shape.prefill} prefilled messages ...", file=sys.stderr, flush=True)
         figures = _child(["--_record", str(db), str(shape.steps), str(shape.prefill), shape.name])
+        figures["recorder"] = recorder_version()
         known[shape.name] = figures
         sidecar.write_text(json.dumps(known, indent=1))
         out.append(Recorded(shape, figures["run_id"], cached=False, figures=figures))
@@ -598,6 +604,9 @@ def print_recorded(recs: list[Recorded], db: Path, seconds: float) -> None:
             f" {cell('bare_s', 7, '.1f')} {ratio} {per} {cell('head_ms', 10, '.2f')} {cell('tail_ms', 9, '.2f')}"
             f" {cell('bare_tail_ms', 10, '.2f')} {cell('peak_rss', 8, '.0f', 1 / MIB)}{'M' if f.get('peak_rss') else ' '}"
         )
+    stale = [r.shape.label for r in recs if r.figures.get("recorder") not in (None, recorder_version())]
+    if stale:
+        print(f"  note: {', '.join(stale)} recorded by a different recorder source than this one; delete {db.name} to re-record")
     fresh = [r.shape.label for r in recs if not r.cached]
     print(f"  ({seconds:.1f} s to find or record the runs{'; recorded now: ' + ', '.join(fresh) if fresh else ', all cached'}; {db.stat().st_size / MIB:.0f} MiB on disk)")
     print("  first/last 10% = ms per superstep over that part of the run (node timestamps); bare last = the same for the")
@@ -762,10 +771,19 @@ def _print_profile(title: str, prof: cProfile.Profile, top: int) -> None:
 # ---------------------------------------------------------------------------
 
 
+def recorder_version() -> str:
+    """A digest of the recorder's source: how runs are framed and encoded decides what reading them costs."""
+    h = hashlib.sha1()
+    for f in sorted(Path(recorder.__file__).parent.glob("*.py")):
+        h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:10]
+
+
 def default_db(quick: bool) -> Path:
+    """One cache file per recorder version, so a changed recorder is never benchmarked on old recordings."""
     d = Path(tempfile.gettempdir()) / "graphtape-bench-tui"
     d.mkdir(exist_ok=True)
-    return d / f"runs-s{SCHEMA_VERSION}{'-quick' if quick else ''}.db"
+    return d / f"runs-{recorder_version()}{'-quick' if quick else ''}.db"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -785,10 +803,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--presses", type=int, default=20, help="left presses timed per run (default 20)")
     ap.add_argument("--budget", type=float, default=10.0, help="seconds after which the diff stops repeating (default 10)")
     ap.add_argument("--walk", type=int, default=200, help="steps walked for the RSS figures (default 200)")
-    ap.add_argument("--trace", type=int, default=30, help="further steps walked under tracemalloc (default 30)")
+    ap.add_argument("--trace", type=int, default=20, help="further steps walked under tracemalloc (default 20)")
     ap.add_argument("--quick", action="store_true", help="small runs and few repetitions: a smoke run")
     ap.add_argument("--no-memory", action="store_true", help="skip the memory subprocesses")
-    ap.add_argument("--profile", action="store_true", help="print cProfile output for each target the long run misses")
+    ap.add_argument("--profile", action="store_true", help="print cProfile output for each target the long run misses (adds minutes while the diff paints slowly)")
     ap.add_argument("--top", type=int, default=25, help="rows per profile (default 25)")
     args = ap.parse_args(argv)
     if args.quick:

@@ -39,7 +39,7 @@ class Timeline(DataTable):
         self.add_column("", key="mark", width=2)
         self.add_column("nodes", key="nodes", width=12)
         self.add_column("calls", key="calls", width=8)
-        self.add_column("route (why the run went there)", key="route")
+        self.add_column("route (why the run went there)", key="route", width=90)
 
     def show_steps(self, steps: list[StepInfo], calls: dict[int, dict[str, int]]) -> None:
         """Replace the rows (the screen hands over steps and per-step call counts)."""
@@ -54,6 +54,10 @@ class Timeline(DataTable):
             nodes = Text(", ".join(s.nodes) or ("input" if s.step < 0 else "—"), style="bold red" if s.has_error else "")
             summary = Text(s.summary or ("(interrupted here)" if s.pending and s.has_interrupt else ""), overflow="ellipsis", no_wrap=True)
             self.add_row(label, step_markers(s), nodes, call_text, summary, key=str(i))
+
+    def on_resize(self) -> None:
+        # Keep the selected step in view when the layout changes size.
+        self.call_after_refresh(self.reveal_cursor)
 
     def reveal_cursor(self) -> None:
         """Scroll so the selected step is in view (after a layout change)."""
