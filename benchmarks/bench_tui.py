@@ -159,49 +159,47 @@ def build_graph(stamps: list[float] | None = None) -> Any:
     return g.compile()
 
 
-def record_child(db: str, steps: int, prefill: int, name: str) -> dict:
-    """Record one run into ``db`` (durability default), then run the bare graph as the baseline.
-
-    The recorded run goes first so its peak RSS is its own.
-    """
+def _inputs(steps: int, prefill: int) -> dict:
     from langchain_core.messages import HumanMessage
 
+    return {"n": 0, "limit": steps, "messages": [HumanMessage(content=text_for(i), id=f"pre-{i}") for i in range(prefill)]}
+
+
+def _rates(stamps: list[float]) -> tuple[float, float]:
+    """ms per superstep over the first and the last tenth of a run."""
+    tenth = max(1, len(stamps) // 10)
+    return (stamps[tenth] - stamps[0]) / tenth * 1000, (stamps[-1] - stamps[-1 - tenth]) / tenth * 1000
+
+
+def record_child(db: str, steps: int, prefill: int, name: str) -> dict:
+    """Record one run into ``db`` (durability default); report timings and peak RSS."""
     from recorder import Recorder
-
-    def inputs() -> dict:
-        return {"n": 0, "limit": steps, "messages": [HumanMessage(content=text_for(i), id=f"pre-{i}") for i in range(prefill)]}
-
-    def rates(stamps: list[float]) -> tuple[float, float]:
-        tenth = max(1, len(stamps) // 10)
-        return (stamps[tenth] - stamps[0]) / tenth * 1000, (stamps[-1] - stamps[-1 - tenth]) / tenth * 1000
 
     stamps: list[float] = []
     rec = Recorder(db)
     recorded = rec.attach(build_graph(stamps), name=name)
     t0 = time.perf_counter()
-    recorded.invoke(inputs(), {"recursion_limit": steps + 100})
+    recorded.invoke(_inputs(steps, prefill), {"recursion_limit": steps + 100})
     t1 = time.perf_counter()
     rec.close()
     t2 = time.perf_counter()
-    peak = _proc_status()["VmHWM"]
-    head, tail = rates(stamps)
-    bare_stamps: list[float] = []
-    bare = build_graph(bare_stamps)
-    t3 = time.perf_counter()
-    bare.invoke(inputs(), {"recursion_limit": steps + 100})
-    t4 = time.perf_counter()
-    bare_head, bare_tail = rates(bare_stamps)
-    return {
-        "run_id": rec.last_run_id,
-        "invoke_s": t1 - t0,
-        "close_s": t2 - t1,
-        "head_ms": head,
-        "tail_ms": tail,
-        "peak_rss": peak,
-        "bare_s": t4 - t3,
-        "bare_head_ms": bare_head,
-        "bare_tail_ms": bare_tail,
-    }
+    head, tail = _rates(stamps)
+    return {"run_id": rec.last_run_id, "invoke_s": t1 - t0, "close_s": t2 - t1, "head_ms": head, "tail_ms": tail, "peak_rss": _proc_status()["VmHWM"]}
+
+
+def bare_child(steps: int, prefill: int) -> dict:
+    """The same graph without graphtape, in a process of its own.
+
+    Not after the recorded run in one process: after a large recorded run the
+    same process ran the bare graph about 2x slower, even after close() and gc.
+    """
+    stamps: list[float] = []
+    graph = build_graph(stamps)
+    t0 = time.perf_counter()
+    graph.invoke(_inputs(steps, prefill), {"recursion_limit": steps + 100})
+    t1 = time.perf_counter()
+    head, tail = _rates(stamps)
+    return {"bare_s": t1 - t0, "bare_head_ms": head, "bare_tail_ms": tail}
 
 
 def _proc_status() -> dict[str, int]:
@@ -271,6 +269,7 @@ def ensure_runs(db: Path, shapes: list[Shape]) -> list[Recorded]:
             continue
         print(f"  recording {shape.label}: {shape.steps} supersteps, {shape.prefill} prefilled messages ...", file=sys.stderr, flush=True)
         figures = _child(["--_record", str(db), str(shape.steps), str(shape.prefill), shape.name])
+        figures.update(_child(["--_bare", str(shape.steps), str(shape.prefill)]))
         figures["recorder"] = recorder_version()
         known[shape.name] = figures
         sidecar.write_text(json.dumps(known, indent=1))
@@ -583,7 +582,7 @@ def _spread(xs: list[float]) -> str:
 
 
 def print_recorded(recs: list[Recorded], db: Path, seconds: float) -> None:
-    print(f"\nRecording (Recorder, durability default) against the bare graph (no checkpointer), seconds and ms per superstep")
+    print("\nRecording (Recorder, durability default) against the bare graph (no checkpointer, own process), s and ms/superstep")
     head = (
         f"  {'run':<6} {'supersteps':>10} {'prefill':>7} {'invoke':>8} {'close':>6} {'bare':>7} {'÷ bare':>7}"
         f" {'ms/step':>8} {'first 10%':>10} {'last 10%':>9} {'bare last':>10} {'peak RSS':>9}"
@@ -791,6 +790,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--_record"]:
         db, steps, prefill, name = argv[1:5]
         print(json.dumps(record_child(db, int(steps), int(prefill), name)))
+        return 0
+    if argv[:1] == ["--_bare"]:
+        print(json.dumps(bare_child(int(argv[1]), int(argv[2]))))
         return 0
     if argv[:1] == ["--_memory"]:
         db, run_id, walk, trace = argv[1:5]

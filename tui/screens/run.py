@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,8 @@ class RunScreen(Screen):
         self.payload: StepPayload | None = None
         self.diff_title = ""
         self.diff_entries: list[DiffEntry] = []
+        self._states: dict[int, dict[str, Any]] = {}
+        self._states_lock = threading.Lock()
 
     # -- layout ----------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -207,15 +210,27 @@ class RunScreen(Screen):
             return
         self.post_message(self.StepLoaded(payload))
 
+    def _state(self, step: int) -> dict[str, Any]:
+        # Stepping reads this step and the one before it: the neighbour is usually cached.
+        with self._states_lock:
+            cached = self._states.get(step)
+        if cached is None:
+            cached = self.app.store.state_at(self.run_id, step, self.ns)
+            with self._states_lock:
+                self._states[step] = cached
+                while len(self._states) > 6:
+                    self._states.pop(next(iter(self._states)))
+        return cached
+
     def _read_step(self, index: int) -> StepPayload:
         store = self.app.store
         step = self.steps[index]
         detail = store.step_detail(self.run_id, step.step, self.ns)
-        state = store.state_at(self.run_id, step.step, self.ns)
+        state = self._state(step.step)
         prev_index = first_of(self.steps, index, -1, lambda s: not s.pending and s.step < step.step)
         if prev_index is not None:
             prev = self.steps[prev_index]
-            old = store.state_at(self.run_id, prev.step, self.ns)
+            old = self._state(prev.step)
             title = f"step {prev.step} → step {step.step}"
         else:
             old, title = {}, f"(empty) → step {step.step}"

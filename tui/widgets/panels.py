@@ -16,6 +16,8 @@ from textual.widgets.option_list import Option
 from recorder.records import CallInfo, RouteInfo
 from tui.data import DiffEntry, fold, short
 
+DIFF_ROWS = 300  # painting is the slow part of a huge diff; the rest is summarised
+
 _KIND_STYLE = {"conditional": "bold magenta", "static": "dim", "send": "bold cyan", "command": "bold yellow", "parent-command": "bold yellow"}
 
 
@@ -68,10 +70,14 @@ def diff_renderable(title: str, entries: list[DiffEntry]) -> Any:
     table.add_column("old", ratio=3, overflow="fold")
     table.add_column("new", ratio=3, overflow="fold")
     marks = {"added": ("+", "green"), "appended": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow")}
-    for e in entries:
+    shown = entries[:DIFF_ROWS]
+    for e in shown:
         mark, style = marks[e.kind]
         label = e.path + ("  (appended)" if e.kind == "appended" else "")
         table.add_row(Text(mark, style=style), Text(label, style=style), "" if e.kind in ("added", "appended") else short(e.old, 300), "" if e.kind == "removed" else short(e.new, 300))
+    if len(entries) > len(shown):
+        more = Text(f"… and {len(entries) - len(shown)} more differences (copy the state with c, or diff nearer steps)", style="dim")
+        return Group(head, table, more)
     return Group(head, table)
 
 
