@@ -290,18 +290,28 @@ def ensure_runs(db: Path, shapes: list[Shape]) -> list[Recorded]:
 # ---------------------------------------------------------------------------
 
 STEP_PARTS = ("step_detail", "state_at", "state_at(prev)", "calls", "diff_states")
+STATE_CACHE = 6  # RunScreen keeps this many decoded states (``RunScreen._state``)
 
 
-def read_step(store: Any, run_id: str, steps: list[StepInfo], index: int) -> dict[str, float]:
-    """The reads of ``RunScreen._read_step``, timed part by part (seconds)."""
+def _cached_state(store: Any, run_id: str, step: int, cache: dict[int, Any]) -> Any:
+    """``RunScreen._state``: a small cache of decoded states, oldest out first."""
+    if step not in cache:
+        cache[step] = store.state_at(run_id, step)
+        while len(cache) > STATE_CACHE:
+            cache.pop(next(iter(cache)))
+    return cache[step]
+
+
+def read_step(store: Any, run_id: str, steps: list[StepInfo], index: int, cache: dict[int, Any]) -> dict[str, float]:
+    """The reads of ``RunScreen._read_step`` (with its state cache), timed part by part (seconds)."""
     step = steps[index]
     t0 = time.perf_counter()
     store.step_detail(run_id, step.step)
     t1 = time.perf_counter()
-    state = store.state_at(run_id, step.step)
+    state = _cached_state(store, run_id, step.step, cache)
     t2 = time.perf_counter()
     prev_index = first_of(steps, index, -1, lambda s: not s.pending and s.step < step.step)
-    old = store.state_at(run_id, steps[prev_index].step) if prev_index is not None else {}
+    old = _cached_state(store, run_id, steps[prev_index].step, cache) if prev_index is not None else {}
     t3 = time.perf_counter()
     if step.step >= 0:
         store.calls(run_id, step=step.step, ns="")
@@ -320,7 +330,7 @@ def store_open(db: Path, run_id: str) -> tuple[float, float]:
         steps = store.list_steps(run.id)
         store.call_counts(run.id)
         t1 = time.perf_counter()
-        read_step(store, run.id, steps, len(steps) - 1)
+        read_step(store, run.id, steps, len(steps) - 1, {})
         t2 = time.perf_counter()
     finally:
         store.close()
@@ -538,8 +548,9 @@ def measure(rec: Recorded, db: Path, reps: int, presses: int, budget_s: float) -
     store = open_store(db)
     try:
         steps = store.list_steps(rec.run_id)
-        read_step(store, rec.run_id, steps, len(steps) - 1)
-        walk = [read_step(store, rec.run_id, steps, len(steps) - 2 - i) for i in range(presses)]
+        cache: dict[int, Any] = {}
+        read_step(store, rec.run_id, steps, len(steps) - 1, cache)
+        walk = [read_step(store, rec.run_id, steps, len(steps) - 2 - i, cache) for i in range(presses)]
         res.store["step"] = [w["total"] for w in walk]
         res.parts = {p: [w[p] for w in walk] for p in STEP_PARTS}
         diffs = [store_diff(store, rec.run_id, steps[1], steps[-1]) for _ in range(reps)]
@@ -638,7 +649,7 @@ def print_times(results: list[Result], recs: list[Recorded], start_ms: list[floa
     if "long" in by:
         print("  Spread (max−min)/median of the long run's app samples: " + ", ".join(f"{op} {_spread(by['long'].ui[op])}" for op in ("open", "step", "step, painted", "diff")))
     print("  samples: shown where an op repeated fewer than --reps times (the diff stops once --budget seconds are spent).")
-    print("\nStore-only step, part by part (median ms; one step back, as `left` does)")
+    print("\nStore-only step, part by part (median ms; one step back, as `left` does; states cached as RunScreen does)")
     head = f"  {'part':<16}" + "".join(f" {lab:>9}" for lab in labels)
     print(head)
     print("  " + "-" * (len(head) - 2))
@@ -702,12 +713,13 @@ def profile_missed(missed: list[str], db: Path, rec: Recorded, top: int) -> None
         return
     store = open_store(db)
     steps = store.list_steps(rec.run_id)
-    read_step(store, rec.run_id, steps, len(steps) - 1)
+    cache: dict[int, Any] = {}
+    read_step(store, rec.run_id, steps, len(steps) - 1, cache)
     jobs: list[tuple[str, Callable[[], Any]]] = []
     if "open" in ops:
         jobs.append(("store side of open (fresh store, last step)", lambda: store_open(db, rec.run_id)))
     if "step" in ops:
-        jobs.append(("store side of 10 steps back", lambda: [read_step(store, rec.run_id, steps, len(steps) - 2 - i) for i in range(10)]))
+        jobs.append(("store side of 10 steps back", lambda: [read_step(store, rec.run_id, steps, len(steps) - 2 - i, cache) for i in range(10)]))
     if "diff" in ops:
         jobs.append(("store side of the marked diff", lambda: store_diff(store, rec.run_id, steps[1], steps[-1])))
     for title, job in jobs:

@@ -45,6 +45,7 @@ class Timeline(DataTable):
         """Replace the rows (the screen hands over steps and per-step call counts)."""
         self.steps = steps
         self.clear()
+        rows = []
         for i, s in enumerate(steps):
             c = calls.get(s.step, {}) if not s.pending else {}
             call_text = Text(" ".join(part for part in (f"T{c['tool']}" if c.get("tool") else "", f"M{c['model']}" if c.get("model") else "") if part))
@@ -53,7 +54,8 @@ class Timeline(DataTable):
             label = Text(str(s.step), style="dim" if s.step < 0 else "")
             nodes = Text(", ".join(s.nodes) or ("input" if s.step < 0 else "—"), style="bold red" if s.has_error else "")
             summary = Text(s.summary or ("(interrupted here)" if s.pending and s.has_interrupt else ""), overflow="ellipsis", no_wrap=True)
-            self.add_row(label, step_markers(s), nodes, call_text, summary, key=str(i))
+            rows.append((label, step_markers(s), nodes, call_text, summary))
+        self.add_rows(rows)  # one refresh for the lot, not one per step
 
     def on_resize(self) -> None:
         # Keep the selected step in view when the layout changes size.
