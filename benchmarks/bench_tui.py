@@ -22,8 +22,9 @@ For each run the script times, with medians over repetitions:
    ``end`` and ``d``: until ``diff_entries`` arrive, and until painted;
 
 and the same reads on the store alone (``list_steps``, ``state_at``,
-``step_detail``, ``calls``, ``tui.data.diff_states``), so UI overhead and
-store cost can be told apart. *short* and *wide* are the in-process
+``step_detail``, ``calls``, ``tui.data.diff_states``, with the run screen's
+small cache of decoded states), so UI overhead and store cost can be told
+apart. *short* and *wide* are the in-process
 baselines. Memory is measured in a fresh subprocess per run (the three run
 side by side): RSS after opening and while stepping back 200 steps, then
 tracemalloc over a further window of steps.
@@ -34,7 +35,7 @@ idle for 20 ms, which would time the harness rather than the app.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_tui.py               # full run (records the runs on first use, ~4 min)
+    .venv/bin/python benchmarks/bench_tui.py               # ~4 min; the first time ~6 more to record the runs
     .venv/bin/python benchmarks/bench_tui.py --db runs.db  # keep the recorded runs in this file
     .venv/bin/python benchmarks/bench_tui.py --quick       # smoke run on small runs, about a minute
     .venv/bin/python benchmarks/bench_tui.py --profile     # also cProfile each target the long run misses
@@ -239,7 +240,7 @@ class Recorded:
     run_id: str
     cached: bool
     step_rows: int = 0
-    figures: dict[str, float] = field(default_factory=dict)  # from record_child
+    figures: dict[str, float] = field(default_factory=dict)  # from record_child and bare_child
 
 
 def find_run(store: SqlStore, shape: Shape) -> str | None:

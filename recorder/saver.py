@@ -17,6 +17,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, WRITES_IDX_MAP
 
 RUN_KEY = "__graphtape_run"
+KEEP_CHECKPOINTS = 2
 
 SessionLookup = Callable[[dict], Any]
 
@@ -188,7 +189,13 @@ class RunScopedSaver(BaseCheckpointSaver):
         conf = _conf(config)
         thread, ns = str(conf.get("thread_id")), conf.get("checkpoint_ns", "")
         with self._lock:
-            self._cps.setdefault((thread, ns), []).append((checkpoint, dict(metadata), conf.get("checkpoint_id")))
+            kept = self._cps.setdefault((thread, ns), [])
+            kept.append((checkpoint, dict(metadata), conf.get("checkpoint_id")))
+            # Within a run LangGraph reads only the latest checkpoint; holding every one
+            # would keep every step's state alive (and slow the garbage collector).
+            while len(kept) > KEEP_CHECKPOINTS:
+                old, _, _ = kept.pop(0)
+                self._writes.pop((thread, ns, old["id"]), None)
         return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
     def put_writes(self, config, writes, task_id, task_path=""):  # type: ignore[override]

@@ -89,6 +89,7 @@ steps = Table(
     # zlib/orjson: {"s": state frame (key or delta), "t": tasks, "r": routes, "e": events}
     Column("payload", LargeBinary, nullable=False),
     Index("ix_steps_run", "run_id", "ns", "seq"),
+    Index("ix_steps_step", "run_id", "ns", "step"),
 )
 
 calls = Table(

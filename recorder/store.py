@@ -660,7 +660,10 @@ class SqlStore:
             .order_by(S.steps.c.seq)
         )
         following = self._read(
-            sa.select(S.steps.c.step).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step > row.step).order_by(S.steps.c.seq).limit(1)
+            sa.select(S.steps.c.step)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq > row.seq, S.steps.c.step > row.step)
+            .order_by(S.steps.c.seq)
+            .limit(1)
         )
         nxt: list[str] = []
         if following:
