@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
+import orjson
 from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -164,7 +165,6 @@ class Recorder:
             redactor = Redactor(self.redact_patterns, self.redact_keys)
             session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known)
             session.thread_id = thread_id  # type: ignore[attr-defined]
-            session.generated_thread = generated  # type: ignore[attr-defined]
             conf[RUN_KEY] = run_id
             config["configurable"] = conf
             config["callbacks"] = _with_handler(config.get("callbacks"), CaptureHandler(session))
@@ -192,7 +192,7 @@ class Recorder:
                     run_id = prev.id
             if run_id is not None:
                 self.flush()
-                return run_id, _max_seq(self.store, run_id), True
+                return run_id, self.store.max_seq(run_id), True
         return secrets.token_hex(8), 0, False
 
     def _write_run_start(self, session: RunSession, binding: _Binding, input: Any, config: dict, kwargs: dict, resumed: bool) -> None:
@@ -334,20 +334,6 @@ def _as_tuple(items: Any) -> tuple:
     return tuple(items)
 
 
-def _internal(channel: str) -> bool:
-    return channel.startswith(("branch:", "__", "join:", "start:"))
-
-
-def _max_seq(store: SqlStore, run_id: str) -> int:
-    import sqlalchemy as sa
-
-    from recorder import schema as S
-
-    with store.engine.connect() as conn:
-        value = conn.execute(sa.select(sa.func.max(S.steps.c.seq)).where(S.steps.c.run_id == run_id)).scalar()
-    return int(value or 0)
-
-
 @functools.cache
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
@@ -362,8 +348,6 @@ def _versions() -> dict[str, str]:
 
 
 def _json(tree: Any) -> str:
-    import orjson
-
     return orjson.dumps(tree).decode()
 
 

@@ -18,12 +18,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from recorder.codec import Encoder
 from recorder.frames import FrameBuilder
 from recorder.graph_info import END, START, GraphInfo
 from recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
 from recorder.redaction import Redactor
-from recorder.store import Batch, pack
+from recorder.store import Batch, pack, squeeze
 from recorder.writer import Writer
 
 HEARTBEAT_S = 30.0
@@ -108,7 +110,6 @@ class RunSession:
         self._seq = seq_start
         self._blobs: dict[str, tuple[bool, bytes]] = {}
         self.root_interrupted = False
-        self.last_values: Mapping[str, Any] | None = None
         self.max_step = -1
 
     # -- faults --------------------------------------------------------------
@@ -138,7 +139,7 @@ class RunSession:
 
         h = blob_hash(data)
         if h not in self._blobs:
-            packed = pack_blob(data)
+            packed = squeeze(data)
             self._blobs[h] = packed
         return h
 
@@ -229,7 +230,6 @@ class RunSession:
             self._ready.setdefault(ns, {})[step] = info
             if ns == "":
                 self.max_step = max(self.max_step, step)
-                self.last_values = info[5]
             if self._loose_events:
                 self._place_events()
             self._drain(ns, force=False)
@@ -585,11 +585,7 @@ def _written_keys(task_rows: list[dict], tasks: list[TaskAcc]) -> str:
 
 
 def _route_key(v: Any) -> str:
-    if isinstance(v, str):
-        return v
-    if isinstance(v, bool) or v is None:
-        return str(v)
-    return str(v)
+    return v if isinstance(v, str) else str(v)
 
 
 def _is_send(v: Any) -> bool:
@@ -610,7 +606,7 @@ def _message(exc: BaseException) -> str:
 
 
 def _short(v: Any) -> str:
-    text = repr(v) if not isinstance(v, str) else repr(v)
+    text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -646,25 +642,11 @@ def _short_plain(enc_value: Any) -> str:
 
 
 def _json(tree: Any) -> str:
-    import orjson
-
     return orjson.dumps(tree).decode()
 
 
 def _size(frame: dict) -> int:
-    import orjson
-
     return len(orjson.dumps(frame))
-
-
-def pack_blob(data: bytes) -> tuple[bool, bytes]:
-    import zlib
-
-    if len(data) > 200:
-        z = zlib.compress(data, 6)
-        if len(z) < len(data) - 16:
-            return True, z
-    return False, data
 
 
 def host_and_pid() -> tuple[str, int]:

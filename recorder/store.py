@@ -52,14 +52,19 @@ STALE_HEARTBEAT_S = 600.0
 # ---------------------------------------------------------------------------
 
 
-def pack(obj: Any) -> bytes:
-    """orjson, zlib-compressed when that saves space; first byte says which."""
-    raw = orjson.dumps(obj)
+def squeeze(raw: bytes) -> tuple[bool, bytes]:
+    """``(zipped, data)``: zlib-compressed only when that saves space."""
     if len(raw) > 160:
         z = zlib.compress(raw, 6)
         if len(z) < len(raw) - 16:
-            return b"z" + z
-    return b"j" + raw
+            return True, z
+    return False, raw
+
+
+def pack(obj: Any) -> bytes:
+    """orjson, compressed when that saves space; first byte says which."""
+    zipped, data = squeeze(orjson.dumps(obj))
+    return (b"z" if zipped else b"j") + data
 
 
 MAX_INFLATE = 256 * 1024 * 1024
@@ -626,6 +631,11 @@ class SqlStore:
             .order_by(S.steps.c.seq)
         )
         return [r.step for r in rows]
+
+    def max_seq(self, run_id: str) -> int:
+        """The last row number of a run (a resumed run continues after it)."""
+        rows = self._read(sa.select(sa.func.max(S.steps.c.seq)).where(S.steps.c.run_id == run_id))
+        return int(rows[0][0] or 0)
 
     def checkpoint_steps(self, run_id: str) -> dict[str, int]:
         """Checkpoint id -> step number for a run (to continue it on resume)."""
