@@ -7,6 +7,8 @@ import pytest
 from conftest import load_agent
 
 from recorder import Recorder
+from textual.worker import WorkerCancelled
+
 from tui.app import build_app
 from tui.screens.run import RunScreen
 from tui.screens.runs import RunsScreen
@@ -55,7 +57,16 @@ def demo_db(tmp_path_factory):
 async def settle(app, pilot):
     for _ in range(3):
         await pilot.pause(0.05)
-        await app.workers.wait_for_complete()
+        try:
+            await app.workers.wait_for_complete()
+        except WorkerCancelled:
+            pass  # an exclusive worker was replaced by a newer one: wait for that one
+    for _ in range(40):
+        screen = app.screen
+        payload = getattr(screen, "payload", None)
+        if not any(w.is_running for w in app.workers) and (not hasattr(screen, "payload") or (payload is not None and payload.index == screen.index)):
+            break
+        await pilot.pause(0.05)
     await pilot.pause(0.05)
 
 
