@@ -107,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--full", action="store_true", help="do not fold long strings in updates and state")
     tui = command("tui", "Open the terminal UI on the store (and on RUN if given).", cmd_tui)
     tui.add_argument("run", metavar="RUN", nargs="?", help="run to open: id, unique prefix, last or last~N")
+
+    from tui import cli_admin, cli_replay
+
+    cli_replay.register(command)
+    cli_admin.register(command)
     return parser
 
 
