@@ -14,7 +14,7 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -682,6 +682,10 @@ class SqlStore:
                 sa.select(S.steps.c.nodes).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == following[0].step).order_by(S.steps.c.seq)
             ):
                 nxt.extend(n for n in r.nodes.split(",") if n)
+        return self._detail(self._step_info(row), rows, list(dict.fromkeys(nxt)))
+
+    def _detail(self, info: StepInfo, rows: Sequence[Any], nxt: list[str]) -> StepDetail:
+        """Merge the payloads of one step's rows (in seq order) into its StepDetail."""
         dec = self._plain_decoder
         tasks_by_id: dict[str, TaskInfo] = {}
         routes_by_task: dict[Any, list[dict]] = {}
@@ -720,7 +724,47 @@ class SqlStore:
             for task_routes in routes_by_task.values()
             for d in task_routes
         ]
-        return StepDetail(step=self._step_info(row), tasks=list(tasks_by_id.values()), routes=routes, events=events, next=list(dict.fromkeys(nxt)))
+        return StepDetail(step=info, tasks=list(tasks_by_id.values()), routes=routes, events=events, next=nxt)
+
+    def step_details(self, run_id: str, ns: str = "", *, after: int | None = None) -> list[StepDetail]:
+        """Every step of a namespace in order, in one read (replay compares whole runs)."""
+        infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
+        q = sa.select(S.steps.c.step, S.steps.c.seq, S.steps.c.payload, S.steps.c.created_at).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns)
+        if after is not None:
+            q = q.where(S.steps.c.step > after)
+        by_step: dict[int, list[Any]] = {}
+        for r in self._read(q.order_by(S.steps.c.seq)):
+            by_step.setdefault(r.step, []).append(r)
+        out = []
+        for i, info in enumerate(infos):
+            nxt = infos[i + 1].nodes if i + 1 < len(infos) else []
+            out.append(self._detail(info, by_step.get(info.step, []), list(nxt)))
+        return out
+
+    def frames(self, run_id: str, ns: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(step, encoded state)`` after each completed step, in order, in one pass.
+
+        The values are still encoded (blob references unresolved), so a reader
+        comparing two runs decodes only what changed; ``decode`` resolves them.
+        Internal channels (branches, tasks) are left out.
+        """
+        q = (
+            sa.select(S.steps.c.step, S.steps.c.is_key, S.steps.c.payload)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.flags.op("&")(FLAG_PENDING) == 0)
+            .order_by(S.steps.c.seq)
+        )
+        state = FrameState()
+        last: tuple[int, dict] | None = None
+        for r in self._read(q):
+            frame = unpack(r.payload).get("s")
+            if frame is not None:
+                state.apply(frame, bool(r.is_key))
+            current = (r.step, {k: v for k, v in state.values.items() if not _internal_channel(k)})
+            if last is not None and last[0] != r.step:
+                yield last
+            last = current
+        if last is not None:
+            yield last
 
     def _frame_rows(self, run_id: str, target: Any, ns: str) -> list[Any]:
         """The stored frames ``target``'s state is rebuilt from: its keyframe, then deltas."""
