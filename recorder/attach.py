@@ -10,6 +10,7 @@ graph returns changes.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import logging
@@ -51,6 +52,21 @@ class Durability(str, enum.Enum):
             raise ValueError(f"unknown durability {value!r}: use one of {valid}") from None
 
 
+@dataclasses.dataclass(frozen=True)
+class Lineage:
+    """Where a replayed or forked run comes from (written on its run row).
+
+    ``seed`` is the checkpoint the run resumes from, as ``(checkpoint,
+    metadata, parent_id)``: recorded as the run's first step, so the new run
+    shows the state it started with and can be diffed from there.
+    """
+
+    parent_run_id: str
+    step: int
+    edit: Any = None
+    seed: tuple[Any, Any, str | None] | None = None
+
+
 _log = logging.getLogger("graphtape")
 _STREAM_KW_DURABILITY = "durability"
 _TASK_KEYS = ("__pregel_task_id", "__pregel_scratchpad")
@@ -87,8 +103,12 @@ class Recorder:
         self.fault_count = 0
 
     # -- public --------------------------------------------------------------
-    def attach(self, graph: Any, *, name: str | None = None, tags: Iterable[str] = (), graph_ref: str | None = None) -> Any:
-        """Return a recorded copy of ``graph`` (the original is left untouched)."""
+    def attach(self, graph: Any, *, name: str | None = None, tags: Iterable[str] = (), graph_ref: str | None = None, lineage: Lineage | None = None) -> Any:
+        """Return a recorded copy of ``graph`` (the original is left untouched).
+
+        ``graph_ref`` (``module:attr`` or ``path.py:attr``) lets replay find the
+        graph again; ``lineage`` is set by replay and fork.
+        """
         if not hasattr(graph, "stream") or not hasattr(graph, "checkpointer") or not hasattr(graph, "copy"):
             raise TypeError(f"attach() needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
         base_cls = type(graph)
@@ -104,7 +124,7 @@ class Recorder:
             inner = scoped = RunScopedSaver()
         tee = TeeSaver(inner, self._session_for)
         info = describe(graph)
-        binding = _Binding(self, name or info.name, info, list(tags), graph_ref, scoped)
+        binding = _Binding(self, name or info.name, info, list(tags), graph_ref, scoped, lineage)
         cls = _recorded_class(base_cls, binding)
         copy = graph.copy(update={"checkpointer": tee})
         copy.__class__ = cls
@@ -174,6 +194,10 @@ class Recorder:
                 self._sessions[run_id] = session
             self.last_run_id = run_id
             self._write_run_start(session, binding, input, config, kwargs, resumed)
+            seed = binding.take_seed() if not resumed else None
+            if seed is not None:
+                checkpoint, metadata, parent_id = seed
+                session.on_checkpoint("", checkpoint, metadata, parent_id, checkpoint.get("channel_versions", {}))
             return session, config, kwargs
         except Exception as exc:  # noqa: BLE001
             if self.strict:
@@ -221,10 +245,15 @@ class Recorder:
             "owner_pid": pid,
             "durability": self.durability.value,
         }
+        lineage = binding.lineage
+        if lineage is not None:
+            row.update(parent_run_id=lineage.parent_run_id, fork_step=lineage.step)
         def work() -> Batch:
             # Encoded on the writer, like every other value of the run.
             row["inputs"] = _json(session.encoder.encode(input))
             row["config"] = _json(session.encoder.encode(cfg))
+            if lineage is not None and lineage.edit is not None:
+                row["fork_edit"] = _json(session.encoder.encode(lineage.edit))
             return Batch(runs_new=[row], blobs=session._take_blobs())
 
         self.writer.submit(work)
@@ -277,15 +306,22 @@ class Recorder:
 
 
 class _Binding:
-    __slots__ = ("recorder", "name", "info", "tags", "graph_ref", "scoped")
+    __slots__ = ("recorder", "name", "info", "tags", "graph_ref", "scoped", "lineage", "_seed")
 
-    def __init__(self, recorder: Recorder, name: str, info: GraphInfo, tags: list[str], graph_ref: str | None, scoped: RunScopedSaver | None) -> None:
+    def __init__(self, recorder: Recorder, name: str, info: GraphInfo, tags: list[str], graph_ref: str | None, scoped: RunScopedSaver | None, lineage: Lineage | None = None) -> None:
         self.recorder = recorder
         self.name = name
         self.info = info
         self.tags = tags
         self.graph_ref = graph_ref
         self.scoped = scoped
+        self.lineage = lineage
+        self._seed = lineage.seed if lineage is not None else None
+
+    def take_seed(self) -> tuple[Any, Any, str | None] | None:
+        """The lineage's seed checkpoint, once: only the run's first invocation starts from it."""
+        seed, self._seed = self._seed, None
+        return seed
 
 
 def _recorded_class(base: type, binding: _Binding) -> type:
@@ -351,4 +387,4 @@ def _json(tree: Any) -> str:
     return orjson.dumps(tree).decode()
 
 
-__all__ = ["Recorder", "Durability", "GraphtapeError"]
+__all__ = ["Recorder", "Durability", "GraphtapeError", "Lineage"]

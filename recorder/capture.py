@@ -167,7 +167,11 @@ class CaptureHandler(BaseCallbackHandler):
 
 
 def _model_name(serialized: dict | None, kwargs: dict, metadata: dict | None) -> str:
-    params = kwargs.get("invocation_params") or {}
-    model = params.get("model") or params.get("model_name") or (metadata or {}).get("ls_model_name")
     cls = kwargs.get("name") or ((serialized or {}).get("id") or ["model"])[-1]
-    return f"{cls}:{model}" if model and model not in str(cls) else str(cls)
+    return model_label(str(cls), kwargs.get("invocation_params") or {}, metadata)
+
+
+def model_label(cls: str, params: dict, metadata: dict | None) -> str:
+    """How a model call is named: its class, and the model when the class does not say it."""
+    model = params.get("model") or params.get("model_name") or (metadata or {}).get("ls_model_name")
+    return f"{cls}:{model}" if model and model not in cls else cls

@@ -151,8 +151,20 @@ class RunStore(Protocol):
     url: str
 
     def write(self, batch: Batch) -> None: ...
-    def list_runs(self, *, status: str | None = None, text: str | None = None, limit: int | None = None, offset: int = 0) -> list[RunInfo]: ...
-    def count_runs(self) -> int: ...
+    def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        text: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        name: str | None = None,
+        tag: str | None = None,
+        tool: str | None = None,
+        node: str | None = None,
+        error: str | None = None,
+    ) -> list[RunInfo]: ...
+    def count_runs(self, **filters: Any) -> int: ...
     def resolve_run(self, ref: str) -> str: ...
     def get_run(self, ref: str) -> RunInfo: ...
     def run_detail(self, ref: str) -> RunDetail: ...
@@ -165,6 +177,8 @@ class RunStore(Protocol):
     def blobs(self, hashes: Iterable[str]) -> dict[str, Any]: ...
     def latest_run_for_thread(self, thread_id: str, graph_name: str) -> RunInfo | None: ...
     def steps_writing(self, run_id: str, key: str, ns: str = "") -> list[int]: ...
+    def step_details(self, run_id: str, ns: str = "", *, after: int | None = None, typed: bool = False) -> list[StepDetail]: ...
+    def frames(self, run_id: str, ns: str = "") -> Iterator[tuple[int, dict[str, Any]]]: ...
     def close(self) -> None: ...
 
 
@@ -313,6 +327,10 @@ class SqlStore:
         if version > S.SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"{self._safe_url()} was written by a newer graphtape (schema v{version}; this one reads v{S.SCHEMA_VERSION}): upgrade graphtape to open it"
+            )
+        if version < S.SCHEMA_VERSION and version in S.MIGRATES_FROM:
+            raise SchemaVersionError(
+                f"{self._safe_url()} uses schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: run `graphtape migrate` to upgrade it in place"
             )
         if version < S.SCHEMA_VERSION:
             raise SchemaVersionError(f"{self._safe_url()} uses old schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: re-record, or open it with the graphtape that wrote it")
@@ -469,31 +487,83 @@ class SqlStore:
             return 0  # read-only database: still readable, just not marked
         return len(ended)
 
-    def list_runs(self, *, status: str | None = None, text: str | None = None, limit: int | None = None, offset: int = 0) -> list[RunInfo]:
-        """Runs, newest first, optionally filtered by status and by text in name/graph/error/tags."""
+    def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        text: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        name: str | None = None,
+        tag: str | None = None,
+        tool: str | None = None,
+        node: str | None = None,
+        error: str | None = None,
+    ) -> list[RunInfo]:
+        """Runs, newest first, filtered by every criterion given (see ``_run_filters``)."""
         self.mark_dead_runs()
         q = sa.select(*self._RUN_COLS).order_by(*self._NEWEST_FIRST)
-        if status:
-            q = q.where(S.runs.c.status == status)
-        if text:
-            like = f"%{_escape_like(text)}%"
-            q = q.where(
-                sa.or_(
-                    S.runs.c.name.ilike(like, escape="\\"),
-                    S.runs.c.graph_name.ilike(like, escape="\\"),
-                    S.runs.c.error_message.ilike(like, escape="\\"),
-                    S.runs.c.tags.ilike(like, escape="\\"),
-                    S.runs.c.id.ilike(f"{_escape_like(text)}%", escape="\\"),
-                )
-            )
+        q = q.where(*self._run_filters(status=status, text=text, name=name, tag=tag, tool=tool, node=node, error=error))
         if limit is not None:
             q = q.limit(limit)
         if offset:
             q = q.offset(offset)
         return [self._run_info(r) for r in self._read(q)]
 
-    def count_runs(self) -> int:
-        return int(self._read(sa.select(sa.func.count()).select_from(S.runs))[0][0])
+    def count_runs(self, **filters: Any) -> int:
+        """How many runs match ``filters`` (the keyword filters of ``list_runs``; none counts all)."""
+        q = sa.select(sa.func.count()).select_from(S.runs).where(*self._run_filters(**filters))
+        return int(self._read(q)[0][0])
+
+    @staticmethod
+    def _run_filters(
+        *,
+        status: str | None = None,
+        text: str | None = None,
+        name: str | None = None,
+        tag: str | None = None,
+        tool: str | None = None,
+        node: str | None = None,
+        error: str | None = None,
+    ) -> list[Any]:
+        """WHERE clauses for the run filters, each one an index lookup:
+
+        ``status``, ``name`` (exact, or a prefix with a trailing ``*``),
+        ``tag``/``tool``/``node`` (exact, through ``run_facets``) and ``error``
+        (case-insensitive text in a failed run's error type or message).
+        ``text`` searches name, graph, error and tags and reads every run.
+        """
+        where: list[Any] = []
+        r = S.runs.c
+        if status:
+            where.append(r.status == status)
+        if name:
+            if name.endswith("*"):
+                prefix = name[:-1]
+                # The range lets both backends walk ix_runs_name; substr keeps the match exact in any collation.
+                where += [r.name >= prefix, r.name < prefix + "\U0010ffff", sa.func.substr(r.name, 1, len(prefix)) == prefix]
+            else:
+                where.append(r.name == name)
+        f = S.run_facets.c
+        for kind, value in (("tag", tag), ("tool", tool), ("node", node)):
+            if value:
+                where.append(r.id.in_(sa.select(f.run_id).where(f.kind == kind, f.value == value)))
+        if error:
+            like = f"%{_escape_like(error)}%"
+            where.append(r.error_message.is_not(None))
+            where.append(sa.or_(r.error_message.ilike(like, escape="\\"), r.error_type.ilike(like, escape="\\")))
+        if text:
+            like = f"%{_escape_like(text)}%"
+            where.append(
+                sa.or_(
+                    r.name.ilike(like, escape="\\"),
+                    r.graph_name.ilike(like, escape="\\"),
+                    r.error_message.ilike(like, escape="\\"),
+                    r.tags.ilike(like, escape="\\"),
+                    r.id.ilike(f"{_escape_like(text)}%", escape="\\"),
+                )
+            )
+        return where
 
     def resolve_run(self, ref: str) -> str:
         """A full run id from an id, a unique prefix, ``last`` or ``last~N``.
@@ -684,9 +754,9 @@ class SqlStore:
                 nxt.extend(n for n in r.nodes.split(",") if n)
         return self._detail(self._step_info(row), rows, list(dict.fromkeys(nxt)))
 
-    def _detail(self, info: StepInfo, rows: Sequence[Any], nxt: list[str]) -> StepDetail:
+    def _detail(self, info: StepInfo, rows: Sequence[Any], nxt: list[str], typed: bool = False) -> StepDetail:
         """Merge the payloads of one step's rows (in seq order) into its StepDetail."""
-        dec = self._plain_decoder
+        dec = self._typed_decoder if typed else self._plain_decoder
         tasks_by_id: dict[str, TaskInfo] = {}
         routes_by_task: dict[Any, list[dict]] = {}
         events: list[EventInfo] = []
@@ -726,8 +796,11 @@ class SqlStore:
         ]
         return StepDetail(step=info, tasks=list(tasks_by_id.values()), routes=routes, events=events, next=nxt)
 
-    def step_details(self, run_id: str, ns: str = "", *, after: int | None = None) -> list[StepDetail]:
-        """Every step of a namespace in order, in one read (replay compares whole runs)."""
+    def step_details(self, run_id: str, ns: str = "", *, after: int | None = None, typed: bool = False) -> list[StepDetail]:
+        """Every step of a namespace in order, in one read (replay compares whole runs).
+
+        ``typed=True`` rebuilds written values as live objects (messages...), for resuming.
+        """
         infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
         q = sa.select(S.steps.c.step, S.steps.c.seq, S.steps.c.payload, S.steps.c.created_at).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns)
         if after is not None:
@@ -738,7 +811,7 @@ class SqlStore:
         out = []
         for i, info in enumerate(infos):
             nxt = infos[i + 1].nodes if i + 1 < len(infos) else []
-            out.append(self._detail(info, by_step.get(info.step, []), list(nxt)))
+            out.append(self._detail(info, by_step.get(info.step, []), list(nxt), typed))
         return out
 
     def frames(self, run_id: str, ns: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
@@ -904,42 +977,100 @@ class SqlStore:
 
     # -- blobs and decoding --------------------------------------------------
     def blobs(self, hashes: Iterable[str]) -> dict[str, Any]:
-        """Decoded blob trees by hash (cached; fetched in chunks)."""
-        out: dict[str, Any] = {}
-        missing = []
+        """Encoded blob trees by hash (cached; fetched in chunks).
+
+        A blob can reference other blobs (a message whose content is a long
+        string): those references are resolved inside the trees returned, so
+        decoding a blob never needs another. Hashes not in the store are left
+        out, and references to them stay as they are.
+        """
+        from recorder.codec import BLOB_REF, MAX_DEPTH
+
+        wanted = list(dict.fromkeys(hashes))
+        trees: dict[str, Any] = {}
+        fresh: list[str] = []  # read from the database by this call
+        nesting: dict[str, set[str]] = {}  # fresh blob -> the blobs it references
+        todo = wanted
+        while todo:
+            missing = []
+            with self._blob_lock:
+                for h in todo:
+                    hit = self._blob_cache.get(h)
+                    if hit is not None:
+                        trees[h] = hit  # cached trees are already resolved
+                        self._blob_cache.move_to_end(h)
+                    else:
+                        missing.append(h)
+            for i in range(0, len(missing), 500):
+                chunk = missing[i : i + 500]
+                for r in self._read(sa.select(S.blobs).where(S.blobs.c.hash.in_(chunk))):
+                    data = bytes(r.data)
+                    tree = unpack(b"z" + data if r.zipped else b"j" + data)
+                    trees[r.hash] = tree
+                    fresh.append(r.hash)
+                    refs = collect_refs(tree) if type(tree) is not str else None
+                    if refs:
+                        nesting[r.hash] = refs
+            todo = list({ref for h in missing for ref in nesting.get(h, ()) if ref not in trees})
+
+        resolved: dict[str, Any] = {}
+
+        def resolve(h: str, seen: tuple[str, ...]) -> Any:
+            if h not in resolved:
+                resolved[h] = inline(trees[h], (*seen, h), 0) if h in nesting else trees[h]
+            return resolved[h]
+
+        def inline(x: Any, seen: tuple[str, ...], depth: int) -> Any:
+            # A hand-edited store could loop or nest without end: such refs stay unresolved.
+            t = type(x)
+            if depth > MAX_DEPTH:
+                return x
+            if t is list:
+                return [inline(i, seen, depth + 1) for i in x]
+            if t is not dict:
+                return x
+            ref = x.get(BLOB_REF)
+            if type(ref) is str and len(x) == 1:
+                return resolve(ref, seen) if ref in trees and ref not in seen else x
+            return {k: inline(v, seen, depth + 1) for k, v in x.items()}
+
+        for h in fresh:
+            resolve(h, ())
         with self._blob_lock:
-            for h in hashes:
-                hit = self._blob_cache.get(h)
-                if hit is not None:
-                    out[h] = hit
-                    self._blob_cache.move_to_end(h)
-                else:
-                    missing.append(h)
-        for i in range(0, len(missing), 500):
-            chunk = missing[i : i + 500]
-            for r in self._read(sa.select(S.blobs).where(S.blobs.c.hash.in_(chunk))):
-                data = bytes(r.data)
-                tree = unpack(b"z" + data if r.zipped else b"j" + data)
-                out[r.hash] = tree
-        with self._blob_lock:
-            for h in missing:
-                if h in out:
-                    self._blob_cache[h] = out[h]
+            for h in fresh:
+                self._blob_cache[h] = resolved[h]
             while len(self._blob_cache) > 50_000:
                 self._blob_cache.popitem(last=False)
-        return out
+        return {h: resolved.get(h, trees[h]) for h in wanted if h in trees}
 
     def decode(self, tree: Any, *, typed: bool = False) -> Any:
         """Resolve blob references and decode an encoded tree.
 
+        Plain decoding keeps the decoded value of each blob (blobs never
+        change), so neighbouring states decode only the messages they do not
+        share; the values are shared between callers and must not be changed.
         Malformed recorded data (a damaged or hand-edited store, a registered
         type that changed) raises ``StoreError`` naming what failed.
         """
-        blobs = self.blobs(collect_refs(tree))
+        from recorder.codec import DecodedBlobs
+
+        refs = collect_refs(tree)
         try:
-            return Decoder(blobs, typed=typed).decode(tree)
+            if typed:
+                return Decoder(self.blobs(refs), typed=True).decode(tree)
+            memo = self.__dict__.get("_decoded_blobs")
+            if memo is None:
+                memo = self.__dict__.setdefault("_decoded_blobs", DecodedBlobs())
+            decoded = memo.lookup(refs)
+            blobs = self.blobs(refs.difference(decoded))
+            value = Decoder(blobs, decoded=decoded).decode(tree)
+            memo.keep({h: decoded[h] for h in blobs if h in decoded})
+            return value
         except (DecodeError, TypeError, ValueError, AttributeError, KeyError) as exc:
             raise StoreError(f"cannot decode a recorded value: {_one_line(exc)}") from None
+
+    def _typed_decoder(self, tree: Any) -> Any:
+        return None if tree is None else self.decode(tree, typed=True)
 
     def _plain_decoder(self, tree: Any) -> Any:
         if tree is None:
@@ -963,6 +1094,249 @@ class SqlStore:
         if path is not None:
             out["bytes"] = sum(p.stat().st_size for p in (path, Path(str(path) + "-wal")) if p.exists())
         return out
+
+
+    # -- housekeeping: gc and stats -------------------------------------------
+    def gc(
+        self,
+        older_than_s: float,
+        *,
+        keep_failed: bool = False,
+        dry_run: bool = False,
+        now: float | None = None,
+        progress: Progress | None = None,
+    ) -> GcReport:
+        """Delete runs that ended more than ``older_than_s`` seconds ago, then unreferenced blobs.
+
+        A run still recording (status running with a live owner) is never
+        touched, nor is the parent of a fork that stays. Blobs are shared
+        between runs, so a blob goes only when no remaining run's inputs,
+        output, config, steps or calls reach it (directly or through another
+        blob). ``dry_run`` reports the same figures and deletes nothing.
+        """
+        progress = progress or _no_progress
+        now = time.time() if now is None else now
+        self.mark_dead_runs()
+        r = S.runs.c
+        last_seen = sa.func.coalesce(r.ended_at, r.heartbeat_at, r.started_at)
+        q = sa.select(r.id).where(r.status != "running", last_seen < now - older_than_s)
+        if keep_failed:
+            q = q.where(r.status != "error")
+        doomed = {row.id for row in self._read(q)}
+        running = int(self._read(sa.select(sa.func.count()).select_from(S.runs).where(r.status == "running"))[0][0])
+        # A fork reads its parent's recording: parents of remaining runs stay (transitively).
+        forks = self._read(sa.select(r.id, r.parent_run_id).where(r.parent_run_id.is_not(None)))
+        kept_parents: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for fork in forks:
+                if fork.id not in doomed and fork.parent_run_id in doomed:
+                    doomed.discard(fork.parent_run_id)
+                    kept_parents.add(fork.parent_run_id)
+                    changed = True
+        ids = sorted(doomed)
+        steps = calls = 0
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            steps += int(self._read(sa.select(sa.func.count()).select_from(S.steps).where(S.steps.c.run_id.in_(chunk)))[0][0])
+            calls += int(self._read(sa.select(sa.func.count()).select_from(S.calls).where(S.calls.c.run_id.in_(chunk)))[0][0])
+        if not dry_run:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                try:
+                    with self.engine.begin() as conn:
+                        conn.execute(sa.delete(S.steps).where(S.steps.c.run_id.in_(chunk)))
+                        conn.execute(sa.delete(S.calls).where(S.calls.c.run_id.in_(chunk)))
+                        conn.execute(sa.delete(S.runs).where(S.runs.c.id.in_(chunk)))
+                except SQLAlchemyError as exc:
+                    raise StoreError(f"cannot delete runs from {self._safe_url()}: {_one_line(exc)}") from None
+                progress("deleting runs", min(i + 500, len(ids)), len(ids))
+        unused, unused_bytes = self._unreferenced_blobs(set() if not dry_run else doomed, progress)
+        if not dry_run and unused:
+            unused, unused_bytes = self._delete_blobs(unused, now, progress)
+        return GcReport(
+            runs=len(ids),
+            steps=steps,
+            calls=calls,
+            blobs=len(unused),
+            blob_bytes=unused_bytes,
+            kept_running=running,
+            kept_fork_parents=len(kept_parents),
+            dry_run=dry_run,
+            run_ids=ids,
+        )
+
+    def _refs_of_runs(self, conn: Any, where_runs: Any | None, skip: set[str], progress: Progress, label: str) -> set[str]:
+        """Blob hashes referenced by runs (all, or those matching ``where_runs``), skipping run ids in ``skip``."""
+        refs: set[str] = set()
+        r, st, ca = S.runs.c, S.steps.c, S.calls.c
+        run_q = sa.select(r.id, r.inputs, r.output, r.config, r.fork_edit)
+        if where_runs is not None:
+            run_q = run_q.where(where_runs)
+        run_ids = []
+        for row in conn.execute(run_q):
+            if row.id in skip:
+                continue
+            run_ids.append(row.id)
+            for text in (row.inputs, row.output, row.config, row.fork_edit):
+                if text and '"$b"' in text:
+                    collect_refs(_uj(text), refs)
+        scoped = where_runs is not None
+        total = int(conn.execute(sa.select(sa.func.count()).select_from(S.steps)).scalar_one()) if not scoped else None
+        done = 0
+        chunks = [run_ids[i : i + 500] for i in range(0, len(run_ids), 500)] if scoped else [None]
+        for chunk in chunks:
+            sq = sa.select(st.run_id, st.payload)
+            cq = sa.select(ca.run_id, ca.inputs, ca.output)
+            if chunk is not None:
+                sq, cq = sq.where(st.run_id.in_(chunk)), cq.where(ca.run_id.in_(chunk))
+            for row in conn.execute(sq.execution_options(yield_per=2000)):
+                done += 1
+                if row.run_id not in skip:
+                    collect_refs(unpack(row.payload), refs)
+                if total and done % 5000 == 0:
+                    progress(label, done, total)
+            for row in conn.execute(cq.execution_options(yield_per=2000)):
+                if row.run_id in skip:
+                    continue
+                for text in (row.inputs, row.output):
+                    if text and '"$b"' in text:
+                        collect_refs(_uj(text), refs)
+        if total:
+            progress(label, total, total)
+        return refs
+
+    def _blob_closure(self, conn: Any, refs: set[str]) -> set[str]:
+        """``refs`` and every blob reachable from them (a message blob holds its long strings as blobs)."""
+        seen = set(refs)
+        frontier = list(refs)
+        while frontier:
+            nxt: list[str] = []
+            for i in range(0, len(frontier), 500):
+                chunk = frontier[i : i + 500]
+                for row in conn.execute(sa.select(S.blobs.c.zipped, S.blobs.c.data).where(S.blobs.c.hash.in_(chunk))):
+                    data = bytes(row.data)
+                    if b'"$b"' not in data and not row.zipped:
+                        continue
+                    for h in collect_refs(unpack(b"z" + data if row.zipped else b"j" + data)):
+                        if h not in seen:
+                            seen.add(h)
+                            nxt.append(h)
+            frontier = nxt
+        return seen
+
+    def _unreferenced_blobs(self, skip: set[str], progress: Progress) -> tuple[set[str], int]:
+        """Blobs no run outside ``skip`` reaches, and their stored size."""
+        try:
+            with self.engine.connect() as conn:
+                live = self._blob_closure(conn, self._refs_of_runs(conn, None, skip, progress, "scanning references"))
+                unused: set[str] = set()
+                size = 0
+                for row in conn.execute(sa.select(S.blobs.c.hash, sa.func.length(S.blobs.c.data)).execution_options(yield_per=5000)):
+                    if row[0] not in live:
+                        unused.add(row[0])
+                        size += int(row[1] or 0)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read {self._safe_url()}: {_one_line(exc)}") from None
+        return unused, size
+
+    def _delete_blobs(self, unused: set[str], started: float, progress: Progress) -> tuple[set[str], int]:
+        """Delete ``unused`` blobs, sparing any a run written meanwhile has come to reference.
+
+        Writers are held off while this runs (SQLite's write lock; a lock on
+        the blobs table in PostgreSQL), and the runs that were recording or
+        have ended since the scan began are scanned again under that lock.
+        """
+        r = S.runs.c
+        recent = sa.or_(r.status == "running", r.started_at >= started - 60, sa.func.coalesce(r.ended_at, r.heartbeat_at, r.started_at) >= started - 60)
+        try:
+            with self.engine.begin() as conn:
+                if self.is_sqlite:
+                    conn.execute(sa.delete(S.blobs).where(sa.false()))  # takes the write lock now
+                else:
+                    conn.exec_driver_sql("LOCK TABLE blobs IN SHARE ROW EXCLUSIVE MODE")
+                unused = unused - self._blob_closure(conn, self._refs_of_runs(conn, recent, set(), _no_progress, ""))
+                size = 0
+                doomed = sorted(unused)
+                for i in range(0, len(doomed), 500):
+                    chunk = doomed[i : i + 500]
+                    size += int(conn.execute(sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(S.blobs.c.data)), 0)).where(S.blobs.c.hash.in_(chunk))).scalar_one())
+                    conn.execute(sa.delete(S.blobs).where(S.blobs.c.hash.in_(chunk)))
+                    progress("deleting blobs", min(i + 500, len(doomed)), len(doomed))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot delete blobs from {self._safe_url()}: {_one_line(exc)}") from None
+        with self._blob_lock:
+            for h in unused:
+                self._blob_cache.pop(h, None)
+        self._known_blobs.difference_update(unused)
+        return unused, size
+
+    def stats(self) -> dict[str, Any]:
+        """Rows and bytes per table, runs by status, and the database's size on disk.
+
+        Bytes per table include its indexes: SQLite's ``dbstat`` where the
+        build has it, PostgreSQL's ``pg_total_relation_size``; None when the
+        backend cannot tell.
+        """
+        tables = [S.runs, S.steps, S.calls, S.blobs, S.run_facets]
+        out: dict[str, Any] = {"backend": self.engine.dialect.name, "url": self._safe_url(), "schema_version": S.SCHEMA_VERSION}
+        sizes: dict[str, int | None] = {t.name: None for t in tables}
+        try:
+            with self.engine.connect() as conn:
+                if self.is_sqlite:
+                    try:
+                        rows = conn.exec_driver_sql(
+                            "SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat d JOIN sqlite_master m ON m.name = d.name GROUP BY m.tbl_name"
+                        ).all()
+                        for name, size in rows:
+                            if name in sizes:
+                                sizes[name] = int(size)
+                    except SQLAlchemyError:
+                        pass  # SQLite built without dbstat: sizes stay unknown
+                else:
+                    for t in tables:
+                        sizes[t.name] = int(conn.execute(sa.text("SELECT pg_total_relation_size(to_regclass(:t))"), {"t": t.name}).scalar_one() or 0)
+                    out["database_bytes"] = int(conn.execute(sa.text("SELECT pg_database_size(current_database())")).scalar_one())
+                counts = {t.name: int(conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()) for t in tables}
+                by_status = {st: int(n) for st, n in conn.execute(sa.select(S.runs.c.status, sa.func.count()).group_by(S.runs.c.status))}
+                span = conn.execute(sa.select(sa.func.min(S.runs.c.started_at), sa.func.max(S.runs.c.started_at))).one()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read {self._safe_url()}: {_one_line(exc)}") from None
+        out["tables"] = {name: {"rows": counts[name], "bytes": sizes[name]} for name in counts}
+        out["runs_by_status"] = dict(sorted(by_status.items()))
+        out["oldest_run_at"], out["newest_run_at"] = span[0], span[1]
+        path = _sqlite_path(self.url)
+        if path is not None:
+            out["database_bytes"] = sum(p.stat().st_size for p in (path, Path(str(path) + "-wal")) if p.exists())
+        known = [v for v in sizes.values() if v is not None]
+        out["bytes"] = sum(known) if known else None
+        return out
+
+
+class Progress(Protocol):
+    """Told how far a long operation has come: ``(phase, done, total or None)``."""
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None: ...
+
+
+def _no_progress(_phase: str, _done: int, _total: int | None) -> None:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class GcReport:
+    """What ``SqlStore.gc`` deleted (or, with ``dry_run``, would delete)."""
+
+    runs: int
+    steps: int
+    calls: int
+    blobs: int
+    blob_bytes: int
+    kept_running: int
+    kept_fork_parents: int
+    dry_run: bool
+    run_ids: list[str] = field(default_factory=list)
 
 
 def _insert_rows(conn: Any, table: sa.Table, rows: list[dict]) -> None:
@@ -1030,5 +1404,5 @@ def open_store(db: str | os.PathLike | None = None, *, create: bool = False) -> 
     return SqlStore(db, create=create)
 
 
-__all__ = ["RunStore", "SqlStore", "open_store", "resolve_url", "Batch", "pack", "unpack"]
+__all__ = ["RunStore", "SqlStore", "open_store", "resolve_url", "Batch", "GcReport", "pack", "unpack"]
 

@@ -1,0 +1,131 @@
+"""The replay's answerer: serves tool and model calls from the recording.
+
+It decides per call: an override if the user gave one, the recording if the
+mode answers that kind of call, else the live call. A call the recording
+cannot answer is recorded as a miss and stops the replay (``ReplayMiss``),
+so strict mode never makes a silent live call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.runnables.config import var_child_runnable_config
+
+from recorder.capture import model_label
+from recorder.codec import to_plain
+from recorder.session import split_task_ns
+
+from replay.calls import CallBook, LiveCall, Miss, RecordedCall, message_from_plain, normalize_arguments, revive_opaque
+from replay.intercept import Answer
+from replay.modes import ReplayMode
+from replay.normalize import Normalizer, is_message, ns_path
+
+MAX_DELAY_S = 60.0
+
+
+class ReplayMiss(BaseException):
+    """A call the recording cannot answer: the replay stops here.
+
+    A ``BaseException`` so that a node's own ``except Exception`` (a tool
+    wrapper turning errors into observations) cannot swallow it and carry on
+    with a made-up result.
+    """
+
+    def __init__(self, miss: Miss) -> None:
+        super().__init__(f"no recorded {miss.live.kind} call {miss.live.name!r} at step {miss.live.step} matches")
+        self.miss = miss
+
+
+class RecordingAnswerer:
+    """Answers calls for one replay (see module docstring)."""
+
+    def __init__(
+        self,
+        book: CallBook,
+        mode: ReplayMode,
+        normalize: Normalizer,
+        overrides: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> None:
+        self.book = book
+        self.mode = mode
+        self.normalize = normalize
+        self.overrides = dict(overrides or {})
+        self.misses: list[Miss] = []
+        self.served = {"tool": 0, "model": 0}
+        self._lock = threading.Lock()
+
+    # -- models ------------------------------------------------------------------
+    def answer_model(self, model: Any, messages: list[Any], stop: Any, run_manager: Any, kwargs: dict) -> Answer | None:
+        metadata = {**(getattr(run_manager, "inheritable_metadata", None) or {}), **(getattr(run_manager, "metadata", None) or {})}
+        params = dict(model._get_invocation_params(stop=stop, **kwargs))
+        name = model_label(type(model).__name__, params, metadata)
+        override = self.overrides.get(name) or self.overrides.get(type(model).__name__) or self.overrides.get("model")
+        if override is not None:
+            return Answer(value=message_from_plain(_plain(override(messages))))
+        if not self.mode.answers("model"):
+            return None
+        inputs: dict[str, Any] = {"messages": _plain(messages)}
+        if params.get("tools"):
+            inputs["tools"] = _plain(params["tools"])
+        live = LiveCall("model", name, *_who(metadata), arguments=normalize_arguments("model", inputs, self.normalize))
+        got = self._take(live)
+        call = got.call
+        error = (call.error_type, call.error_message) if call.error_type else None
+        return Answer(value=None if error else message_from_plain(call.output), error=error, delay_s=self._delay(got))
+
+    # -- tools -------------------------------------------------------------------
+    def answer_tool(self, tool: Any, tool_input: Any, kwargs: dict) -> Answer | None:
+        override = self.overrides.get(tool.name)
+        if override is not None:
+            return Answer(call=override)
+        if not self.mode.answers("tool"):
+            return None
+        config = kwargs.get("config") or var_child_runnable_config.get() or {}
+        metadata = {**(config.get("metadata") or {}), **(kwargs.get("metadata") or {})}
+        if isinstance(tool_input, dict):
+            shown = tool._filter_injected_args(tool_input)
+        else:
+            shown = tool_input
+        live = LiveCall("tool", tool.name, *_who(metadata), arguments=normalize_arguments("tool", _plain(shown), self.normalize))
+        got = self._take(live)
+        call = got.call
+        delay = self._delay(got)
+        if call.error_type:
+            return Answer(error=(call.error_type, call.error_message), delay_s=delay)
+        out = call.output
+        if is_message(out) and out.get("type") == "tool":
+            content = out.get("content")
+            if out.get("status") == "error":
+                return Answer(value=content, tool_error=True, delay_s=delay)
+            if tool.response_format == "content_and_artifact":
+                return Answer(value=(content, out.get("artifact")), delay_s=delay)
+            return Answer(value=content, delay_s=delay)
+        return Answer(value=revive_opaque(out), delay_s=delay)
+
+    # -- shared ------------------------------------------------------------------
+    def _take(self, live: LiveCall) -> RecordedCall:
+        got = self.book.take(live)
+        if isinstance(got, Miss):
+            with self._lock:
+                self.misses.append(got)
+            raise ReplayMiss(got)
+        with self._lock:
+            self.served[live.kind] += 1
+        return got
+
+    @staticmethod
+    def _delay(got: RecordedCall) -> float:
+        return min(got.delay_s, MAX_DELAY_S)
+
+
+def _who(metadata: Mapping[str, Any]) -> tuple[int | None, str, str | None]:
+    ns, node, _task = split_task_ns(str(metadata.get("langgraph_checkpoint_ns", "") or ""))
+    return metadata.get("langgraph_step"), ns_path(ns), metadata.get("langgraph_node", node)
+
+
+def _plain(value: Any) -> Any:
+    """A live value in the plain form recordings decode to (and redacted the same way)."""
+    return to_plain(value)

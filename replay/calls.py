@@ -1,0 +1,227 @@
+"""Match live tool and model calls to recorded ones, and answer them.
+
+A call is matched by who made it (step, namespace path, node, kind, name)
+and by what it was asked (normalized arguments or input messages). Parallel
+calls match by content, so execution order does not matter; identical
+repeated calls consume recordings in the order they were made. A call that
+matches nothing is a miss, explained by the closest recorded candidates and
+the fields that differed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from recorder import CallInfo
+
+from replay.normalize import Normalizer, ns_path
+
+MATCH_FIELDS = ("name", "step", "path", "node", "arguments")
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCall:
+    """A tool or model call the replayed graph is making now."""
+
+    kind: str  # tool | model
+    name: str
+    step: int | None
+    path: str
+    node: str | None
+    arguments: Any  # normalized
+
+
+@dataclass(slots=True)
+class RecordedCall:
+    """A recorded call waiting to answer a live one."""
+
+    index: int
+    call: CallInfo
+    path: str
+    arguments: Any
+    delay_s: float  # > 0 when the node stopped waiting for it (a timeout): replay it as slow
+    used: bool = False
+
+    def differing(self, live: LiveCall, step_offset: int) -> list[str]:
+        """The match fields on which this recording and ``live`` differ."""
+        out = []
+        if self.call.name != live.name:
+            out.append("name")
+        if live.step is not None and self.call.step is not None and self.call.step + step_offset != live.step:
+            out.append("step")
+        if self.path != live.path:
+            out.append("path")
+        if self.call.node != live.node:
+            out.append("node")
+        if self.arguments != live.arguments:
+            out.append("arguments")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A recorded call that almost matched a miss, and how it differed."""
+
+    call_id: str
+    name: str
+    step: int | None
+    node: str | None
+    arguments: Any
+    differs: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"call_id": self.call_id, "name": self.name, "step": self.step, "node": self.node, "arguments": self.arguments, "differs": self.differs}
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """A live call no recording answers."""
+
+    live: LiveCall
+    candidates: list[Candidate] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        """``arguments`` when the same caller recorded this call with other arguments, else ``extra``."""
+        if self.candidates and self.candidates[0].differs == ["arguments"]:
+            return "arguments"
+        return "extra"
+
+
+class CallBook:
+    """The recorded calls of a run after the replay's starting step, consumed as they answer."""
+
+    def __init__(self, calls: Iterable[CallInfo], normalize: Normalizer, *, delay: Callable[[CallInfo], float], step_offset: int = 0) -> None:
+        self.step_offset = step_offset
+        self._lock = threading.Lock()
+        self.recorded = [
+            RecordedCall(i, c, ns_path(c.ns), normalize_arguments(c.kind, c.inputs, normalize), delay(c))
+            for i, c in enumerate(calls)
+        ]
+
+    def take(self, live: LiveCall) -> RecordedCall | Miss:
+        """The first unused recording that matches ``live`` exactly (marked used), or a miss."""
+        with self._lock:
+            same_kind = [r for r in self.recorded if r.call.kind == live.kind]
+            for r in same_kind:
+                if not r.used and not r.differing(live, self.step_offset):
+                    r.used = True
+                    return r
+            scored = sorted(((r.differing(live, self.step_offset), r) for r in same_kind if not r.used), key=lambda x: (len(x[0]), _weight(x[0]), x[1].index))
+            return Miss(live, [Candidate(r.call.call_id, r.call.name, r.call.step, r.call.node, r.arguments, d) for d, r in scored[:3]])
+
+    def unused(self) -> list[RecordedCall]:
+        """Recordings no live call asked for."""
+        return [r for r in self.recorded if not r.used]
+
+
+def _weight(fields: list[str]) -> int:
+    # Prefer a candidate from the same caller with other arguments over one from elsewhere.
+    return sum(MATCH_FIELDS.index(f) for f in fields)
+
+
+def normalize_arguments(kind: str, inputs: Any, normalize: Normalizer) -> Any:
+    """What a call was asked, without ids and call parameters that vary run to run."""
+    if kind == "model" and isinstance(inputs, dict):
+        out = {"messages": normalize(inputs.get("messages", inputs.get("prompts")))}
+        if inputs.get("tools"):
+            out["tools"] = normalize(inputs["tools"])
+        return out
+    return normalize(inputs)
+
+
+# -- answers --------------------------------------------------------------------
+
+
+class RecordedError(Exception):
+    """Base of errors rebuilt from a recording whose type graphtape cannot import (it never imports names from data)."""
+
+    recorded_type = "Exception"
+
+
+_ERROR_TYPES: dict[str, type[Exception]] = {}
+_ERROR_LOCK = threading.Lock()
+
+
+def rebuild_error(type_name: str | None, message: str | None) -> Exception:
+    """An exception with the recorded type name and message, so error paths reproduce.
+
+    Built-in exception types are used as they are; LangChain's ToolException
+    too. Any other recorded type becomes a ``RecordedError`` subclass of the
+    same name (``except ThatType`` in user code cannot match it; catching by
+    ``Exception`` or by name does).
+    """
+    name = type_name or "Exception"
+    message = message or ""
+    builtin = getattr(builtins, name, None)
+    if isinstance(builtin, type) and issubclass(builtin, Exception) and builtin.__module__ == "builtins":
+        try:
+            return builtin(message)
+        except TypeError:  # e.g. UnicodeDecodeError wants five arguments
+            pass
+    if name == "ToolException":
+        from langchain_core.tools import ToolException
+
+        return ToolException(message)
+    safe = name if name.isidentifier() else "RecordedError"
+    with _ERROR_LOCK:
+        cls = _ERROR_TYPES.get(safe)
+        if cls is None:
+            cls = _ERROR_TYPES[safe] = type(safe, (RecordedError,), {"recorded_type": safe, "__module__": "replay.recorded"})
+    return cls(message)
+
+
+def message_from_plain(value: Any) -> Any:
+    """A recorded model output (plain dict) as an ``AIMessage``; text becomes its content."""
+    from langchain_core.messages import AIMessage
+
+    if isinstance(value, dict) and value.get("type") in ("ai", "AIMessageChunk"):
+        fields = {k: v for k, v in value.items() if k in AIMessage.model_fields and k != "type"}
+        fields.pop("tool_call_chunks", None)
+        return AIMessage(**fields)
+    if isinstance(value, str):
+        return AIMessage(content=value)
+    if value is None:
+        return AIMessage(content="")
+    return AIMessage(content=str(value))
+
+
+class Opaque:
+    """Stands in for a recorded value that had no safe encoding (a lock, a handle).
+
+    It carries the recorded type's name and repr and nothing else, so code
+    that only passes such a value along, or fails to serialize it, behaves
+    as it did; nothing named in the recording is imported.
+    """
+
+    __slots__ = ("_repr",)
+
+    def __init__(self, text: str) -> None:
+        self._repr = text
+
+    def __repr__(self) -> str:
+        return self._repr
+
+
+_OPAQUE_TYPES: dict[str, type] = {}
+
+
+def revive_opaque(value: Any) -> Any:
+    """Replace "no safe encoding" markers in a recorded value with ``Opaque`` stand-ins."""
+    if isinstance(value, dict):
+        if value.get("unserializable") is True and isinstance(value.get("__type__"), str):
+            qualname = value["__type__"].rpartition(".")[2]
+            safe = qualname if qualname.isidentifier() else "Opaque"
+            with _ERROR_LOCK:
+                cls = _OPAQUE_TYPES.get(safe)
+                if cls is None:
+                    cls = _OPAQUE_TYPES[safe] = type(safe, (Opaque,), {"__slots__": (), "__module__": "replay.recorded"})
+            return cls(str(value.get("repr", f"<{safe}>")))
+        return {k: revive_opaque(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [revive_opaque(v) for v in value]
+    return value

@@ -1,0 +1,240 @@
+"""Compare a replayed run with its recording, superstep by superstep, from the store.
+
+Both runs are read the way every reader reads them (the store API). State is
+decoded incrementally: only keys whose stored value changed in a step are
+decoded and compared, and a list that grew decodes only its new items, so a
+long run costs time in proportion to what changed, not to its length.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from recorder import CallInfo, RunStore, StepDetail
+
+from replay.calls import normalize_arguments
+from replay.modes import ReplayMode
+from replay.normalize import Normalizer, ns_path
+from replay.result import Divergence
+
+_MISSING = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One run's side of a comparison: which namespace, after which step."""
+
+    run_id: str
+    ns: str
+    after: int | None
+
+
+class StateTrack:
+    """A run's state in one namespace, decoded as it changes."""
+
+    def __init__(self, store: RunStore, normalize: Normalizer) -> None:
+        self.store = store
+        self.normalize = normalize
+        self.enc: dict[str, Any] = {}
+        self.dec: dict[str, Any] = {}
+
+    def advance(self, values: dict[str, Any]) -> set[str]:
+        """Move to the next step's stored values; returns the keys whose value changed."""
+        changed = set()
+        for key in self.enc.keys() | values.keys():
+            new, old = values.get(key, _MISSING), self.enc.get(key, _MISSING)
+            if new is old or (new is not _MISSING and old is not _MISSING and new == old):
+                continue
+            changed.add(key)
+            if new is _MISSING:
+                self.enc.pop(key, None)
+                self.dec.pop(key, None)
+                continue
+            if isinstance(new, list) and isinstance(old, list) and len(new) >= len(old) and new[: len(old)] == old:
+                tail = self.store.decode(new[len(old) :])
+                base = self.dec.get(key, [])
+                self.dec[key] = [*base, *(self.normalize(v, (key, str(len(base) + i))) for i, v in enumerate(tail))]
+            else:
+                self.dec[key] = self.normalize(self.store.decode(new), (key,))
+            self.enc[key] = new
+        return changed
+
+
+def _frames_after(store: RunStore, side: Side) -> tuple[dict[str, Any] | None, Iterator[tuple[int, dict[str, Any]]]]:
+    """The state stored at ``side.after`` (the baseline) and an iterator over the steps after it."""
+    frames = store.frames(side.run_id, side.ns)
+    base: dict[str, Any] | None = None
+    for step, values in frames:
+        if side.after is None or step > side.after:
+            def rest(first=(step, values)) -> Iterator[tuple[int, dict[str, Any]]]:
+                yield first
+                yield from frames
+            return base, rest()
+        base = values
+    return base, iter(())
+
+
+class RunComparison:
+    """Collects the divergences between a recording and its replay."""
+
+    def __init__(self, store: RunStore, normalize: Normalizer, mode: ReplayMode, *, stop_step: int | None = None) -> None:
+        self.store = store
+        self.normalize = normalize
+        self.mode = mode
+        self.stop_step = stop_step  # the replay was cut short here (a miss): later steps are not compared
+        self.found: list[Divergence] = []
+
+    # -- one namespace ---------------------------------------------------------------
+    def namespace(self, rec: Side, rep: Side, rec_calls: list[CallInfo], rep_calls: list[CallInfo]) -> None:
+        """Compare the steps of one namespace after ``rec.after`` / ``rep.after``."""
+        offset = (rep.after or 0) - (rec.after or 0) if rec.after is not None and rep.after is not None else 0
+        rec_details = {d.step.step: d for d in self.store.step_details(rec.run_id, rec.ns, after=rec.after)}
+        rep_details = {d.step.step: d for d in self.store.step_details(rep.run_id, rep.ns, after=rep.after)}
+        ns_label = ns_path(rec.ns)
+        last_rec = max(rec_details, default=None)
+        for step in sorted(rec_details):
+            if self.stop_step is not None and step >= self.stop_step and not rec.ns:
+                break
+            d_rec, d_rep = rec_details[step], rep_details.get(step + offset)
+            if d_rep is None:
+                self.found.append(Divergence("missing", step, None, f"the replay has no step {step + offset}; the recording goes on to step {last_rec}", _step_summary(d_rec), None, ns_label))
+                break
+            self._step(step, d_rec, d_rep, ns_label)
+        extra = sorted(s for s in rep_details if s - offset not in rec_details and (last_rec is None or s - offset > last_rec))
+        if extra and (self.stop_step is None or rec.ns):
+            first = rep_details[extra[0]]
+            self.found.append(Divergence("extra", extra[0] - offset, None, f"the replay ran {len(extra)} step(s) the recording does not have", None, _step_summary(first), ns_label))
+        self._states(rec, rep, offset, ns_label)
+        self._calls(rec_calls, rep_calls, offset, ns_label)
+
+    def _step(self, step: int, rec: StepDetail, rep: StepDetail, ns: str) -> None:
+        nodes_rec, nodes_rep = Counter(t.node for t in rec.tasks), Counter(t.node for t in rep.tasks)
+        if nodes_rec != nodes_rep:
+            self.found.append(Divergence("route", step, None, "other nodes ran in this step", sorted(nodes_rec.elements()), sorted(nodes_rep.elements()), ns))
+            return
+        routes_rec, routes_rep = self._routes(rec), self._routes(rep)
+        for source in sorted(routes_rec.keys() | routes_rep.keys()):
+            a, b = routes_rec.get(source, []), routes_rep.get(source, [])
+            if sorted(map(_key, a)) != sorted(map(_key, b)):
+                self.found.append(Divergence("route", step, source, _route_what(a, b), a, b, ns))
+        errs_rec = sorted((t.node, t.error_type or "", t.error_message or "") for t in rec.tasks if t.error_type)
+        errs_rep = sorted((t.node, t.error_type or "", t.error_message or "") for t in rep.tasks if t.error_type)
+        if errs_rec != errs_rep:
+            node = (errs_rec or errs_rep)[0][0]
+            self.found.append(Divergence("error", step, node, "a node failed differently", [list(e) for e in errs_rec], [list(e) for e in errs_rep], ns))
+
+    def _routes(self, detail: StepDetail) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for r in detail.routes:
+            out.setdefault(r.source, []).append(
+                {
+                    "kind": r.kind,
+                    "router": r.router,
+                    "returned": self.normalize(r.returned),
+                    "destinations": sorted(r.destinations),
+                    "sends": [self.normalize(s) for s in r.sends],
+                }
+            )
+        return out
+
+    def _states(self, rec: Side, rep: Side, offset: int, ns: str) -> None:
+        rec_track, rep_track = StateTrack(self.store, self.normalize), StateTrack(self.store, self.normalize)
+        rec_base, rec_frames = _frames_after(self.store, rec)
+        rep_base, rep_frames = _frames_after(self.store, rep)
+        rec_track.advance(rec_base or {})
+        rep_track.advance(rep_base or {})
+        rep_by_step: dict[int, dict] = {}
+        rep_iter = iter(rep_frames)
+        diverged: set[str] = set()
+        for step, values in rec_frames:
+            if self.stop_step is not None and step >= self.stop_step and not rec.ns:
+                return
+            want = step + offset
+            while want not in rep_by_step:
+                nxt = next(rep_iter, None)
+                if nxt is None:
+                    return  # the replay ended: reported as a missing step
+                if nxt[0] > want:
+                    rep_by_step[nxt[0]] = nxt[1]
+                    break
+                rep_by_step[nxt[0]] = nxt[1]
+            rep_values = rep_by_step.pop(want, None)
+            if rep_values is None:
+                return
+            changed = rec_track.advance(values) | rep_track.advance(rep_values)
+            for key in sorted(changed):
+                a, b = rec_track.dec.get(key, _MISSING), rep_track.dec.get(key, _MISSING)
+                if a == b:
+                    diverged.discard(key)
+                    continue
+                if key in diverged:
+                    continue  # still the same divergence: reported where it began
+                diverged.add(key)
+                node = self._writer(rec.run_id, rec.ns, step, key)
+                self.found.append(Divergence("state", step, node, f"state key {key!r} differs", _value(a), _value(b), ns))
+
+    def _writer(self, run_id: str, ns: str, step: int, key: str) -> str | None:
+        try:
+            detail = self.store.step_detail(run_id, step, ns)
+        except Exception:  # noqa: BLE001 - naming the node is a nicety
+            return None
+        return next((t.node for t in detail.tasks if key in (t.writes or {})), None)
+
+    def _calls(self, rec_calls: list[CallInfo], rep_calls: list[CallInfo], offset: int, ns: str) -> None:
+        """Calls the recording did not answer (live ones) are compared after the fact."""
+        live = [k for k in ("tool", "model") if not self.mode.answers(k)]
+        if not live:
+            return
+        groups: dict[tuple, tuple[list[CallInfo], list[CallInfo]]] = {}
+        for c in rec_calls:
+            if c.kind in live and (self.stop_step is None or (c.step or 0) < self.stop_step):
+                groups.setdefault((c.step, c.kind, c.name, ns_path(c.ns), c.node), ([], []))[0].append(c)
+        for c in rep_calls:
+            if c.kind in live:
+                groups.setdefault(((c.step or 0) - offset, c.kind, c.name, ns_path(c.ns), c.node), ([], []))[1].append(c)
+        for (step, kind, name, _path, node), (a, b) in sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1:])):
+            for x, y in zip(a, b):
+                args_x, args_y = normalize_arguments(kind, x.inputs, self.normalize), normalize_arguments(kind, y.inputs, self.normalize)
+                if args_x != args_y:
+                    self.found.append(Divergence("arguments", step, node, f"{kind} {name!r} was called with other arguments", args_x, args_y, ns))
+                    continue
+                out_x, out_y = _outcome(x, self.normalize), _outcome(y, self.normalize)
+                if out_x != out_y:
+                    self.found.append(Divergence("call", step, node, f"{kind} {name!r} returned something else", out_x, out_y, ns))
+            for x in a[len(b) :]:
+                self.found.append(Divergence("missing", step, node, f"recorded {kind} call {name!r} was not made", normalize_arguments(kind, x.inputs, self.normalize), None, ns))
+            for y in b[len(a) :]:
+                self.found.append(Divergence("extra", step, node, f"{kind} call {name!r} was not in the recording", None, normalize_arguments(kind, y.inputs, self.normalize), ns))
+
+
+def _outcome(call: CallInfo, normalize: Normalizer) -> Any:
+    if call.error_type:
+        return {"error": call.error_type, "message": call.error_message}
+    return normalize(call.output)
+
+
+def _value(v: Any) -> Any:
+    return None if v is _MISSING else v
+
+
+def _key(route: dict) -> str:
+    return json.dumps(route, sort_keys=True, default=str)
+
+
+def _route_what(a: list[dict], b: list[dict]) -> str:
+    def dests(rs: list[dict]) -> str:
+        return ", ".join(sorted({d for r in rs for d in r["destinations"]})) or "nowhere"
+
+    routers = {r.get("router") for r in a + b if r.get("router")}
+    how = f" ({', '.join(sorted(routers))})" if routers else ""
+    return f"route{how} went to {dests(b)} instead of {dests(a)}"
+
+
+def _step_summary(detail: StepDetail | None) -> Any:
+    if detail is None:
+        return None
+    return {"step": detail.step.step, "nodes": [t.node for t in detail.tasks], "summary": detail.step.summary}

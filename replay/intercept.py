@@ -1,0 +1,225 @@
+"""Answer tool and model calls from a recording while a replay runs.
+
+A model object or a tool lives inside the user's node, where no LangGraph or
+LangChain seam reaches it (LangChain's cache sees only a serialized prompt
+and is skipped by models built with ``cache=False``). So, while at least one
+replay runs, four methods are wrapped at the class level: ``BaseChatModel``'s
+``_generate_with_cache`` / ``_agenerate_with_cache`` (every provider's
+``invoke`` goes through them, after the callbacks that record the call fire)
+and ``BaseTool``'s ``run`` / ``arun``. The wrappers ask the replay of the
+current context (a context variable, which LangGraph copies into its worker
+threads) and otherwise call the original. They are removed when the last
+replay ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from replay.calls import rebuild_error
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a call returns (or raises) in the replay, and how long it takes."""
+
+    value: Any = None
+    error: tuple[str | None, str | None] | None = None  # recorded (type, message)
+    tool_error: bool = False  # a handled tool error: the value is the error text the tool reported
+    delay_s: float = 0.0
+    call: Any = None  # an override function to call with the tool's parsed arguments
+
+    def raise_if_error(self) -> None:
+        if self.error is not None:
+            raise rebuild_error(*self.error)
+
+
+class Answerer(Protocol):
+    """What a replay supplies: an answer per call, or ``None`` to let it run live."""
+
+    def answer_model(self, model: Any, messages: list[Any], stop: Any, run_manager: Any, kwargs: dict) -> Answer | None: ...
+
+    def answer_tool(self, tool: Any, tool_input: Any, kwargs: dict) -> Answer | None: ...
+
+
+_current: contextvars.ContextVar[Answerer | None] = contextvars.ContextVar("graphtape_replay", default=None)
+_active: list[Answerer] = []
+_lock = threading.Lock()
+_originals: dict[tuple[type, str], Any] = {}
+
+
+def _answerer() -> Answerer | None:
+    found = _current.get()
+    if found is not None:
+        return found
+    # A thread started without copying the context: only unambiguous with one replay running.
+    with _lock:
+        return _active[0] if len(_active) == 1 else None
+
+
+@contextlib.contextmanager
+def answering(answerer: Answerer) -> Iterator[None]:
+    """Route tool and model calls in this context to ``answerer`` until the block ends."""
+    with _lock:
+        if not _active:
+            _install()
+        _active.append(answerer)
+    token = _current.set(answerer)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+        with _lock:
+            _active.remove(answerer)
+            if not _active:
+                _uninstall()
+
+
+def _install() -> None:
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.tools import BaseTool
+
+    wrappers = {
+        (BaseChatModel, "_generate_with_cache"): _generate,
+        (BaseChatModel, "_agenerate_with_cache"): _agenerate,
+        (BaseTool, "run"): _run_tool,
+        (BaseTool, "arun"): _arun_tool,
+    }
+    for (cls, name), wrapper in wrappers.items():
+        _originals[(cls, name)] = cls.__dict__[name]
+        setattr(cls, name, wrapper)
+
+
+def _uninstall() -> None:
+    for (cls, name), original in _originals.items():
+        setattr(cls, name, original)
+    _originals.clear()
+
+
+def _original(cls_name: str, name: str) -> Any:
+    for (cls, n), fn in _originals.items():
+        if cls.__name__ == cls_name and n == name:
+            return fn
+    raise RuntimeError(f"graphtape replay: {cls_name}.{name} is not wrapped")
+
+
+# -- models ----------------------------------------------------------------------
+
+
+def _chat_result(answer: Answer) -> Any:
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    answer.raise_if_error()
+    return ChatResult(generations=[ChatGeneration(message=answer.value)])
+
+
+def _generate(self: Any, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+    answerer = _answerer()
+    answer = answerer.answer_model(self, messages, stop, run_manager, kwargs) if answerer is not None else None
+    if answer is None:
+        return _original("BaseChatModel", "_generate_with_cache")(self, messages, stop, run_manager, **kwargs)
+    if answer.delay_s:
+        time.sleep(answer.delay_s)
+    return _chat_result(answer)
+
+
+async def _agenerate(self: Any, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+    answerer = _answerer()
+    answer = answerer.answer_model(self, messages, stop, run_manager, kwargs) if answerer is not None else None
+    if answer is None:
+        return await _original("BaseChatModel", "_agenerate_with_cache")(self, messages, stop, run_manager, **kwargs)
+    if answer.delay_s:
+        await asyncio.sleep(answer.delay_s)
+    return _chat_result(answer)
+
+
+# -- tools -----------------------------------------------------------------------
+
+
+_answered_cls: type | None = None
+
+
+def _answered_tool_class() -> type:
+    global _answered_cls
+    if _answered_cls is None:
+        from langchain_core.tools import BaseTool, ToolException
+        from pydantic import PrivateAttr
+
+        class AnsweredTool(BaseTool):
+            """Stands in for a recorded tool: its body is the recorded answer."""
+
+            _answer: Any = PrivateAttr(default=None)
+
+            def _run(self, *args: Any, **kwargs: Any) -> Any:
+                if self._answer.delay_s:
+                    time.sleep(self._answer.delay_s)
+                return self._produce(args, kwargs)
+
+            async def _arun(self, *args: Any, **kwargs: Any) -> Any:
+                if self._answer.delay_s:
+                    await asyncio.sleep(self._answer.delay_s)
+                return self._produce(args, kwargs)
+
+            def _produce(self, args: tuple, kwargs: dict) -> Any:
+                answer = self._answer
+                if answer.call is not None:
+                    return answer.call(*args, **kwargs)
+                answer.raise_if_error()
+                if answer.tool_error:
+                    raise ToolException(answer.value)
+                return answer.value
+
+        _answered_cls = AnsweredTool
+    return _answered_cls
+
+
+def _stand_in(tool: Any, answer: Answer) -> Any:
+    """A tool with ``tool``'s name and argument schema whose body is the answer.
+
+    Running it through ``BaseTool.run`` keeps everything around the body real:
+    argument validation (so a recorded validation error recurs by itself),
+    callbacks (so the replay records the call), and the ToolMessage built
+    with the live tool-call id.
+    """
+    stand_in = _answered_tool_class()(
+        name=tool.name,
+        description=tool.description or tool.name,
+        args_schema=tool.args_schema,
+        return_direct=tool.return_direct,
+        response_format=tool.response_format,
+        handle_validation_error=tool.handle_validation_error,
+        handle_tool_error=True if answer.tool_error else tool.handle_tool_error,
+        tags=tool.tags,
+        metadata=tool.metadata,
+    )
+    stand_in._answer = answer
+    return stand_in
+
+
+def _is_stand_in(tool: Any) -> bool:
+    return _answered_cls is not None and isinstance(tool, _answered_cls)
+
+
+def _run_tool(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
+    run = _original("BaseTool", "run")
+    answerer = None if _is_stand_in(self) else _answerer()
+    answer = answerer.answer_tool(self, tool_input, kwargs) if answerer is not None else None
+    if answer is None:
+        return run(self, tool_input, *args, **kwargs)
+    return run(_stand_in(self, answer), tool_input, *args, **kwargs)
+
+
+async def _arun_tool(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
+    arun = _original("BaseTool", "arun")
+    answerer = None if _is_stand_in(self) else _answerer()
+    answer = answerer.answer_tool(self, tool_input, kwargs) if answerer is not None else None
+    if answer is None:
+        return await arun(self, tool_input, *args, **kwargs)
+    return await arun(_stand_in(self, answer), tool_input, *args, **kwargs)

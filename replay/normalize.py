@@ -1,0 +1,72 @@
+"""Make recorded and replayed values comparable: drop what is volatile.
+
+LangChain and LangGraph mint ids afresh on every run (message ids, run ids,
+tool-call ids) and providers stamp responses with ids and timings; none of
+those may cause a divergence. Users add their own volatile paths as
+``ignore`` patterns: dotted paths where ``*`` matches one segment and ``**``
+any number (``messages.*.id``, ``**.timestamp``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+IGNORED = "<ignored>"
+
+# Keys of a plain message that identify or describe a call, not its meaning.
+_MESSAGE_VOLATILE = frozenset({"id", "tool_call_id", "response_metadata", "usage_metadata", "lc_run_id"})
+_MESSAGE_TYPES = frozenset({"ai", "human", "system", "tool", "function", "chat", "remove", "AIMessageChunk"})
+
+
+def is_message(value: Any) -> bool:
+    """A message in its plain decoded form (``{"type": "ai", "content": ...}``)."""
+    return isinstance(value, dict) and value.get("type") in _MESSAGE_TYPES and "content" in value
+
+
+class Normalizer:
+    """Strips volatile fields and user-ignored paths from plain values."""
+
+    def __init__(self, ignore: Iterable[str] = ()) -> None:
+        self.patterns = [tuple(p.split(".")) for p in ignore if p]
+        for p in self.patterns:
+            if any(not part for part in p):
+                raise ValueError(f"bad ignore pattern {'.'.join(p)!r}: empty path segment")
+
+    def __call__(self, value: Any, path: Sequence[str] = ()) -> Any:
+        return self._walk(value, tuple(path))
+
+    def _walk(self, value: Any, path: tuple[str, ...]) -> Any:
+        if self.patterns and path and any(_matches(p, path) for p in self.patterns):
+            return IGNORED
+        if isinstance(value, dict):
+            message = is_message(value)
+            out = {}
+            for k, v in value.items():
+                if message and k in _MESSAGE_VOLATILE:
+                    continue
+                if message and k == "tool_calls" and isinstance(v, list):
+                    v = [{kk: vv for kk, vv in c.items() if kk != "id"} if isinstance(c, dict) else c for c in v]
+                out[k] = self._walk(v, (*path, str(k)))
+            return out
+        if isinstance(value, (list, tuple)):
+            return [self._walk(v, (*path, str(i))) for i, v in enumerate(value)]
+        return value
+
+
+def _matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    if not pattern:
+        return not path
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_matches(rest, path[i:]) for i in range(len(path) + 1))
+    if not path:
+        return False
+    return (head == "*" or head == path[0]) and _matches(rest, path[1:])
+
+
+def ns_path(ns: str) -> str:
+    """A namespace without its task ids (``"a:1f2|b:3c4"`` -> ``"a|b"``): stable across runs."""
+    if not ns:
+        return ""
+    return "|".join(part.partition(":")[0] for part in ns.split("|"))

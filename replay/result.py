@@ -1,0 +1,143 @@
+"""What a replay reports: divergences, each naming where and what, and the new run."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+KINDS = ("route", "call", "arguments", "state", "error", "missing", "extra")
+MAX_DIFF_LINES = 40
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """One place where the replay did not do what the recording did.
+
+    ``kind`` is one of ``route`` (other nodes ran or a router chose
+    differently), ``call`` (a call returned something else), ``arguments``
+    (a call was made with other arguments), ``state`` (a state key holds
+    another value), ``error`` (a node or the run failed differently),
+    ``missing`` (recorded but not done) and ``extra`` (done but not recorded).
+    """
+
+    kind: str
+    step: int | None
+    node: str | None
+    what: str  # a state key, a call name, a router
+    recorded: Any
+    actual: Any
+    ns: str = ""
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    first: bool = False
+
+    @property
+    def diff(self) -> str:
+        """A unified diff of the recorded and actual values, as JSON."""
+        return unified_diff(self.recorded, self.actual)
+
+    def headline(self) -> str:
+        """One line: where, what kind, what."""
+        where = f"step {self.step}" if self.step is not None else "end of run"
+        if self.ns:
+            where += f" in {self.ns}"
+        node = f" node {self.node!r}" if self.node else ""
+        return f"{where}{node}: {self.kind} divergence: {self.what}"
+
+    def render(self) -> str:
+        """The headline, the recorded and actual values, the diff and any candidates."""
+        lines = [("FIRST " if self.first else "") + self.headline()]
+        lines.append(f"  recorded: {_short(self.recorded)}")
+        lines.append(f"  actual:   {_short(self.actual)}")
+        diff = self.diff
+        if diff:
+            lines.extend("  " + line for line in diff.splitlines())
+        for c in self.candidates:
+            lines.append(
+                f"  closest recorded call: {c.get('name')} at step {c.get('step')} in node {c.get('node')!r} "
+                f"(differs in {', '.join(c.get('differs') or []) or 'nothing'}): arguments {_short(c.get('arguments'))}"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["diff"] = self.diff
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """The outcome of a replay or fork; the new run is in the store under ``run_id``."""
+
+    run_id: str | None
+    source_run_id: str
+    from_step: int
+    ns: str
+    mode: str
+    divergences: list[Divergence]
+    status: str
+    error: str | None = None
+    final_state: Any = None
+    served: dict[str, int] = field(default_factory=dict)
+    unused_calls: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def diverged(self) -> bool:
+        return bool(self.divergences)
+
+    @property
+    def first_divergence(self) -> Divergence | None:
+        return self.divergences[0] if self.divergences else None
+
+    def report(self) -> str:
+        """A readable report: the verdict, then every divergence."""
+        where = f"step {self.from_step}" + (f" of {self.ns}" if self.ns else "")
+        head = f"replay of run {self.source_run_id} from {where} ({self.mode}) -> run {self.run_id or '(not recorded)'}: "
+        served = ", ".join(f"{n} {k} call{'s' if n != 1 else ''}" for k, n in self.served.items() if n)
+        if not self.divergences:
+            return head + "matches the recording" + (f" ({served} answered from the recording)" if served else "")
+        out = [head + f"{len(self.divergences)} divergence{'s' if len(self.divergences) != 1 else ''}"]
+        out.extend(d.render() for d in self.divergences)
+        return "\n".join(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "source_run_id": self.source_run_id,
+            "from_step": self.from_step,
+            "ns": self.ns,
+            "mode": self.mode,
+            "status": self.status,
+            "error": self.error,
+            "diverged": self.diverged,
+            "divergences": [d.to_dict() for d in self.divergences],
+            "served": self.served,
+            "unused_calls": self.unused_calls,
+        }
+
+
+def ordered(divergences: list[Divergence]) -> list[Divergence]:
+    """Divergences by step (end-of-run ones last), the first flagged."""
+    out = sorted(divergences, key=lambda d: (d.step is None, d.step if d.step is not None else 0))
+    return [replace(d, first=(i == 0)) for i, d in enumerate(out)]
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def unified_diff(recorded: Any, actual: Any) -> str:
+    """Unified diff of two values dumped as sorted JSON (at most ``MAX_DIFF_LINES`` lines)."""
+    a, b = _dump(recorded).splitlines(), _dump(actual).splitlines()
+    if a == b:
+        return ""
+    lines = list(difflib.unified_diff(a, b, "recorded", "actual", lineterm="", n=2))
+    if len(lines) > MAX_DIFF_LINES:
+        lines = lines[:MAX_DIFF_LINES] + [f"... {len(lines) - MAX_DIFF_LINES} more diff lines"]
+    return "\n".join(lines)
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,423 @@
+"""``replay`` and ``fork``: resume the user's graph at a recorded step and compare.
+
+The flow: read the recording (store API) -> restore the checkpoint into a
+fresh in-memory saver (the user's own checkpointer is never written) ->
+attach a recorder, so the replay is itself a recorded run linked to its
+source -> run with tool and model calls answered from the recording ->
+answer recorded interrupts with their recorded resume values -> compare the
+two runs in the store and name every divergence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
+from recorder.attach import Lineage
+
+from replay.answers import RecordingAnswerer, ReplayMiss
+from replay.calls import CallBook, LiveCall, Miss
+from replay.compare import RunComparison, Side
+from replay.intercept import answering
+from replay.modes import ReplayMode
+from replay.normalize import Normalizer, ns_path
+from replay.restore import Restored, replay_saver, restore
+from replay.result import Divergence, ReplayResult, ordered
+
+
+class ReplayError(GraphtapeError):
+    """A replay could not be set up (bad step, bad graph, bad edit)."""
+
+
+_NOT_FORWARDED = ("thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map")
+
+
+def replay(
+    run_id: str,
+    graph: Any,
+    from_step: int | None = None,
+    mode: str | ReplayMode = ReplayMode.STRICT,
+    *,
+    ns: str = "",
+    db: str | os.PathLike | None = None,
+    store: RunStore | None = None,
+    overrides: Mapping[str, Callable[..., Any]] | None = None,
+    mock_nodes: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    require_all_used: bool = False,
+    record: bool = True,
+) -> ReplayResult:
+    """Re-run recorded run ``run_id`` on ``graph`` from ``from_step`` and compare.
+
+    ``graph`` is the user's compiled graph (today's code). ``from_step``
+    defaults to the run's first step (a full replay); with ``ns`` it is a step
+    of that subgraph namespace, which resumes at its own step. ``overrides``
+    maps a tool name (or a model name, or ``"model"``) to a function that
+    answers in place of the recording; ``mock_nodes`` serves those nodes'
+    recorded updates instead of running them; ``ignore`` lists volatile state
+    paths (``messages.*.id``). The replay is recorded as a new run in the same
+    store (``record=False`` records it in memory only).
+    """
+    return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=mock_nodes).go(
+        from_step, ns=ns, update=None, as_node=None, require_all_used=require_all_used, record=record
+    )
+
+
+def fork(
+    run_id: str,
+    graph: Any,
+    at_step: int,
+    update: Any,
+    *,
+    as_node: str | None = None,
+    mode: str | ReplayMode = ReplayMode.LIVE,
+    ns: str = "",
+    db: str | os.PathLike | None = None,
+    store: RunStore | None = None,
+    overrides: Mapping[str, Callable[..., Any]] | None = None,
+    ignore: Iterable[str] = (),
+) -> ReplayResult:
+    """Apply ``update`` to the state after ``at_step`` and continue as a new, linked run.
+
+    The edit goes through the graph's reducers as if node ``as_node`` had
+    written it (LangGraph's ``update_state``); the new run records its parent
+    run, the step and the edit. ``mode`` defaults to ``live``; ``strict`` or
+    ``tools`` answer calls from the recording where they still match.
+    """
+    return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=()).go(
+        at_step, ns=ns, update=update, as_node=as_node, require_all_used=False, record=True
+    )
+
+
+class _Run:
+    def __init__(self, run_id: str, graph: Any, *, db: Any, store: RunStore | None, mode: Any, ignore: Iterable[str], overrides: Any, mock_nodes: Iterable[str]) -> None:
+        if not hasattr(graph, "stream") or not hasattr(graph, "copy") or not hasattr(graph, "nodes"):
+            raise ReplayError(f"replay needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
+        self.own_store = store is None
+        self.store = store if store is not None else SqlStore(db, create=False)
+        self.mode = ReplayMode.parse(mode)
+        try:
+            self.normalize = Normalizer(ignore)
+        except ValueError as exc:
+            raise ReplayError(str(exc)) from None
+        self.graph = graph
+        self.run = self.store.get_run(run_id)
+        self.overrides = dict(overrides or {})
+        self.mock_nodes = list(mock_nodes)
+        unknown = [n for n in self.mock_nodes if n not in graph.nodes]
+        if unknown:
+            raise ReplayError(f"cannot mock node(s) {', '.join(unknown)}: the graph has {', '.join(sorted(graph.nodes))}")
+
+    def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, record: bool) -> ReplayResult:
+        try:
+            return self._go(step, ns=ns, update=update, as_node=as_node, require_all_used=require_all_used, record=record)
+        finally:
+            if self.own_store:
+                self.store.close()
+
+    def _go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, record: bool) -> ReplayResult:
+        steps = self.store.list_steps(self.run.id, ns)
+        if not steps:
+            raise ReplayError(f"run {self.run.id} has no steps" + (f" in namespace {ns!r}" if ns else ""))
+        if step is None:
+            step = steps[0].step
+        if not any(s.step == step and s.checkpoint_id for s in steps):
+            done = [s.step for s in steps if s.checkpoint_id]
+            raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" (steps {done[0]}..{done[-1]})")
+        saver = replay_saver(self.store, self.run.id)
+        thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
+        restored = restore(self.store, self.run.id, step, ns, saver, thread_id)
+        base = self.graph.copy(update={"checkpointer": saver})
+        if self.mock_nodes:
+            base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
+        config = self._config(thread_id, restored)
+        edit = None
+        offset = 0
+        seed = (restored.checkpoint, restored.metadata, restored.parent_id) if not ns else None
+        if update is not None:
+            if ns:
+                raise ReplayError("forking inside a subgraph namespace is not supported yet: fork the parent step instead")
+            try:
+                base.update_state(config, update, as_node=as_node)
+            except Exception as exc:  # noqa: BLE001 - the user's edit: say why it does not apply
+                raise ReplayError(f"cannot apply the edit at step {step}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+            edited = saver.get_tuple(config)
+            seed = (edited.checkpoint, edited.metadata, edited.parent_config["configurable"]["checkpoint_id"] if edited.parent_config else None)
+            edit = {"kind": "fork", "update": update, "as_node": as_node, "mode": self.mode.value}
+            offset = 1
+        else:
+            edit = {"kind": "replay", "mode": self.mode.value, "ns": ns or None}
+
+        book = CallBook(self._calls_after(restored.root_step, ns, step), self.normalize, delay=self._delay_test(), step_offset=offset)
+        answerer = RecordingAnswerer(book, self.mode, self.normalize, self.overrides)
+        recorder = Recorder(self.store.url if record else "sqlite:///:memory:")
+        lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed)
+        app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
+        error: BaseException | None = None
+        stop_step: int | None = None
+        try:
+            with answering(answerer):
+                error = self._drive(app, config)
+        finally:
+            recorder.flush()
+            run_id = recorder.last_run_id
+            recorder.close()
+        if answerer.misses:
+            stop_step = min((m.live.step for m in answerer.misses if m.live.step is not None), default=None)
+            if stop_step is not None:
+                stop_step -= offset
+        found: list[Divergence] = []
+        for m in answerer.misses:
+            live = m.live
+            found.append(
+                Divergence(
+                    m.kind,
+                    None if live.step is None else live.step - offset,
+                    live.node,
+                    f"{live.kind} call {live.name!r} has no matching recording (the replay stopped here)",
+                    m.candidates[0].arguments if m.candidates else None,
+                    live.arguments,
+                    live.path,
+                    [c.to_dict() for c in m.candidates],
+                )
+            )
+        final_state = None
+        status = "error" if error is not None else "ok"
+        if record and run_id is not None:
+            found.extend(self._compare(run_id, restored, ns, step, offset, stop_step))
+            replayed = self.store.get_run(run_id)
+            status = replayed.status
+            if not answerer.misses:
+                found.extend(_end_divergences(self.run, replayed))
+            try:
+                final_state = self.store.run_detail(run_id).output
+            except GraphtapeError:
+                final_state = None
+        unused = [
+            {"call_id": r.call.call_id, "kind": r.call.kind, "name": r.call.name, "step": r.call.step, "node": r.call.node}
+            for r in book.unused()
+            if self.mode.answers(r.call.kind) and r.call.name not in self.overrides
+        ]
+        if require_all_used and not answerer.misses:
+            for u in unused:
+                found.append(Divergence("missing", u["step"], u["node"], f"recorded {u['kind']} call {u['name']!r} was never made", u, None))
+        return ReplayResult(
+            run_id=run_id if record else None,
+            source_run_id=self.run.id,
+            from_step=step,
+            ns=ns,
+            mode=self.mode.value,
+            divergences=ordered(found),
+            status=status,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+            final_state=final_state,
+            served=dict(answerer.served),
+            unused_calls=unused,
+        )
+
+    # -- pieces ------------------------------------------------------------------------
+    def _config(self, thread_id: str, restored: Restored) -> dict[str, Any]:
+        recorded = self.store.run_detail(self.run.id).config or {}
+        conf = {k: v for k, v in (recorded.get("configurable") or {}).items() if k not in _NOT_FORWARDED and not str(k).startswith("__")}
+        conf["thread_id"] = thread_id
+        config: dict[str, Any] = {"configurable": conf}
+        limit = recorded.get("recursion_limit")
+        if isinstance(limit, int):
+            # LangGraph counts the limit from the step it resumes at; keep the recorded run's end point.
+            first = self.store.list_steps(self.run.id)[0].step
+            config["recursion_limit"] = max(1, limit - (restored.root_step - first))
+        return config
+
+    def _calls_after(self, root_step: int, ns: str, step: int) -> list[CallInfo]:
+        entered = _entered_at(self.store, self.run.id)
+        out = []
+        for c in self.store.calls(self.run.id):
+            if c.step is None:
+                continue
+            if c.ns == ns and c.step > step:
+                out.append(c)
+            elif c.ns == "" and c.step > root_step:
+                out.append(c)
+            elif c.ns not in ("", ns) and entered.get(c.ns.split("|")[0], -1) > root_step:
+                out.append(c)
+        return out
+
+    def _delay_test(self) -> Callable[[CallInfo], float]:
+        """How long to hold each recorded call: 0, unless its node stopped waiting for it.
+
+        A node that gave up on a slow call (a timeout) must give up again, so
+        such a call is replayed as slow as it was; one that never returned is
+        held until the recorded run had ended.
+        """
+        ends: dict[str, float] = {}
+        for n in self.store.namespaces(self.run.id):
+            for d in self.store.step_details(self.run.id, n):
+                for t in d.tasks:
+                    if t.started_at is not None and t.duration_ms is not None:
+                        ends[t.task_id] = t.started_at + t.duration_ms / 1000
+        run_end = self.run.ended_at
+
+        def delay(call: CallInfo) -> float:
+            if call.error_type == "Unfinished":
+                return (run_end - call.started_at + 0.05) if run_end is not None else 1.0
+            if call.latency_ms is None:
+                return 0.0
+            finished = call.started_at + call.latency_ms / 1000
+            task_end = ends.get(call.task_id or "")
+            late = (task_end is not None and finished > task_end + 0.001) or (run_end is not None and finished > run_end + 0.001)
+            return call.latency_ms / 1000 if late else 0.0
+
+        return delay
+
+    def _drive(self, app: Any, config: dict) -> BaseException | None:
+        """Run to the end, answering recorded interrupts with their recorded resume values."""
+        from langgraph.types import Command
+
+        resumes = self._recorded_resumes()
+        payload: Any = None
+        for _ in range(1000):
+            try:
+                if _is_async_only(self.graph):
+                    asyncio.run(app.ainvoke(payload, config))
+                else:
+                    app.invoke(payload, config)
+            except ReplayMiss as exc:
+                return exc
+            except Exception as exc:  # noqa: BLE001 - the graph's own failure is part of the comparison
+                return exc
+            snapshot = app.get_state(config)
+            pending = [(t.name, i) for t in snapshot.tasks for i in t.interrupts]
+            if not pending:
+                return None
+            step = (snapshot.metadata or {}).get("step", 0) + 1
+            values = resumes.get(step)
+            if not values:
+                return None  # the recording stopped at this interrupt too (or diverged: compared later)
+            payload = Command(resume=_resume_for(pending, values))
+            resumes[step] = values[len(pending):] if len(values) > len(pending) else []
+        return None
+
+    def _recorded_resumes(self) -> dict[int, list[tuple[str | None, Any]]]:
+        out: dict[int, list[tuple[str | None, Any]]] = {}
+        for d in self.store.step_details(self.run.id, "", typed=True):
+            for e in d.events:
+                if e.kind == "resume":
+                    out.setdefault(d.step.step, []).append((e.node, e.value))
+        return out
+
+    def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, stop_step: int | None) -> list[Divergence]:
+        cmp = RunComparison(self.store, self.normalize, self.mode, stop_step=stop_step)
+        rec_calls = self.store.calls(self.run.id)
+        rep_calls = self.store.calls(run_id)
+        rec_root_after = restored.root_step
+        cmp.namespace(Side(self.run.id, "", rec_root_after), Side(run_id, "", rec_root_after + offset), _in_ns(rec_calls, ""), _in_ns(rep_calls, ""))
+        if ns:
+            cmp.namespace(Side(self.run.id, ns, step), Side(run_id, ns, step), _in_ns(rec_calls, ns), _in_ns(rep_calls, ns))
+        entered = _entered_at(self.store, self.run.id)
+        rec_ns = [n for n in self.store.namespaces(self.run.id) if n and n != ns and entered.get(n.split("|")[0], -1) > rec_root_after]
+        rep_ns = [n for n in self.store.namespaces(run_id) if n and n != ns]
+        for a, b in _pair_namespaces(rec_ns, rep_ns):
+            if a is None or b is None:
+                continue  # a subgraph that did (not) run shows as a route divergence in its parent
+            cmp.namespace(Side(self.run.id, a, None), Side(run_id, b, None), _in_ns(rec_calls, a), _in_ns(rep_calls, b))
+        return cmp.found
+
+
+def _in_ns(calls: list[CallInfo], ns: str) -> list[CallInfo]:
+    return [c for c in calls if c.ns == ns]
+
+
+def _pair_namespaces(rec: list[str], rep: list[str]) -> list[tuple[str | None, str | None]]:
+    """Pair subgraph namespaces by their path without task ids, in order of appearance."""
+    by_path: dict[str, list[str]] = {}
+    for n in rep:
+        by_path.setdefault(ns_path(n), []).append(n)
+    out: list[tuple[str | None, str | None]] = []
+    for n in rec:
+        same = by_path.get(ns_path(n))
+        if n in rep:
+            out.append((n, n))
+            if same and n in same:
+                same.remove(n)
+        else:
+            out.append((n, same.pop(0) if same else None))
+    out.extend((None, n) for rest in by_path.values() for n in rest)
+    return out
+
+
+def _entered_at(store: RunStore, run_id: str) -> dict[str, int]:
+    """Root step that entered each top-level subgraph namespace (``"child:<task id>"``)."""
+    out: dict[str, int] = {}
+    for d in store.step_details(run_id, ""):
+        for t in d.tasks:
+            for sub in t.subgraph_ns:
+                out.setdefault(sub.split("|")[0], d.step.step)
+    return out
+
+
+def _resume_for(pending: list[tuple[str, Any]], values: list[tuple[str | None, Any]]) -> Any:
+    if len(pending) == 1:
+        return values[0][1]
+    out = {}
+    left = list(values)
+    for node, intr in pending:
+        pick = next((v for v in left if v[0] == node), left[0] if left else None)
+        if pick is None:
+            break
+        left.remove(pick)
+        out[intr.id] = pick[1]
+    return out
+
+
+def _end_divergences(recorded: Any, replayed: Any) -> list[Divergence]:
+    rec = (recorded.status, recorded.error_type, recorded.error_message)
+    rep = (replayed.status, replayed.error_type, replayed.error_message)
+    if rec == rep:
+        return []
+    return [Divergence("error", None, None, f"the run ended {replayed.status} instead of {recorded.status}", {"status": rec[0], "error": rec[1], "message": rec[2]}, {"status": rep[0], "error": rep[1], "message": rep[2]})]
+
+
+def _is_async_only(graph: Any) -> bool:
+    """Whether some node has only an async implementation, so the graph must run with ``ainvoke``."""
+    for node in graph.nodes.values():
+        bound = getattr(node, "bound", None)
+        if getattr(bound, "func", True) is None and getattr(bound, "afunc", None) is not None:
+            return True
+    return False
+
+
+def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str]) -> Any:
+    """A copy of ``graph`` whose named nodes return their recorded updates instead of running."""
+    from langchain_core.runnables import RunnableLambda
+    from langgraph.types import Command
+
+    recorded: dict[tuple[int, str], list[Any]] = {}
+    routes: dict[tuple[int, str], list[str]] = {}
+    for d in store.step_details(run_id, "", typed=True):
+        for t in d.tasks:
+            if t.node in names:
+                recorded.setdefault((d.step.step, t.node), []).append(t.writes or {})
+        for r in d.routes:
+            if r.kind == "command" and r.source in names:
+                routes.setdefault((d.step.step, r.source), []).extend(r.destinations)
+
+    def serve(name: str) -> Callable[..., Any]:
+        def node(_state: Any, config: dict) -> Any:
+            step = (config.get("metadata") or {}).get("langgraph_step")
+            updates = recorded.get((step, name))
+            if not updates:
+                raise ReplayMiss(Miss(LiveCall("node", name, step, "", name, None)))
+            update = updates.pop(0)
+            goto = routes.get((step, name))
+            return Command(update=update, goto=goto) if goto else update
+
+        return node
+
+    nodes = dict(graph.nodes)
+    for name in names:
+        nodes[name] = nodes[name].copy(update={"bound": RunnableLambda(serve(name), name=name)})
+    return graph.copy(update={"nodes": nodes})
