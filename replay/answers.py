@@ -48,12 +48,15 @@ class RecordingAnswerer:
         mode: ReplayMode,
         normalize: Normalizer,
         overrides: Mapping[str, Callable[..., Any]] | None = None,
+        *,
+        miss_goes_live: bool = False,
     ) -> None:
         self.book = book
         self.mode = mode
         self.normalize = normalize
         self.overrides = dict(overrides or {})
         self.misses: list[Miss] = []
+        self.miss_goes_live = miss_goes_live  # re-recording: a call the recording cannot answer runs live
         self.served = {"tool": 0, "model": 0}
         self._lock = threading.Lock()
 
@@ -72,6 +75,8 @@ class RecordingAnswerer:
             inputs["tools"] = _plain(params["tools"])
         live = LiveCall("model", name, *_who(metadata), arguments=normalize_arguments("model", inputs, self.normalize))
         got = self._take(live)
+        if got is None:
+            return None
         call = got.call
         error = (call.error_type, call.error_message) if call.error_type else None
         return Answer(value=None if error else message_from_plain(call.output), error=error, delay_s=self._delay(got))
@@ -91,6 +96,8 @@ class RecordingAnswerer:
             shown = tool_input
         live = LiveCall("tool", tool.name, *_who(metadata), arguments=normalize_arguments("tool", _plain(shown), self.normalize))
         got = self._take(live)
+        if got is None:
+            return None
         call = got.call
         delay = self._delay(got)
         if call.error_type:
@@ -106,11 +113,13 @@ class RecordingAnswerer:
         return Answer(value=revive_opaque(out), delay_s=delay)
 
     # -- shared ------------------------------------------------------------------
-    def _take(self, live: LiveCall) -> RecordedCall:
+    def _take(self, live: LiveCall) -> RecordedCall | None:
         got = self.book.take(live)
         if isinstance(got, Miss):
             with self._lock:
                 self.misses.append(got)
+            if self.miss_goes_live:
+                return None
             raise ReplayMiss(got)
         with self._lock:
             self.served[live.kind] += 1

@@ -27,7 +27,8 @@ def is_message(value: Any) -> bool:
 class Normalizer:
     """Strips volatile fields and user-ignored paths from plain values."""
 
-    def __init__(self, ignore: Iterable[str] = ()) -> None:
+    def __init__(self, ignore: Iterable[str] = (), keys: Iterable[str] | None = None) -> None:
+        self.keys = None if keys is None else frozenset(keys)  # compare only these top-level state keys
         self.patterns = [tuple(p.split(".")) for p in ignore if p]
         for p in self.patterns:
             if any(not part for part in p):
@@ -37,6 +38,8 @@ class Normalizer:
         return self._walk(value, tuple(path))
 
     def _walk(self, value: Any, path: tuple[str, ...]) -> Any:
+        if self.keys is not None and len(path) == 1 and path[0] not in self.keys:
+            return IGNORED
         if self.patterns and path and any(_matches(p, path) for p in self.patterns):
             return IGNORED
         if isinstance(value, dict):

@@ -48,8 +48,9 @@ def replay(
     overrides: Mapping[str, Callable[..., Any]] | None = None,
     mock_nodes: Iterable[str] = (),
     ignore: Iterable[str] = (),
+    state_keys: Iterable[str] | None = None,
     require_all_used: bool = False,
-    record: bool = True,
+    on_miss: str = "stop",
 ) -> ReplayResult:
     """Re-run recorded run ``run_id`` on ``graph`` from ``from_step`` and compare.
 
@@ -59,11 +60,15 @@ def replay(
     maps a tool name (or a model name, or ``"model"``) to a function that
     answers in place of the recording; ``mock_nodes`` serves those nodes'
     recorded updates instead of running them; ``ignore`` lists volatile state
-    paths (``messages.*.id``). The replay is recorded as a new run in the same
-    store (``record=False`` records it in memory only).
+    paths (``messages.*.id``) and ``state_keys`` limits the state compared to
+    those keys. ``on_miss="live"`` lets a call the recording cannot answer
+    run live (it is still reported): how expectations are re-recorded. The
+    replay is recorded as a new run in the same store, linked to its source.
     """
-    return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=mock_nodes).go(
-        from_step, ns=ns, update=None, as_node=None, require_all_used=require_all_used, record=record
+    if on_miss not in ("stop", "live"):
+        raise ReplayError(f"unknown on_miss {on_miss!r}: use 'stop' or 'live'")
+    return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=mock_nodes, state_keys=state_keys).go(
+        from_step, ns=ns, update=None, as_node=None, require_all_used=require_all_used, miss_goes_live=on_miss == "live"
     )
 
 
@@ -89,19 +94,19 @@ def fork(
     ``tools`` answer calls from the recording where they still match.
     """
     return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=()).go(
-        at_step, ns=ns, update=update, as_node=as_node, require_all_used=False, record=True
+        at_step, ns=ns, update=update, as_node=as_node, require_all_used=False, miss_goes_live=True
     )
 
 
 class _Run:
-    def __init__(self, run_id: str, graph: Any, *, db: Any, store: RunStore | None, mode: Any, ignore: Iterable[str], overrides: Any, mock_nodes: Iterable[str]) -> None:
+    def __init__(self, run_id: str, graph: Any, *, db: Any, store: RunStore | None, mode: Any, ignore: Iterable[str], overrides: Any, mock_nodes: Iterable[str], state_keys: Iterable[str] | None = None) -> None:
         if not hasattr(graph, "stream") or not hasattr(graph, "copy") or not hasattr(graph, "nodes"):
             raise ReplayError(f"replay needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
         self.own_store = store is None
         self.store = store if store is not None else SqlStore(db, create=False)
         self.mode = ReplayMode.parse(mode)
         try:
-            self.normalize = Normalizer(ignore)
+            self.normalize = Normalizer(ignore, state_keys)
         except ValueError as exc:
             raise ReplayError(str(exc)) from None
         self.graph = graph
@@ -112,14 +117,14 @@ class _Run:
         if unknown:
             raise ReplayError(f"cannot mock node(s) {', '.join(unknown)}: the graph has {', '.join(sorted(graph.nodes))}")
 
-    def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, record: bool) -> ReplayResult:
+    def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool = False) -> ReplayResult:
         try:
-            return self._go(step, ns=ns, update=update, as_node=as_node, require_all_used=require_all_used, record=record)
+            return self._go(step, ns=ns, update=update, as_node=as_node, require_all_used=require_all_used, miss_goes_live=miss_goes_live)
         finally:
             if self.own_store:
                 self.store.close()
 
-    def _go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, record: bool) -> ReplayResult:
+    def _go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool) -> ReplayResult:
         steps = self.store.list_steps(self.run.id, ns)
         if not steps:
             raise ReplayError(f"run {self.run.id} has no steps" + (f" in namespace {ns!r}" if ns else ""))
@@ -153,8 +158,8 @@ class _Run:
             edit = {"kind": "replay", "mode": self.mode.value, "ns": ns or None}
 
         book = CallBook(self._calls_after(restored.root_step, ns, step), self.normalize, delay=self._delay_test(), step_offset=offset)
-        answerer = RecordingAnswerer(book, self.mode, self.normalize, self.overrides)
-        recorder = Recorder(self.store.url if record else "sqlite:///:memory:")
+        answerer = RecordingAnswerer(book, self.mode, self.normalize, self.overrides, miss_goes_live=miss_goes_live)
+        recorder = Recorder(self.store.url)
         lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
@@ -166,7 +171,7 @@ class _Run:
             recorder.flush()
             run_id = recorder.last_run_id
             recorder.close()
-        if answerer.misses:
+        if answerer.misses and not miss_goes_live:
             stop_step = min((m.live.step for m in answerer.misses if m.live.step is not None), default=None)
             if stop_step is not None:
                 stop_step -= offset
@@ -178,7 +183,7 @@ class _Run:
                     m.kind,
                     None if live.step is None else live.step - offset,
                     live.node,
-                    f"{live.kind} call {live.name!r} has no matching recording (the replay stopped here)",
+                    f"{live.kind} call {live.name!r} has no matching recording" + (" (it ran live)" if miss_goes_live else " (the replay stopped here)"),
                     m.candidates[0].arguments if m.candidates else None,
                     live.arguments,
                     live.path,
@@ -187,7 +192,7 @@ class _Run:
             )
         final_state = None
         status = "error" if error is not None else "ok"
-        if record and run_id is not None:
+        if run_id is not None:
             found.extend(self._compare(run_id, restored, ns, step, offset, stop_step))
             replayed = self.store.get_run(run_id)
             status = replayed.status
@@ -206,7 +211,7 @@ class _Run:
             for u in unused:
                 found.append(Divergence("missing", u["step"], u["node"], f"recorded {u['kind']} call {u['name']!r} was never made", u, None))
         return ReplayResult(
-            run_id=run_id if record else None,
+            run_id=run_id,
             source_run_id=self.run.id,
             from_step=step,
             ns=ns,

@@ -108,9 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     tui = command("tui", "Open the terminal UI on the store (and on RUN if given).", cmd_tui)
     tui.add_argument("run", metavar="RUN", nargs="?", help="run to open: id, unique prefix, last or last~N")
 
-    from tui import cli_admin, cli_replay
+    from tui import cli_admin, cli_fixtures, cli_replay
 
     cli_replay.register(command)
+    cli_fixtures.register(command)
     cli_admin.register(command)
     return parser
 
