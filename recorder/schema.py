@@ -2,11 +2,20 @@
 
 JSON columns hold orjson text so both backends store them the same way;
 state frames and blobs are bytes, compressed where it pays.
+
+``run_facets`` indexes what a run is filtered by but stores only as lists
+(its tags, the nodes that ran, the tools it called). Triggers fill it as
+rows arrive, so every writer (the recorder, imports, bulk loads) keeps it
+right without knowing it exists, and deleting a run clears its facets.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import sqlalchemy as sa
 from sqlalchemy import (
+    DDL,
     Boolean,
     Column,
     Float,
@@ -17,10 +26,14 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    event,
 )
 
 # v2: steps.writes (state keys each step's tasks wrote).
-SCHEMA_VERSION = 2
+# v3: run_facets and its triggers; runs indexed for newest-first listing by status, name and errors.
+SCHEMA_VERSION = 3
+# Versions ``migrate`` upgrades in place.
+MIGRATES_FROM = frozenset({2})
 
 metadata = MetaData()
 
@@ -62,10 +75,15 @@ runs = Table(
     Column("owner_host", Text),
     Column("owner_pid", Integer),
     Column("durability", String(16)),
-    Index("ix_runs_started", "started_at"),
-    Index("ix_runs_status", "status"),
+    # Every listing is newest first with the id breaking ties: each index ends in (started_at, id).
+    Index("ix_runs_started", "started_at", "id"),
+    Index("ix_runs_status", "status", "started_at", "id"),
+    Index("ix_runs_name", "name", "started_at", "id"),
     Index("ix_runs_thread", "thread_id"),
 )
+# Only failed runs carry an error: filtering by error text reads this small index, not every run.
+_has_error = sa.text("error_message IS NOT NULL")
+Index("ix_runs_errors", runs.c.started_at, runs.c.id, sqlite_where=_has_error, postgresql_where=_has_error)
 
 steps = Table(
     "steps",
@@ -126,3 +144,176 @@ blobs = Table(
     Column("zipped", Boolean, nullable=False),
     Column("data", LargeBinary, nullable=False),
 )
+
+run_facets = Table(
+    "run_facets",
+    metadata,
+    # "tag", "node" (a node that ran) or "tool" (a tool that was called)
+    Column("kind", String(8), primary_key=True),
+    Column("value", Text, primary_key=True),
+    Column("run_id", String(16), primary_key=True),
+    Index("ix_run_facets_run", "run_id"),
+)
+
+FACET_KINDS = ("tag", "node", "tool")
+
+# -- triggers that keep run_facets -----------------------------------------------
+# SQLite: steps.nodes "a,b" becomes the JSON array ["a","b"] for json_each; a
+# name JSON cannot hold (a control character) is skipped, never a failed write.
+_SQLITE_NODES_JSON = """'["' || replace(replace(replace(NEW.nodes, '\\', '\\\\'), '"', '\\"'), ',', '","') || '"]'"""
+
+_SQLITE_TRIGGERS = [
+    """CREATE TRIGGER IF NOT EXISTS gt_runs_tags AFTER INSERT ON runs
+    WHEN NEW.tags IS NOT NULL AND json_valid(NEW.tags) AND json_type(NEW.tags) = 'array'
+    BEGIN
+        INSERT OR IGNORE INTO run_facets (kind, value, run_id)
+        SELECT 'tag', value, NEW.id FROM json_each(NEW.tags) WHERE type = 'text';
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS gt_runs_tags_update AFTER UPDATE OF tags ON runs
+    BEGIN
+        DELETE FROM run_facets WHERE run_id = NEW.id AND kind = 'tag';
+        INSERT OR IGNORE INTO run_facets (kind, value, run_id)
+        SELECT 'tag', value, NEW.id FROM json_each(CASE WHEN json_valid(NEW.tags) AND json_type(NEW.tags) = 'array' THEN NEW.tags ELSE '[]' END)
+        WHERE type = 'text';
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS gt_runs_delete AFTER DELETE ON runs
+    BEGIN
+        DELETE FROM run_facets WHERE run_id = OLD.id;
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS gt_steps_nodes AFTER INSERT ON steps
+    WHEN NEW.nodes <> '' AND json_valid({_SQLITE_NODES_JSON})
+    BEGIN
+        INSERT OR IGNORE INTO run_facets (kind, value, run_id)
+        SELECT 'node', value, NEW.run_id FROM json_each({_SQLITE_NODES_JSON}) WHERE value <> '';
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS gt_calls_tools AFTER INSERT ON calls
+    WHEN NEW.kind = 'tool'
+    BEGIN
+        INSERT OR IGNORE INTO run_facets (kind, value, run_id) VALUES ('tool', NEW.name, NEW.run_id);
+    END""",
+]
+
+_PG_TRIGGERS = [
+    """CREATE OR REPLACE FUNCTION gt_runs_facets() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'DELETE' THEN
+            DELETE FROM run_facets WHERE run_id = OLD.id;
+            RETURN OLD;
+        END IF;
+        IF TG_OP = 'UPDATE' THEN
+            DELETE FROM run_facets WHERE run_id = NEW.id AND kind = 'tag';
+        END IF;
+        IF NEW.tags IS NOT NULL AND left(ltrim(NEW.tags), 1) = '[' THEN
+            BEGIN
+                INSERT INTO run_facets (kind, value, run_id)
+                SELECT DISTINCT 'tag', t.value #>> '{}', NEW.id FROM jsonb_array_elements(NEW.tags::jsonb) AS t(value)
+                WHERE jsonb_typeof(t.value) = 'string'
+                ON CONFLICT DO NOTHING;
+            EXCEPTION WHEN invalid_text_representation THEN
+                NULL;  -- tags that are not JSON are not indexed; the run is still written
+            END;
+        END IF;
+        RETURN NEW;
+    END $$""",
+    """CREATE OR REPLACE FUNCTION gt_steps_facets() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.nodes <> '' THEN
+            INSERT INTO run_facets (kind, value, run_id)
+            SELECT DISTINCT 'node', n, NEW.run_id FROM unnest(string_to_array(NEW.nodes, ',')) AS n WHERE n <> ''
+            ON CONFLICT DO NOTHING;
+        END IF;
+        RETURN NEW;
+    END $$""",
+    """CREATE OR REPLACE FUNCTION gt_calls_facets() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.kind = 'tool' THEN
+            INSERT INTO run_facets (kind, value, run_id) VALUES ('tool', NEW.name, NEW.run_id) ON CONFLICT DO NOTHING;
+        END IF;
+        RETURN NEW;
+    END $$""",
+    "DROP TRIGGER IF EXISTS gt_runs_facets ON runs",
+    "CREATE TRIGGER gt_runs_facets AFTER INSERT OR DELETE OR UPDATE OF tags ON runs FOR EACH ROW EXECUTE FUNCTION gt_runs_facets()",
+    "DROP TRIGGER IF EXISTS gt_steps_facets ON steps",
+    "CREATE TRIGGER gt_steps_facets AFTER INSERT ON steps FOR EACH ROW EXECUTE FUNCTION gt_steps_facets()",
+    "DROP TRIGGER IF EXISTS gt_calls_facets ON calls",
+    "CREATE TRIGGER gt_calls_facets AFTER INSERT ON calls FOR EACH ROW EXECUTE FUNCTION gt_calls_facets()",
+]
+
+
+def install_triggers(conn: Any) -> None:
+    """Create (or replace) the triggers that fill ``run_facets``; idempotent."""
+    statements = _SQLITE_TRIGGERS if conn.dialect.name == "sqlite" else _PG_TRIGGERS
+    for sql in statements:
+        conn.exec_driver_sql(sql)
+
+
+for _sql in _SQLITE_TRIGGERS:
+    event.listen(metadata, "after_create", DDL(_sql).execute_if(dialect="sqlite"))
+for _sql in _PG_TRIGGERS:
+    event.listen(metadata, "after_create", DDL(_sql.replace("%", "%%")).execute_if(dialect="postgresql"))
+
+
+# -- migration ----------------------------------------------------------------------
+
+
+def stored_version(conn: Any) -> int | None:
+    """The schema version written in ``graphtape_meta`` (None when there is none)."""
+    if not sa.inspect(conn).has_table("graphtape_meta"):
+        return None
+    row = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).first()
+    try:
+        return None if row is None else int(row[0])
+    except ValueError:
+        return None
+
+
+def migrate(conn: Any) -> tuple[int, int]:
+    """Upgrade a graphtape database to ``SCHEMA_VERSION`` in the caller's transaction.
+
+    Returns ``(from, to)``. v2 -> v3 adds ``run_facets`` (filled from the
+    runs, steps and calls already stored), its triggers and the new indexes.
+    Raises ``ValueError`` with a sentence for a version it cannot upgrade.
+    """
+    version = stored_version(conn)
+    if version is None:
+        raise ValueError("not a graphtape database (no schema version)")
+    if version == SCHEMA_VERSION:
+        return version, version
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"schema v{version} is newer than this graphtape (v{SCHEMA_VERSION}): upgrade graphtape instead")
+    if version not in MIGRATES_FROM:
+        raise ValueError(f"schema v{version} cannot be upgraded in place (only v{', v'.join(map(str, sorted(MIGRATES_FROM)))}): re-record the runs")
+    insp = sa.inspect(conn)
+    existing = {ix["name"] for ix in insp.get_indexes("runs")}
+    for name in ("ix_runs_started", "ix_runs_status"):
+        if name in existing:
+            conn.exec_driver_sql(f"DROP INDEX {name}")
+    for ix in runs.indexes:
+        if ix.name not in existing or ix.name in ("ix_runs_started", "ix_runs_status"):
+            ix.create(conn)
+    run_facets.create(conn, checkfirst=True)
+    install_triggers(conn)
+    _backfill_facets(conn)
+    conn.execute(sa.update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
+    return version, SCHEMA_VERSION
+
+
+def _backfill_facets(conn: Any) -> None:
+    import orjson
+
+    rows: set[tuple[str, str, str]] = set()
+    for run_id, tags in conn.execute(sa.select(runs.c.id, runs.c.tags).where(runs.c.tags.is_not(None))):
+        try:
+            values = orjson.loads(tags)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(values, list):
+            rows.update(("tag", v, run_id) for v in values if isinstance(v, str))
+    for run_id, nodes in conn.execute(sa.select(steps.c.run_id, steps.c.nodes).where(steps.c.nodes != "").distinct()):
+        rows.update(("node", n, run_id) for n in nodes.split(",") if n)
+    for run_id, name in conn.execute(sa.select(calls.c.run_id, calls.c.name).where(calls.c.kind == "tool").distinct()):
+        rows.add(("tool", name, run_id))
+    conn.execute(sa.delete(run_facets))
+    batch = [{"kind": k, "value": v, "run_id": r} for k, v, r in sorted(rows)]
+    for i in range(0, len(batch), 5000):
+        conn.execute(sa.insert(run_facets), batch[i : i + 5000])

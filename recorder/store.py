@@ -503,7 +503,8 @@ class SqlStore:
         """Runs, newest first, filtered by every criterion given (see ``_run_filters``)."""
         self.mark_dead_runs()
         q = sa.select(*self._RUN_COLS).order_by(*self._NEWEST_FIRST)
-        q = q.where(*self._run_filters(status=status, text=text, name=name, tag=tag, tool=tool, node=node, error=error))
+        walk = self._facets_to_walk(limit, tag=tag, tool=tool, node=node)
+        q = q.where(*self._run_filters(status=status, text=text, name=name, tag=tag, tool=tool, node=node, error=error, walk=walk))
         if limit is not None:
             q = q.limit(limit)
         if offset:
@@ -515,9 +516,33 @@ class SqlStore:
         q = sa.select(sa.func.count()).select_from(S.runs).where(*self._run_filters(**filters))
         return int(self._read(q)[0][0])
 
+    # A facet shared by more runs than this is checked run by run, newest first (see _facets_to_walk).
+    FACET_WALK = 2000
+
+    def _facets_to_walk(self, limit: int | None, **facets: str | None) -> set[str]:
+        """Facet filters to test per run while walking runs newest first, instead of collecting their runs.
+
+        Collecting then sorting is fast for a facet few runs share; for one
+        most runs share (env:prod, a node every run has), SQLite would sort
+        tens of thousands of runs to show 50, while walking the newest runs
+        finds 50 matches almost at once. PostgreSQL's planner makes this
+        choice itself.
+        """
+        if not self.is_sqlite or not limit:
+            return set()
+        f = S.run_facets.c
+        walk = set()
+        for kind, value in facets.items():
+            if value:
+                n = self._read(sa.select(sa.func.count()).select_from(S.run_facets).where(f.kind == kind, f.value == value))[0][0]
+                if n > self.FACET_WALK:
+                    walk.add(kind)
+        return walk
+
     @staticmethod
     def _run_filters(
         *,
+        walk: set[str] | frozenset[str] = frozenset(),
         status: str | None = None,
         text: str | None = None,
         name: str | None = None,
@@ -546,7 +571,9 @@ class SqlStore:
                 where.append(r.name == name)
         f = S.run_facets.c
         for kind, value in (("tag", tag), ("tool", tool), ("node", node)):
-            if value:
+            if value and kind in walk:
+                where.append(sa.exists().where(f.kind == kind, f.value == value, f.run_id == r.id))
+            elif value:
                 where.append(r.id.in_(sa.select(f.run_id).where(f.kind == kind, f.value == value)))
         if error:
             like = f"%{_escape_like(error)}%"

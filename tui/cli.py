@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--status", choices=RUN_STATUSES, help="only runs with this status")
     runs.add_argument("--limit", type=_non_negative, default=DEFAULT_LIMIT, metavar="N", help=f"at most N runs (default {DEFAULT_LIMIT}; 0 for all)")
     runs.add_argument("--search", metavar="TEXT", help="only runs whose name, graph, error, tags or id prefix contain TEXT")
+    from tui.cli_admin import add_run_filters, add_web_flags
+
+    add_run_filters(runs)
 
     show = command("show", "Show a run's supersteps, or one step in full with --step.", cmd_show)
     show.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, or last~N (N runs before the last)")
@@ -107,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--full", action="store_true", help="do not fold long strings in updates and state")
     tui = command("tui", "Open the terminal UI on the store (and on RUN if given).", cmd_tui)
     tui.add_argument("run", metavar="RUN", nargs="?", help="run to open: id, unique prefix, last or last~N")
+    add_web_flags(tui)
 
     from tui import cli_admin, cli_fixtures, cli_replay
 
@@ -187,6 +191,10 @@ def cmd_tui(args: argparse.Namespace) -> int:
         url = store.url
     finally:
         store.close()
+    if getattr(args, "web", False):
+        from tui.cli_admin import serve_web
+
+        return serve_web(url, args.run, args.port)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("graphtape: error: the TUI needs a terminal (try graphtape show RUN)", file=sys.stderr)
         return 2
@@ -197,13 +205,17 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """List runs as a table or JSON."""
+    from tui.cli_admin import run_filters
     from tui.render import runs_table
-    from tui.views import runs_view
+    from tui.views import run_dict, runs_view
 
     store = _read_store(args.db)
     try:
         fetch = args.limit + 1 if args.limit else None
-        runs = runs_view(store, status=args.status, text=args.search, limit=fetch)
+        if run_filters(args):
+            runs = [run_dict(r) for r in store.list_runs(status=args.status, text=args.search, limit=fetch, **run_filters(args))]
+        else:
+            runs = runs_view(store, status=args.status, text=args.search, limit=fetch)
     finally:
         store.close()
     more = bool(args.limit) and len(runs) > args.limit
@@ -211,7 +223,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(runs)
     elif not runs:
-        filtered = args.status or args.search
+        filtered = args.status or args.search or run_filters(args)
         print("no runs match" if filtered else f"no runs in {_where(store.url)} yet: record some with `graphtape demo`")
     else:
         print(runs_table(runs, _width()))
