@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from recorder import CallInfo, RunStore, StepDetail
@@ -81,12 +81,17 @@ def _frames_after(store: RunStore, side: Side) -> tuple[dict[str, Any] | None, I
 class RunComparison:
     """Collects the divergences between a recording and its replay."""
 
-    def __init__(self, store: RunStore, normalize: Normalizer, mode: ReplayMode, *, stop_step: int | None = None) -> None:
+    def __init__(self, store: RunStore, normalize: Normalizer, mode: ReplayMode, *, order: dict[str, int] | None = None) -> None:
         self.store = store
         self.normalize = normalize
         self.mode = mode
-        self.stop_step = stop_step  # the replay was cut short here (a miss): later steps are not compared
+        self.order = order or {}  # namespace -> the root step that entered it (to order divergences)
         self.found: list[Divergence] = []
+
+    def _add(self, d: Divergence, rec_ns: str) -> None:
+        root = self.order.get(rec_ns.split("|")[0], d.step) if rec_ns else d.step
+        nested = 0 if rec_ns else 1  # inside the parent's step, the subgraph's divergence comes first
+        self.found.append(replace(d, order=(root if root is not None else 1 << 30, nested, d.step if d.step is not None else 1 << 30)))
 
     # -- one namespace ---------------------------------------------------------------
     def namespace(self, rec: Side, rep: Side, rec_calls: list[CallInfo], rep_calls: list[CallInfo]) -> None:
@@ -94,38 +99,41 @@ class RunComparison:
         offset = (rep.after or 0) - (rec.after or 0) if rec.after is not None and rep.after is not None else 0
         rec_details = {d.step.step: d for d in self.store.step_details(rec.run_id, rec.ns, after=rec.after)}
         rep_details = {d.step.step: d for d in self.store.step_details(rep.run_id, rep.ns, after=rep.after)}
+        # Where graphtape stopped the replay (a call it could not answer): later steps are not the graph's doing.
+        cut = min((s - offset for s, d in rep_details.items() if any(t.error_type == "ReplayMiss" for t in d.tasks)), default=None)
         ns_label = ns_path(rec.ns)
+        add = lambda d: self._add(d, rec.ns)  # noqa: E731
         last_rec = max(rec_details, default=None)
         for step in sorted(rec_details):
-            if self.stop_step is not None and step >= self.stop_step and not rec.ns:
+            if cut is not None and step >= cut:
                 break
             d_rec, d_rep = rec_details[step], rep_details.get(step + offset)
             if d_rep is None:
-                self.found.append(Divergence("missing", step, None, f"the replay has no step {step + offset}; the recording goes on to step {last_rec}", _step_summary(d_rec), None, ns_label))
+                add(Divergence("missing", step, None, f"the replay has no step {step + offset}; the recording goes on to step {last_rec}", _step_summary(d_rec), None, ns_label))
                 break
-            self._step(step, d_rec, d_rep, ns_label)
+            self._step(step, d_rec, d_rep, add, ns_label)
         extra = sorted(s for s in rep_details if s - offset not in rec_details and (last_rec is None or s - offset > last_rec))
-        if extra and (self.stop_step is None or rec.ns):
+        if extra and cut is None:
             first = rep_details[extra[0]]
-            self.found.append(Divergence("extra", extra[0] - offset, None, f"the replay ran {len(extra)} step(s) the recording does not have", None, _step_summary(first), ns_label))
-        self._states(rec, rep, offset, ns_label)
-        self._calls(rec_calls, rep_calls, offset, ns_label)
+            add(Divergence("extra", extra[0] - offset, None, f"the replay ran {len(extra)} step(s) the recording does not have", None, _step_summary(first), ns_label))
+        self._states(rec, rep, offset, cut, add, ns_label)
+        self._calls(rec_calls, rep_calls, offset, cut, add, ns_label)
 
-    def _step(self, step: int, rec: StepDetail, rep: StepDetail, ns: str) -> None:
+    def _step(self, step: int, rec: StepDetail, rep: StepDetail, add: Callable[[Divergence], None], ns: str) -> None:
         nodes_rec, nodes_rep = Counter(t.node for t in rec.tasks), Counter(t.node for t in rep.tasks)
         if nodes_rec != nodes_rep:
-            self.found.append(Divergence("route", step, None, "other nodes ran in this step", sorted(nodes_rec.elements()), sorted(nodes_rep.elements()), ns))
+            add(Divergence("route", step, None, "other nodes ran in this step", sorted(nodes_rec.elements()), sorted(nodes_rep.elements()), ns))
             return
         routes_rec, routes_rep = self._routes(rec), self._routes(rep)
         for source in sorted(routes_rec.keys() | routes_rep.keys()):
             a, b = routes_rec.get(source, []), routes_rep.get(source, [])
             if sorted(map(_key, a)) != sorted(map(_key, b)):
-                self.found.append(Divergence("route", step, source, _route_what(a, b), a, b, ns))
+                add(Divergence("route", step, source, _route_what(a, b), a, b, ns))
         errs_rec = sorted((t.node, t.error_type or "", t.error_message or "") for t in rec.tasks if t.error_type)
         errs_rep = sorted((t.node, t.error_type or "", t.error_message or "") for t in rep.tasks if t.error_type)
         if errs_rec != errs_rep:
             node = (errs_rec or errs_rep)[0][0]
-            self.found.append(Divergence("error", step, node, "a node failed differently", [list(e) for e in errs_rec], [list(e) for e in errs_rep], ns))
+            add(Divergence("error", step, node, "a node failed differently", [list(e) for e in errs_rec], [list(e) for e in errs_rep], ns))
 
     def _routes(self, detail: StepDetail) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}
@@ -141,7 +149,7 @@ class RunComparison:
             )
         return out
 
-    def _states(self, rec: Side, rep: Side, offset: int, ns: str) -> None:
+    def _states(self, rec: Side, rep: Side, offset: int, cut: int | None, add: Callable[[Divergence], None], ns: str) -> None:
         rec_track, rep_track = StateTrack(self.store, self.normalize), StateTrack(self.store, self.normalize)
         rec_base, rec_frames = _frames_after(self.store, rec)
         rep_base, rep_frames = _frames_after(self.store, rep)
@@ -151,7 +159,7 @@ class RunComparison:
         rep_iter = iter(rep_frames)
         diverged: set[str] = set()
         for step, values in rec_frames:
-            if self.stop_step is not None and step >= self.stop_step and not rec.ns:
+            if cut is not None and step >= cut:
                 return
             want = step + offset
             while want not in rep_by_step:
@@ -175,7 +183,7 @@ class RunComparison:
                     continue  # still the same divergence: reported where it began
                 diverged.add(key)
                 node = self._writer(rec.run_id, rec.ns, step, key)
-                self.found.append(Divergence("state", step, node, f"state key {key!r} differs", _value(a), _value(b), ns))
+                add(Divergence("state", step, node, f"state key {key!r} differs", _value(a), _value(b), ns))
 
     def _writer(self, run_id: str, ns: str, step: int, key: str) -> str | None:
         try:
@@ -184,14 +192,14 @@ class RunComparison:
             return None
         return next((t.node for t in detail.tasks if key in (t.writes or {})), None)
 
-    def _calls(self, rec_calls: list[CallInfo], rep_calls: list[CallInfo], offset: int, ns: str) -> None:
+    def _calls(self, rec_calls: list[CallInfo], rep_calls: list[CallInfo], offset: int, cut: int | None, add: Callable[[Divergence], None], ns: str) -> None:
         """Calls the recording did not answer (live ones) are compared after the fact."""
         live = [k for k in ("tool", "model") if not self.mode.answers(k)]
         if not live:
             return
         groups: dict[tuple, tuple[list[CallInfo], list[CallInfo]]] = {}
         for c in rec_calls:
-            if c.kind in live and (self.stop_step is None or (c.step or 0) < self.stop_step):
+            if c.kind in live and (cut is None or (c.step or 0) < cut):
                 groups.setdefault((c.step, c.kind, c.name, ns_path(c.ns), c.node), ([], []))[0].append(c)
         for c in rep_calls:
             if c.kind in live:
@@ -200,15 +208,15 @@ class RunComparison:
             for x, y in zip(a, b):
                 args_x, args_y = normalize_arguments(kind, x.inputs, self.normalize), normalize_arguments(kind, y.inputs, self.normalize)
                 if args_x != args_y:
-                    self.found.append(Divergence("arguments", step, node, f"{kind} {name!r} was called with other arguments", args_x, args_y, ns))
+                    add(Divergence("arguments", step, node, f"{kind} {name!r} was called with other arguments", args_x, args_y, ns))
                     continue
                 out_x, out_y = _outcome(x, self.normalize), _outcome(y, self.normalize)
                 if out_x != out_y:
-                    self.found.append(Divergence("call", step, node, f"{kind} {name!r} returned something else", out_x, out_y, ns))
+                    add(Divergence("call", step, node, f"{kind} {name!r} returned something else", out_x, out_y, ns))
             for x in a[len(b) :]:
-                self.found.append(Divergence("missing", step, node, f"recorded {kind} call {name!r} was not made", normalize_arguments(kind, x.inputs, self.normalize), None, ns))
+                add(Divergence("missing", step, node, f"recorded {kind} call {name!r} was not made", normalize_arguments(kind, x.inputs, self.normalize), None, ns))
             for y in b[len(a) :]:
-                self.found.append(Divergence("extra", step, node, f"{kind} call {name!r} was not in the recording", None, normalize_arguments(kind, y.inputs, self.normalize), ns))
+                add(Divergence("extra", step, node, f"{kind} call {name!r} was not in the recording", None, normalize_arguments(kind, y.inputs, self.normalize), ns))
 
 
 def _outcome(call: CallInfo, normalize: Normalizer) -> Any:
@@ -226,12 +234,19 @@ def _key(route: dict) -> str:
 
 
 def _route_what(a: list[dict], b: list[dict]) -> str:
-    def dests(rs: list[dict]) -> str:
-        return ", ".join(sorted({d for r in rs for d in r["destinations"]})) or "nowhere"
+    def dests(rs: list[dict]) -> set[str]:
+        return {d for r in rs for d in r["destinations"]}
 
-    routers = {r.get("router") for r in a + b if r.get("router")}
-    how = f" ({', '.join(sorted(routers))})" if routers else ""
-    return f"route{how} went to {dests(b)} instead of {dests(a)}"
+    routers = sorted({r.get("router") for r in a + b if r.get("router")})
+    how = f" ({', '.join(routers)})" if routers else ""
+    if dests(a) != dests(b):
+        return f"route{how} went to {', '.join(sorted(dests(b))) or 'nowhere'} instead of {', '.join(sorted(dests(a))) or 'nowhere'}"
+    ra, rb = [r.get("returned") for r in a], [r.get("returned") for r in b]
+    if ra != rb:
+        return f"router{how} returned {json.dumps(rb, default=str)[:80]} instead of {json.dumps(ra, default=str)[:80]} (same destinations)"
+    if [r.get("router") for r in a] != [r.get("router") for r in b]:
+        return f"route decided by {', '.join(str(r.get('router')) for r in b)} instead of {', '.join(str(r.get('router')) for r in a)}"
+    return f"route{how} sent other packets (Send payloads differ)"
 
 
 def _step_summary(detail: StepDetail | None) -> Any:

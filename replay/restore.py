@@ -94,5 +94,5 @@ def _parent_of(store: RunStore, run_id: str, ns: str) -> tuple[str, int]:
         if any(ns in t.subgraph_ns for t in d.tasks):
             if i == 0:
                 break
-            return parent_ns, details[i - 1].step
+            return parent_ns, details[i - 1].step.step
     raise StepNotFound(f"run {run_id}: no parent step ran the subgraph {ns!r}, so it cannot be resumed on its own")

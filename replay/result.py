@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 KINDS = ("route", "call", "arguments", "state", "error", "missing", "extra")
+# Within one step, causes before effects: what a call was asked and answered, then errors, state, routes.
+_CAUSE_RANK = {"arguments": 0, "extra": 1, "call": 2, "missing": 3, "error": 4, "state": 5, "route": 6}
 MAX_DIFF_LINES = 40
 
 
@@ -31,6 +33,7 @@ class Divergence:
     ns: str = ""
     candidates: list[dict[str, Any]] = field(default_factory=list)
     first: bool = False
+    order: tuple[int, ...] = field(default=(), repr=False, compare=False)  # where it happened in the run, for sorting
 
     @property
     def diff(self) -> str:
@@ -62,6 +65,7 @@ class Divergence:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out.pop("order", None)
         out["diff"] = self.diff
         return out
 
@@ -81,6 +85,7 @@ class ReplayResult:
     final_state: Any = None
     served: dict[str, int] = field(default_factory=dict)
     unused_calls: list[dict[str, Any]] = field(default_factory=list)
+    kind: str = "replay"  # or "fork": then divergences are what the edit changed
 
     @property
     def diverged(self) -> bool:
@@ -93,7 +98,8 @@ class ReplayResult:
     def report(self) -> str:
         """A readable report: the verdict, then every divergence."""
         where = f"step {self.from_step}" + (f" of {self.ns}" if self.ns else "")
-        head = f"replay of run {self.source_run_id} from {where} ({self.mode}) -> run {self.run_id or '(not recorded)'}: "
+        verb = "fork of" if self.kind == "fork" else "replay of"
+        head = f"{verb} run {self.source_run_id} from {where} ({self.mode}) -> run {self.run_id or '(not recorded)'}: "
         served = ", ".join(f"{n} {k} call{'s' if n != 1 else ''}" for k, n in self.served.items() if n)
         if not self.divergences:
             return head + "matches the recording" + (f" ({served} answered from the recording)" if served else "")
@@ -108,6 +114,7 @@ class ReplayResult:
             "from_step": self.from_step,
             "ns": self.ns,
             "mode": self.mode,
+            "kind": self.kind,
             "status": self.status,
             "error": self.error,
             "diverged": self.diverged,
@@ -118,8 +125,14 @@ class ReplayResult:
 
 
 def ordered(divergences: list[Divergence]) -> list[Divergence]:
-    """Divergences by step (end-of-run ones last), the first flagged."""
-    out = sorted(divergences, key=lambda d: (d.step is None, d.step if d.step is not None else 0))
+    """Divergences in run order (a subgraph's before its parent step's; end-of-run ones last), the first flagged."""
+    big = 1 << 30
+
+    def key(d: Divergence) -> tuple[int, ...]:
+        where = d.order or (d.step if d.step is not None else big, 1, d.step if d.step is not None else big)
+        return (*where, _CAUSE_RANK.get(d.kind, len(_CAUSE_RANK)))
+
+    out = sorted(divergences, key=key)
     return [replace(d, first=(i == 0)) for i, d in enumerate(out)]
 
 

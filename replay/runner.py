@@ -163,7 +163,6 @@ class _Run:
         lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
-        stop_step: int | None = None
         try:
             with answering(answerer):
                 error = self._drive(app, config)
@@ -171,29 +170,30 @@ class _Run:
             recorder.flush()
             run_id = recorder.last_run_id
             recorder.close()
-        if answerer.misses and not miss_goes_live:
-            stop_step = min((m.live.step for m in answerer.misses if m.live.step is not None), default=None)
-            if stop_step is not None:
-                stop_step -= offset
+        entered = _entered_at(self.store, self.run.id)
+        by_path = {ns_path(n): s for n, s in entered.items()}
         found: list[Divergence] = []
         for m in answerer.misses:
             live = m.live
+            live_step = None if live.step is None else live.step - offset
+            root = live_step if not live.path else by_path.get(live.path.split("|")[0], live_step)
             found.append(
                 Divergence(
                     m.kind,
                     None if live.step is None else live.step - offset,
                     live.node,
                     f"{live.kind} call {live.name!r} has no matching recording" + (" (it ran live)" if miss_goes_live else " (the replay stopped here)"),
-                    m.candidates[0].arguments if m.candidates else None,
+                    m.candidates[0].arguments if m.candidates and m.kind == "arguments" else None,
                     live.arguments,
                     live.path,
                     [c.to_dict() for c in m.candidates],
+                    order=(root if root is not None else 1 << 30, 0 if live.path else 1, live_step if live_step is not None else 1 << 30),
                 )
             )
         final_state = None
         status = "error" if error is not None else "ok"
         if run_id is not None:
-            found.extend(self._compare(run_id, restored, ns, step, offset, stop_step))
+            found.extend(self._compare(run_id, restored, ns, step, offset, entered))
             replayed = self.store.get_run(run_id)
             status = replayed.status
             if not answerer.misses:
@@ -207,8 +207,12 @@ class _Run:
             for r in book.unused()
             if self.mode.answers(r.call.kind) and r.call.name not in self.overrides
         ]
-        if require_all_used and not answerer.misses:
+        if require_all_used:
+            # Calls after the point where a miss stopped the replay were never reached, not skipped.
+            cut = min((m.live.step - offset for m in answerer.misses if m.live.step is not None), default=None) if not miss_goes_live else None
             for u in unused:
+                if cut is not None and (u["step"] is None or u["step"] >= cut):
+                    continue
                 found.append(Divergence("missing", u["step"], u["node"], f"recorded {u['kind']} call {u['name']!r} was never made", u, None))
         return ReplayResult(
             run_id=run_id,
@@ -222,6 +226,7 @@ class _Run:
             final_state=final_state,
             served=dict(answerer.served),
             unused_calls=unused,
+            kind=edit["kind"],
         )
 
     # -- pieces ------------------------------------------------------------------------
@@ -231,10 +236,14 @@ class _Run:
         conf["thread_id"] = thread_id
         config: dict[str, Any] = {"configurable": conf}
         limit = recorded.get("recursion_limit")
-        if isinstance(limit, int):
-            # LangGraph counts the limit from the step it resumes at; keep the recorded run's end point.
+        if not isinstance(limit, int):
+            limit = _default_recursion_limit()
+        if limit is not None:
+            # LangGraph stops at (start step + 1) + limit + 1, counted from where it
+            # starts; a fresh run starts at its input step. Keep the recorded end.
             first = self.store.list_steps(self.run.id)[0].step
-            config["recursion_limit"] = max(1, limit - (restored.root_step - first))
+            config["recursion_limit"] = max(1, limit - (restored.root_step - first) - 1)
+            self._resume_limit = limit
         return config
 
     def _calls_after(self, root_step: int, ns: str, step: int) -> list[CallInfo]:
@@ -287,7 +296,7 @@ class _Run:
         for _ in range(1000):
             try:
                 if _is_async_only(self.graph):
-                    asyncio.run(app.ainvoke(payload, config))
+                    _run_coroutine(lambda: app.ainvoke(payload, config))
                 else:
                     app.invoke(payload, config)
             except ReplayMiss as exc:
@@ -303,6 +312,8 @@ class _Run:
             if not values:
                 return None  # the recording stopped at this interrupt too (or diverged: compared later)
             payload = Command(resume=_resume_for(pending, values))
+            if getattr(self, "_resume_limit", None) is not None:
+                config = {**config, "recursion_limit": self._resume_limit}  # a resume counts from itself, as recorded
             resumes[step] = values[len(pending):] if len(values) > len(pending) else []
         return None
 
@@ -314,15 +325,14 @@ class _Run:
                     out.setdefault(d.step.step, []).append((e.node, e.value))
         return out
 
-    def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, stop_step: int | None) -> list[Divergence]:
-        cmp = RunComparison(self.store, self.normalize, self.mode, stop_step=stop_step)
+    def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, entered: dict[str, int]) -> list[Divergence]:
+        cmp = RunComparison(self.store, self.normalize, self.mode, order=entered)
         rec_calls = self.store.calls(self.run.id)
         rep_calls = self.store.calls(run_id)
         rec_root_after = restored.root_step
         cmp.namespace(Side(self.run.id, "", rec_root_after), Side(run_id, "", rec_root_after + offset), _in_ns(rec_calls, ""), _in_ns(rep_calls, ""))
         if ns:
             cmp.namespace(Side(self.run.id, ns, step), Side(run_id, ns, step), _in_ns(rec_calls, ns), _in_ns(rep_calls, ns))
-        entered = _entered_at(self.store, self.run.id)
         rec_ns = [n for n in self.store.namespaces(self.run.id) if n and n != ns and entered.get(n.split("|")[0], -1) > rec_root_after]
         rep_ns = [n for n in self.store.namespaces(run_id) if n and n != ns]
         for a, b in _pair_namespaces(rec_ns, rep_ns):
@@ -384,6 +394,29 @@ def _end_divergences(recorded: Any, replayed: Any) -> list[Divergence]:
     if rec == rep:
         return []
     return [Divergence("error", None, None, f"the run ended {replayed.status} instead of {recorded.status}", {"status": rec[0], "error": rec[1], "message": rec[2]}, {"status": rep[0], "error": rep[1], "message": rep[2]})]
+
+
+def _run_coroutine(make: Callable[[], Any]) -> Any:
+    """Run an async graph to completion, also when called from inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    # Inside a loop (an async test, a notebook): run on a thread with its own loop, same context.
+    import concurrent.futures
+    import contextvars
+
+    ctx = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(ctx.run, lambda: asyncio.run(make())).result()
+
+
+def _default_recursion_limit() -> int | None:
+    try:
+        from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
+    except ImportError:  # moved in another LangGraph version: leave LangGraph's default alone
+        return None
+    return int(DEFAULT_RECURSION_LIMIT)
 
 
 def _is_async_only(graph: Any) -> bool:

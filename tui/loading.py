@@ -19,7 +19,7 @@ from typing import Any
 
 from recorder.errors import GraphtapeError
 
-__all__ = ["GraphLoadError", "load_graph", "load_module_from_path", "split_ref"]
+__all__ = ["GraphLoadError", "load_callable", "load_graph", "load_module_from_path", "split_ref"]
 
 
 class GraphLoadError(GraphtapeError):
@@ -84,8 +84,7 @@ def _import_module(name: str) -> ModuleType:
         raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
 
 
-def load_graph(ref: str) -> Any:
-    """The compiled graph a reference points at; raises :class:`GraphLoadError` with a hint otherwise."""
+def _resolve(ref: str) -> tuple[Any, ModuleType, str]:
     target, attr = split_ref(ref)
     module = load_module_from_path(target) if _is_path(target) else _import_module(target)
     obj: Any = module
@@ -95,6 +94,20 @@ def load_graph(ref: str) -> Any:
             more = f"; graph-like names there: {', '.join(hint)}" if hint else ""
             raise GraphLoadError(f"{target} has no attribute {attr!r}{more}")
         obj = getattr(obj, part)
+    return obj, module, target
+
+
+def load_callable(ref: str) -> Any:
+    """A function named by ``module:attr`` or ``path.py:attr`` (a replay override, given by the user)."""
+    obj, _module, _target = _resolve(ref)
+    if not callable(obj):
+        raise GraphLoadError(f"{ref} is a {type(obj).__name__}, not a function")
+    return obj
+
+
+def load_graph(ref: str) -> Any:
+    """The compiled graph a reference points at; raises :class:`GraphLoadError` with a hint otherwise."""
+    obj, _module, _target = _resolve(ref)
     if not _looks_compiled(obj):
         if hasattr(obj, "compile"):
             raise GraphLoadError(f"{ref} is an uncompiled {type(obj).__name__}: point at the result of .compile()")

@@ -1,0 +1,470 @@
+"""Replay and fork on real compiled graphs: clean replays stay clean, every change is named.
+
+Each test records a real graph with a real Recorder into a real store, then
+replays it (today's code: the same graph, or one changed to cause a kind of
+divergence) and checks what the replay reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+import replay_graphs as G
+from conftest import load_agent
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
+from typing_extensions import TypedDict
+
+from recorder import Recorder, open_store
+from replay import ReplayError, ReplayMode, fork, replay
+from replay.normalize import IGNORED, Normalizer, ns_path
+
+
+@pytest.fixture
+def db(tmp_path):
+    return str(tmp_path / "replay.db")
+
+
+def record(db: str, graph, inputs, config=None, **attach) -> str:
+    with Recorder(db) as rec:
+        app = rec.attach(graph, **attach)
+        try:
+            app.invoke(inputs, config)
+        except Exception:  # noqa: BLE001 - a failing run is recorded too
+            pass
+        rec.flush()
+        return rec.last_run_id
+
+
+def first(result, kind: str | None = None):
+    assert result.divergences, result.report()
+    d = result.divergences[0]
+    assert d.first
+    if kind is not None:
+        assert d.kind == kind, result.report()
+    return d
+
+
+# -- unchanged graphs replay clean ------------------------------------------------------------
+
+REASON_ACT = load_agent("reason_act")
+REACT = load_agent("react_agent")
+
+UNCHANGED = {
+    "send-fan-out": (lambda: G.fan_graph(), {"items": [1, 2, 3]}),
+    "command-goto": (lambda: G.cmd_graph(), {"x": 9}),
+    "subgraph": (lambda: G.sub_graph(), {"n": 1}),
+    "parallel-tool-calls": (lambda: G.chat_graph(), {"messages": [("user", "21?")]}),
+    "prebuilt-react-agent": (lambda: REACT.build_graph(), REACT.inputs_for()),
+    **{f"demo-{s}": (lambda s=s: REASON_ACT.build_graph(s), REASON_ACT.inputs_for(s)) for s in ("happy", "unknown_tool", "bad_input", "loop_limit")},
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNCHANGED))
+def test_unchanged_graph_replays_clean_in_strict_mode(db, name):
+    build, inputs = UNCHANGED[name]
+    run_id = record(db, build(), inputs)
+    result = replay(run_id, build(), db=db)
+    assert not result.diverged, result.report()
+    assert result.status == "ok"
+    store = open_store(db)
+    try:
+        source, new = store.run_detail(run_id), store.get_run(result.run_id)
+        assert new.parent_run_id == run_id
+        assert Normalizer()(result.final_state) == Normalizer()(source.output)
+        recorded_calls = [c for c in store.calls(run_id) if c.step is not None and c.step > result.from_step]
+        assert sum(result.served.values()) == len(recorded_calls)
+    finally:
+        store.close()
+
+
+def test_incident_with_timeouts_replays_clean(db):
+    """The tool the node gave up on (a timeout) is replayed as slow as it was, so it times out again."""
+    run_id = record(db, REASON_ACT.build_graph("incident"), REASON_ACT.inputs_for("incident"))
+    result = replay(run_id, REASON_ACT.build_graph("incident"), db=db)
+    assert not result.diverged, result.report()
+    assert result.final_state["retries"] == 2
+
+
+def test_replay_from_a_middle_step_resumes_there(db):
+    run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
+    result = replay(run_id, G.chat_graph(), from_step=2, db=db)
+    assert not result.diverged, result.report()
+    store = open_store(db)
+    try:
+        ran = [s.step for s in store.list_steps(result.run_id) if s.nodes]
+        assert min(ran) == 3  # nothing before the restored step ran again
+        assert result.served == {"tool": 0, "model": 1}
+    finally:
+        store.close()
+
+
+def test_strict_mode_never_calls_a_live_tool_or_model(db):
+    run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
+    calls = []
+
+    @tool
+    def double(x: int) -> int:
+        """Double a number."""
+        calls.append(x)
+        raise RuntimeError("live call in strict mode")
+
+    # An empty script would raise if the model were asked live.
+    graph = G.chat_graph(script=[], tools=(double, G.halve))
+    result = replay(run_id, graph, db=db)
+    assert not result.diverged, result.report()
+    assert calls == []
+
+
+def test_async_graph_replays_clean_from_inside_a_running_loop(db):
+    async def go():
+        with Recorder(db) as rec:
+            await rec.attach(G.chat_graph(is_async=True)).ainvoke({"messages": [("user", "21?")]})
+            rec.flush()
+            run_id = rec.last_run_id
+        return run_id, replay(run_id, G.chat_graph(is_async=True), db=db)
+
+    run_id, result = asyncio.run(go())
+    assert not result.diverged, result.report()
+    assert result.served == {"tool": 2, "model": 2}
+
+
+def test_interrupt_is_answered_with_the_recorded_resume_value(db):
+    with Recorder(db) as rec:
+        app = rec.attach(G.interrupt_graph(InMemorySaver()))
+        cfg = {"configurable": {"thread_id": "t"}}
+        app.invoke({"q": "ship it?"}, cfg)
+        app.invoke(Command(resume="yes"), cfg)
+        rec.flush()
+        run_id = rec.last_run_id
+    result = replay(run_id, G.interrupt_graph(InMemorySaver()), db=db)
+    assert not result.diverged, result.report()
+    assert result.final_state["answer"] == "done:yes"
+
+
+def test_subgraph_replays_from_its_own_step_not_from_its_start(db):
+    run_id = record(db, G.sub_graph(), {"n": 1})
+    store = open_store(db)
+    try:
+        child = next(n for n in store.namespaces(run_id) if n)
+        after_s1 = next(s.step for s in store.list_steps(run_id, child) if "s1" in s.nodes)
+    finally:
+        store.close()
+    result = replay(run_id, G.sub_graph(), from_step=after_s1, ns=child, db=db)
+    assert not result.diverged, result.report()
+    assert result.served == {"tool": 1, "model": 0}  # s3's call; s1 did not run again
+    store = open_store(db)
+    try:
+        sub_ns = [n for n in store.namespaces(result.run_id) if n]
+        assert [ns_path(n) for n in sub_ns] == ["child"]
+        nodes = [t.node for d in store.step_details(result.run_id, sub_ns[0]) for t in d.tasks]
+        assert "s1" not in nodes and "s3" in nodes
+        assert result.final_state["n"] == ((1 * 2) + 1) * 2
+    finally:
+        store.close()
+
+
+def test_replay_works_on_postgresql(pg_url):
+    run_id = record(pg_url, G.fan_graph(), {"items": [4, 5]})
+    assert not replay(run_id, G.fan_graph(), db=pg_url).diverged
+    changed = replay(run_id, G.fan_graph(offset=1), db=pg_url)
+    assert first(changed).kind == "arguments"
+
+
+# -- each kind of divergence is detected and named ---------------------------------------------
+
+
+def test_changed_command_goto_is_a_route_divergence(db):
+    run_id = record(db, G.cmd_graph(threshold=5), {"x": 9})
+    result = replay(run_id, G.cmd_graph(threshold=10), db=db)
+    d = first(result, "route")
+    assert d.node == "router"
+    assert d.recorded[0]["destinations"] == ["big"] and d.actual[0]["destinations"] == ["small"]
+    assert "small" in d.what and "big" in d.what
+
+
+def test_changed_router_return_is_a_route_divergence_naming_the_router(db):
+    run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
+    result = replay(run_id, G.chat_graph(stop_word=""), db=db)  # ends where it used to call tools
+    d = first(result, "route")
+    assert d.node == "agent" and d.step == 1
+    assert d.recorded[0]["router"] == "should_continue"
+    assert d.recorded[0]["returned"] == "tools" and d.actual[0]["returned"] == "__end__"
+    assert "should_continue" in d.headline() or "should_continue" in d.what
+
+
+def test_tool_called_with_other_arguments_is_an_arguments_divergence_with_candidates(db):
+    run_id = record(db, G.fan_graph(), {"items": [1, 2, 3]})
+    result = replay(run_id, G.fan_graph(offset=1), db=db)
+    d = first(result, "arguments")
+    assert d.node == "worker"
+    assert d.candidates and d.candidates[0]["differs"] == ["arguments"]
+    assert d.actual in ({"x": 2}, {"x": 3}, {"x": 4})
+    assert "has no matching recording" in d.what
+    assert "closest recorded call" in d.render()
+
+
+def test_changed_state_value_is_a_state_divergence_in_the_subgraph(db):
+    run_id = record(db, G.sub_graph(step_add=1), {"n": 1})
+    result = replay(run_id, G.sub_graph(step_add=2), db=db)
+    d = first(result, "state")
+    assert d.ns == "child" and d.node == "s2"
+    assert (d.recorded, d.actual) == (3, 4)
+    assert "-3" in d.diff and "+4" in d.diff
+
+
+def test_model_answer_changed_in_tools_mode_is_a_call_divergence(db):
+    run_id = record(db, G.chat_graph(G.chat_script(final="42")), {"messages": [("user", "21?")]})
+    result = replay(run_id, G.chat_graph(G.chat_script(final="forty-two")), mode="tools", db=db)
+    d = first(result, "call")
+    assert d.node == "agent"
+    assert d.recorded["content"] == "42" and d.actual["content"] == "forty-two"
+    assert result.served["tool"] == 2 and result.served["model"] == 0
+
+
+def test_extra_tool_call_is_an_extra_divergence(db):
+    run_id = record(db, G.fan_graph(), {"items": [1]})
+
+    def worker(state):  # now also calls `halve`
+
+        G.halve.invoke({"x": 10})
+        return {"results": [G.double.invoke({"x": state["items"][0]})]}
+
+    b = StateGraph(G.FanState)
+    b.add_node("plan", lambda s: {})
+    b.add_node("worker", worker)
+    b.add_edge(START, "plan")
+    def fan(state):
+        return [G.Send("worker", {"items": [i]}) for i in state["items"]]
+
+    b.add_conditional_edges("plan", fan, ["worker"])
+    b.add_edge("worker", END)
+    result = replay(run_id, b.compile(), db=db)
+    d = first(result, "extra")
+    assert d.node == "worker" and "halve" in d.what
+
+
+def test_other_nodes_in_a_step_is_a_route_divergence(db):
+    run_id = record(db, G.fan_graph(), {"items": [1, 2]})
+
+    def fan(state):  # now sends only the first item
+        return [G.Send("worker", {"items": [i]}) for i in state["items"][:1]]
+
+    def worker(state):
+        return {"results": [G.double.invoke({"x": state["items"][0]})]}
+
+    b = StateGraph(G.FanState)
+    b.add_node("plan", lambda s: {})
+    b.add_node("worker", worker)
+    b.add_edge(START, "plan")
+    b.add_conditional_edges("plan", fan, ["worker"])
+    b.add_edge("worker", END)
+    result = replay(run_id, b.compile(), db=db, require_all_used=True)
+    kinds = {d.kind for d in result.divergences}
+    assert "route" in kinds and "missing" in kinds, result.report()
+    missing = next(d for d in result.divergences if d.kind == "missing")
+    assert "double" in missing.what
+
+
+def test_recorded_calls_never_made_are_reported_only_when_required(db):
+    run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
+    # Without `halve` the ToolNode answers that call with an error message: the call is never made.
+    relaxed = replay(run_id, G.chat_graph(node_tools=(G.double,)), db=db)
+    required = replay(run_id, G.chat_graph(node_tools=(G.double,)), db=db, require_all_used=True)
+    assert not any(d.kind == "missing" and "halve" in d.what for d in relaxed.divergences)
+    assert any(d.kind == "missing" and "halve" in d.what for d in required.divergences), required.report()
+    assert "halve" in [u["name"] for u in required.unused_calls]
+
+
+def test_first_divergence_is_flagged_once_and_ordered_by_step(db):
+    run_id = record(db, G.sub_graph(step_add=1), {"n": 1})
+    result = replay(run_id, G.sub_graph(step_add=2), db=db)
+    assert [d.first for d in result.divergences].count(True) == 1
+    steps = [d.step for d in result.divergences if d.step is not None]
+    assert steps == sorted(steps)
+    assert result.report().splitlines()[1].startswith("FIRST ")
+
+
+# -- errors, overrides, node mocks --------------------------------------------------------------
+
+
+class CustomToolError(Exception):
+    pass
+
+
+class ErrState(TypedDict, total=False):
+    caught: str
+
+
+def erroring_graph(counter: list[int]):
+    @tool
+    def flaky(q: str) -> str:
+        """Fails the way it failed in production."""
+        counter.append(1)
+        raise CustomToolError("upstream 503") if q == "custom" else ValueError("bad q")
+
+    def node(state: ErrState) -> dict:
+        out = []
+        for q in ("plain", "custom"):
+            try:
+                flaky.invoke({"q": q})
+            except ValueError as exc:  # must be a real ValueError again on replay
+                out.append(f"ValueError:{exc}")
+            except Exception as exc:  # noqa: BLE001
+                out.append(f"{type(exc).__name__}:{exc}")
+        return {"caught": "|".join(out)}
+
+    b = StateGraph(ErrState)
+    b.add_node("node", node)
+    b.add_edge(START, "node")
+    b.add_edge("node", END)
+    return b.compile()
+
+
+def test_recorded_tool_errors_are_raised_again_with_type_and_message(db):
+    live_calls: list[int] = []
+    run_id = record(db, erroring_graph(live_calls), {})
+    assert len(live_calls) == 2
+    result = replay(run_id, erroring_graph(live_calls), db=db)
+    assert not result.diverged, result.report()
+    assert len(live_calls) == 2  # answered from the recording
+    assert result.final_state["caught"] == "ValueError:bad q|CustomToolError:upstream 503"
+
+
+def test_override_answers_a_tool_with_the_users_function(db):
+    run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
+    result = replay(run_id, G.chat_graph(), db=db, overrides={"double": lambda x: 1000 + x})
+    d = first(result)
+    assert d.kind in ("state", "call")
+    tool_messages = [m for m in result.final_state["messages"] if m["type"] == "tool"]
+    assert "1021" in {m["content"] for m in tool_messages}
+
+
+class IoState(TypedDict, total=False):
+    fetched: str
+    summary: str
+
+
+def io_graph(hits: list[int]):
+    def fetch(state: IoState) -> dict:
+        hits.append(1)  # stands for a network read the replay must not repeat
+        return {"fetched": f"page-{len(hits)}"}
+
+    b = StateGraph(IoState)
+    b.add_node("fetch", fetch)
+    b.add_node("summarize", lambda s: {"summary": s["fetched"].upper()})
+    b.add_edge(START, "fetch")
+    b.add_edge("fetch", "summarize")
+    b.add_edge("summarize", END)
+    return b.compile()
+
+
+def test_mocked_node_serves_its_recorded_update(db):
+    hits: list[int] = []
+    run_id = record(db, io_graph(hits), {})
+    unmocked = replay(run_id, io_graph(hits), db=db)
+    assert first(unmocked, "state").what.startswith("state key 'fetched'")
+    before = len(hits)
+    mocked = replay(run_id, io_graph(hits), db=db, mock_nodes=["fetch"])
+    assert not mocked.diverged, mocked.report()
+    assert len(hits) == before and mocked.final_state["summary"] == "PAGE-1"
+    with pytest.raises(ReplayError, match="cannot mock node"):
+        replay(run_id, io_graph(hits), db=db, mock_nodes=["nope"])
+
+
+# -- fork --------------------------------------------------------------------------------------------
+
+
+def test_fork_applies_the_edit_through_the_reducers_and_keeps_lineage(db):
+    run_id = record(db, G.cmd_graph(threshold=5), {"x": 9})
+    store = open_store(db)
+    try:
+        start = next(s.step for s in store.list_steps(run_id) if "__start__" in s.nodes)
+    finally:
+        store.close()
+    result = fork(run_id, G.cmd_graph(threshold=5), start, {"x": 1}, as_node="__start__", db=db)
+    assert result.kind == "fork" and result.status == "ok"
+    assert result.final_state["path"] == ["router", "small"]
+    d = first(result, "route")
+    assert d.node == "router"
+    store = open_store(db)
+    try:
+        run = store.get_run(result.run_id)
+        assert (run.parent_run_id, run.fork_step) == (run_id, start)
+        edit = store.run_detail(result.run_id).fork_edit
+        assert edit["update"] == {"x": 1} and edit["as_node"] == "__start__" and edit["kind"] == "fork"
+        children = [r.id for r in store.list_runs() if r.parent_run_id == run_id]
+        assert result.run_id in children
+        # The fork's first recorded step is the edited state it started from.
+        steps = store.list_steps(result.run_id)
+        assert store.state_at(result.run_id, steps[0].step)["x"] == 1
+    finally:
+        store.close()
+
+
+def test_fork_with_a_bad_edit_is_a_clear_error(db):
+    run_id = record(db, G.cmd_graph(), {"x": 9})
+    with pytest.raises(ReplayError, match="cannot apply the edit"):
+        fork(run_id, G.cmd_graph(), 0, {"x": 1}, as_node="no_such_node", db=db)
+
+
+# -- inputs and helpers ------------------------------------------------------------------------------
+
+
+def test_bad_arguments_are_clear_errors(db):
+    run_id = record(db, G.cmd_graph(), {"x": 9})
+    with pytest.raises(ValueError, match="use one of 'strict', 'tools', 'live'"):
+        replay(run_id, G.cmd_graph(), db=db, mode="loose")
+    with pytest.raises(ReplayError, match="no completed step 42"):
+        replay(run_id, G.cmd_graph(), from_step=42, db=db)
+    with pytest.raises(ReplayError, match="compiled LangGraph graph"):
+        replay(run_id, object(), db=db)
+    with pytest.raises(ReplayError, match="empty path segment"):
+        replay(run_id, G.cmd_graph(), db=db, ignore=["messages..id"])
+
+
+def test_modes_answer_the_right_kinds():
+    assert ReplayMode.parse("strict").answers("model") and ReplayMode.parse("strict").answers("tool")
+    assert ReplayMode.TOOLS.answers("tool") and not ReplayMode.TOOLS.answers("model")
+    assert not ReplayMode.LIVE.answers("tool")
+
+
+def test_normalizer_drops_volatile_ids_and_ignored_paths():
+    msg = {"type": "ai", "content": "hi", "id": "run-1", "tool_calls": [{"name": "t", "args": {}, "id": "call_9"}], "response_metadata": {"created": 1}}
+    n = Normalizer(["meta.*.at", "**.stamp"])
+    out = n({"messages": [msg], "meta": {"a": {"at": 1, "keep": 2}}, "deep": {"x": {"stamp": 3}}})
+    assert out["messages"] == [{"type": "ai", "content": "hi", "tool_calls": [{"name": "t", "args": {}}]}]
+    assert out["meta"] == {"a": {"at": IGNORED, "keep": 2}}
+    assert out["deep"] == {"x": {"stamp": IGNORED}}
+    only_a = Normalizer(keys=["a"])
+    assert only_a({"a": 1, "b": 2}) == only_a({"a": 1, "b": 3})
+    assert ns_path("a:1f|b:2c") == "a|b" and ns_path("") == ""
+
+
+class StampState(TypedDict, total=False):
+    answer: str
+    meta: dict
+
+
+def stamped_graph():
+    counter = itertools.count()
+
+    def node(state: StampState) -> dict:
+        return {"answer": "ok", "meta": {"at": f"t{next(counter)}-{id(counter)}", "source": "db"}}
+
+    b = StateGraph(StampState)
+    b.add_node("node", node)
+    b.add_edge(START, "node")
+    b.add_edge("node", END)
+    return b.compile()
+
+
+def test_ignore_paths_and_state_keys_limit_the_comparison(db):
+    run_id = record(db, stamped_graph(), {})
+    assert first(replay(run_id, stamped_graph(), db=db), "state").what == "state key 'meta' differs"
+    assert not replay(run_id, stamped_graph(), db=db, ignore=["meta.at"]).diverged
+    assert not replay(run_id, stamped_graph(), db=db, state_keys=["answer"]).diverged
