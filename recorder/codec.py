@@ -20,8 +20,10 @@ import enum
 import hashlib
 import math
 import pathlib
+import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Protocol
 
 import orjson
@@ -353,6 +355,47 @@ def collect_refs(tree: Any, out: set[str] | None = None) -> set[str]:
     return out
 
 
+class DecodedBlobs:
+    """Plain-decoded blobs by hash: a bounded, thread-safe LRU.
+
+    Blobs are content-addressed and never change, so a hash always decodes to
+    the same plain value. Neighbouring states share almost every message;
+    keeping their decoded values lets a state of 11,000 messages decode only
+    the few it does not share. The values are handed to every caller that
+    decodes the same blob: treat plain decoded data as read-only.
+    """
+
+    def __init__(self, size: int = 32_768) -> None:
+        self.size = size
+        self._values: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def lookup(self, hashes: Iterable[str]) -> dict[str, Any]:
+        """The values held for ``hashes`` (those not held are left out)."""
+        out = {}
+        with self._lock:
+            values = self._values
+            for h in hashes:
+                if h in values:
+                    out[h] = values[h]
+                    values.move_to_end(h)
+        return out
+
+    def keep(self, items: Mapping[str, Any]) -> None:
+        """Hold these decoded values, dropping the least recently used past ``size``."""
+        with self._lock:
+            self._values.update(items)
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+
 class Decoder:
     """Rebuilds values from encoded trees.
 
@@ -360,11 +403,18 @@ class Decoder:
     Command / Interrupt and registered types, so LangGraph can resume from
     them. ``typed=False`` gives plain JSON-like data for display and diffing
     (messages become dicts with ``type``).
+
+    ``decoded`` (plain only) maps blob hashes to values already decoded: they
+    are used as they are, and each blob decoded here is added to it, so one
+    blob referenced many times is decoded once (see :class:`DecodedBlobs`).
     """
 
-    def __init__(self, blobs: Mapping[str, Any], typed: bool = False) -> None:
+    def __init__(self, blobs: Mapping[str, Any], typed: bool = False, decoded: MutableMapping[str, Any] | None = None) -> None:
+        if typed and decoded is not None:
+            raise ValueError("decoded blobs are plain values: they cannot stand in for typed ones")
         self.blobs = blobs
         self.typed = typed
+        self.decoded = decoded
 
     def decode(self, tree: Any) -> Any:
         return self._dec(tree, 0)
@@ -381,9 +431,15 @@ class Decoder:
             ref = x[BLOB_REF]
             if type(ref) is not str:
                 raise DecodeError(f"malformed recorded value (blob reference): {ref!r:.80} is not a hash")
+            decoded = self.decoded
+            if decoded is not None and ref in decoded:
+                return decoded[ref]
             if ref not in self.blobs:
                 return {TYPE_KEY: "missing-blob", "ref": ref}
-            return self._dec(self.blobs[ref], depth + 1)
+            value = self._dec(self.blobs[ref], depth + 1)
+            if decoded is not None:
+                decoded[ref] = value
+            return value
         kind = x.get(ENVELOPE)
         if kind is None:
             return {k: self._dec(v, depth + 1) for k, v in x.items()}

@@ -26,6 +26,7 @@ from recorder.codec import (
     ENVELOPE,
     MAX_DEPTH,
     TYPE_KEY,
+    DecodedBlobs,
     DecodeError,
     Decoder,
     Encoder,
@@ -337,6 +338,61 @@ def test_message_changed_in_place_is_encoded_again() -> None:
 def test_missing_blob_reads_as_a_marker() -> None:
     out = Decoder({}, typed=True).decode({"m": {BLOB_REF: "f" * 32}})
     assert out == {"m": {TYPE_KEY: "missing-blob", "ref": "f" * 32}}
+
+
+def test_plain_decoding_reuses_blobs_already_decoded() -> None:
+    sink = Sink()
+    enc = Encoder(sink=sink)
+    shared = HumanMessage("in every state", id="h1")
+    older = through_json(enc.encode({"messages": [shared]}))
+    newer = through_json(enc.encode({"messages": [shared, AIMessage("new", id="a1")]}))
+    decoded: dict[str, Any] = {}
+    first = Decoder(sink.blobs, decoded=decoded).decode(older)
+    assert set(decoded) == collect_refs(older)
+    second = Decoder({}, decoded=decoded).decode(older)  # no blobs needed: all decoded before
+    assert second == first and second["messages"][0] is first["messages"][0]
+    third = Decoder(sink.blobs, decoded=decoded).decode(newer)
+    assert third == Decoder(sink.blobs).decode(newer) and third["messages"][0] is first["messages"][0]
+    with pytest.raises(ValueError, match="plain"):
+        Decoder(sink.blobs, typed=True, decoded=decoded)
+
+
+def test_decoded_blobs_keep_the_most_recently_used() -> None:
+    memo = DecodedBlobs(size=2)
+    memo.keep({"a": 1, "b": 2})
+    assert memo.lookup(["a", "x"]) == {"a": 1}  # "a" is now the most recent
+    memo.keep({"c": 3})
+    assert len(memo) == 2 and memo.lookup(["a", "b", "c"]) == {"a": 1, "c": 3}
+
+
+def test_store_resolves_blobs_inside_blobs(store_url: str) -> None:
+    """A message with a long content is a blob holding a blob: both come back, typed and plain."""
+    from recorder.store import Batch, SqlStore
+
+    blobs: dict[str, bytes] = {}
+
+    class StoreSink:
+        def put_blob(self, data: bytes) -> str:
+            blobs[blob_hash(data)] = data
+            return blob_hash(data)
+
+    long = "z" * 3000
+    tree = Encoder(sink=StoreSink()).encode({"messages": [HumanMessage(long, id="h1")]})
+    assert len(blobs) == 2
+    store = SqlStore(store_url, create=True)
+    try:
+        store.write(Batch(blobs={h: (False, data) for h, data in blobs.items()}))
+        plain = store.decode(tree)
+        assert plain == {"messages": [{"type": "human", "content": long, "id": "h1"}]}
+        assert store.decode(tree)["messages"][0] is plain["messages"][0]  # decoded once, shared after
+        assert store.decode(tree, typed=True) == {"messages": [HumanMessage(long, id="h1")]}
+        fresh = SqlStore(store_url)  # cold caches: the inner blob is fetched in a second round
+        try:
+            assert fresh.decode(tree, typed=True)["messages"][0].content == long
+        finally:
+            fresh.close()
+    finally:
+        store.close()
 
 
 # ---------------------------------------------------------------------------
