@@ -261,8 +261,13 @@ class RunSession:
         # touches the encoder, frame builders and pending blobs: no session lock
         # here, so the graph's callbacks never wait on encoding.
         def work() -> Batch:
-            frame, is_key = frames.build(values, versions, seen, updated, _size)
-            row = self._step_row(ns, seq, step, source, cp_id, parent_id, now, duration, tasks, events, frame, is_key, kids)
+            try:
+                frame, is_key = frames.build(values, versions, seen, updated, _size)
+                row = self._step_row(ns, seq, step, source, cp_id, parent_id, now, duration, tasks, events, frame, is_key, kids)
+            except BaseException:
+                # This step is lost (counted by the writer): the next frame must not be a delta on it.
+                frames.force_key()
+                raise
             batch = Batch(steps=[row], blobs=self._take_blobs())
             if now - self._beat > HEARTBEAT_S:
                 # Readers on other hosts tell a live long run from a dead one by this.

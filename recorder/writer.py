@@ -5,11 +5,14 @@ running them on the writer thread keeps encoding off the graph's thread in the
 default mode. In ``sync`` mode the same item runs and commits before the
 caller returns. Write failures (locked database, full disk, deleted file) are
 retried briefly, then reported to ``on_fault``; they never reach the graph.
+A SQLite file deleted or replaced while recording is noticed before each
+commit: SQLite would go on writing into the deleted file without a word.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import queue
 import threading
 import time
@@ -18,12 +21,17 @@ from collections.abc import Callable
 
 from sqlalchemy.exc import OperationalError
 
-from recorder.store import Batch, RunStore
+from recorder.errors import StoreError
+from recorder.store import Batch, RunStore, _sqlite_path
 
 Work = Callable[[], Batch | None]
 FaultHandler = Callable[[Exception, Batch | None], None]
 
 _RETRIES = 5
+# A "locked" error that came back this fast was not SQLite's busy timeout running out
+# (a stale read snapshot, a lock upgrade conflict): worth another try. One that took
+# longer already waited the whole timeout; trying again would only stall a sync graph.
+_QUICK_FAILURE_S = 1.0
 _MAX_GROUP = 400
 _GATHER_S = 0.025
 
@@ -39,6 +47,7 @@ class Writer:
         self._queue: queue.SimpleQueue[Work | None | threading.Event] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._file = _file_identity(store)
         if background:
             self._thread = threading.Thread(target=self._loop, name="graphtape-writer", daemon=True)
             self._thread.start()
@@ -84,13 +93,19 @@ class Writer:
             return None
 
     def _commit(self, batch: Batch) -> None:
+        gone = self._file_gone()
+        if gone:
+            self.on_fault(StoreError(gone), batch)
+            return
         delay = 0.05
         for attempt in range(_RETRIES):
+            started = time.monotonic()
             try:
                 self.store.write(batch)
                 return
             except OperationalError as exc:
-                if "locked" in str(exc).lower() and attempt < _RETRIES - 1:
+                quick = time.monotonic() - started < _QUICK_FAILURE_S
+                if "locked" in str(exc).lower() and quick and attempt < _RETRIES - 1:
                     time.sleep(delay)
                     delay *= 2
                     continue
@@ -99,6 +114,21 @@ class Writer:
             except Exception as exc:  # noqa: BLE001
                 self.on_fault(exc, batch)
                 return
+
+    def _file_gone(self) -> str | None:
+        """Why the SQLite file being recorded into is no longer at its path, if it is not."""
+        if self._file is None:
+            return None
+        path, ident = self._file
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return f"the database file {path} was deleted while recording; nothing more is written to it"
+        except OSError:
+            return None  # cannot tell: let SQLite say what is wrong
+        if (st.st_dev, st.st_ino) != ident:
+            return f"the database file {path} was replaced while recording; nothing more is written to it"
+        return None
 
     def _loop(self) -> None:
         while True:
@@ -131,6 +161,17 @@ class Writer:
                 e.set()
             if stop:
                 return
+
+
+def _file_identity(store: RunStore) -> tuple[str, tuple[int, int]] | None:
+    path = _sqlite_path(getattr(store, "url", ""))
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return str(path), (st.st_dev, st.st_ino)
 
 
 _live_writers: weakref.WeakSet[Writer] = weakref.WeakSet()

@@ -1,0 +1,444 @@
+"""Fault injection: the store fails mid-run, the user's graph does not notice.
+
+Each fault is injected from inside a node of a real graph, partway through a
+recording: a full disk (SQLite's ``max_page_count``), the database file
+deleted, the database made read-only, values that cannot be encoded, and
+another process holding the write lock. The graph must return what it returns
+without graphtape, and where the store is writable again by the end of the run
+the faults are counted on the run (``faults``, ``fault_log``). Steps recorded
+after a fault must still read back correctly.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import random
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+import sqlalchemy as sa
+
+from recorder import Recorder, StoreError, open_store
+
+NODES = 12
+
+
+class S(TypedDict):
+    n: int
+    notes: Annotated[list, operator.add]
+    extra: Any
+
+
+def looping(hooks: Mapping[int, Callable[[], Any]] | None = None, *, bulk: int = 300):
+    """A graph that runs ``NODES`` steps of one node; ``hooks[n]`` runs inside the step that sees ``n``."""
+    from langgraph.graph import END, START, StateGraph
+
+    hooks = hooks or {}
+
+    def work(state: S) -> dict:
+        n = state["n"]
+        # Text that does not compress, so a full disk is met as soon as it is full.
+        update: dict[str, Any] = {"n": n + 1, "notes": [f"note {n} " + random.Random(n).randbytes(bulk // 2).hex()]}
+        if n in hooks:
+            got = hooks[n]()
+            if got is not None:
+                update["extra"] = got
+        return update
+
+    b = StateGraph(S)
+    b.add_node("work", work)
+    b.add_edge(START, "work")
+    b.add_conditional_edges("work", lambda s: "work" if s["n"] < NODES else END)
+    return b.compile()
+
+
+START_STATE = {"n": 0, "notes": [], "extra": None}
+
+
+def plain_result(**kw: Any) -> dict:
+    return looping(**kw).invoke(START_STATE)
+
+
+def check_steps(store, run_id: str) -> list[int]:
+    """Every stored completed step reads back the state the graph had; returns their numbers."""
+    numbers = []
+    for s in store.list_steps(run_id):
+        if s.pending or s.step < 0:
+            continue
+        state = store.state_at(run_id, s.step)
+        assert state["n"] == s.step, s
+        assert [x.split(" ")[1] for x in state["notes"]] == [str(k) for k in range(s.step)], s
+        store.step_detail(run_id, s.step)
+        numbers.append(s.step)
+    return numbers
+
+
+def with_pragma(rec: Recorder, pragma: str) -> Callable[[], None]:
+    """From now on every new store connection runs ``pragma``; returns the undo."""
+
+    def on_connect(dbapi_conn, _record):
+        cur = dbapi_conn.cursor()
+        cur.execute(pragma)
+        cur.close()
+
+    rec.flush()  # the background writer is idle: its connection can be replaced
+    sa.event.listen(rec.store.engine, "connect", on_connect)
+    rec.store.reset_connections()
+
+    def undo() -> None:
+        rec.flush()
+        sa.event.remove(rec.store.engine, "connect", on_connect)
+        rec.store.reset_connections()
+
+    return undo
+
+
+@pytest.fixture(params=["sync", "async"])
+def durability(request) -> str:
+    return request.param
+
+
+# ---------------------------------------------------------------------------
+# Full disk
+# ---------------------------------------------------------------------------
+
+
+def test_full_disk_mid_run_is_counted_on_the_run(tmp_path: Path, durability: str) -> None:
+    db = tmp_path / "full.db"
+    rec = Recorder(db, durability=durability)
+    undo: list[Callable[[], None]] = []
+
+    def fill() -> None:
+        with rec.store.engine.connect() as conn:
+            pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
+        undo.append(with_pragma(rec, f"PRAGMA max_page_count = {pages}"))
+
+    hooks = {4: fill, 9: lambda: undo.pop()()}
+    out = rec.attach(looping(hooks, bulk=6000)).invoke(START_STATE)
+    assert out == plain_result(bulk=6000)
+    rec.close()
+    assert rec.fault_count > 0
+    store = open_store(db)
+    run = store.get_run("last")
+    assert run.status == "ok" and run.faults == rec.fault_count
+    log = store.run_detail(run.id).fault_log
+    assert log and all("full" in line for line in log), log
+    stored = check_steps(store, run.id)
+    # What was written before the disk filled and after it had room again is all there.
+    assert set(range(0, 4)) <= set(stored) and set(range(10, NODES + 1)) <= set(stored), stored
+    store.close()
+
+
+# ---------------------------------------------------------------------------
+# Database file deleted
+# ---------------------------------------------------------------------------
+
+
+def remove_db(db: Path) -> None:
+    for p in db.parent.glob(db.name + "*"):
+        p.unlink()
+
+
+def test_database_deleted_mid_run(tmp_path: Path, durability: str, caplog) -> None:
+    db = tmp_path / "gone.db"
+    rec = Recorder(db, durability=durability)
+    graph = rec.attach(looping({5: lambda: remove_db(db)}))
+    with caplog.at_level(logging.WARNING, logger="graphtape"):
+        assert graph.invoke(START_STATE) == plain_result()
+        rec.flush()
+        # The recorder noticed its file is gone instead of writing into a deleted inode.
+        assert rec.fault_count > 0
+        assert any("deleted" in r.getMessage() for r in caplog.records)
+        # Still no error for the graph on the next run; nothing is written anywhere.
+        assert graph.invoke(START_STATE) == plain_result()
+    rec.close()
+    assert not db.exists()
+    # A new recorder at the same path starts a fresh store.
+    with Recorder(db, durability=durability) as again:
+        again.attach(looping()).invoke(START_STATE)
+    store = open_store(db)
+    assert [r.status for r in store.list_runs()] == ["ok"]
+    assert check_steps(store, store.resolve_run("last")) == list(range(NODES + 1))
+    store.close()
+
+
+def test_database_replaced_mid_run_is_not_written_to(tmp_path: Path, durability: str) -> None:
+    """Someone moves the file away and another recorder creates a new one at the path."""
+    db = tmp_path / "moved.db"
+    rec = Recorder(db, durability=durability)
+
+    def replace() -> None:
+        rec.flush()
+        for p in tmp_path.glob("moved.db*"):
+            p.rename(tmp_path / ("old-" + p.name))
+        with Recorder(db) as other:
+            other.attach(looping()).invoke(START_STATE)
+
+    assert rec.attach(looping({6: replace})).invoke(START_STATE) == plain_result()
+    rec.close()
+    assert rec.fault_count > 0
+    store = open_store(db)
+    runs = store.list_runs()
+    assert len(runs) == 1 and runs[0].status == "ok"  # only the other recorder's run
+    assert check_steps(store, runs[0].id) == list(range(NODES + 1))
+    store.close()
+
+
+# ---------------------------------------------------------------------------
+# Read-only database
+# ---------------------------------------------------------------------------
+
+
+def make_read_only(rec: Recorder, db: Path) -> Callable[[], None]:
+    # File modes do not bind root; SQLite's query_only gives the same "readonly database" error.
+    mode = db.stat().st_mode
+    db.chmod(0o444)
+    undo_pragma = with_pragma(rec, "PRAGMA query_only = 1")
+
+    def undo() -> None:
+        db.chmod(stat.S_IMODE(mode))
+        undo_pragma()
+
+    return undo
+
+
+def test_read_only_mid_run_then_writable_again(tmp_path: Path, durability: str) -> None:
+    db = tmp_path / "ro.db"
+    rec = Recorder(db, durability=durability)
+    undo: list[Callable[[], None]] = []
+    hooks = {3: lambda: undo.append(make_read_only(rec, db)), 8: lambda: undo.pop()()}
+    assert rec.attach(looping(hooks)).invoke(START_STATE) == plain_result()
+    rec.close()
+    store = open_store(db)
+    run = store.get_run("last")
+    assert run.status == "ok" and run.faults == rec.fault_count > 0
+    assert all("readonly" in line for line in store.run_detail(run.id).fault_log)
+    stored = check_steps(store, run.id)
+    assert set(range(0, 3)) <= set(stored) and set(range(9, NODES + 1)) <= set(stored), stored
+    store.close()
+
+
+def test_read_only_until_the_end(tmp_path: Path, durability: str) -> None:
+    db = tmp_path / "ro-end.db"
+    rec = Recorder(db, durability=durability)
+    undo: list[Callable[[], None]] = []
+    graph = rec.attach(looping({3: lambda: undo.append(make_read_only(rec, db))}))
+    assert graph.invoke(START_STATE) == plain_result()
+    rec.flush()
+    assert rec.fault_count > 0
+    store = open_store(db)  # still readable: the steps before the fault are there
+    run = store.get_run("last")
+    assert run.status == "running"  # its end could not be written
+    assert set(range(0, 3)) <= set(check_steps(store, run.id))
+    store.close()
+    undo.pop()()
+    rec.close()
+
+
+# ---------------------------------------------------------------------------
+# Values that cannot be encoded
+# ---------------------------------------------------------------------------
+
+
+class Opaque:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<Opaque>"
+
+
+class BrokenRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr exploded")
+
+
+class FlakyMapping(Mapping):
+    """A mapping that fails when read (a lazy proxy whose backend went away)."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise ConnectionError("backend gone")
+
+    def __iter__(self) -> Iterator[str]:
+        raise ConnectionError("backend gone")
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_unencodable_values_are_counted_and_later_steps_read_true(tmp_path: Path, durability: str) -> None:
+    db = tmp_path / "odd.db"
+    rec = Recorder(db, durability=durability)
+    hooks = {2: Opaque, 4: BrokenRepr, 6: FlakyMapping, 7: lambda: "fine again"}
+    out = rec.attach(looping(hooks)).invoke(START_STATE)
+    expected = plain_result()
+    assert {k: v for k, v in out.items() if k != "extra"} == {k: v for k, v in expected.items() if k != "extra"}
+    assert out["extra"] == "fine again"
+    rec.close()
+    store = open_store(db)
+    run = store.get_run("last")
+    # The run counts every fault: values marked while encoding, and the step that failed to encode.
+    assert run.status == "ok" and run.faults >= 3 and rec.fault_count == 1
+    log = store.run_detail(run.id).fault_log
+    assert any("Opaque" in line for line in log) and any("BrokenRepr" in line for line in log)
+    assert any("backend gone" in line for line in log), log
+    stored = check_steps(store, run.id)
+    assert stored[-1] == NODES
+    assert store.state_at(run.id, 3)["extra"]["unserializable"] is True
+    assert "failing repr" in store.state_at(run.id, 5)["extra"]["repr"]
+    # The step whose value could not be read at all may be missing; every later one
+    # must show the state the graph really had, not a delta against a lost frame.
+    for step in (s for s in stored if s >= 8):
+        assert store.state_at(run.id, step)["extra"] == "fine again"
+    store.close()
+
+
+# ---------------------------------------------------------------------------
+# Database locked by another process
+# ---------------------------------------------------------------------------
+
+LOCKER = textwrap.dedent(
+    """
+    import sqlite3, sys, time
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("CREATE TABLE IF NOT EXISTS other_program (x)")
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))  # hold the write lock a while
+    conn.execute("COMMIT")
+    print("released", flush=True)
+    """
+)
+
+
+class Locker:
+    """Another process holding a write transaction on the database."""
+
+    def __init__(self, db: Path, hold: float) -> None:
+        # It lets go by itself: in sync mode the graph's own thread is the one waiting.
+        self.proc = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), str(hold)], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "locked"
+
+    def wait(self) -> None:
+        assert self.proc.stdout.readline().strip() == "released"
+        self.proc.wait(30)
+
+
+def test_lock_held_briefly_by_another_process_loses_nothing(tmp_path: Path, durability: str) -> None:
+    db = tmp_path / "locked.db"
+    rec = Recorder(db, durability=durability)
+    held: list[Locker] = []
+
+    def lock() -> None:
+        rec.flush()
+        held.append(Locker(db, hold=1.0))  # well within SQLite's 10 s busy timeout
+
+    assert rec.attach(looping({3: lock, 5: lambda: held[0].wait()})).invoke(START_STATE) == plain_result()
+    rec.close()
+    assert rec.fault_count == 0
+    store = open_store(db)
+    run = store.get_run("last")
+    assert (run.status, run.faults) == ("ok", 0)
+    assert check_steps(store, run.id) == list(range(NODES + 1))
+    store.close()
+
+
+def test_lock_held_past_the_timeout_is_counted_not_raised(tmp_path: Path, durability: str) -> None:
+    db = tmp_path / "stuck.db"
+    rec = Recorder(db, durability=durability)
+    held: list[Locker] = []
+    undo: list[Callable[[], None]] = []
+
+    def lock() -> None:
+        undo.append(with_pragma(rec, "PRAGMA busy_timeout = 50"))  # give up sooner than the default 10 s
+        held.append(Locker(db, hold=2.0))
+
+    def release() -> None:
+        rec.flush()  # the writes in between gave up
+        held.pop().wait()
+        undo.pop()()
+
+    assert rec.attach(looping({3: lock, 6: release})).invoke(START_STATE) == plain_result()
+    rec.close()
+    store = open_store(db)
+    run = store.get_run("last")
+    assert run.status == "ok" and run.faults == rec.fault_count > 0
+    assert all("locked" in line for line in store.run_detail(run.id).fault_log)
+    stored = check_steps(store, run.id)
+    assert set(range(0, 3)) <= set(stored) and set(range(7, NODES + 1)) <= set(stored), stored
+    store.close()
+
+
+def test_lock_that_outlasts_the_busy_timeout_is_not_retried(tmp_path: Path) -> None:
+    """SQLite already waited its whole busy timeout: trying again would only stall a sync graph longer."""
+    db = tmp_path / "patient.db"
+    rec = Recorder(db, durability="sync")
+    step_inserts: list[str] = []
+
+    @sa.event.listens_for(rec.store.engine, "before_cursor_execute")
+    def count(conn, cursor, statement, params, context, executemany):
+        if statement.startswith("INSERT INTO steps"):
+            step_inserts.append(statement)
+
+    held: list[Locker] = []
+    undo: list[Callable[[], None]] = []
+
+    def lock() -> None:
+        undo.append(with_pragma(rec, "PRAGMA busy_timeout = 1500"))
+        held.append(Locker(db, hold=2.5))
+
+    def release() -> None:
+        held.pop().wait()
+        undo.pop()()
+
+    assert rec.attach(looping({3: lock, 6: release})).invoke(START_STATE) == plain_result()
+    rec.close()
+    assert rec.fault_count >= 1  # step 4 waited 1.5 s of the 2.5 s lock and gave up
+    # One attempt per superstep (-1 .. NODES), whether it was written or given up.
+    assert len(step_inserts) == NODES + 2
+
+
+# ---------------------------------------------------------------------------
+# PostgreSQL: the server drops the recorder's connection
+# ---------------------------------------------------------------------------
+
+
+def test_postgres_connection_killed_mid_run(pg_url: str, durability: str) -> None:
+    rec = Recorder(pg_url + "&application_name=graphtape-fault-test", durability=durability)
+
+    def kill_backends() -> None:
+        rec.flush()
+        admin = sa.create_engine(pg_url)
+        with admin.begin() as conn:
+            killed = conn.execute(
+                sa.text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = 'graphtape-fault-test'")
+            ).scalar()
+        admin.dispose()
+        assert killed >= 1
+
+    assert rec.attach(looping({4: kill_backends})).invoke(START_STATE) == plain_result()
+    rec.close()
+    store = open_store(pg_url)
+    run = store.get_run("last")
+    assert run.status == "ok"
+    stored = check_steps(store, run.id)
+    # Only the one write that met the dead connection is lost (one step, or in the
+    # background mode the steps gathered into it); the connection is replaced.
+    assert run.faults == rec.fault_count <= 1
+    missing = sorted(set(range(NODES + 1)) - set(stored))
+    assert missing == list(range(missing[0], missing[-1] + 1)) if missing else True, stored
+    assert stored[-1] == NODES and set(range(4)) <= set(stored)
+    store.close()
+
+
+def test_recorder_on_a_missing_directory_fails_before_any_graph_runs(tmp_path: Path) -> None:
+    """Opening a recorder on an impossible path fails up front, in one line, before any graph runs."""
+    with pytest.raises(StoreError, match="does not exist"):
+        Recorder(tmp_path / "nowhere" / "x.db")
