@@ -9,7 +9,8 @@ gave up waiting for), and the state keys that changed. Values stay in the
 codec's typed envelopes, so messages come back as messages; each message is
 stored once in a ``messages`` table and referred to as ``{"$b": key}``.
 
-The bytes are deterministic: sorted keys, one value per line, volatile ids
+The bytes are deterministic: values keep their recorded key order (code
+may depend on it), one value per line, volatile ids
 (task, call, message and interrupt ids, checkpoint ids, timestamps)
 renumbered or dropped, so exporting the same run twice gives the same file
 and a re-recorded fixture diffs cleanly in review. Everything passes through
@@ -84,6 +85,8 @@ ABOUT = (
 _STATUSES = ("ok", "error", "interrupted")
 _STRUCTURAL = frozenset({ENVELOPE, "cls", "type"})
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}")
+_PRIVATE_MODULE = re.compile(r"_graphtape_(?:user|fixture)_(\w+?)_[0-9a-f]{8}\b")
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _MESSAGE_KINDS = {"AIMessage": "ai", "AIMessageChunk": "ai", "HumanMessage": "human", "SystemMessage": "system", "ToolMessage": "tool"}
 _CONFIG_DROP = frozenset({"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map"})
@@ -332,7 +335,7 @@ class _Exporter:
         refs = collect_refs(list(values.values())).difference(self._raw_blobs)
         if refs:
             self._raw_blobs.update(self.store.blobs(refs))
-        return {k: self._walk(values[k], 1) for k in sorted(values)}
+        return {k: self._walk(v, 1) for k, v in values.items()}
 
     def text(self, s: str | None) -> str | None:
         return None if s is None else self.redactor.scrub(s)
@@ -354,8 +357,7 @@ class _Exporter:
         secret = self.redactor.is_secret_key
         if kind is None:
             out = {}
-            for k in sorted(x):
-                v = x[k]
+            for k, v in x.items():  # recorded order: user code may depend on it (json.dumps)
                 if secret(k) and v is not None and v != "":
                     out[self.redactor.scrub(k)] = self.redactor.mark()
                 else:
@@ -371,9 +373,15 @@ class _Exporter:
                 else:
                     pairs.append(self._walk(pair, depth + 1))
             return {ENVELOPE: "dict", "v": pairs}
-        out = {k: (x[k] if k in _STRUCTURAL else self._walk(x[k], depth + 1)) for k in sorted(x)}
+        out = {k: (v if k in _STRUCTURAL else self._walk(v, depth + 1)) for k, v in x.items()}
         if kind in ("lc.msg", "lc.doc"):
             return self._tabled(out, kind)
+        if kind == "unserializable":
+            # Only its class name is ever used (a stand-in when replayed): drop what varies
+            # between runs and machines, the object's address and a file-loaded module's private name.
+            for k in ("type", "repr"):
+                if type(out.get(k)) is str:
+                    out[k] = _ADDRESS.sub("", _PRIVATE_MODULE.sub(r"\1", out[k]))
         if kind == "lg.interrupt":
             v = out.get("v")
             if isinstance(v, dict) and type(v.get("id")) is str and v["id"]:
@@ -394,7 +402,7 @@ class _Exporter:
         ident = v.get("id") if isinstance(v, dict) else None
         if type(ident) is str and _UUID.search(ident):
             ident = v["id"] = self.stable(ident, "msg" if kind == "lc.msg" else "doc")
-        canonical = orjson.dumps(env, option=orjson.OPT_SORT_KEYS)
+        canonical = orjson.dumps(env)
         key = self.table_keys.get(canonical)
         if key is None:
             if type(ident) is str and _SAFE_KEY.match(ident):
@@ -465,8 +473,8 @@ def export_fixture(
     start_entry = {
         "after_step": start.step,
         "values": ex.channels(values),
-        "versions": dict(sorted(versions.items())),
-        "versions_seen": {n: dict(sorted(s.items())) for n, s in sorted(seen.items())},
+        "versions": dict(versions),
+        "versions_seen": {n: dict(s) for n, s in seen.items()},
     }
 
     calls = _raw_calls(sql, run.id)
@@ -520,9 +528,46 @@ def export_fixture(
     if subgraphs:
         fixture["subgraphs"] = subgraphs
     fixture["final_state"] = final_state
-    fixture["messages"] = dict(sorted(ex.table.items()))
+    fixture["messages"] = _fold_idless(fixture, ex.table)
     fixture["redacted"] = {"when_recorded": run.redactions, "in_this_file": _marked(fixture)}
     return fixture
+
+
+def _fold_idless(fixture: dict[str, Any], table: dict[str, Any]) -> dict[str, Any]:
+    """Point references to an id-less message at the one stored copy of it that has an id.
+
+    The recorder encodes values after the node returned, racing LangGraph's
+    ``add_messages``, which gives new messages their ids in place: the same
+    message may be recorded with or without its id. Folding the id-less copy
+    into its only id'd twin makes the file the same whichever way the race went.
+    """
+    twins: dict[bytes, list[str]] = {}
+    idless: list[tuple[str, bytes]] = []
+    for key, env in table.items():
+        v = env.get("v")
+        if not isinstance(v, dict):
+            continue
+        content = orjson.dumps({**env, "v": {k: x for k, x in v.items() if k != "id"}})
+        if v.get("id") is None:
+            idless.append((key, content))
+        else:
+            twins.setdefault(content, []).append(key)
+    alias = {key: twins[content][0] for key, content in idless if len(twins.get(content, ())) == 1}
+    if alias:
+
+        def walk(x: Any) -> Any:
+            if type(x) is list:
+                return [walk(i) for i in x]
+            if type(x) is not dict:
+                return x
+            if len(x) == 1 and x.get(BLOB_REF) in alias:
+                return {BLOB_REF: alias[x[BLOB_REF]]}
+            return {k: walk(v) for k, v in x.items()}
+
+        for part in ("inputs", "config", "start", "steps", "subgraphs", "final_state"):
+            if part in fixture:
+                fixture[part] = walk(fixture[part])
+    return {k: v for k, v in sorted(table.items()) if k not in alias}
 
 
 def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
@@ -565,8 +610,10 @@ def _holds(store: SqlStore, run_id: str, calls: list[Any], run_end: float | None
     """Call id -> milliseconds a replay must hold its answer: calls a node stopped waiting for (timeouts).
 
     Mirrors the replay's rule: a call that outlived its task or its run is
-    replayed as slow as it was; one that never returned is held until the
-    run had ended. Rounded up to 10 ms, so re-recording rarely changes it.
+    replayed as slow as it was (rounded up to 10 ms). One that never returned
+    is held until 50 ms after its node stopped waiting (its task ended),
+    rounded up to 50 ms: what the node saw, without the run's timing jitter,
+    so re-recording the same behaviour writes the same number.
     """
     ends: dict[str, float] = {}
     for ns in store.namespaces(run_id):
@@ -576,18 +623,25 @@ def _holds(store: SqlStore, run_id: str, calls: list[Any], run_end: float | None
                     ends[t["id"]] = t["t0"] + t["ms"] / 1000
     out = {}
     for c in calls:
+        task_end = ends.get(c.task_id or "")
         if c.error_type == "Unfinished":
-            hold = (run_end - c.started_at + 0.05) if run_end is not None else 1.0
+            if task_end is not None:
+                hold = _ceil(task_end - c.started_at + 0.05, 0.05)
+            else:
+                hold = _ceil((run_end - c.started_at + 0.05) if run_end is not None else 1.0, 0.01)
         elif c.latency_ms is None:
             continue
         else:
             finished = c.started_at + c.latency_ms / 1000
-            task_end = ends.get(c.task_id or "")
             late = (task_end is not None and finished > task_end + 0.001) or (run_end is not None and finished > run_end + 0.001)
-            hold = c.latency_ms / 1000 if late else 0.0
+            hold = _ceil(c.latency_ms / 1000, 0.01) if late else 0.0
         if hold > 0:
-            out[c.call_id] = min(MAX_HOLD_MS, int(math.ceil(hold * 100 - 1e-9)) * 10)
+            out[c.call_id] = min(MAX_HOLD_MS, int(round(hold * 1000)))
     return out
+
+
+def _ceil(seconds: float, quantum: float) -> float:
+    return max(quantum, math.ceil(seconds / quantum - 1e-9) * quantum)
 
 
 def _task_sort_key(t: dict) -> tuple:
@@ -666,8 +720,8 @@ def _state_change(prev: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
     """The keys a step changed: set (new value), append (items added to a list), drop (removed)."""
     set_: dict[str, Any] = {}
     append: dict[str, Any] = {}
-    for k in sorted(now):
-        new, old = now[k], prev.get(k, _MISSING)
+    for k, new in now.items():
+        old = prev.get(k, _MISSING)
         if old is not _MISSING and old == new:
             continue
         if type(old) is list and type(new) is list and len(new) > len(old) and new[: len(old)] == old:
