@@ -950,17 +950,13 @@ class SqlStore:
         q = q.order_by(S.calls.c.started_at, S.calls.c.id)
         rows = self._read(q)
         trees = [(_uj(r.inputs), _uj(r.output)) for r in rows]
-        refs: set[str] = set()
-        for i, o in trees:
-            collect_refs(i, refs)
-            collect_refs(o, refs)
-        blobs = self.blobs(refs)
 
         def dec(tree: Any) -> Any:
+            # Through decode(): a message in many calls' inputs is decoded once (and shared, read-only).
             try:
-                return Decoder(blobs, typed=False).decode(tree)
-            except (DecodeError, TypeError, ValueError, AttributeError, KeyError) as exc:
-                raise StoreError(f"cannot decode a recorded call: {_one_line(exc)}") from None
+                return self.decode(tree) if tree is not None else None
+            except StoreError as exc:
+                raise StoreError(f"cannot decode a recorded call: {str(exc).removeprefix('cannot decode a recorded value: ')}") from None
 
         return [
             CallInfo(

@@ -59,6 +59,7 @@ class RecordingAnswerer:
         self.miss_goes_live = miss_goes_live  # re-recording: a call the recording cannot answer runs live
         self.served = {"tool": 0, "model": 0}
         self._lock = threading.Lock()
+        self._plain_memo: dict[int, tuple[Any, Any]] = {}
 
     # -- models ------------------------------------------------------------------
     def answer_model(self, model: Any, messages: list[Any], stop: Any, run_manager: Any, kwargs: dict) -> Answer | None:
@@ -70,9 +71,9 @@ class RecordingAnswerer:
             return Answer(value=message_from_plain(_plain(override(messages))))
         if not self.mode.answers("model"):
             return None
-        inputs: dict[str, Any] = {"messages": _plain(messages)}
+        inputs: dict[str, Any] = {"messages": [self._plain_once(m) for m in messages]}
         if params.get("tools"):
-            inputs["tools"] = _plain(params["tools"])
+            inputs["tools"] = self._plain_once(params["tools"])
         live = LiveCall("model", name, *_who(metadata), arguments=normalize_arguments("model", inputs, self.normalize))
         got = self._take(live)
         if got is None:
@@ -91,7 +92,8 @@ class RecordingAnswerer:
         config = kwargs.get("config") or var_child_runnable_config.get() or {}
         metadata = {**(config.get("metadata") or {}), **(kwargs.get("metadata") or {})}
         if isinstance(tool_input, dict):
-            shown = tool._filter_injected_args(tool_input)
+            injected = self._injected_args(tool)
+            shown = {k: v for k, v in tool_input.items() if k not in injected} if injected else tool_input
         else:
             shown = tool_input
         live = LiveCall("tool", tool.name, *_who(metadata), arguments=normalize_arguments("tool", _plain(shown), self.normalize))
@@ -113,6 +115,24 @@ class RecordingAnswerer:
         return Answer(value=revive_opaque(out), delay_s=delay)
 
     # -- shared ------------------------------------------------------------------
+    def _injected_args(self, tool: Any) -> frozenset[str]:
+        """Arguments LangChain keeps out of a tool's recorded inputs (state, runtime...), per tool, once."""
+        hit = self._plain_memo.get(id(tool))
+        if hit is not None and hit[0] is tool:
+            return hit[1]
+        names = frozenset(tool.args) - frozenset(tool._filter_injected_args(dict.fromkeys(tool.args)) or ())
+        self._plain_memo[id(tool)] = (tool, names)
+        return names
+
+    def _plain_once(self, value: Any) -> Any:
+        """``to_plain`` per object, once: a conversation's messages are resent on every model call."""
+        hit = self._plain_memo.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        plain = _plain(value)
+        self._plain_memo[id(value)] = (value, plain)
+        return plain
+
     def _take(self, live: LiveCall) -> RecordedCall | None:
         got = self.book.take(live)
         if isinstance(got, Miss):

@@ -102,15 +102,20 @@ class CallBook:
             RecordedCall(i, c, ns_path(c.ns), normalize_arguments(c.kind, c.inputs, normalize), delay(c))
             for i, c in enumerate(calls)
         ]
+        # Who made a call -> its recordings, in order: an exact match looks in one slot.
+        self._slots: dict[tuple, list[RecordedCall]] = {}
+        for r in self.recorded:
+            step = None if r.call.step is None else r.call.step + step_offset
+            self._slots.setdefault((r.call.kind, r.call.name, step, r.path, r.call.node), []).append(r)
 
     def take(self, live: LiveCall) -> RecordedCall | Miss:
         """The first unused recording that matches ``live`` exactly (marked used), or a miss."""
         with self._lock:
-            same_kind = [r for r in self.recorded if r.call.kind == live.kind]
-            for r in same_kind:
-                if not r.used and not r.differing(live, self.step_offset):
+            for r in self._slots.get((live.kind, live.name, live.step, live.path, live.node), ()):
+                if not r.used and r.arguments == live.arguments:
                     r.used = True
                     return r
+            same_kind = [r for r in self.recorded if r.call.kind == live.kind]
             scored = sorted(((r.differing(live, self.step_offset), r) for r in same_kind if not r.used), key=lambda x: (len(x[0]), _weight(x[0]), x[1].index))
             return Miss(live, [Candidate(r.call.call_id, r.call.name, r.call.step, r.call.node, r.arguments, d) for d, r in scored[:3]])
 

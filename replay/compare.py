@@ -81,9 +81,10 @@ def _frames_after(store: RunStore, side: Side) -> tuple[dict[str, Any] | None, I
 class RunComparison:
     """Collects the divergences between a recording and its replay."""
 
-    def __init__(self, store: RunStore, normalize: Normalizer, mode: ReplayMode, *, order: dict[str, int] | None = None) -> None:
+    def __init__(self, store: RunStore, normalize: Normalizer, mode: ReplayMode, *, order: dict[str, int] | None = None, arg_normalize: Normalizer | None = None) -> None:
         self.store = store
         self.normalize = normalize
+        self.arg_normalize = arg_normalize or Normalizer()
         self.mode = mode
         self.order = order or {}  # namespace -> the root step that entered it (to order divergences)
         self.found: list[Divergence] = []
@@ -206,7 +207,7 @@ class RunComparison:
                 groups.setdefault(((c.step or 0) - offset, c.kind, c.name, ns_path(c.ns), c.node), ([], []))[1].append(c)
         for (step, kind, name, _path, node), (a, b) in sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1:])):
             for x, y in zip(a, b):
-                args_x, args_y = normalize_arguments(kind, x.inputs, self.normalize), normalize_arguments(kind, y.inputs, self.normalize)
+                args_x, args_y = normalize_arguments(kind, x.inputs, self.arg_normalize), normalize_arguments(kind, y.inputs, self.arg_normalize)
                 if args_x != args_y:
                     add(Divergence("arguments", step, node, f"{kind} {name!r} was called with other arguments", args_x, args_y, ns))
                     continue
@@ -214,9 +215,9 @@ class RunComparison:
                 if out_x != out_y:
                     add(Divergence("call", step, node, f"{kind} {name!r} returned something else", out_x, out_y, ns))
             for x in a[len(b) :]:
-                add(Divergence("missing", step, node, f"recorded {kind} call {name!r} was not made", normalize_arguments(kind, x.inputs, self.normalize), None, ns))
+                add(Divergence("missing", step, node, f"recorded {kind} call {name!r} was not made", normalize_arguments(kind, x.inputs, self.arg_normalize), None, ns))
             for y in b[len(a) :]:
-                add(Divergence("extra", step, node, f"{kind} call {name!r} was not in the recording", None, normalize_arguments(kind, y.inputs, self.normalize), ns))
+                add(Divergence("extra", step, node, f"{kind} call {name!r} was not in the recording", None, normalize_arguments(kind, y.inputs, self.arg_normalize), ns))
 
 
 def _outcome(call: CallInfo, normalize: Normalizer) -> Any:

@@ -33,6 +33,9 @@ class Normalizer:
         for p in self.patterns:
             if any(not part for part in p):
                 raise ValueError(f"bad ignore pattern {'.'.join(p)!r}: empty path segment")
+        # Without paths to ignore, a message normalizes the same wherever it is: keep the
+        # result per message object (decoded messages are shared between calls and states).
+        self._memo: dict[int, tuple[Any, Any]] | None = {} if not self.patterns and self.keys is None else None
 
     def __call__(self, value: Any, path: Sequence[str] = ()) -> Any:
         return self._walk(value, tuple(path))
@@ -42,19 +45,29 @@ class Normalizer:
             return IGNORED
         if self.patterns and path and any(_matches(p, path) for p in self.patterns):
             return IGNORED
-        if isinstance(value, dict):
-            message = is_message(value)
-            out = {}
-            for k, v in value.items():
-                if message and k in _MESSAGE_VOLATILE:
-                    continue
-                if message and k == "tool_calls" and isinstance(v, list):
-                    v = [{kk: vv for kk, vv in c.items() if kk != "id"} if isinstance(c, dict) else c for c in v]
-                out[k] = self._walk(v, (*path, str(k)))
+        if self._memo is not None and isinstance(value, dict) and is_message(value):
+            hit = self._memo.get(id(value))
+            if hit is not None and hit[0] is value:
+                return hit[1]
+            out = self._walk_dict(value, path)
+            self._memo[id(value)] = (value, out)
             return out
+        if isinstance(value, dict):
+            return self._walk_dict(value, path)
         if isinstance(value, (list, tuple)):
             return [self._walk(v, (*path, str(i))) for i, v in enumerate(value)]
         return value
+
+    def _walk_dict(self, value: dict, path: tuple[str, ...]) -> dict:
+        message = is_message(value)
+        out = {}
+        for k, v in value.items():
+            if message and k in _MESSAGE_VOLATILE:
+                continue
+            if message and k == "tool_calls" and isinstance(v, list):
+                v = [{kk: vv for kk, vv in c.items() if kk != "id"} if isinstance(c, dict) else c for c in v]
+            out[k] = self._walk(v, (*path, str(k)))
+        return out
 
 
 def _matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:

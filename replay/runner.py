@@ -18,6 +18,7 @@ from typing import Any
 
 from recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
 from recorder.attach import Lineage
+from recorder.records import FLAG_RESUME
 
 from replay.answers import RecordingAnswerer, ReplayMiss
 from replay.calls import CallBook, LiveCall, Miss
@@ -106,7 +107,8 @@ class _Run:
         self.store = store if store is not None else SqlStore(db, create=False)
         self.mode = ReplayMode.parse(mode)
         try:
-            self.normalize = Normalizer(ignore, state_keys)
+            self.normalize = Normalizer(ignore, state_keys)  # state: the user's ignore paths apply
+            self.arg_normalize = Normalizer()  # call arguments: only volatile ids are dropped
         except ValueError as exc:
             raise ReplayError(str(exc)) from None
         self.graph = graph
@@ -157,8 +159,8 @@ class _Run:
         else:
             edit = {"kind": "replay", "mode": self.mode.value, "ns": ns or None}
 
-        book = CallBook(self._calls_after(restored.root_step, ns, step), self.normalize, delay=self._delay_test(), step_offset=offset)
-        answerer = RecordingAnswerer(book, self.mode, self.normalize, self.overrides, miss_goes_live=miss_goes_live)
+        book = CallBook(self._calls_after(restored.root_step, ns, step), self.arg_normalize, delay=self._delay_test(), step_offset=offset)
+        answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         recorder = Recorder(self.store.url)
         lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
@@ -170,7 +172,7 @@ class _Run:
             recorder.flush()
             run_id = recorder.last_run_id
             recorder.close()
-        entered = _entered_at(self.store, self.run.id)
+        entered = self._entered()
         by_path = {ns_path(n): s for n, s in entered.items()}
         found: list[Divergence] = []
         for m in answerer.misses:
@@ -230,6 +232,18 @@ class _Run:
         )
 
     # -- pieces ------------------------------------------------------------------------
+    def _entered(self) -> dict[str, int]:
+        if not hasattr(self, "_entered_memo"):
+            self._entered_memo = _entered_at(self._details(""))
+        return self._entered_memo
+
+    def _details(self, ns: str) -> list[Any]:
+        """The recording's step details of a namespace, read once per replay."""
+        memo = self.__dict__.setdefault("_details_memo", {})
+        if ns not in memo:
+            memo[ns] = self.store.step_details(self.run.id, ns)
+        return memo[ns]
+
     def _config(self, thread_id: str, restored: Restored) -> dict[str, Any]:
         recorded = self.store.run_detail(self.run.id).config or {}
         conf = {k: v for k, v in (recorded.get("configurable") or {}).items() if k not in _NOT_FORWARDED and not str(k).startswith("__")}
@@ -247,7 +261,7 @@ class _Run:
         return config
 
     def _calls_after(self, root_step: int, ns: str, step: int) -> list[CallInfo]:
-        entered = _entered_at(self.store, self.run.id)
+        entered = self._entered()
         out = []
         for c in self.store.calls(self.run.id):
             if c.step is None:
@@ -269,7 +283,7 @@ class _Run:
         """
         ends: dict[str, float] = {}
         for n in self.store.namespaces(self.run.id):
-            for d in self.store.step_details(self.run.id, n):
+            for d in self._details(n):
                 for t in d.tasks:
                     if t.started_at is not None and t.duration_ms is not None:
                         ends[t.task_id] = t.started_at + t.duration_ms / 1000
@@ -319,6 +333,8 @@ class _Run:
 
     def _recorded_resumes(self) -> dict[int, list[tuple[str | None, Any]]]:
         out: dict[int, list[tuple[str | None, Any]]] = {}
+        if not any(s.flags & FLAG_RESUME for s in self.store.list_steps(self.run.id)):
+            return out
         for d in self.store.step_details(self.run.id, "", typed=True):
             for e in d.events:
                 if e.kind == "resume":
@@ -326,9 +342,11 @@ class _Run:
         return out
 
     def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, entered: dict[str, int]) -> list[Divergence]:
-        cmp = RunComparison(self.store, self.normalize, self.mode, order=entered)
-        rec_calls = self.store.calls(self.run.id)
-        rep_calls = self.store.calls(run_id)
+        cmp = RunComparison(self.store, self.normalize, self.mode, order=entered, arg_normalize=self.arg_normalize)
+        # Calls answered from the recording match it by construction; only live ones are compared after the fact.
+        live_kinds = [k for k in ("tool", "model") if not self.mode.answers(k)]
+        rec_calls = self.store.calls(self.run.id) if live_kinds else []
+        rep_calls = self.store.calls(run_id) if live_kinds else []
         rec_root_after = restored.root_step
         cmp.namespace(Side(self.run.id, "", rec_root_after), Side(run_id, "", rec_root_after + offset), _in_ns(rec_calls, ""), _in_ns(rep_calls, ""))
         if ns:
@@ -364,10 +382,10 @@ def _pair_namespaces(rec: list[str], rep: list[str]) -> list[tuple[str | None, s
     return out
 
 
-def _entered_at(store: RunStore, run_id: str) -> dict[str, int]:
+def _entered_at(root_details: list[Any]) -> dict[str, int]:
     """Root step that entered each top-level subgraph namespace (``"child:<task id>"``)."""
     out: dict[str, int] = {}
-    for d in store.step_details(run_id, ""):
+    for d in root_details:
         for t in d.tasks:
             for sub in t.subgraph_ns:
                 out.setdefault(sub.split("|")[0], d.step.step)

@@ -1,0 +1,300 @@
+"""graphtape's pytest plugin: a recorded incident becomes a regression test.
+
+::
+
+    @pytest.mark.graphtape("fixtures/runs/incident-42.json", graph="myapp.agent:graph")
+    def test_incident_42(graphtape_replay):
+        result = graphtape_replay()            # strict replay against today's code
+        assert result.final_state["answer"] == "..."
+
+``graphtape_replay()`` imports the fixture into a temporary store and replays
+it on the marker's graph with every tool and model call answered from the
+fixture. A divergence fails the test with the first one rendered: the step,
+the node, the kind, what was recorded, what happened instead and a diff.
+
+Marker arguments: the fixture path (relative paths are taken from pytest's
+rootdir), ``graph=`` (a ``module:attr`` or ``file.py:attr`` reference, or the
+compiled graph itself: never read from the fixture), ``inputs=`` and
+``config=`` (to record a missing fixture), ``ignore=`` (state paths such as
+``messages.*.id``), ``state_keys=`` (compare only these keys) and ``mode=``
+(``strict``, ``tools`` or ``live``).
+
+``--graphtape-record`` takes a ``RecordMode``: ``none`` (default, and the only
+one allowed with ``CI=true``), ``missing`` or ``rewrite``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay.record_mode import RecordMode, in_ci
+
+MARKER = "graphtape"
+_MODE_KEY = pytest.StashKey[RecordMode]()
+_WRITTEN_KEY = pytest.StashKey[list]()
+_MARKER_KWARGS = ("graph", "inputs", "config", "ignore", "state_keys", "mode")
+MAX_MORE = 5
+
+
+def _record_mode(text: str) -> RecordMode:
+    try:
+        return RecordMode.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("graphtape", "graphtape regression fixtures")
+    group.addoption(
+        "--graphtape-record",
+        dest="graphtape_record",
+        type=_record_mode,
+        default=None,
+        metavar="MODE",
+        help="none (default: replay only), missing (record fixtures that do not exist yet) or rewrite "
+        "(re-record every fixture from today's code); refused with CI=true",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(path, graph=..., inputs=None, config=None, ignore=(), state_keys=None, mode='strict'): "
+        "replay a graphtape regression fixture with the graphtape_replay fixture",
+    )
+    mode = config.getoption("graphtape_record", None) or RecordMode.NONE
+    if mode.records and in_ci():
+        raise pytest.UsageError(
+            f"graphtape: refusing to record fixtures with CI=true (--graphtape-record={mode.value}): "
+            "record them on your machine and commit them; CI only replays (drop the option)"
+        )
+    config.stash[_MODE_KEY] = mode
+    config.stash[_WRITTEN_KEY] = []
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    mode = config.stash.get(_MODE_KEY, RecordMode.NONE)
+    return f"graphtape: record mode {mode.value}" if mode.records else None
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    written = config.stash.get(_WRITTEN_KEY, [])
+    if written:
+        terminalreporter.section("graphtape")
+        for what, path in written:
+            terminalreporter.write_line(f"{what} {path}")
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What a test's marker asks for."""
+
+    path: Path
+    shown: str
+    graph: Any
+    inputs: Any
+    config: dict[str, Any] | None
+    ignore: tuple[str, ...]
+    state_keys: tuple[str, ...] | None
+    mode: str
+    nodeid: str
+    rootdir: Path
+
+
+def _spec(request: pytest.FixtureRequest) -> _Spec:
+    marker = request.node.get_closest_marker(MARKER)
+    if marker is None:
+        pytest.fail(f"graphtape_replay needs @pytest.mark.{MARKER}(path, graph=...) on the test", pytrace=False)
+    if len(marker.args) != 1 or not isinstance(marker.args[0], (str, os.PathLike)):
+        pytest.fail(f"@pytest.mark.{MARKER} takes one positional argument, the fixture's path", pytrace=False)
+    unknown = sorted(set(marker.kwargs) - set(_MARKER_KWARGS))
+    if unknown:
+        pytest.fail(f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(_MARKER_KWARGS)}", pytrace=False)
+    root = Path(request.config.rootpath)
+    path = Path(os.fspath(marker.args[0]))
+    full = path if path.is_absolute() else root / path
+    try:
+        shown = full.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        shown = str(full)
+    graph = marker.kwargs.get("graph")
+    if graph is None:
+        pytest.fail(f"@pytest.mark.{MARKER}({shown!r}) needs graph='package.module:attr' (or path/to/file.py:attr): the graph to replay on", pytrace=False)
+    config = marker.kwargs.get("config")
+    if config is not None and not isinstance(config, dict):
+        pytest.fail(f"@pytest.mark.{MARKER}: config= must be a dict (a LangGraph config)", pytrace=False)
+    return _Spec(
+        path=full,
+        shown=shown,
+        graph=graph,
+        inputs=marker.kwargs.get("inputs"),
+        config=config,
+        ignore=_strings(marker.kwargs.get("ignore", ()), "ignore"),
+        state_keys=None if marker.kwargs.get("state_keys") is None else _strings(marker.kwargs["state_keys"], "state_keys"),
+        mode=str(marker.kwargs.get("mode", "strict")),
+        nodeid=request.node.nodeid,
+        rootdir=root,
+    )
+
+
+def _strings(value: Any, name: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, Iterable) or not all(isinstance(v, str) for v in value):
+        pytest.fail(f"@pytest.mark.{MARKER}: {name}= must be a list of strings", pytrace=False)
+    return tuple(value)
+
+
+@pytest.fixture
+def graphtape_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Any]:
+    """A function that replays the test's fixture and returns the ``ReplayResult``.
+
+    Call it as ``graphtape_replay()``; keyword arguments override the marker
+    (``ignore``, ``state_keys``, ``mode``) or pass through to ``replay``
+    (``overrides``, ``mock_nodes``). ``check=False`` returns a diverged result
+    instead of failing the test.
+    """
+    spec = _spec(request)
+    mode = request.config.stash.get(_MODE_KEY, RecordMode.NONE)
+    written = request.config.stash.get(_WRITTEN_KEY, [])
+
+    def run(*, check: bool = True, **options: Any) -> Any:
+        from recorder.errors import GraphtapeError
+
+        tmp = tmp_path_factory.mktemp("graphtape")
+        try:
+            return _run(spec, mode, tmp, written, check, options)
+        except (GraphtapeError, ValueError) as exc:
+            pytest.fail(f"graphtape: {spec.shown}: {exc}", pytrace=False)
+
+    return run
+
+
+def _run(spec: _Spec, mode: RecordMode, tmp: Path, written: list, check: bool, options: dict[str, Any]) -> Any:
+    from recorder import SqlStore
+    from replay import replay
+    from replay.fixture import import_fixture, read_fixture
+    from replay.result import ordered
+
+    allowed = {"ignore", "state_keys", "mode", "overrides", "mock_nodes"}
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        pytest.fail(f"graphtape_replay(): unknown argument(s) {', '.join(unknown)}; it takes check, {', '.join(sorted(allowed))}", pytrace=False)
+    ignore = tuple(options.pop("ignore", spec.ignore))
+    state_keys = options.pop("state_keys", spec.state_keys)
+    replay_mode = options.pop("mode", spec.mode)
+
+    if not spec.path.exists():
+        if not mode.records:
+            pytest.fail(
+                f"graphtape: no fixture at {spec.shown}: record it with `pytest --graphtape-record=missing` "
+                "(the marker needs inputs=...), or export a recorded run with `graphtape export RUN -o FILE`",
+                pytrace=False,
+            )
+        _record_live(spec, tmp / "record.db")
+        written.append(("recorded", spec.shown))
+    elif mode is RecordMode.REWRITE:
+        _rewrite(spec, tmp / "rewrite.db", ignore=ignore, state_keys=state_keys)
+        written.append(("rewrote", spec.shown))
+
+    fixture = read_fixture(spec.path)
+    graph = _graph(spec)
+    store = SqlStore(tmp / "replay.db")
+    try:
+        imported = import_fixture(store, fixture, label=spec.shown)
+        result = replay(imported.run_id, graph, mode=replay_mode, store=store, ignore=ignore, state_keys=state_keys, **options)
+    finally:
+        store.close()
+    cut = (fixture.get("slice") or {}).get("to")
+    if cut is not None:
+        # A fixture cut at step N checks steps up to N: what the graph does after is not recorded.
+        kept = [d for d in result.divergences if d.step is not None and d.step <= cut]
+        result = replace(result, divergences=ordered(kept))
+    if check and result.diverged:
+        pytest.fail(_failure(spec, result), pytrace=False)
+    return result
+
+
+def _graph(spec: _Spec) -> Any:
+    if isinstance(spec.graph, str):
+        from replay.graph_ref import load_graph_ref
+
+        return load_graph_ref(spec.graph, spec.rootdir)
+    return spec.graph
+
+
+def _graph_ref(spec: _Spec, fallback: str | None = None) -> str | None:
+    return spec.graph if isinstance(spec.graph, str) else fallback
+
+
+def _record_live(spec: _Spec, db: Path) -> None:
+    """Run the graph live with the marker's inputs, record it, export the fixture."""
+    from recorder import Recorder
+    from replay.fixture import export_fixture, write_fixture
+
+    if spec.inputs is None:
+        pytest.fail(f"graphtape: cannot record {spec.shown}: the marker has no inputs= to run the graph with", pytrace=False)
+    graph = _graph(spec)
+    name = Path(spec.shown).stem
+    with Recorder(db) as rec:
+        app = rec.attach(graph, name=name, graph_ref=_graph_ref(spec))
+        try:
+            app.invoke(spec.inputs, dict(spec.config or {}))
+        except Exception:  # noqa: BLE001 - a failing run is still a fixture (an incident, say)
+            pass
+        rec.flush()
+        if rec.last_run_id is None:
+            pytest.fail(f"graphtape: cannot record {spec.shown}: the run was not recorded (see the warning above)", pytrace=False)
+        fixture = export_fixture(rec.store, rec.last_run_id, base_dir=spec.rootdir)
+    write_fixture(spec.path, fixture)
+
+
+def _rewrite(spec: _Spec, db: Path, *, ignore: tuple[str, ...], state_keys: Any) -> None:
+    """Re-record a fixture from today's code, answering calls from it where they still match."""
+    from recorder import SqlStore
+    from replay import replay
+    from replay.fixture import StepRange, export_fixture, import_fixture, read_fixture, write_fixture
+
+    old = read_fixture(spec.path)
+    store = SqlStore(db)
+    try:
+        imported = import_fixture(store, old, label=spec.shown)
+        result = replay(imported.run_id, _graph(spec), store=store, ignore=ignore, state_keys=state_keys, on_miss="live")
+        if result.run_id is None:
+            pytest.fail(f"graphtape: cannot rewrite {spec.shown}: the replay was not recorded ({result.error or 'no run'})", pytrace=False)
+        cut = (old.get("slice") or {}).get("to")
+        fixture = export_fixture(
+            store,
+            result.run_id,
+            graph=_graph_ref(spec, old.get("graph")),
+            steps=StepRange(None, cut) if cut is not None else None,
+            origin=imported.run_id,
+            base_dir=spec.rootdir,
+        )
+    finally:
+        store.close()
+    fixture["name"] = old["name"]
+    write_fixture(spec.path, fixture)
+
+
+def _failure(spec: _Spec, result: Any) -> str:
+    """The test's failure message: the first divergence in full, the others by headline."""
+    n = len(result.divergences)
+    lines = [f"graphtape: the replay of {spec.shown} diverged from the recording ({n} divergence{'s' if n != 1 else ''}):"]
+    lines.append(result.divergences[0].render())
+    rest = result.divergences[1:]
+    for d in rest[:MAX_MORE]:
+        lines.append(f"then {d.headline()}")
+    if len(rest) > MAX_MORE:
+        lines.append(f"... and {len(rest) - MAX_MORE} more")
+    if result.error:
+        lines.append(f"the replay ended with {result.error}")
+    lines.append(f'if the new behaviour is intended, re-record the fixture: pytest --graphtape-record=rewrite "{spec.nodeid}"')
+    return "\n".join(lines)
