@@ -341,7 +341,8 @@ def _bash(glob: list[dict], commands: dict[str, tuple[str, list[dict]]]) -> str:
             lines.append(f"            {'|'.join(o['flags'])}) COMPREPLY=(); return ;;")
     lines += [
         "            esac",
-        f'            COMPREPLY=($(compgen -W "{" ".join(commands)} {words(glob)}" -- "$cur")) ;;',
+        f'            if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "{words(glob)}" -- "$cur"))',
+        f'            else COMPREPLY=($(compgen -W "{" ".join(commands)}" -- "$cur")); fi ;;',
     ]
     for name, (_help, opts) in commands.items():
         lines.append(f"        {shlex.quote(name)})")
@@ -352,7 +353,8 @@ def _bash(glob: list[dict], commands: dict[str, tuple[str, list[dict]]]) -> str:
                 lines.append(f"                {'|'.join(o['flags'])}) {reply}; return ;;")
         lines.append("            esac")
         positional = [c for o in opts if not o["flags"] for c in o["choices"]]
-        lines.append(f'            COMPREPLY=($(compgen -W "{words(opts)} {" ".join(positional)}" -- "$cur")) ;;')
+        lines.append(f'            if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "{words(opts)}" -- "$cur"))')
+        lines.append(f'            else COMPREPLY=($(compgen -W "{" ".join(positional)}" -- "$cur")); fi ;;')
     lines += ["    esac", "}", "complete -o default -F _graphtape graphtape"]
     return "\n".join(lines)
 
@@ -453,12 +455,12 @@ def _port(text: str) -> int:
 
 def serve_web(url: str, run: str | None, port: int) -> int:
     """Serve the TUI over HTTP with textual-serve; each browser tab gets its own app process."""
-    import importlib.util
     import os
 
-    if importlib.util.find_spec("textual_serve") is None:
-        raise CliError("--web needs textual-serve: pip install 'graphtape[web]'")
-    from textual_serve.server import Server
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        raise CliError("--web needs textual-serve: pip install 'graphtape[web]'") from None
 
     # The store URL travels in the environment, not on a command line other users can read.
     os.environ["GRAPHTAPE_DB"] = url
