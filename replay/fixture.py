@@ -450,6 +450,8 @@ def export_fixture(
     if not done:
         raise FixtureError(f"run {run.id} has no completed step to resume from")
     last_recorded = root[-1].step
+    if rng.first is not None and not any(s.step >= rng.first for s in root):
+        raise FixtureError(f"run {run.id} has no step {rng.first} (steps {root[0].step}..{last_recorded})")
     if rng.first is None:
         start = done[0]
     else:

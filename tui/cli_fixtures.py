@@ -1,15 +1,159 @@
 """Regression-fixture commands: export, import, test-gen.
 
-Registered on the main parser by ``tui.cli.build_parser``.
+Registered on the main parser by ``tui.cli.build_parser``. ``export`` writes a
+recorded run as a fixture file, ``import`` loads one into a store (to open
+it in the TUI or replay it), ``test-gen`` writes the fixture and a pytest
+file that replays it. None of them imports the graph a fixture names.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 Command = Callable[[str, str, Callable[[argparse.Namespace], int]], argparse.ArgumentParser]
 
+DEFAULT_DIR = Path("fixtures") / "runs"
+
 
 def register(command: Command) -> None:
-    """Add this module's subcommands to the ``graphtape`` parser."""
+    """Add ``export``, ``import`` and ``test-gen`` to the ``graphtape`` parser."""
+    ex = command("export", "Write a recorded run as a regression fixture (JSON) that a test replays.", cmd_export)
+    ex.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, or last~N")
+    ex.add_argument("-o", "--output", metavar="FILE", help=f"where to write it (default: {DEFAULT_DIR.as_posix()}/<run name>.json; - for stdout)")
+    _export_options(ex)
+
+    im = command("import", "Load a fixture file into the store as a run, to open it in the TUI or replay it.", cmd_import)
+    im.add_argument("file", metavar="FILE", help="a fixture written by graphtape export")
+    im.add_argument("--json", action="store_true", help="print the imported run as JSON")
+
+    tg = command("test-gen", "Export a run as a fixture and write a pytest file next to it that replays it.", cmd_test_gen)
+    tg.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, or last~N")
+    tg.add_argument("-o", "--output-dir", metavar="DIR", default=str(DEFAULT_DIR), help=f"folder for both files (default: {DEFAULT_DIR.as_posix()})")
+    tg.add_argument("--name", metavar="NAME", help="base name of the files (default: from the run's name)")
+    tg.add_argument("--force", action="store_true", help="overwrite an existing test file")
+    _export_options(tg, graph_required=True)
+
+
+def _export_options(p: argparse.ArgumentParser, graph_required: bool = False) -> None:
+    p.add_argument(
+        "--graph",
+        metavar="REF",
+        required=graph_required,
+        help="the graph tests replay on: module:attr or path/to/file.py:attr" + ("" if graph_required else " (default: the one recorded with the run)"),
+    )
+    p.add_argument("--steps", metavar="A:B", help="check only steps A to B (A:, :B or one step); the replay resumes before A")
+    p.add_argument("--redact", action="append", default=[], metavar="REGEX", help="also scrub text matching REGEX (on top of the recorder's rules); repeatable")
+    p.add_argument("--redact-key", action="append", default=[], metavar="KEY", help="also hide values under keys containing KEY; repeatable")
+
+
+def _export(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    from recorder import open_store
+    from replay.fixture import FixtureError, export_fixture
+
+    store = open_store(args.db, create=False)
+    try:
+        run = store.get_run(args.run)
+        try:
+            fixture = export_fixture(store, run.id, graph=args.graph, steps=args.steps, redact_patterns=args.redact, redact_keys=args.redact_key)
+        except ValueError as exc:  # a bad --redact pattern
+            raise FixtureError(str(exc)) from None
+    finally:
+        store.close()
+    return fixture, run
+
+
+def _default_path(folder: Path, run: Any, name: str | None) -> Path:
+    from replay.testgen import slug
+
+    return folder / f"{slug(name or run.name)}.json"
+
+
+def _warn_machine_path(fixture: dict[str, Any]) -> None:
+    from replay.fixture import is_machine_path
+
+    if is_machine_path(fixture.get("graph")):
+        print(
+            f"graphtape: warning: the fixture names the graph by an absolute path ({fixture['graph']}), which only works on this machine: "
+            "run from your project root or pass --graph",
+            file=sys.stderr,
+        )
+
+
+def _summary(fixture: dict[str, Any]) -> str:
+    steps = fixture["steps"]
+    calls = sum(len(s.get("calls") or []) for s in steps) + sum(len(s.get("calls") or []) for sub in fixture.get("subgraphs") or [] for s in sub["steps"])
+    marks = len((fixture.get("redacted") or {}).get("in_this_file") or [])
+    return f"steps {steps[0]['step']}..{steps[-1]['step']}, {calls} call{'s' if calls != 1 else ''}" + (f", {marks} redacted value{'s' if marks != 1 else ''}" if marks else "")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a run as a fixture file (or to stdout with ``-o -``)."""
+    from replay.fixture import dumps_fixture, write_fixture
+
+    fixture, run = _export(args)
+    _warn_machine_path(fixture)
+    if args.output == "-":
+        sys.stdout.buffer.write(dumps_fixture(fixture))
+        return 0
+    path = Path(args.output) if args.output else _default_path(DEFAULT_DIR, run, None)
+    size = write_fixture(path, fixture)
+    print(f"wrote {path} ({_kb(size)}; {_summary(fixture)}) from run {run.id}")
+    print(f"replay it in a test: @pytest.mark.graphtape({path.as_posix()!r}, graph={fixture.get('graph') or 'module:attr'!r})")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Load a fixture into the store; importing the same file twice finds the same run."""
+    import json
+
+    from recorder import open_store
+    from replay.fixture import import_fixture, read_fixture
+
+    fixture = read_fixture(args.file)
+    store = open_store(args.db, create=True)
+    try:
+        imported = import_fixture(store, fixture, label=args.file)
+        url = store.url
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps({"run_id": imported.run_id, "name": imported.name, "graph": imported.graph, "steps": imported.steps, "calls": imported.calls, "already": imported.already, "db": url}, indent=2))
+        return 0
+    verb = "already in the store as" if imported.already else "imported as"
+    print(f"{args.file}: {verb} run {imported.run_id} ({imported.name}, {imported.steps} steps, {imported.calls} calls)")
+    graph = imported.graph or "module:attr"
+    print(f"open it: graphtape tui {imported.run_id} · replay it: graphtape replay {imported.run_id} --graph {graph}")
+    if imported.graph:
+        print("(the fixture's graph reference is not loaded until you pass it yourself)")
+    return 0
+
+
+def cmd_test_gen(args: argparse.Namespace) -> int:
+    """Export the fixture and write ``test_<name>.py`` next to it."""
+    from replay.fixture import FixtureError, write_fixture
+    from replay.testgen import render_test, slug
+
+    fixture, run = _export(args)
+    _warn_machine_path(fixture)
+    folder = Path(args.output_dir)
+    fixture_path = _default_path(folder, run, args.name)
+    test_path = folder / f"test_{slug(args.name or run.name).replace('-', '_')}.py"
+    if test_path.exists() and not args.force:
+        raise FixtureError(f"{test_path} exists: pass --force to overwrite it, or --name to write another")
+    size = write_fixture(fixture_path, fixture)
+    source = render_test(fixture, fixture_path, test_path, args.graph)
+    try:
+        test_path.write_text(source, encoding="utf-8")
+    except OSError as exc:
+        raise FixtureError(f"cannot write {test_path}: {exc.strerror or exc}") from None
+    print(f"wrote {fixture_path} ({_kb(size)}; {_summary(fixture)}) from run {run.id}")
+    print(f"wrote {test_path}: run it with `pytest {test_path.as_posix()}`")
+    return 0
+
+
+def _kb(size: int) -> str:
+    return f"{size / 1024:.1f} kB"
