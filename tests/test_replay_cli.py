@@ -1,0 +1,181 @@
+"""``graphtape replay`` / ``graphtape fork`` as users run them, and replays in fresh processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from recorder import Recorder, open_store
+from tui.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENTS = ROOT / "fixtures" / "agents"
+
+GRAPH_FILE = """
+import operator
+from typing import Annotated, TypedDict
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+
+THRESHOLD = {threshold}
+
+@tool
+def lookup(q: str) -> str:
+    \"\"\"Look up q.\"\"\"
+    return "found " + q
+
+class S(TypedDict, total=False):
+    x: int
+    path: Annotated[list[str], operator.add]
+
+def check(state):
+    return {{"path": [lookup.invoke({{"q": str(state["x"])}})]}}
+
+def route(state):
+    return "big" if state["x"] > THRESHOLD else "small"
+
+b = StateGraph(S)
+b.add_node("check", check)
+b.add_node("big", lambda s: {{"path": ["big"]}})
+b.add_node("small", lambda s: {{"path": ["small"]}})
+b.add_edge(START, "check")
+b.add_conditional_edges("check", route, ["big", "small"])
+b.add_edge("big", END)
+b.add_edge("small", END)
+graph = b.compile()
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path):
+    """A recorded run of a user's graph file, and a copy of the file with the router changed."""
+    (tmp_path / "agent.py").write_text(GRAPH_FILE.format(threshold=5))
+    (tmp_path / "agent_changed.py").write_text(GRAPH_FILE.format(threshold=50))
+    db = str(tmp_path / "runs.db")
+    from tui.loading import load_graph
+
+    ref = f"{tmp_path / 'agent.py'}:graph"
+    with Recorder(db) as rec:
+        rec.attach(load_graph(ref), graph_ref=ref).invoke({"x": 9})
+        rec.flush()
+        run_id = rec.last_run_id
+    return tmp_path, db, run_id
+
+
+def test_replay_command_exits_0_when_clean_and_1_with_a_report(project, capsys):
+    tmp, db, run_id = project
+    assert main(["--db", db, "replay", run_id]) == 0  # --graph defaults to the recorded reference
+    assert "matches the recording" in capsys.readouterr().out
+    code = main(["--db", db, "replay", run_id, "--graph", f"{tmp / 'agent_changed.py'}:graph"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FIRST step 1 node 'check': route divergence" in out
+    assert "route (route) went to small instead of big" in out
+
+
+def test_replay_json_output(project, capsys):
+    tmp, db, run_id = project
+    code = main(["--db", db, "replay", run_id, "--graph", f"{tmp / 'agent_changed.py'}:graph", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1 and data["diverged"] is True
+    assert data["divergences"][0]["kind"] == "route" and data["divergences"][0]["first"] is True
+    assert data["source_run_id"] == run_id and data["run_id"]
+
+
+def test_replay_override_from_the_command_line(project, capsys):
+    tmp, db, run_id = project
+    (tmp / "fakes.py").write_text("def lookup(q):\n    return 'faked ' + q\n")
+    code = main(["--db", db, "replay", run_id, "--override", f"lookup={tmp / 'fakes.py'}:lookup", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1
+    state = next(d for d in data["divergences"] if d["kind"] == "state")
+    assert state["actual"] == ["faked 9"] and state["recorded"] == ["found 9"]
+
+
+def test_fork_command_records_a_linked_run(project, capsys):
+    tmp, db, run_id = project
+    assert main(["--db", db, "fork", run_id, "--at", "0", "--set", "x=1"]) == 0
+    captured = capsys.readouterr()
+    assert "fork of run" in captured.out and "fork recorded as run" in captured.err
+    store = open_store(db)
+    try:
+        fork_run = next(r for r in store.list_runs() if r.parent_run_id == run_id)
+        assert fork_run.fork_step == 0
+        assert store.run_detail(fork_run.id).output["path"] == ["found 1", "small"]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["replay", "nosuchrun"], "no run"),
+        (["replay", "{run}", "--graph", "nope.py:graph"], "cannot load"),
+        (["replay", "{run}", "--graph", "bad-ref"], "bad graph reference"),
+        (["replay", "{run}", "--from", "99"], "no completed step 99"),
+        (["replay", "{run}", "--mode", "loose"], "invalid choice"),
+        (["replay", "{run}", "--override", "lookup"], "bad --override"),
+        (["replay", "{run}", "--mock-node", "ghost"], "cannot mock node"),
+        (["fork", "{run}", "--at", "0"], "at least one --set"),
+        (["fork", "{run}", "--at", "0", "--set", "x=nine"], "not JSON"),
+        (["fork", "{run}", "--at", "0", "--set", "nokey.a=1"], "no key 'nokey'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(project, capsys, argv, message):
+    _tmp, db, run_id = project
+    code = main(["--db", db, *[a.replace("{run}", run_id) for a in argv]])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+FRESH = """
+import sys
+from replay import replay
+from tui.loading import load_graph
+result = replay(sys.argv[1], load_graph(sys.argv[2]), db=sys.argv[3])
+print("CLEAN" if not result.diverged else result.report())
+"""
+
+
+def test_unchanged_replay_is_clean_in_20_fresh_processes(tmp_path):
+    """Nothing volatile leaks into the comparison: message ids, run ids, tool-call ids, dict order, time."""
+    db = str(tmp_path / "fresh.db")
+    refs = [f"{AGENTS / 'react_agent.py'}:graph", f"{AGENTS / 'reason_act.py'}:graph_unknown_tool"]
+    from tui.loading import load_graph
+
+    runs = []
+    with Recorder(db) as rec:
+        for ref in refs:
+            module = load_graph(ref)
+            rec.attach(module, graph_ref=ref).invoke(_inputs_for(ref))
+            rec.flush()
+            runs.append((rec.last_run_id, ref))
+    env = {**os.environ, "PYTHONHASHSEED": "random"}
+
+    def one(i: int) -> str:
+        run_id, ref = runs[i % len(runs)]
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(FRESH), run_id, ref, db], capture_output=True, text=True, timeout=300, env=env, cwd=str(ROOT))
+        return proc.stdout.strip() or proc.stderr.strip().splitlines()[-1]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outcomes = list(pool.map(one, range(20)))
+    assert outcomes == ["CLEAN"] * 20, [o for o in outcomes if o != "CLEAN"][:2]
+
+
+def _inputs_for(ref: str):
+    from tui.loading import load_module_from_path
+
+    path, _, attr = ref.rpartition(":")
+    module = load_module_from_path(path)
+    if attr.startswith("graph_"):
+        return module.inputs_for(attr[len("graph_") :])
+    return module.inputs_for()
