@@ -95,8 +95,8 @@ class Miss:
 class CallBook:
     """The recorded calls of a run after the replay's starting step, consumed as they answer."""
 
-    def __init__(self, calls: Iterable[CallInfo], normalize: Normalizer, *, delay: Callable[[CallInfo], float], step_offset: int = 0) -> None:
-        self.step_offset = step_offset
+    def __init__(self, calls: Iterable[CallInfo], normalize: Normalizer, *, delay: Callable[[CallInfo], float], offsets: dict[str, int] | None = None) -> None:
+        self.offsets = offsets or {}  # namespace path -> how many steps a fork's edit shifted it
         self._lock = threading.Lock()
         self.recorded = [
             RecordedCall(i, c, ns_path(c.ns), normalize_arguments(c.kind, c.inputs, normalize), delay(c))
@@ -105,7 +105,7 @@ class CallBook:
         # Who made a call -> its recordings, in order: an exact match looks in one slot.
         self._slots: dict[tuple, list[RecordedCall]] = {}
         for r in self.recorded:
-            step = None if r.call.step is None else r.call.step + step_offset
+            step = None if r.call.step is None else r.call.step + self.offsets.get(r.path, 0)
             self._slots.setdefault((r.call.kind, r.call.name, step, r.path, r.call.node), []).append(r)
 
     def take(self, live: LiveCall) -> RecordedCall | Miss:
@@ -116,7 +116,7 @@ class CallBook:
                     r.used = True
                     return r
             same_kind = [r for r in self.recorded if r.call.kind == live.kind]
-            scored = sorted(((r.differing(live, self.step_offset), r) for r in same_kind if not r.used), key=lambda x: (len(x[0]), _weight(x[0]), x[1].index))
+            scored = sorted(((r.differing(live, self.offsets.get(r.path, 0)), r) for r in same_kind if not r.used), key=lambda x: (len(x[0]), _weight(x[0]), x[1].index))
             return Miss(live, [Candidate(r.call.call_id, r.call.name, r.call.step, r.call.node, r.arguments, d) for d, r in scored[:3]])
 
     def unused(self) -> list[RecordedCall]:

@@ -143,23 +143,25 @@ class _Run:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
         config = self._config(thread_id, restored)
         edit = None
-        offset = 0
+        offset = 0  # a fork's edit is one more step in the namespace it edits
         seed = (restored.checkpoint, restored.metadata, restored.parent_id) if not ns else None
         if update is not None:
-            if ns:
-                raise ReplayError("forking inside a subgraph namespace is not supported yet: fork the parent step instead")
+            # A subgraph is edited in its own namespace: its checkpoint moves on, the parent's stays.
+            target = {"configurable": {**config["configurable"], "checkpoint_ns": ns}} if ns else config
             try:
-                base.update_state(config, update, as_node=as_node)
+                base.update_state(target, update, as_node=as_node)
             except Exception as exc:  # noqa: BLE001 - the user's edit: say why it does not apply
                 raise ReplayError(f"cannot apply the edit at step {step}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-            edited = saver.get_tuple(config)
-            seed = (edited.checkpoint, edited.metadata, edited.parent_config["configurable"]["checkpoint_id"] if edited.parent_config else None)
-            edit = {"kind": "fork", "update": update, "as_node": as_node, "mode": self.mode.value}
+            if not ns:
+                edited = saver.get_tuple(config)
+                seed = (edited.checkpoint, edited.metadata, edited.parent_config["configurable"]["checkpoint_id"] if edited.parent_config else None)
+            edit = {"kind": "fork", "update": update, "as_node": as_node, "mode": self.mode.value, "ns": ns or None}
             offset = 1
         else:
             edit = {"kind": "replay", "mode": self.mode.value, "ns": ns or None}
 
-        book = CallBook(self._calls_after(restored.root_step, ns, step), self.arg_normalize, delay=self._delay_test(), step_offset=offset)
+        offsets = {ns_path(ns): offset}
+        book = CallBook(self._calls_after(restored.root_step, ns, step), self.arg_normalize, delay=self._delay_test(), offsets=offsets)
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         recorder = Recorder(self.store.url)
         lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed)
@@ -177,7 +179,7 @@ class _Run:
         found: list[Divergence] = []
         for m in answerer.misses:
             live = m.live
-            live_step = None if live.step is None else live.step - offset
+            live_step = None if live.step is None else live.step - offsets.get(live.path, 0)
             root = live_step if not live.path else by_path.get(live.path.split("|")[0], live_step)
             found.append(
                 Divergence(
@@ -211,7 +213,7 @@ class _Run:
         ]
         if require_all_used:
             # Calls after the point where a miss stopped the replay were never reached, not skipped.
-            cut = min((m.live.step - offset for m in answerer.misses if m.live.step is not None), default=None) if not miss_goes_live else None
+            cut = min((m.live.step - offsets.get(m.live.path, 0) for m in answerer.misses if m.live.step is not None and not m.live.path), default=None) if not miss_goes_live else None
             for u in unused:
                 if cut is not None and (u["step"] is None or u["step"] >= cut):
                     continue
@@ -348,9 +350,10 @@ class _Run:
         rec_calls = self.store.calls(self.run.id) if live_kinds else []
         rep_calls = self.store.calls(run_id) if live_kinds else []
         rec_root_after = restored.root_step
-        cmp.namespace(Side(self.run.id, "", rec_root_after), Side(run_id, "", rec_root_after + offset), _in_ns(rec_calls, ""), _in_ns(rep_calls, ""))
+        root_offset = 0 if ns else offset
+        cmp.namespace(Side(self.run.id, "", rec_root_after), Side(run_id, "", rec_root_after + root_offset), _in_ns(rec_calls, ""), _in_ns(rep_calls, ""))
         if ns:
-            cmp.namespace(Side(self.run.id, ns, step), Side(run_id, ns, step), _in_ns(rec_calls, ns), _in_ns(rep_calls, ns))
+            cmp.namespace(Side(self.run.id, ns, step), Side(run_id, ns, step + offset), _in_ns(rec_calls, ns), _in_ns(rep_calls, ns))
         rec_ns = [n for n in self.store.namespaces(self.run.id) if n and n != ns and entered.get(n.split("|")[0], -1) > rec_root_after]
         rep_ns = [n for n in self.store.namespaces(run_id) if n and n != ns]
         for a, b in _pair_namespaces(rec_ns, rep_ns):

@@ -468,3 +468,24 @@ def test_ignore_paths_and_state_keys_limit_the_comparison(db):
     assert first(replay(run_id, stamped_graph(), db=db), "state").what == "state key 'meta' differs"
     assert not replay(run_id, stamped_graph(), db=db, ignore=["meta.at"]).diverged
     assert not replay(run_id, stamped_graph(), db=db, state_keys=["answer"]).diverged
+
+
+def test_fork_inside_a_subgraph_edits_its_own_step(db):
+    run_id = record(db, G.sub_graph(), {"n": 1})
+    store = open_store(db)
+    try:
+        child = next(n for n in store.namespaces(run_id) if n)
+        after_s2 = next(s.step for s in store.list_steps(run_id, child) if "s2" in s.nodes)
+    finally:
+        store.close()
+    result = fork(run_id, G.sub_graph(), after_s2, {"n": 100}, as_node="s2", ns=child, mode="strict", db=db)
+    assert result.status == "ok", result.report()
+    assert result.final_state["n"] == 200  # s3 doubled the edited value; s1 and s2 did not run again
+    d = first(result)
+    assert d.kind in ("arguments", "state") and d.ns == "child"
+    store = open_store(db)
+    try:
+        nodes = [t.node for n in store.namespaces(result.run_id) if n for d in store.step_details(result.run_id, n) for t in d.tasks]
+        assert nodes.count("s1") == 0 and nodes.count("s3") == 1
+    finally:
+        store.close()
