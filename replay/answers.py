@@ -62,6 +62,12 @@ class RecordingAnswerer:
         self._plain_memo: dict[int, tuple[Any, Any]] = {}
 
     # -- models ------------------------------------------------------------------
+    def answers_model(self, model: Any) -> bool:
+        """Whether calls to ``model`` are answered here (the recording or an override), not live."""
+        if self.mode.answers("model") or "model" in self.overrides or type(model).__name__ in self.overrides:
+            return True
+        return any(name.startswith(type(model).__name__ + ":") for name in self.overrides)
+
     def answer_model(self, model: Any, messages: list[Any], stop: Any, run_manager: Any, kwargs: dict) -> Answer | None:
         metadata = {**(getattr(run_manager, "inheritable_metadata", None) or {}), **(getattr(run_manager, "metadata", None) or {})}
         params = dict(model._get_invocation_params(stop=stop, **kwargs))

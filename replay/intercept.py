@@ -6,7 +6,10 @@ and is skipped by models built with ``cache=False``). So, while at least one
 replay runs, four methods are wrapped at the class level: ``BaseChatModel``'s
 ``_generate_with_cache`` / ``_agenerate_with_cache`` (every provider's
 ``invoke`` goes through them, after the callbacks that record the call fire)
-and ``BaseTool``'s ``run`` / ``arun``. The wrappers ask the replay of the
+and ``BaseTool``'s ``run`` / ``arun``; a node that calls a model's
+``stream`` / ``astream`` itself (which would bypass ``_generate_with_cache``)
+gets the answer as one chunk, through ``invoke`` so the call is still
+recorded. The wrappers ask the replay of the
 current context (a context variable, which LangGraph copies into its worker
 threads) and otherwise call the original. They are removed when the last
 replay ends.
@@ -47,6 +50,8 @@ class Answerer(Protocol):
     def answer_model(self, model: Any, messages: list[Any], stop: Any, run_manager: Any, kwargs: dict) -> Answer | None: ...
 
     def answer_tool(self, tool: Any, tool_input: Any, kwargs: dict) -> Answer | None: ...
+
+    def answers_model(self, model: Any) -> bool: ...
 
 
 _current: contextvars.ContextVar[Answerer | None] = contextvars.ContextVar("graphtape_replay", default=None)
@@ -91,6 +96,8 @@ def _install() -> None:
         (BaseChatModel, "_agenerate_with_cache"): _agenerate,
         (BaseTool, "run"): _run_tool,
         (BaseTool, "arun"): _arun_tool,
+        (BaseChatModel, "stream"): _stream,
+        (BaseChatModel, "astream"): _astream,
     }
     for (cls, name), wrapper in wrappers.items():
         _originals[(cls, name)] = cls.__dict__[name]
@@ -138,6 +145,40 @@ async def _agenerate(self: Any, messages: list[Any], stop: Any = None, run_manag
     if answer.delay_s:
         await asyncio.sleep(answer.delay_s)
     return _chat_result(answer)
+
+
+def _as_chunk(message: Any) -> Any:
+    from langchain_core.messages import AIMessageChunk
+    from langchain_core.messages.tool import tool_call_chunk
+
+    import json
+
+    chunks = [tool_call_chunk(name=c["name"], args=json.dumps(c["args"]), id=c.get("id"), index=i) for i, c in enumerate(getattr(message, "tool_calls", None) or [])]
+    return AIMessageChunk(
+        content=message.content,
+        additional_kwargs=message.additional_kwargs,
+        response_metadata=message.response_metadata,
+        tool_call_chunks=chunks,
+        id=message.id,
+        usage_metadata=getattr(message, "usage_metadata", None),
+    )
+
+
+def _stream(self: Any, input: Any, config: Any = None, *, stop: Any = None, **kwargs: Any) -> Any:
+    answerer = _answerer()
+    if answerer is None or not answerer.answers_model(self):
+        yield from _original("BaseChatModel", "stream")(self, input, config, stop=stop, **kwargs)
+        return
+    yield _as_chunk(self.invoke(input, config, stop=stop, **kwargs))
+
+
+async def _astream(self: Any, input: Any, config: Any = None, *, stop: Any = None, **kwargs: Any) -> Any:
+    answerer = _answerer()
+    if answerer is None or not answerer.answers_model(self):
+        async for chunk in _original("BaseChatModel", "astream")(self, input, config, stop=stop, **kwargs):
+            yield chunk
+        return
+    yield _as_chunk(await self.ainvoke(input, config, stop=stop, **kwargs))
 
 
 # -- tools -----------------------------------------------------------------------
