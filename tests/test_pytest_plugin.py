@@ -1,0 +1,271 @@
+"""The pytest plugin, run as users run it: pytester sessions with the graphtape marker.
+
+Each test writes a small agent (a real compiled LangGraph graph calling a real
+LangChain tool) into pytester's folder, records its fixture through the plugin
+(``--graphtape-record=missing``), then changes the code or the options and
+checks what the plugin reports.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from replay.record_mode import RecordMode, in_ci
+
+pytest_plugins = ["pytester"]
+
+AGENT = '''
+import uuid
+from typing import TypedDict
+
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+
+LIMIT = {limit}
+
+
+@tool
+def fetch_amount(order_id: str) -> int:
+    """The amount of an order."""
+    return {amount}
+
+
+class State(TypedDict, total=False):
+    order_id: str
+    amount: int
+    verdict: str
+    stamp: str
+
+
+def check(state: State) -> dict:
+    update = {{"amount": fetch_amount.invoke({{"order_id": state["order_id"]}})}}
+    if {volatile}:
+        update["stamp"] = str(uuid.uuid4())
+    return update
+
+
+def route(state: State) -> str:
+    return "escalate" if state["amount"] > LIMIT else "approve"
+
+
+def approve(state: State) -> dict:
+    return {{"verdict": "approved"}}
+
+
+def escalate(state: State) -> dict:
+    return {{"verdict": "escalated"}}
+
+
+builder = StateGraph(State)
+builder.add_node("check", check)
+builder.add_node("approve", approve)
+builder.add_node("escalate", escalate)
+builder.add_edge(START, "check")
+builder.add_conditional_edges("check", route, ["approve", "escalate"])
+builder.add_edge("approve", END)
+builder.add_edge("escalate", END)
+graph = builder.compile()
+'''
+
+TEST = '''
+import pytest
+
+
+@pytest.mark.graphtape("fixtures/runs/refund.json", graph="{graph}", inputs={{"order_id": "A-1"}}{extra})
+def test_refund(graphtape_replay):
+    result = graphtape_replay()
+    assert result.final_state["verdict"] == "{verdict}"
+'''
+
+
+@pytest.fixture(autouse=True)
+def _not_ci(monkeypatch):
+    # These sessions record fixtures; the outer run may well be on CI.
+    monkeypatch.delenv("CI", raising=False)
+
+
+# Other installed plugins stay out of the inner sessions: the snapshot plugin owns a
+# session-wide temp dir, and hypothesis imports itself afresh in every session.
+QUIET = ("textual-snapshot", "hypothesispytest", "asyncio", "langsmith_plugin", "syrupy", "cacheprovider")
+
+
+def run(pytester, *args: str):
+    """A pytest session in pytester's folder, as a user's project would run one."""
+    return pytester.runpytest(*(a for name in QUIET for a in ("-p", f"no:{name}")), *args)
+
+
+def write_agent(pytester, name: str = "agent", *, limit: int = 100, amount: int = 250, volatile: bool = False) -> None:
+    pytester.makepyfile(**{name: AGENT.format(limit=limit, amount=amount, volatile=volatile)})
+
+
+def write_test(pytester, *, graph: str = "agent.py:graph", verdict: str = "escalated", extra: str = "") -> None:
+    pytester.makepyfile(test_refund=TEST.format(graph=graph, verdict=verdict, extra=extra))
+
+
+def recorded(pytester, extra: str = "", **agent) -> bytes:
+    """Record fixtures/runs/refund.json through the plugin; returns its bytes."""
+    write_agent(pytester, **agent)
+    write_test(pytester, extra=extra)
+    result = run(pytester, "--graphtape-record=missing")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*recorded fixtures/runs/refund.json*"])
+    return (pytester.path / "fixtures" / "runs" / "refund.json").read_bytes()
+
+
+def test_missing_mode_records_a_fixture_that_replays_clean(pytester):
+    data = recorded(pytester)
+    fixture = json.loads(data)
+    assert fixture["graph"] == "agent.py:graph"
+    assert [c["name"] for s in fixture["steps"] for c in s.get("calls", [])] == ["fetch_amount"]
+
+    again = run(pytester)  # record mode none: replay only
+    again.assert_outcomes(passed=1)
+    assert (pytester.path / "fixtures" / "runs" / "refund.json").read_bytes() == data
+
+
+def test_a_route_change_fails_naming_step_node_and_kind(pytester):
+    recorded(pytester)
+    # Today's code: a higher limit, and a tool that would answer differently (the fixture answers it).
+    write_agent(pytester, "agent_v2", limit=1000, amount=999)
+    write_test(pytester, graph="agent_v2.py:graph")
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "graphtape: the replay of fixtures/runs/refund.json diverged from the recording" in out
+    assert "FIRST step 1 node 'check': route divergence: route (route) went to approve instead of escalate" in out
+    assert "--- recorded" in out and "+++ actual" in out
+    assert "--graphtape-record=rewrite" in out
+    assert "Traceback" not in out
+
+
+def test_rewrite_mode_re_records_from_todays_code(pytester):
+    before = recorded(pytester)
+    write_agent(pytester, "agent_v2", limit=1000, amount=999)
+    write_test(pytester, graph="agent_v2.py:graph", verdict="approved")
+    run(pytester).assert_outcomes(failed=1)
+
+    result = run(pytester, "--graphtape-record=rewrite")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*rewrote fixtures/runs/refund.json*"])
+    after = (pytester.path / "fixtures" / "runs" / "refund.json").read_bytes()
+    fixture = json.loads(after)
+    assert fixture["graph"] == "agent_v2.py:graph"
+    assert fixture["final_state"]["verdict"] == "approved"
+    assert fixture["inputs"] == json.loads(before)["inputs"]
+    # The tool was answered from the old fixture (250), not run live (today's tool says 999).
+    assert [c["output"] for s in fixture["steps"] for c in s.get("calls", [])] == [250]
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_rewrite_keeps_the_bytes_when_nothing_changed(pytester):
+    before = recorded(pytester)
+    run(pytester, "--graphtape-record=rewrite").assert_outcomes(passed=1)
+    assert (pytester.path / "fixtures" / "runs" / "refund.json").read_bytes() == before
+
+
+def test_ci_refuses_to_record(pytester, monkeypatch):
+    write_agent(pytester)
+    write_test(pytester)
+    monkeypatch.setenv("CI", "true")
+    result = run(pytester, "--graphtape-record=missing")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*graphtape: refusing to record fixtures with CI=true (--graphtape-record=missing)*"])
+    assert not (pytester.path / "fixtures" / "runs" / "refund.json").exists()
+
+
+def test_a_missing_fixture_fails_in_mode_none(pytester):
+    write_agent(pytester)
+    write_test(pytester)
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*graphtape: no fixture at fixtures/runs/refund.json: record it with `pytest --graphtape-record=missing`*"])
+    assert not (pytester.path / "fixtures" / "runs" / "refund.json").exists()
+
+
+def test_a_bad_record_mode_names_the_valid_ones(pytester):
+    write_test(pytester)
+    result = run(pytester, "--graphtape-record=sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown record mode 'sometimes': use one of 'none', 'missing', 'rewrite'*"])
+
+
+def test_ignore_paths_and_state_keys_leave_volatile_state_out(pytester):
+    recorded(pytester, extra=', ignore=["stamp"]', volatile=True)
+    run(pytester).assert_outcomes(passed=1)
+
+    write_test(pytester)
+    strict = run(pytester)
+    strict.assert_outcomes(failed=1)
+    assert "FIRST step 1 node 'check': state divergence: state key 'stamp' differs" in strict.stdout.str()
+
+    write_test(pytester, extra=', state_keys=["amount", "verdict"]')
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_check_false_returns_the_divergences(pytester):
+    recorded(pytester)
+    write_agent(pytester, "agent_v2", limit=1000)
+    pytester.makepyfile(
+        test_refund='''
+import pytest
+
+
+@pytest.mark.graphtape("fixtures/runs/refund.json", graph="agent_v2.py:graph")
+def test_refund(graphtape_replay):
+    result = graphtape_replay(check=False)
+    first = result.first_divergence
+    assert (first.kind, first.step, first.node) == ("route", 1, "check")
+    assert result.final_state["verdict"] == "approved"
+'''
+    )
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_a_marker_without_graph_is_one_line(pytester):
+    pytester.makepyfile(
+        test_refund='''
+import pytest
+
+
+@pytest.mark.graphtape("fixtures/runs/refund.json")
+def test_refund(graphtape_replay):
+    graphtape_replay()
+'''
+    )
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*needs graph='package.module:attr'*"])
+
+
+def test_test_gen_writes_a_test_that_passes(pytester, tmp_path):
+    from recorder import Recorder
+    from tui.cli import main
+
+    write_agent(pytester)
+    from replay.graph_ref import load_graph_ref
+
+    graph = load_graph_ref(str(pytester.path / "agent.py") + ":graph")
+    db = tmp_path / "store.db"
+    with Recorder(db) as rec:
+        rec.attach(graph, name="refund case").invoke({"order_id": "A-1"})
+        rec.flush()
+    out = pytester.path / "tests" / "regressions"
+    # pytester runs in its folder, as a user runs graphtape from the project root.
+    code = main(["--db", str(db), "test-gen", "last", "--graph", "agent.py:graph", "-o", "tests/regressions"])
+    assert code == 0
+    assert (out / "refund-case.json").is_file()
+    source = (out / "test_refund_case.py").read_text()
+    assert "../../agent.py" in source  # paths relative to the test file: the pair can move with the project
+    result = run(pytester, str(out))
+    result.assert_outcomes(passed=1)
+
+
+def test_record_mode_is_a_str_enum_with_a_validator():
+    assert RecordMode.parse("rewrite") is RecordMode.REWRITE
+    assert RecordMode.MISSING == "missing"
+    assert not RecordMode.NONE.records
+    with pytest.raises(ValueError, match="use one of 'none', 'missing', 'rewrite'"):
+        RecordMode.parse("all")
+    assert in_ci({"CI": "true"}) and in_ci({"CI": "1"}) and not in_ci({}) and not in_ci({"CI": "false"})
