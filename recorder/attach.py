@@ -181,6 +181,7 @@ class Recorder:
         config["configurable"] = conf
         try:
             run_id, seq_start, resumed = self._run_id_for(binding, thread_id, input)
+            self.store.forget_written_blobs()
             known = self.store.checkpoint_steps(run_id) if resumed else None
             redactor = Redactor(self.redact_patterns, self.redact_keys)
             session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known)

@@ -375,6 +375,15 @@ class SqlStore:
         if len(self._known_blobs) > 500_000:
             self._known_blobs.clear()
 
+    def forget_written_blobs(self) -> None:
+        """Stop trusting that blobs written earlier are still there (``gc`` may have swept them).
+
+        Called when a run starts: its first reference to each blob inserts it
+        again (a no-op when present), in the same transaction as the row that
+        references it, so a sweep can never leave that row dangling.
+        """
+        self._known_blobs.clear()
+
     def _writer_conn(self) -> Any:
         # Writes are serialized by the recorder's writer, so one connection serves
         # them all: no pool checkout per superstep.

@@ -274,3 +274,46 @@ def test_tui_web_without_textual_serve_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == "graphtape: error: --web needs textual-serve: pip install 'graphtape[web]'\n"
+
+
+def test_a_long_lived_recorder_rewrites_blobs_that_gc_swept(tmp_path):
+    """A recorder that wrote a blob before gc deleted it writes it again for its next run."""
+    import time
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    from recorder import Recorder, open_store
+
+    class S(TypedDict, total=False):
+        doc: str
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("read", lambda s: {"n": len(s["doc"])})
+    b.add_edge(START, "read")
+    b.add_edge("read", END)
+    graph = b.compile()
+    doc = "the same long document " * 400  # long strings are stored once, as a shared blob
+
+    db = str(tmp_path / "gc-live.db")
+    with Recorder(db) as rec:
+        rec.attach(graph).invoke({"doc": doc})
+        rec.flush()
+        first = rec.last_run_id
+        time.sleep(0.05)
+        reader = open_store(db)
+        try:
+            report = reader.gc(0.01)
+            assert first in report.run_ids and report.blobs > 0
+        finally:
+            reader.close()
+        rec.attach(graph).invoke({"doc": doc})
+        rec.flush()
+        second = rec.last_run_id
+    store = open_store(db)
+    try:
+        last = store.list_steps(second)[-1].step
+        assert store.state_at(second, last) == {"doc": doc, "n": len(doc)}
+    finally:
+        store.close()
