@@ -1,0 +1,409 @@
+"""Fixtures: export is deterministic and redacted, import rebuilds a run replay() accepts, bad files are refused.
+
+Runs are recorded from real compiled graphs (the bundled demo agents, and
+small graphs with an interrupt and a subgraph) into real SQLite stores.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from typing import Annotated, TypedDict
+
+import pytest
+import sqlalchemy as sa
+
+from recorder import Recorder, SqlStore
+from recorder import schema as S
+from replay import replay
+from replay.normalize import Normalizer
+from replay.fixture import (
+    FORMAT_VERSION,
+    FixtureError,
+    StepRange,
+    dumps_fixture,
+    export_fixture,
+    import_fixture,
+    parse_fixture,
+    portable_graph_ref,
+    read_fixture,
+)
+from tests.conftest import load_agent
+from tui.cli import main
+
+SECRET = "sk-live-abcdefghijklmnopqrstuvwxyz012345"
+
+
+@pytest.fixture(scope="module")
+def react():
+    return load_agent("react_agent")
+
+
+def record(db, graph, inputs, *, name="case", config=None, resume=None):
+    """Record one run (resumed once with ``resume`` if it stops at an interrupt); returns its id."""
+    with Recorder(db) as rec:
+        app = rec.attach(graph, name=name)
+        config = {"configurable": {"thread_id": f"t-{name}"}, **(config or {})}
+        try:
+            app.invoke(inputs, config)
+            if resume is not None:
+                from langgraph.types import Command
+
+                app.invoke(Command(resume=resume), config)
+        except Exception:  # noqa: BLE001 - a failed run is recorded too
+            pass
+        rec.flush()
+        return rec.last_run_id
+
+
+def exported(db, run_id, **kw) -> dict:
+    store = SqlStore(db)
+    try:
+        return export_fixture(store, run_id, **kw)
+    finally:
+        store.close()
+
+
+def imported(db, fixture) -> str:
+    store = SqlStore(db)
+    try:
+        return import_fixture(store, fixture).run_id
+    finally:
+        store.close()
+
+
+# -- graphs with an interrupt and a subgraph --------------------------------------------
+
+
+class Ticket(TypedDict, total=False):
+    question: str
+    approved: bool
+    log: Annotated[list[str], operator.add]
+
+
+def approval_graph():
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    def draft(state: Ticket) -> dict:
+        return {"log": [f"draft: {state['question']}"]}
+
+    def ask(state: Ticket) -> dict:
+        answer = interrupt({"question": "approve the refund?"})
+        return {"approved": answer == "yes", "log": [f"human said {answer}"]}
+
+    def finish(state: Ticket) -> dict:
+        return {"log": ["refunded" if state.get("approved") else "declined"]}
+
+    b = StateGraph(Ticket)
+    b.add_node("draft", draft)
+    b.add_node("ask", ask)
+    b.add_node("finish", finish)
+    b.add_edge(START, "draft")
+    b.add_edge("draft", "ask")
+    b.add_edge("ask", "finish")
+    b.add_edge("finish", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+def nested_graph():
+    from langgraph.graph import END, START, StateGraph
+
+    def inner_a(state: Ticket) -> dict:
+        return {"log": ["inner a"]}
+
+    def inner_b(state: Ticket) -> dict:
+        return {"log": ["inner b"]}
+
+    inner = StateGraph(Ticket)
+    inner.add_node("inner_a", inner_a)
+    inner.add_node("inner_b", inner_b)
+    inner.add_edge(START, "inner_a")
+    inner.add_edge("inner_a", "inner_b")
+    inner.add_edge("inner_b", END)
+
+    def outer(state: Ticket) -> dict:
+        return {"log": ["outer"]}
+
+    b = StateGraph(Ticket)
+    b.add_node("outer", outer)
+    b.add_node("child", inner.compile())
+    b.add_edge(START, "outer")
+    b.add_edge("outer", "child")
+    b.add_edge("child", END)
+    return b.compile()
+
+
+# -- export ---------------------------------------------------------------------------
+
+
+def test_exporting_the_same_run_twice_gives_the_same_bytes(tmp_path, react):
+    db = tmp_path / "a.db"
+    run_id = record(db, react.build_graph(), react.inputs_for())
+    first = dumps_fixture(exported(db, run_id))
+    assert dumps_fixture(exported(db, run_id)) == first
+    assert first.endswith(b"\n") and b'\n "steps": [\n' in first  # one value per line: reviewable diffs
+
+
+def test_two_recordings_of_the_same_behaviour_export_alike(tmp_path, react):
+    # Task, call, message and checkpoint ids, timestamps and latencies all differ between the runs.
+    a = record(tmp_path / "a.db", react.build_graph(), react.inputs_for())
+    b = record(tmp_path / "b.db", react.build_graph(), react.inputs_for())
+    assert dumps_fixture(exported(tmp_path / "a.db", a)) == dumps_fixture(exported(tmp_path / "b.db", b))
+
+
+def test_a_fixture_holds_what_a_replay_needs(tmp_path, react):
+    db = tmp_path / "a.db"
+    fixture = exported(db, record(db, react.build_graph(), react.inputs_for()))
+    assert fixture["graphtape_fixture"] == FORMAT_VERSION
+    assert fixture["start"]["after_step"] == -1
+    assert set(fixture["start"]) == {"after_step", "values", "versions", "versions_seen"}
+    tools_step = next(s for s in fixture["steps"] if [t["node"] for t in s["tasks"]] == ["tools", "tools"])
+    assert sorted(c["inputs"]["order_id"] for c in tools_step["calls"]) == ["A-1042", "B-2077"]  # the parallel calls
+    assert {r["kind"] for r in tools_step["routes"]} == {"static"}
+    # State per step is what changed: a growing message list is stored as the items it gained.
+    assert set(tools_step["state"]) == {"append"} and len(tools_step["state"]["append"]["messages"]) == 2
+    # Messages are stored once, as typed envelopes, and referred to by stable keys.
+    ref = tools_step["state"]["append"]["messages"][0]["$b"]
+    assert ref.startswith("msg-") and fixture["messages"][ref]["$t"] == "lc.msg" and fixture["messages"][ref]["cls"] == "ToolMessage"
+    assert fixture["final_state"]["messages"][-1] == {"$b": ref.split("-")[0] + "-" + str(len(fixture["final_state"]["messages"]))}
+    assert "thread_id" not in json.dumps(fixture["config"])
+
+
+def test_export_redacts_what_the_recording_kept(tmp_path, react):
+    db = tmp_path / "a.db"
+    run_id = record(db, react.build_graph(), react.inputs_for())
+    # Plant secrets the recorder never saw: in a call's inputs, and under a secret-named key.
+    store = SqlStore(db)
+    try:
+        with store.engine.begin() as conn:
+            row = conn.execute(sa.select(S.calls.c.id, S.calls.c.inputs).where(S.calls.c.run_id == run_id, S.calls.c.kind == "tool")).first()
+            planted = json.loads(row.inputs) | {"note": f"use {SECRET} for ACME-4711", "password": "hunter2"}
+            conn.execute(sa.update(S.calls).where(S.calls.c.id == row.id).values(inputs=json.dumps(planted)))
+    finally:
+        store.close()
+    data = dumps_fixture(exported(db, run_id, redact_patterns=[r"ACME-\d+"])).decode()
+    assert SECRET not in data and "hunter2" not in data and "ACME-4711" not in data
+    fixture = json.loads(data)
+    where = fixture["redacted"]["in_this_file"]
+    assert any(w.endswith(".inputs.note") for w in where) and any(w.endswith(".inputs.password") for w in where)
+
+
+def test_a_step_range_starts_from_the_checkpoint_before_it(tmp_path):
+    reason_act = load_agent("reason_act")
+    db = tmp_path / "a.db"
+    run_id = record(db, reason_act.build_graph("happy"), reason_act.inputs_for("happy"))
+    fixture = exported(db, run_id, steps="2:2")
+    assert fixture["start"]["after_step"] == 1
+    assert [s["step"] for s in fixture["steps"]] == [2]
+    assert fixture["slice"] == {"to": 2, "of": 3}
+    store = SqlStore(db)
+    try:
+        original = store.checkpoint_at(run_id, 1, typed=False)
+        new = imported(db, fixture)
+        rebuilt = store.checkpoint_at(new, 1, typed=False)
+    finally:
+        store.close()
+    same = Normalizer()  # message ids are renumbered in fixtures
+    assert same(rebuilt.channel_values) == same(original.channel_values)
+    assert rebuilt.channel_versions == original.channel_versions and rebuilt.versions_seen == original.versions_seen
+
+
+def test_bad_step_ranges_are_refused(tmp_path, react):
+    db = tmp_path / "a.db"
+    run_id = record(db, react.build_graph(), react.inputs_for())
+    with pytest.raises(FixtureError, match="no completed step before it"):
+        exported(db, run_id, steps="-1:")
+    with pytest.raises(FixtureError, match="has no step 99"):
+        exported(db, run_id, steps="99:")
+    for text in ("x", "3:1", "1:2:3"):
+        with pytest.raises(FixtureError, match="bad step range"):
+            StepRange.parse(text)
+    assert StepRange.parse("2:") == StepRange(2, None) and StepRange.parse(":4") == StepRange(None, 4) and StepRange.parse("3") == StepRange(3, 3)
+
+
+def test_graph_paths_are_made_portable(tmp_path):
+    assert portable_graph_ref(f"{tmp_path}/app/agent.py:graph", tmp_path) == "app/agent.py:graph"
+    assert portable_graph_ref("myapp.agent:graph", tmp_path) == "myapp.agent:graph"
+    assert portable_graph_ref("/elsewhere/agent.py:graph", tmp_path) == "/elsewhere/agent.py:graph"
+
+
+# -- import and replay ------------------------------------------------------------------
+
+
+def test_import_rebuilds_a_run_replay_accepts(tmp_path, react):
+    src, dst = tmp_path / "src.db", tmp_path / "dst.db"
+    run_id = record(src, react.build_graph(), react.inputs_for())
+    fixture = parse_fixture(dumps_fixture(exported(src, run_id)))
+    new = imported(dst, fixture)
+    a, b = SqlStore(src), SqlStore(dst)
+    try:
+        # The starting checkpoint comes back whole: values (internal channels too), versions, versions seen.
+        cp_a, cp_b = a.checkpoint_at(run_id, -1, typed=False), b.checkpoint_at(new, -1, typed=False)
+        assert Normalizer()(cp_b.channel_values) == Normalizer()(cp_a.channel_values)
+        assert (cp_b.channel_versions, cp_b.versions_seen) == (cp_a.channel_versions, cp_a.versions_seen)
+        # What the replay compares against: steps, routes, states, calls.
+        steps_a, steps_b = a.step_details(run_id), b.step_details(new)
+        assert [(d.step.step, sorted(t.node for t in d.tasks)) for d in steps_a] == [(d.step.step, sorted(t.node for t in d.tasks)) for d in steps_b]
+        assert [sorted(r.destinations for r in d.routes) for d in steps_a] == [sorted(r.destinations for r in d.routes) for d in steps_b]
+        assert [s for s, _ in a.frames(run_id)] == [s for s, _ in b.frames(new)]
+        assert a.run_detail(run_id).output["messages"][-1]["content"] == b.run_detail(new).output["messages"][-1]["content"]
+        def calls(store, run):
+            return sorted((c.step, c.kind, c.name, json.dumps(Normalizer()(c.output), sort_keys=True)) for c in store.calls(run))
+
+        assert calls(a, run_id) == calls(b, new)
+        assert b.get_run(new).graph_ref is None  # never the file's: replaying must name its graph
+    finally:
+        a.close()
+        b.close()
+    result = replay(new, react.build_graph(), db=dst)
+    assert not result.diverged, result.report()
+    assert result.served == {"tool": 3, "model": 3}
+    assert result.final_state["messages"][-1]["content"] == react.FINAL_ANSWER
+
+
+def test_importing_twice_finds_the_same_run(tmp_path, react):
+    src = tmp_path / "src.db"
+    fixture = exported(src, record(src, react.build_graph(), react.inputs_for()))
+    store = SqlStore(tmp_path / "dst.db")
+    try:
+        first = import_fixture(store, fixture)
+        second = import_fixture(store, fixture)
+        assert second.run_id == first.run_id and second.already and not first.already
+        assert store.count_runs() == 1
+    finally:
+        store.close()
+
+
+def test_a_timed_out_call_is_held_as_recorded(tmp_path):
+    reason_act = load_agent("reason_act")
+    db = tmp_path / "a.db"
+    run_id = record(db, reason_act.build_graph("incident"), reason_act.inputs_for("incident"))
+    fixture = exported(db, run_id)
+    held = [c for s in fixture["steps"] for c in s.get("calls", []) if c.get("hold_ms")]
+    assert [c["error"]["type"] for c in held] == ["Unfinished", "Unfinished"]
+    assert all(c["hold_ms"] > reason_act.TOOL_TIMEOUT_S * 1000 for c in held)
+    new = imported(tmp_path / "b.db", fixture)
+    result = replay(new, reason_act.build_graph("incident"), db=tmp_path / "b.db")
+    # Served instantly, the failing tool would raise before the node's timeout: a divergence.
+    assert not result.diverged, result.report()
+
+
+def test_an_interrupted_and_resumed_run_replays_from_its_fixture(tmp_path):
+    db = tmp_path / "a.db"
+    run_id = record(db, approval_graph(), {"question": "refund order 7?"}, resume="yes")
+    fixture = exported(db, run_id)
+    events = [(e["kind"], e["value"]) for s in fixture["steps"] for e in s.get("events", [])]
+    assert ("resume", "yes") in events
+    assert any(k == "interrupt" for k, _ in events)
+    new = imported(tmp_path / "b.db", fixture)
+    result = replay(new, approval_graph(), db=tmp_path / "b.db")
+    assert not result.diverged, result.report()
+    assert result.final_state["log"][-1] == "refunded"
+
+
+def test_a_subgraph_is_exported_and_replayed(tmp_path):
+    db = tmp_path / "a.db"
+    run_id = record(db, nested_graph(), {"question": "q"})
+    fixture = exported(db, run_id)
+    (sub,) = fixture["subgraphs"]
+    assert sub["ns"].startswith("child:t")  # task ids renumbered in namespaces too
+    assert [t["node"] for s in sub["steps"] for t in s["tasks"]] == ["__start__", "inner_a", "inner_b"]
+    parent_task = next(t for s in fixture["steps"] for t in s["tasks"] if t["node"] == "child")
+    assert parent_task["subgraphs"] == [sub["ns"]]
+    new = imported(tmp_path / "b.db", fixture)
+    result = replay(new, nested_graph(), db=tmp_path / "b.db")
+    assert not result.diverged, result.report()
+    store = SqlStore(db)
+    try:
+        assert result.final_state == store.run_detail(run_id).output
+    finally:
+        store.close()
+
+
+# -- refusals --------------------------------------------------------------------------
+
+
+def _fixture_file(tmp_path, react) -> tuple[dict, object]:
+    src = tmp_path / "src.db"
+    fixture = exported(src, record(src, react.build_graph(), react.inputs_for()))
+    return fixture, tmp_path / "case.json"
+
+
+def _cli_import(tmp_path, path, capsys) -> tuple[int, str]:
+    code = main(["--db", str(tmp_path / "cli.db"), "import", str(path)])
+    err = capsys.readouterr().err
+    return code, err
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda f: f.update(graphtape_fixture=FORMAT_VERSION + 1), f"written by a newer graphtape (fixture format v{FORMAT_VERSION + 1}; this one reads v{FORMAT_VERSION}): upgrade graphtape"),
+        (lambda f: f.pop("graphtape_fixture"), "is not a graphtape fixture"),
+        (lambda f: f["steps"][1]["tasks"][0].update(node=5), "steps[1].tasks[0].node: expected a string, got a whole number"),
+        (lambda f: f["steps"][1].update(step=-5), "steps[1].step: step -5 does not come after step 0"),
+        (lambda f: f["steps"][0]["tasks"].append(dict(f["steps"][0]["tasks"][0])), "is used twice"),
+        (lambda f: f["messages"].clear(), "which is not in the fixture's messages"),
+        (lambda f: f["start"].update(values={"messages": {"$t": "lc.msg", "cls": "AIMessage", "v": {"content": 3}}}), "start.values: malformed recorded value"),
+        (lambda f: f["outcome"].update(status="fine"), "outcome.status: 'fine' is not one of ok, error, interrupted"),
+    ],
+)
+def test_bad_fixtures_are_refused_in_one_line(tmp_path, react, capsys, edit, message):
+    fixture, path = _fixture_file(tmp_path, react)
+    edit(fixture)
+    path.write_text(json.dumps(fixture))
+    with pytest.raises(FixtureError) as info:
+        store = SqlStore(tmp_path / "x.db")
+        try:
+            import_fixture(store, read_fixture(path))
+        finally:
+            store.close()
+    assert message in str(info.value)
+    code, err = _cli_import(tmp_path, path, capsys)
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_malformed_and_oversized_files_are_refused(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "bad.json"
+    path.write_text('{"graphtape_fixture": 1, "name": ')
+    code, err = _cli_import(tmp_path, path, capsys)
+    assert code == 2 and "is not valid JSON" in err and "Traceback" not in err
+    path.write_text("[" * 5000 + "]" * 5000)
+    code, err = _cli_import(tmp_path, path, capsys)
+    assert code == 2 and "is not valid JSON" in err
+    deep: object = "x"
+    for _ in range(300):
+        deep = [deep]
+    path.write_text(json.dumps({"graphtape_fixture": 1, "name": "n", "outcome": {"status": "ok"}, "config": {}, "inputs": deep}))
+    code, err = _cli_import(tmp_path, path, capsys)
+    assert code == 2 and "nested deeper than" in err
+    import replay.fixture as fx
+
+    monkeypatch.setattr(fx, "MAX_FILE_BYTES", 64)
+    path.write_text(json.dumps({"graphtape_fixture": 1, "pad": "x" * 100}))
+    code, err = _cli_import(tmp_path, path, capsys)
+    assert code == 2 and "fixtures are limited to" in err
+
+
+# -- the commands ----------------------------------------------------------------------
+
+
+def test_export_and_import_commands(tmp_path, react, capsys, monkeypatch):
+    db = tmp_path / "a.db"
+    run_id = record(db, react.build_graph(), react.inputs_for(), name="demo:react")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--db", str(db), "export", run_id]) == 0
+    out = capsys.readouterr().out
+    path = tmp_path / "fixtures" / "runs" / "demo-react.json"
+    assert f"wrote {path.relative_to(tmp_path)}" in out and path.is_file()
+    assert main(["--db", str(db), "export", run_id, "-o", "-"]) == 0
+    assert capsys.readouterr().out.encode() == path.read_bytes()
+    assert main(["--db", str(tmp_path / "b.db"), "import", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "imported as run" in out and "graphtape replay" in out
+    assert main(["--db", str(tmp_path / "b.db"), "import", str(path)]) == 0
+    assert "already in the store as run" in capsys.readouterr().out
+    assert main(["--db", str(db), "export", "nope"]) == 2
+    assert "no run matches 'nope'" in capsys.readouterr().err
