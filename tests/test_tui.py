@@ -12,6 +12,7 @@ from textual.worker import WorkerCancelled
 from tui.app import build_app
 from tui.screens.run import RunScreen
 from tui.screens.runs import RunsScreen
+from tui.widgets.diff_view import DiffView
 from tui.widgets.timeline import Timeline
 
 
@@ -151,6 +152,8 @@ async def test_diff_default_and_marked(demo_db):
         await settle(app, pilot)
         assert screen.diff_title == f"marked step -1 → step {screen.steps[-1].step}"
         assert any(e.kind == "added" and e.path == "agent_outcome" for e in screen.diff_entries)
+        view = screen.query_one(DiffView)
+        assert view.title == screen.diff_title and view.total == len(screen.diff_entries)
 
 
 async def test_jump_to_error_and_interrupt(demo_db):
@@ -275,3 +278,42 @@ async def test_help_and_palette_list_the_actions(demo_db):
         assert type(app.screen).__name__ == "HelpScreen"
         await pilot.press("escape")
         assert isinstance(app.screen, RunScreen)
+
+
+async def test_timeline_keys_and_clicks_select_steps(demo_db):
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        timeline = screen.query_one(Timeline)
+        last = len(screen.steps) - 1
+        assert timeline.has_focus and timeline.cursor == screen.index == last
+        await pilot.press("up", "up")
+        await settle(app, pilot)
+        assert timeline.cursor == screen.index == last - 2
+        await pilot.click(Timeline, offset=(3, 2))  # line 0 is the header: line 2 is the second step
+        await settle(app, pilot)
+        assert screen.index == 1 and screen.payload.step.step == screen.steps[1].step
+        await pilot.click(Timeline, offset=(3, 0))  # the header selects nothing
+        await settle(app, pilot)
+        assert screen.index == 1
+
+
+def test_long_runs_of_appends_fold_to_their_ends():
+    from tui.data import diff_states, fold_appends
+
+    old = {"messages": [{"type": "human", "content": "hi"}], "n": 1}
+    new = {"messages": old["messages"] + [{"type": "ai", "content": f"m{i}"} for i in range(100)], "n": 2}
+    entries = diff_states(old, new)
+    assert [e.kind for e in entries].count("appended") == 100
+    folded = fold_appends(entries)
+    assert [(e.kind, e.path) for e in folded] == [
+        ("appended", "messages[1]"),
+        ("appended", "messages[2]"),
+        ("skipped", "messages[3]…[98]"),
+        ("appended", "messages[99]"),
+        ("appended", "messages[100]"),
+        ("changed", "n"),
+    ]
+    assert folded[2].new == 96
+    assert fold_appends(entries[:5]) == entries[:5]  # short runs stay whole

@@ -20,7 +20,7 @@ FOLD_AT = 160
 class DiffEntry:
     """One difference between two states, at a path like ``messages[3].content``."""
 
-    kind: str  # added | removed | changed | appended
+    kind: str  # added | removed | changed | appended | skipped (appends left out of a view; new = how many)
     path: str
     old: Any = None
     new: Any = None
@@ -119,6 +119,35 @@ def _deep(a: Any, b: Any, prefix: list[Any], offset: int = 0) -> list[DiffEntry]
                 kind = "appended"
             out.append(DiffEntry(kind, path_text(prefix + parts), old, new))
     out.sort(key=lambda e: e.path)
+    return out
+
+
+def fold_appends(entries: list[DiffEntry], keep: int = 2) -> list[DiffEntry]:
+    """``entries`` with each long run of appends to one list cut to its first and last ``keep``.
+
+    The cut-out middle becomes one ``skipped`` entry (``new`` holds how many),
+    so diffing step 1 against step 10,000 shows the other changes on the
+    first screen instead of after 10,000 appended messages.
+    """
+    out: list[DiffEntry] = []
+    i, n = 0, len(entries)
+    while i < n:
+        e = entries[i]
+        if e.kind != "appended":
+            out.append(e)
+            i += 1
+            continue
+        owner = e.path.rpartition("[")[0]
+        j = i + 1
+        while j < n and entries[j].kind == "appended" and entries[j].path.rpartition("[")[0] == owner:
+            j += 1
+        if j - i <= 2 * keep + 1:
+            out.extend(entries[i:j])
+        else:
+            first, last = entries[i + keep], entries[j - keep - 1]
+            span = f"{first.path}…{last.path[len(owner):]}"
+            out += [*entries[i : i + keep], DiffEntry("skipped", span, None, j - i - 2 * keep), *entries[j - keep : j]]
+        i = j
     return out
 
 

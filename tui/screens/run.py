@@ -22,12 +22,14 @@ from recorder.records import CallInfo, RunInfo, StepDetail, StepInfo
 from tui.data import DiffEntry, changed_keys, diff_states, first_of, message_lists
 from tui.screens.prompts import JumpPrompt, WatchPicker
 from tui.screens.runs import status_text, when
-from tui.widgets.panels import CallsPanel, SubgraphList, TextPanel, diff_renderable, routes_renderable
+from tui.widgets.diff_view import DiffView
+from tui.widgets.panels import CallsPanel, SubgraphList, TextPanel, routes_renderable
 from tui.widgets.state_tree import StateTree
 from tui.widgets.timeline import Timeline
 from tui.widgets.transcript import Transcript
 
 NARROW = 120
+SLOW_LOAD_S = 0.3
 
 
 @dataclass
@@ -129,7 +131,7 @@ class RunScreen(Screen):
                 with TabPane("Messages", id="messages"):
                     yield Transcript(id="transcript")
                 with TabPane("Diff", id="diff"):
-                    yield TextPanel(id="diff-panel")
+                    yield DiffView(id="diff-panel")
                 with TabPane("Routes", id="routes"):
                     yield TextPanel(id="routes-panel")
                 with TabPane("Calls", id="calls"):
@@ -184,9 +186,7 @@ class RunScreen(Screen):
             first_err = first_of(self.steps, -1, 1, lambda s: s.has_error)
             target = first_err if first_err is not None else target
         timeline.focus()
-        timeline.move_cursor(row=target, animate=False)
-        if target == 0:
-            self.select(0)
+        timeline.cursor = target  # posts StepChosen, which selects it
         # Rows arrive before the layout settles: scroll again once it has.
         self.call_after_refresh(timeline.reveal_cursor)
 
@@ -198,8 +198,14 @@ class RunScreen(Screen):
         if not (0 <= index < len(self.steps)):
             return
         self.index = index
-        self._status(Text(f"step {self.steps[index].step}…", style="dim"))
         self.load_step(index)
+        # Say so only if loading is slow: a placeholder on every key press flickers and
+        # changes the status line's height, which moves the whole layout twice per step.
+        self.set_timer(SLOW_LOAD_S, self._still_loading)
+
+    def _still_loading(self) -> None:
+        if 0 <= self.index < len(self.steps) and (self.payload is None or self.payload.index != self.index):
+            self._status(Text(f"step {self.steps[self.index].step}…", style="dim"))
 
     @work(thread=True, exclusive=True, group="step")
     def load_step(self, index: int) -> None:
@@ -255,7 +261,7 @@ class RunScreen(Screen):
         key = next(iter(lists), None)
         self.query_one(Transcript).show_messages(key, lists.get(key, []))
         self.diff_title = p.diff_title
-        self.query_one("#diff-panel", TextPanel).show(diff_renderable(p.diff_title, p.diff))
+        self.query_one(DiffView).show(p.diff_title, p.diff)
         self.query_one("#routes-panel", TextPanel).show(routes_renderable(p.detail.routes, p.detail.next))
         self.query_one(CallsPanel).show_calls(p.calls)
         self.query_one(SubgraphList).show_namespaces(p.subgraphs)
@@ -313,7 +319,7 @@ class RunScreen(Screen):
         if index is None or not self.steps:
             return
         index = max(0, min(index, len(self.steps) - 1))
-        self.query_one(Timeline).move_cursor(row=index, animate=False)
+        self.query_one(Timeline).cursor = index
 
     def action_step(self, delta: int) -> None:
         self._move(self.index + delta)
@@ -372,7 +378,7 @@ class RunScreen(Screen):
     def on_run_screen_diff_loaded(self, message: DiffLoaded) -> None:
         self.diff_title = message.title
         self.diff_entries = message.entries
-        self.query_one("#diff-panel", TextPanel).show(diff_renderable(message.title, message.entries))
+        self.query_one(DiffView).show(message.title, message.entries)
 
     def action_watch(self) -> None:
         keys = sorted(self.payload.state) if self.payload else []

@@ -1,4 +1,4 @@
-"""Text panels of the run screen: routes, diff, calls, subgraphs."""
+"""Text panels of the run screen: routes, calls, subgraphs."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from recorder.records import CallInfo, RouteInfo
-from tui.data import DiffEntry, fold, short
-
-DIFF_ROWS = 300  # painting is the slow part of a huge diff; the rest is summarised
+from tui.data import fold, short
 
 _KIND_STYLE = {"conditional": "bold magenta", "static": "dim", "send": "bold cyan", "command": "bold yellow", "parent-command": "bold yellow"}
 
@@ -58,27 +56,6 @@ def routes_renderable(routes: list[RouteInfo], nxt: list[str]) -> Any:
     if nxt:
         rows.append(Text(f"\nnext: {', '.join(nxt)}", style="bold green"))
     return Group(*rows)
-
-
-def diff_renderable(title: str, entries: list[DiffEntry]) -> Any:
-    head = Text(title, style="bold")
-    if not entries:
-        return Group(head, Text("no differences", style="dim"))
-    table = Table(show_header=True, header_style="bold", expand=True, box=None)
-    table.add_column("", width=2)
-    table.add_column("path", ratio=2, overflow="fold")
-    table.add_column("old", ratio=3, overflow="fold")
-    table.add_column("new", ratio=3, overflow="fold")
-    marks = {"added": ("+", "green"), "appended": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow")}
-    shown = entries[:DIFF_ROWS]
-    for e in shown:
-        mark, style = marks[e.kind]
-        label = e.path + ("  (appended)" if e.kind == "appended" else "")
-        table.add_row(Text(mark, style=style), Text(label, style=style), "" if e.kind in ("added", "appended") else short(e.old, 300), "" if e.kind == "removed" else short(e.new, 300))
-    if len(entries) > len(shown):
-        more = Text(f"… and {len(entries) - len(shown)} more differences (copy the state with c, or diff nearer steps)", style="dim")
-        return Group(head, table, more)
-    return Group(head, table)
 
 
 def calls_table(calls: list[CallInfo]) -> Table:
