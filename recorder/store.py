@@ -177,7 +177,7 @@ class RunStore(Protocol):
     def blobs(self, hashes: Iterable[str]) -> dict[str, Any]: ...
     def latest_run_for_thread(self, thread_id: str, graph_name: str) -> RunInfo | None: ...
     def steps_writing(self, run_id: str, key: str, ns: str = "") -> list[int]: ...
-    def step_details(self, run_id: str, ns: str = "", *, after: int | None = None, typed: bool = False) -> list[StepDetail]: ...
+    def step_details(self, run_id: str, ns: str = "", *, after: int | None = None, typed: bool = False, writes: bool = True) -> list[StepDetail]: ...
     def frames(self, run_id: str, ns: str = "") -> Iterator[tuple[int, dict[str, Any]]]: ...
     def close(self) -> None: ...
 
@@ -790,7 +790,7 @@ class SqlStore:
                 nxt.extend(n for n in r.nodes.split(",") if n)
         return self._detail(self._step_info(row), rows, list(dict.fromkeys(nxt)))
 
-    def _detail(self, info: StepInfo, rows: Sequence[Any], nxt: list[str], typed: bool = False) -> StepDetail:
+    def _detail(self, info: StepInfo, rows: Sequence[Any], nxt: list[str], typed: bool = False, writes: bool = True) -> StepDetail:
         """Merge the payloads of one step's rows (in seq order) into its StepDetail."""
         dec = self._typed_decoder if typed else self._plain_decoder
         tasks_by_id: dict[str, TaskInfo] = {}
@@ -803,7 +803,7 @@ class SqlStore:
                     task_id=t["id"],
                     node=t["node"],
                     path=t.get("path", ""),
-                    writes=dec(t.get("w", {})),
+                    writes=dec(t.get("w", {})) if writes else {},
                     error_type=t.get("et"),
                     error_message=t.get("em"),
                     interrupts=dec(t.get("i", [])),
@@ -832,22 +832,27 @@ class SqlStore:
         ]
         return StepDetail(step=info, tasks=list(tasks_by_id.values()), routes=routes, events=events, next=nxt)
 
-    def step_details(self, run_id: str, ns: str = "", *, after: int | None = None, typed: bool = False) -> list[StepDetail]:
+    def step_details(self, run_id: str, ns: str = "", *, after: int | None = None, typed: bool = False, writes: bool = True) -> list[StepDetail]:
         """Every step of a namespace in order, in one read (replay compares whole runs).
 
-        ``typed=True`` rebuilds written values as live objects (messages...), for resuming.
+        ``typed=True`` rebuilds written values as live objects (messages...), for
+        resuming; ``writes=False`` leaves the tasks' updates out (not decoded).
         """
         infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
         q = sa.select(S.steps.c.step, S.steps.c.seq, S.steps.c.payload, S.steps.c.created_at).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns)
         if after is not None:
             q = q.where(S.steps.c.step > after)
         by_step: dict[int, list[Any]] = {}
+        refs: set[str] = set()
         for r in self._read(q.order_by(S.steps.c.seq)):
             by_step.setdefault(r.step, []).append(r)
+            payload = unpack(r.payload)
+            collect_refs([payload.get("t"), payload.get("r"), payload.get("e")] if writes else [payload.get("r"), payload.get("e")], refs)
+        self.blobs(refs)  # one read for the whole namespace; the steps below decode from the cache
         out = []
         for i, info in enumerate(infos):
             nxt = infos[i + 1].nodes if i + 1 < len(infos) else []
-            out.append(self._detail(info, by_step.get(info.step, []), list(nxt), typed))
+            out.append(self._detail(info, by_step.get(info.step, []), list(nxt), typed, writes))
         return out
 
     def frames(self, run_id: str, ns: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
@@ -958,14 +963,12 @@ class SqlStore:
             q = q.where(S.calls.c.step == step)
         q = q.order_by(S.calls.c.started_at, S.calls.c.id)
         rows = self._read(q)
-        trees = [(_uj(r.inputs), _uj(r.output)) for r in rows]
-
-        def dec(tree: Any) -> Any:
-            # Through decode(): a message in many calls' inputs is decoded once (and shared, read-only).
-            try:
-                return self.decode(tree) if tree is not None else None
-            except StoreError as exc:
-                raise StoreError(f"cannot decode a recorded call: {str(exc).removeprefix('cannot decode a recorded value: ')}") from None
+        # One decode for all of them: one blob read, and a message in many calls' inputs decoded once.
+        try:
+            decoded = self.decode([[_uj(r.inputs), _uj(r.output)] for r in rows])
+        except StoreError as exc:
+            raise StoreError(f"cannot decode a recorded call: {str(exc).removeprefix('cannot decode a recorded value: ')}") from None
+        trees = [(i, o) for i, o in decoded]
 
         return [
             CallInfo(
@@ -976,8 +979,8 @@ class SqlStore:
                 step=r.step,
                 node=r.node,
                 task_id=r.task_id,
-                inputs=dec(i),
-                output=dec(o),
+                inputs=i,
+                output=o,
                 error_type=r.error_type,
                 error_message=r.error_message,
                 started_at=r.started_at,

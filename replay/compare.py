@@ -98,8 +98,8 @@ class RunComparison:
     def namespace(self, rec: Side, rep: Side, rec_calls: list[CallInfo], rep_calls: list[CallInfo]) -> None:
         """Compare the steps of one namespace after ``rec.after`` / ``rep.after``."""
         offset = (rep.after or 0) - (rec.after or 0) if rec.after is not None and rep.after is not None else 0
-        rec_details = {d.step.step: d for d in self.store.step_details(rec.run_id, rec.ns, after=rec.after)}
-        rep_details = {d.step.step: d for d in self.store.step_details(rep.run_id, rep.ns, after=rep.after)}
+        rec_details = {d.step.step: d for d in self.store.step_details(rec.run_id, rec.ns, after=rec.after, writes=False)}
+        rep_details = {d.step.step: d for d in self.store.step_details(rep.run_id, rep.ns, after=rep.after, writes=False)}
         # Where graphtape stopped the replay (a call it could not answer): later steps are not the graph's doing.
         cut = min((s - offset for s, d in rep_details.items() if any(t.error_type == "ReplayMiss" for t in d.tasks)), default=None)
         ns_label = ns_path(rec.ns)

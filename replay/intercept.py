@@ -108,6 +108,7 @@ def _uninstall() -> None:
     for (cls, name), original in _originals.items():
         setattr(cls, name, original)
     _originals.clear()
+    _stand_ins.clear()
 
 
 def _original(cls_name: str, name: str) -> Any:
@@ -185,31 +186,33 @@ async def _astream(self: Any, input: Any, config: Any = None, *, stop: Any = Non
 
 
 _answered_cls: type | None = None
+_current_answer: contextvars.ContextVar[Answer | None] = contextvars.ContextVar("graphtape_tool_answer", default=None)
+_stand_ins: dict[int, tuple[Any, Any]] = {}
 
 
 def _answered_tool_class() -> type:
     global _answered_cls
     if _answered_cls is None:
         from langchain_core.tools import BaseTool, ToolException
-        from pydantic import PrivateAttr
 
         class AnsweredTool(BaseTool):
-            """Stands in for a recorded tool: its body is the recorded answer."""
-
-            _answer: Any = PrivateAttr(default=None)
+            """Stands in for a recorded tool: its body is the answer of the call running now."""
 
             def _run(self, *args: Any, **kwargs: Any) -> Any:
-                if self._answer.delay_s:
-                    time.sleep(self._answer.delay_s)
-                return self._produce(args, kwargs)
+                answer = _current_answer.get()
+                if answer is not None and answer.delay_s:
+                    time.sleep(answer.delay_s)
+                return self._produce(answer, args, kwargs)
 
             async def _arun(self, *args: Any, **kwargs: Any) -> Any:
-                if self._answer.delay_s:
-                    await asyncio.sleep(self._answer.delay_s)
-                return self._produce(args, kwargs)
+                answer = _current_answer.get()
+                if answer is not None and answer.delay_s:
+                    await asyncio.sleep(answer.delay_s)
+                return self._produce(answer, args, kwargs)
 
-            def _produce(self, args: tuple, kwargs: dict) -> Any:
-                answer = self._answer
+            def _produce(self, answer: Answer | None, args: tuple, kwargs: dict) -> Any:
+                if answer is None:
+                    raise RuntimeError("graphtape replay: a stand-in tool ran outside its call")
                 if answer.call is not None:
                     return answer.call(*args, **kwargs)
                 answer.raise_if_error()
@@ -227,8 +230,15 @@ def _stand_in(tool: Any, answer: Answer) -> Any:
     Running it through ``BaseTool.run`` keeps everything around the body real:
     argument validation (so a recorded validation error recurs by itself),
     callbacks (so the replay records the call), and the ToolMessage built
-    with the live tool-call id.
+    with the live tool-call id. One stand-in per tool (and per way of
+    handling errors); the answer travels in a context variable, so parallel
+    calls of one tool each see their own.
     """
+    key = (id(tool), answer.tool_error)
+    with _lock:
+        hit = _stand_ins.get(key)  # type: ignore[arg-type]
+        if hit is not None and hit[0] is tool:
+            return hit[1]
     stand_in = _answered_tool_class()(
         name=tool.name,
         description=tool.description or tool.name,
@@ -240,7 +250,8 @@ def _stand_in(tool: Any, answer: Answer) -> Any:
         tags=tool.tags,
         metadata=tool.metadata,
     )
-    stand_in._answer = answer
+    with _lock:
+        _stand_ins[key] = (tool, stand_in)  # type: ignore[index]
     return stand_in
 
 
@@ -254,7 +265,11 @@ def _run_tool(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
     answer = answerer.answer_tool(self, tool_input, kwargs) if answerer is not None else None
     if answer is None:
         return run(self, tool_input, *args, **kwargs)
-    return run(_stand_in(self, answer), tool_input, *args, **kwargs)
+    token = _current_answer.set(answer)
+    try:
+        return run(_stand_in(self, answer), tool_input, *args, **kwargs)
+    finally:
+        _current_answer.reset(token)
 
 
 async def _arun_tool(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
@@ -263,4 +278,8 @@ async def _arun_tool(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> A
     answer = answerer.answer_tool(self, tool_input, kwargs) if answerer is not None else None
     if answer is None:
         return await arun(self, tool_input, *args, **kwargs)
-    return await arun(_stand_in(self, answer), tool_input, *args, **kwargs)
+    token = _current_answer.set(answer)
+    try:
+        return await arun(_stand_in(self, answer), tool_input, *args, **kwargs)
+    finally:
+        _current_answer.reset(token)

@@ -243,7 +243,7 @@ class _Run:
         """The recording's step details of a namespace, read once per replay."""
         memo = self.__dict__.setdefault("_details_memo", {})
         if ns not in memo:
-            memo[ns] = self.store.step_details(self.run.id, ns)
+            memo[ns] = self.store.step_details(self.run.id, ns, writes=False)
         return memo[ns]
 
     def _config(self, thread_id: str, restored: Restored) -> dict[str, Any]:
