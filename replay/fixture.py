@@ -649,8 +649,9 @@ def _ceil(seconds: float, quantum: float) -> float:
 
 
 def _task_sort_key(t: dict) -> tuple:
-    # Recorded order breaks ties by task id, which changes every run: order by what the task is.
-    return (t.get("path", ""), t.get("node", ""), orjson.dumps(t.get("w"), option=orjson.OPT_SORT_KEYS))
+    # A step's tasks are stored by (path, task id); ids change every run, paths do not (a
+    # Send's path holds its index). Imported runs have no paths: their stored order stands.
+    return (t.get("path", ""), t.get("node", ""))
 
 
 def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[Any], holds: dict[str, int]) -> tuple[dict, dict]:
