@@ -3,7 +3,9 @@
 Three nets: values under keys that name a secret (password, token, api_key,
 authorization, ...), pydantic ``SecretStr`` values, and strings that look like
 a credential wherever they appear (``sk-...`` keys, bearer tokens, AWS and
-GitHub keys, private key blocks), plus patterns the user adds.
+GitHub keys, private key blocks), plus patterns the user adds. Keys are also
+honoured inside text that holds a serialized mapping (JSON, or the Python
+repr LangChain puts in a ``ToolMessage`` when a tool returns a dict).
 """
 
 from __future__ import annotations
@@ -105,6 +107,15 @@ _TOKEN_COUNT_WORDS = frozenset(
         "logprobs",
     }
 )
+# A quoted key, ":" or "=", then a quoted value or a bare number: "password": "x",
+# 'api_key': 'x', \"token\": \"x\" (JSON inside JSON), "pin": 1234.
+_KEY_VALUE = re.compile(
+    r"""(?P<q>\\?["'])(?P<key>[A-Za-z0-9_.\- ]{1,64})(?P=q)\s*[:=]\s*"""
+    r"""(?:(?P<vq>\\?["'])(?P<val>.*?)(?P=vq)|(?P<bare>-?[0-9][0-9A-Za-z.\-]*))"""
+)
+# Every built-in secret key holds one of these (see names_secret): text without any
+# of them cannot hold a secret key, and the key/value scan is skipped.
+_KEY_FRAGMENTS = ("pass", "pwd", "auth", "secret", "token", "key", "credential", "cookie", "session")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _KEY_CACHE_SIZE = 10_000
 
@@ -212,6 +223,7 @@ class Redactor:
                 raise ValueError(f"bad redaction key {k!r}: expected a non-empty string")
             user_keys.append(k.lower())
         self._user_keys = tuple(user_keys)
+        self._fragments = _KEY_FRAGMENTS + self._user_keys
         self._lock = threading.Lock()
         self._key_cache: dict[str, bool] = {}
         self.count = 0
@@ -249,6 +261,7 @@ class Redactor:
             return text
         # Each built-in pattern needs one of these literals (see DEFAULT_PATTERNS); without
         # any, only the user's patterns can match, and the big alternation is skipped.
+        low = text.lower()
         if (
             "sk-" in text
             or "AKIA" in text
@@ -256,7 +269,7 @@ class Redactor:
             or "xox" in text
             or "PRIVATE KEY-----" in text
             or ("_" in text and "gh" in text)
-            or "bearer" in text.lower()
+            or "bearer" in low
         ):
             new, n = self._all.subn(MARK, text)
         elif self._user is not None:
@@ -266,6 +279,26 @@ class Redactor:
         for rx in self._alone:
             new, k = rx.subn(MARK, new)
             n += k
+        if ('"' in text or "'" in text) and any(f in low for f in self._fragments):
+            new, k = self._scrub_keyed(new)
+            n += k
         if n:
             self._bump(n)
         return new
+
+    def _scrub_keyed(self, text: str) -> tuple[str, int]:
+        """Redact the values of secret keys in serialized mappings inside ``text``."""
+        hits = 0
+
+        def replace(m: re.Match[str]) -> str:
+            nonlocal hits
+            value = m.group("val") if m.group("vq") else m.group("bare")
+            if not value or value == MARK or not self.is_secret_key(m.group("key")):
+                return m.group(0)
+            hits += 1
+            start, end = m.span("val") if m.group("vq") else m.span("bare")
+            base = m.start()
+            whole = m.group(0)
+            return whole[: start - base] + MARK + whole[end - base :]
+
+        return _KEY_VALUE.sub(replace, text), hits

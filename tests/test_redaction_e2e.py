@@ -1,0 +1,254 @@
+"""Redaction end to end: secrets planted everywhere a recording reaches never land on disk.
+
+A real agent graph (a scripted chat model bound to tools, a ``ToolNode``) is
+recorded with secrets of every form graphtape redacts (the built-in credential
+patterns, values under secret-naming keys, pydantic ``SecretStr``, a user
+pattern and a user key) planted in the inputs, the config, the state, tool
+arguments and results, model messages (streamed and not) and tool and model
+errors. Then no secret's distinctive bytes may appear in the database file,
+its ``-wal`` / ``-shm`` files, or any row once decompressed; and the files are
+private to their owner (mode 0600).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import stat
+import string
+import zlib
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from conftest import load_agent
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from pydantic import SecretStr
+
+from recorder import Recorder, open_store
+from recorder.redaction import DEFAULT_PATTERNS, MARK
+
+ScriptedChatModel = load_agent("scripted_model").ScriptedChatModel
+
+USER_PATTERN = r"ACME-\d{10}"
+USER_KEY = "internal_ref"
+
+
+def _rand(n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+class Planted:
+    """Fresh secrets of every form, each with a distinctive random body to search for."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, str] = {}
+
+    def _keep(self, name: str, body: str, text: str) -> str:
+        self.bodies[name] = body
+        return text
+
+    # -- credential patterns (found anywhere in text) ----------------------------
+    def pattern(self, where: str, kind: str) -> str:
+        name = f"{kind}@{where}"
+        upper = string.ascii_uppercase + string.digits
+        body = {
+            "openai": _rand(24),
+            "openai-project": _rand(32),
+            "anthropic": _rand(32),
+            "bearer": _rand(30),
+            "aws": _rand(16, upper),
+            "github": _rand(36),
+            "github-fine-grained": _rand(40),
+            "slack": _rand(20),
+            "google": _rand(35),
+            "private-key": _rand(48),
+            "user-pattern": _rand(10, string.digits),
+        }[kind]
+        text = {
+            "openai": f"sk-{body}",
+            "openai-project": f"sk-proj-{body}",
+            "anthropic": f"sk-ant-{body}",
+            "bearer": f"Bearer {body}",
+            "aws": f"AKIA{body}",
+            "github": f"ghp_{body}",
+            "github-fine-grained": f"github_pat_{body}",
+            "slack": f"xoxb-{body}",
+            "google": f"AIza{body}",
+            "private-key": f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----",
+            "user-pattern": f"ACME-{body}",
+        }[kind]
+        return self._keep(name, body, text)
+
+    def every_pattern(self, where: str) -> str:
+        kinds = ["openai", "openai-project", "anthropic", "bearer", "aws", "github", "github-fine-grained", "slack", "google", "private-key", "user-pattern"]
+        return " | ".join(f"{k}: {self.pattern(where, k)}" for k in kinds)
+
+    # -- values under keys, SecretStr -------------------------------------------
+    def value(self, where: str) -> str:
+        body = _rand(24)
+        return self._keep(f"value@{where}", body, f"v-{body}")
+
+    def keyed(self, where: str) -> dict[str, Any]:
+        return {
+            "password": self.value(f"password@{where}"),
+            "dbPassword": self.value(f"dbPassword@{where}"),
+            "api_key": self.value(f"api_key@{where}"),
+            "x-api-key": self.value(f"x-api-key@{where}"),
+            "access_token": self.value(f"access_token@{where}"),
+            "Authorization": self.value(f"Authorization@{where}"),
+            "cookie": self.value(f"cookie@{where}"),
+            "session_id": self.value(f"session_id@{where}"),
+            "client_secret": self.value(f"client_secret@{where}"),
+            "private_key": self.value(f"private_key@{where}"),
+            USER_KEY: self.value(f"{USER_KEY}@{where}"),
+            "wrapped": SecretStr(self.value(f"SecretStr@{where}")),
+            "max_tokens": 256,  # not a secret: must survive
+        }
+
+
+class AgentState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    creds: dict
+    notes: list
+
+
+def build(p: Planted, *, model_error: bool = False) -> Any:
+    @tool
+    def lookup(query: str, password: str) -> dict:
+        """Look up an account (the password is needed upstream)."""
+        return {"found": f"account for {query}: {p.every_pattern('tool-result')}", **p.keyed("tool-result")}
+
+    @tool
+    def explode(reason: str) -> str:
+        """Fail the way a broken integration does."""
+        raise ValueError(f"upstream rejected the call: {p.every_pattern('tool-error')}")
+
+    script = [
+        AIMessage(
+            content=f"Checking with {p.every_pattern('model-message')}",
+            tool_calls=[
+                {"name": "lookup", "args": {"query": p.every_pattern("tool-args-text"), "password": p.value("password@tool-args")}, "id": "call_1"},
+                {"name": "explode", "args": {"reason": p.every_pattern("tool-error-args")}, "id": "call_2"},
+            ],
+        ),
+        AIMessage(content=f"Done; I used {p.every_pattern('final-answer')}"),
+    ]
+
+    def scripted(messages: list) -> AIMessage:
+        if model_error:
+            raise RuntimeError(f"provider error: {p.every_pattern('model-error')}")
+        return script[sum(isinstance(m, AIMessage) for m in messages)]
+
+    model = ScriptedChatModel(script=scripted, model_name="scripted-secrets").bind_tools([lookup, explode])
+
+    def prepare(state: AgentState) -> dict:
+        return {"creds": p.keyed("state"), "notes": [p.every_pattern("state-notes"), {"detail": p.keyed("state-nested")}]}
+
+    def agent(state: AgentState) -> dict:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    b = StateGraph(AgentState)
+    b.add_node("prepare", prepare)
+    b.add_node("agent", agent)
+    b.add_node("tools", ToolNode([lookup, explode], handle_tool_errors=True))
+    b.add_edge(START, "prepare")
+    b.add_edge("prepare", "agent")
+    b.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END])
+    b.add_edge("tools", "agent")
+    return b.compile()
+
+
+def inputs(p: Planted) -> dict:
+    return {"messages": [HumanMessage(f"Please help, my keys: {p.every_pattern('input-message')}")], "creds": p.keyed("input"), "notes": []}
+
+
+def config(p: Planted, thread: str) -> dict:
+    return {
+        "configurable": {"thread_id": thread, "openai_api_key": p.value("openai_api_key@config"), "user": p.every_pattern("config-text")},
+        "metadata": {"auth_token": p.value("auth_token@metadata"), "why": p.every_pattern("metadata-text")},
+    }
+
+
+def everything_stored(db: Path) -> bytes:
+    """The files' raw bytes, plus every cell of every table decompressed where it was compressed."""
+    raw = b"".join(f.read_bytes() for f in db.parent.glob(db.name + "*"))
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    cells: list[bytes] = []
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:
+            for row in conn.execute(f'SELECT * FROM "{table}"'):
+                for cell in row:
+                    if isinstance(cell, str):
+                        cells.append(cell.encode())
+                    elif isinstance(cell, bytes):
+                        cells.append(cell)
+                        for body in (cell, cell[1:]):
+                            try:
+                                cells.append(zlib.decompress(body))
+                            except zlib.error:
+                                pass
+    finally:
+        conn.close()
+    return raw + b"\0".join(cells)
+
+
+def leaks(p: Planted, blob: bytes) -> list[str]:
+    return sorted(name for name, body in p.bodies.items() if body.encode() in blob)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_no_planted_secret_reaches_the_database_files(tmp_path: Path, durability: str) -> None:
+    db = tmp_path / "secrets.db"
+    p = Planted()
+    old = os.umask(0o022)  # a usual umask: the files must still come out private
+    try:
+        rec = Recorder(db, durability=durability, redact_patterns=[USER_PATTERN], redact_keys=[USER_KEY])
+        graph = rec.attach(build(p), name="secret-agent")
+        # Streamed: the model's tool-call arguments arrive as JSON text in chunks.
+        chunks = list(graph.stream(inputs(p), config(p, "streamed"), stream_mode=["values", "messages"]))
+        final = chunks[-1]
+        graph.invoke(inputs(p), config(p, "invoked"))
+        with pytest.raises(RuntimeError, match="provider error"):
+            rec.attach(build(p, model_error=True), name="failing-agent").invoke(inputs(p), config(p, "failing"))
+        assert rec.flush()
+        files = sorted(db.parent.glob(db.name + "*"))
+        assert {f.name for f in files} >= {"secrets.db", "secrets.db-wal"}
+        for f in files:
+            assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+        assert leaks(p, everything_stored(db)) == []  # while the WAL holds the latest writes
+        rec.close()
+    finally:
+        os.umask(old)
+    assert leaks(p, everything_stored(db)) == []  # and after it was checkpointed into the file
+    assert p.bodies and final[0] == "values"
+
+    # The recording is still useful: the shapes and the harmless values are kept.
+    store = open_store(db)
+    runs = {r.thread_id: r for r in store.list_runs()}
+    assert runs["failing"].status == "error" and MARK in runs["failing"].error_message
+    assert runs["streamed"].redactions > 50
+    run_id = runs["invoked"].id
+    last = store.list_steps(run_id)[-1].step
+    state = store.state_at(run_id, last)
+    assert state["creds"]["max_tokens"] == 256 and state["creds"]["password"] == MARK
+    calls = store.calls(run_id)
+    assert {c.name for c in calls if c.kind == "tool"} == {"lookup", "explode"}
+    failed = next(c for c in calls if c.name == "explode")
+    assert failed.error_type == "ValueError" and MARK in failed.error_message
+    store.close()
+
+
+def test_every_builtin_pattern_is_planted() -> None:
+    import re
+
+    p = Planted()
+    text = p.every_pattern("check")
+    for pattern in DEFAULT_PATTERNS:
+        assert re.search(pattern, text), pattern
