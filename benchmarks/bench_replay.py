@@ -57,7 +57,7 @@ from langgraph.prebuilt import ToolNode  # noqa: E402
 
 from recorder import Recorder  # noqa: E402
 from replay import replay  # noqa: E402
-from tui.loading import load_module_from_path  # noqa: E402
+from replay.loading import load_module_from_path  # noqa: E402
 
 ScriptedChatModel = load_module_from_path(ROOT / "fixtures" / "agents" / "scripted_model.py").ScriptedChatModel
 

@@ -1,10 +1,15 @@
 """graphtape's recorder: attach to a compiled LangGraph graph and every superstep is stored.
 
-Headless by design: nothing here imports Textual or the TUI.
+Headless by design: nothing here imports Textual or the TUI. The recorder
+and the store are imported on first use, so code that only needs the
+errors or records (the pytest plugin, the CLI's parser) starts fast.
 """
 
-from recorder.attach import Durability, Recorder
-from recorder.codec import register_type
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from recorder.errors import (
     AmbiguousRun,
     GraphtapeError,
@@ -15,7 +20,15 @@ from recorder.errors import (
     StoreError,
 )
 from recorder.records import CallInfo, Checkpoint, RouteInfo, RunDetail, RunInfo, StepDetail, StepInfo, TaskInfo
-from recorder.store import RunStore, SqlStore, open_store
+
+_LAZY = {
+    "Durability": "recorder.attach",
+    "Recorder": "recorder.attach",
+    "register_type": "recorder.codec",
+    "RunStore": "recorder.store",
+    "SqlStore": "recorder.store",
+    "open_store": "recorder.store",
+}
 
 __all__ = [
     "AmbiguousRun",
@@ -40,3 +53,16 @@ __all__ = [
     "open_store",
     "register_type",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recorder' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -88,7 +88,7 @@ class CaptureHandler(BaseCallbackHandler):
         self._guard(self._begin, run_id, parent_run_id, metadata, "tool", name, inputs if inputs is not None else input_str)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._guard(self._end, run_id, {"output": output})
+        self._guard(self._end, run_id, {"output": _as_returned(output)})
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._guard(self._end, run_id, {"error_type": type(error).__name__, "error_message": str(error)})
@@ -123,7 +123,7 @@ class CaptureHandler(BaseCallbackHandler):
         output = getattr(first, "message", None) if first is not None else None
         if output is None and first is not None:
             output = getattr(first, "text", None)
-        fields: dict[str, Any] = {"output": output}
+        fields: dict[str, Any] = {"output": _as_returned(output)}
         usage = getattr(output, "usage_metadata", None) or {}
         if not usage:
             llm_out = getattr(response, "llm_output", None) or {}
@@ -164,6 +164,19 @@ class CaptureHandler(BaseCallbackHandler):
             return
         fields["latency_ms"] = round((time.perf_counter() - rec["perf0"]) * 1000, 3)
         self.session.end_call(str(run_id), **fields)
+
+
+def _as_returned(output: Any) -> Any:
+    """A message as the call returned it: values are encoded later, on the writer thread, and by
+    then LangGraph may have changed the message in place (``add_messages`` gives it an id, a
+    prebuilt agent sets its ``name``). A shallow copy keeps the call's own answer."""
+    copy = getattr(output, "model_copy", None)
+    if copy is not None and hasattr(output, "content"):
+        try:
+            return copy()
+        except Exception:  # noqa: BLE001 - an odd message type: record it as it is
+            return output
+    return output
 
 
 def _model_name(serialized: dict | None, kwargs: dict, metadata: dict | None) -> str:

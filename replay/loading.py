@@ -1,5 +1,9 @@
 """Load a user's compiled graph from a reference: ``package.module:attr`` or ``path/to/file.py:attr``.
 
+Used by the CLI (``--graph``, ``--override``) and the pytest plugin (a
+marker's ``graph=``): only references a person wrote are loaded, never one
+read from a recording or a fixture.
+
 Files are loaded by path with importlib under a private module name, so a file
 called ``graph.py`` never shadows or replaces an installed module. Every
 failure is a :class:`GraphLoadError` whose message names the reference and
@@ -84,9 +88,15 @@ def _import_module(name: str) -> ModuleType:
         raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
 
 
-def _resolve(ref: str) -> tuple[Any, ModuleType, str]:
+def _resolve(ref: str, base: str | os.PathLike | None = None) -> tuple[Any, ModuleType, str]:
     target, attr = split_ref(ref)
-    module = load_module_from_path(target) if _is_path(target) else _import_module(target)
+    if _is_path(target):
+        path = Path(target).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = Path(base) / path
+        module = load_module_from_path(path)
+    else:
+        module = _import_module(target)
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -105,9 +115,12 @@ def load_callable(ref: str) -> Any:
     return obj
 
 
-def load_graph(ref: str) -> Any:
-    """The compiled graph a reference points at; raises :class:`GraphLoadError` with a hint otherwise."""
-    obj, _module, _target = _resolve(ref)
+def load_graph(ref: str, base: str | os.PathLike | None = None) -> Any:
+    """The compiled graph a reference points at; raises :class:`GraphLoadError` with a hint otherwise.
+
+    A relative file path is taken from ``base`` (default: the current directory).
+    """
+    obj, _module, _target = _resolve(ref, base)
     if not _looks_compiled(obj):
         if hasattr(obj, "compile"):
             raise GraphLoadError(f"{ref} is an uncompiled {type(obj).__name__}: point at the result of .compile()")

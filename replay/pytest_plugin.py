@@ -224,9 +224,9 @@ def _run(spec: _Spec, mode: RecordMode, tmp: Path, written: list, check: bool, o
 
 def _graph(spec: _Spec) -> Any:
     if isinstance(spec.graph, str):
-        from replay.graph_ref import load_graph_ref
+        from replay.loading import load_graph
 
-        return load_graph_ref(spec.graph, spec.rootdir)
+        return load_graph(spec.graph, spec.rootdir)
     return spec.graph
 
 

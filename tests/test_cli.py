@@ -71,7 +71,7 @@ def test_demo_records_every_scenario_with_the_incident_last(demo, capsys):
     path, _, attr = incident["graph_ref"].rpartition(":")
     assert attr == "graph_incident" and Path(path).name == "reason_act.py" and Path(path).is_file()
     # The reference names the exact scenario's graph, so a replay loads the right one.
-    from tui.loading import load_graph
+    from replay.loading import load_graph
 
     assert load_graph(incident["graph_ref"]).get_graph() is not None
     assert "scenario:incident" in incident["tags"]
@@ -381,7 +381,7 @@ def test_importing_the_cli_is_light():
 
 def test_load_graph_by_path_and_its_errors(tmp_path):
     from tui.demo import agents_dir
-    from tui.loading import GraphLoadError, load_graph
+    from replay.loading import GraphLoadError, load_graph
 
     agent = agents_dir() / "reason_act.py"
     graph = load_graph(f"{agent}:graph")

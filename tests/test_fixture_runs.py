@@ -39,12 +39,12 @@ def test_the_incident_fixture_catches_a_different_agent(tmp_path):
     from recorder import SqlStore
     from replay import replay
     from replay.fixture import import_fixture, read_fixture
-    from replay.graph_ref import load_graph_ref
+    from replay.loading import load_graph
 
     store = SqlStore(tmp_path / "store.db")
     try:
         run_id = import_fixture(store, read_fixture(ROOT / INCIDENT)).run_id
-        happy = load_graph_ref("fixtures/agents/reason_act.py:graph_happy", ROOT)
+        happy = load_graph("fixtures/agents/reason_act.py:graph_happy", ROOT)
         result = replay(run_id, happy, store=store)
     finally:
         store.close()

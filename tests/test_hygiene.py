@@ -40,3 +40,30 @@ def test_recorder_public_surface_is_pinned():
     ]
     for name in recorder.__all__:
         assert getattr(recorder, name).__doc__, f"recorder.{name} needs a docstring"
+
+
+def test_replay_public_surface_is_pinned_and_lazy():
+    import replay
+
+    assert replay.__all__ == [
+        "Divergence",
+        "FixtureError",
+        "RecordMode",
+        "RecordedError",
+        "ReplayError",
+        "ReplayMiss",
+        "ReplayMode",
+        "ReplayResult",
+        "StepRange",
+        "export_fixture",
+        "fork",
+        "import_fixture",
+        "read_fixture",
+        "replay",
+        "write_fixture",
+    ]
+    for name in replay.__all__:
+        assert getattr(replay, name).__doc__, f"replay.{name} needs a docstring"
+    code = "import sys, replay, replay.pytest_plugin, replay.loading; print(sorted(m for m in ('langgraph', 'langchain_core', 'textual') if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr

@@ -244,9 +244,9 @@ def test_test_gen_writes_a_test_that_passes(pytester, tmp_path):
     from tui.cli import main
 
     write_agent(pytester)
-    from replay.graph_ref import load_graph_ref
+    from replay.loading import load_graph
 
-    graph = load_graph_ref(str(pytester.path / "agent.py") + ":graph")
+    graph = load_graph(str(pytester.path / "agent.py") + ":graph")
     db = tmp_path / "store.db"
     with Recorder(db) as rec:
         rec.attach(graph, name="refund case").invoke({"order_id": "A-1"})

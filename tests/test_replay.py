@@ -450,11 +450,12 @@ class StampState(TypedDict, total=False):
     meta: dict
 
 
-def stamped_graph():
-    counter = itertools.count()
+_STAMPS = itertools.count()
 
+
+def stamped_graph():
     def node(state: StampState) -> dict:
-        return {"answer": "ok", "meta": {"at": f"t{next(counter)}-{id(counter)}", "source": "db"}}
+        return {"answer": "ok", "meta": {"at": f"t{next(_STAMPS)}", "source": "db"}}  # differs on every run
 
     b = StateGraph(StampState)
     b.add_node("node", node)

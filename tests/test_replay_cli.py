@@ -59,7 +59,7 @@ def project(tmp_path: Path):
     (tmp_path / "agent.py").write_text(GRAPH_FILE.format(threshold=5))
     (tmp_path / "agent_changed.py").write_text(GRAPH_FILE.format(threshold=50))
     db = str(tmp_path / "runs.db")
-    from tui.loading import load_graph
+    from replay.loading import load_graph
 
     ref = f"{tmp_path / 'agent.py'}:graph"
     with Recorder(db) as rec:
@@ -140,7 +140,7 @@ def test_bad_input_is_one_line_and_exit_2(project, capsys, argv, message):
 FRESH = """
 import sys
 from replay import replay
-from tui.loading import load_graph
+from replay.loading import load_graph
 result = replay(sys.argv[1], load_graph(sys.argv[2]), db=sys.argv[3])
 print("CLEAN" if not result.diverged else result.report())
 """
@@ -150,7 +150,7 @@ def test_unchanged_replay_is_clean_in_20_fresh_processes(tmp_path):
     """Nothing volatile leaks into the comparison: message ids, run ids, tool-call ids, dict order, time."""
     db = str(tmp_path / "fresh.db")
     refs = [f"{AGENTS / 'react_agent.py'}:graph", f"{AGENTS / 'reason_act.py'}:graph_unknown_tool"]
-    from tui.loading import load_graph
+    from replay.loading import load_graph
 
     runs = []
     with Recorder(db) as rec:
@@ -172,7 +172,7 @@ def test_unchanged_replay_is_clean_in_20_fresh_processes(tmp_path):
 
 
 def _inputs_for(ref: str):
-    from tui.loading import load_module_from_path
+    from replay.loading import load_module_from_path
 
     path, _, attr = ref.rpartition(":")
     module = load_module_from_path(path)

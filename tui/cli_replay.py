@@ -49,7 +49,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
     """Open the store, resolve the run, load the graph and the overrides (all errors one line)."""
     from recorder import GraphtapeError, open_store
-    from tui.loading import GraphLoadError, load_callable, load_graph
+    from replay.loading import GraphLoadError, load_callable, load_graph
 
     store = open_store(args.db, create=False)
     try:

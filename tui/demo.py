@@ -15,7 +15,7 @@ from typing import Any
 import tui
 from recorder import Recorder, RunInfo
 from recorder.errors import GraphtapeError
-from tui.loading import load_module_from_path
+from replay.loading import load_module_from_path
 
 __all__ = ["DemoError", "DemoRun", "agents_dir", "demo_names", "record_demo"]
 
