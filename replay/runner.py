@@ -52,6 +52,7 @@ def replay(
     state_keys: Iterable[str] | None = None,
     require_all_used: bool = False,
     on_miss: str = "stop",
+    to_step: int | None = None,
 ) -> ReplayResult:
     """Re-run recorded run ``run_id`` on ``graph`` from ``from_step`` and compare.
 
@@ -65,11 +66,13 @@ def replay(
     those keys. ``on_miss="live"`` lets a call the recording cannot answer
     run live (it is still reported): how expectations are re-recorded. The
     replay is recorded as a new run in the same store, linked to its source.
+    ``to_step`` stops the replay after that root step (a window of the run,
+    like a fixture exported with ``--steps``): nothing after it is compared.
     """
     if on_miss not in ("stop", "live"):
         raise ReplayError(f"unknown on_miss {on_miss!r}: use 'stop' or 'live'")
     return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=mock_nodes, state_keys=state_keys).go(
-        from_step, ns=ns, update=None, as_node=None, require_all_used=require_all_used, miss_goes_live=on_miss == "live"
+        from_step, ns=ns, update=None, as_node=None, require_all_used=require_all_used, miss_goes_live=on_miss == "live", to_step=to_step
     )
 
 
@@ -119,14 +122,14 @@ class _Run:
         if unknown:
             raise ReplayError(f"cannot mock node(s) {', '.join(unknown)}: the graph has {', '.join(sorted(graph.nodes))}")
 
-    def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool = False) -> ReplayResult:
+    def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool = False, to_step: int | None = None) -> ReplayResult:
         try:
-            return self._go(step, ns=ns, update=update, as_node=as_node, require_all_used=require_all_used, miss_goes_live=miss_goes_live)
+            return self._go(step, ns=ns, update=update, as_node=as_node, require_all_used=require_all_used, miss_goes_live=miss_goes_live, to_step=to_step)
         finally:
             if self.own_store:
                 self.store.close()
 
-    def _go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool) -> ReplayResult:
+    def _go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool, to_step: int | None = None) -> ReplayResult:
         steps = self.store.list_steps(self.run.id, ns)
         if not steps:
             raise ReplayError(f"run {self.run.id} has no steps" + (f" in namespace {ns!r}" if ns else ""))
@@ -142,6 +145,9 @@ class _Run:
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
         config = self._config(thread_id, restored)
+        if to_step is not None and (ns or to_step <= restored.root_step):
+            raise ReplayError(f"to_step must be a root step after {restored.root_step}" + (" (not with a subgraph namespace)" if ns else ""))
+        self._to_step = to_step
         edit = None
         offset = 0  # a fork's edit is one more step in the namespace it edits
         seed = (restored.checkpoint, restored.metadata, restored.parent_id) if not ns else None
@@ -200,8 +206,11 @@ class _Run:
             found.extend(self._compare(run_id, restored, ns, step, offset, entered))
             replayed = self.store.get_run(run_id)
             status = replayed.status
-            if not answerer.misses:
+            if not answerer.misses and to_step is None:
                 found.extend(_end_divergences(self.run, replayed))
+            if to_step is not None:
+                found = [d for d in found if d.step is None or d.step <= to_step or d.ns]
+                status = "ok" if error is None else status
             try:
                 final_state = self.store.run_detail(run_id).output
             except GraphtapeError:
@@ -209,7 +218,7 @@ class _Run:
         unused = [
             {"call_id": r.call.call_id, "kind": r.call.kind, "name": r.call.name, "step": r.call.step, "node": r.call.node}
             for r in book.unused()
-            if self.mode.answers(r.call.kind) and r.call.name not in self.overrides
+            if self.mode.answers(r.call.kind) and r.call.name not in self.overrides and (to_step is None or (r.call.step is not None and r.call.step <= to_step))
         ]
         if require_all_used:
             # Calls after the point where a miss stopped the replay were never reached, not skipped.
@@ -311,10 +320,8 @@ class _Run:
         payload: Any = None
         for _ in range(1000):
             try:
-                if _is_async_only(self.graph):
-                    _run_coroutine(lambda: app.ainvoke(payload, config))
-                else:
-                    app.invoke(payload, config)
+                if self._run_once(app, payload, config):
+                    return None  # the window ends here, as asked
             except ReplayMiss as exc:
                 return exc
             except Exception as exc:  # noqa: BLE001 - the graph's own failure is part of the comparison
@@ -332,6 +339,38 @@ class _Run:
                 config = {**config, "recursion_limit": self._resume_limit}  # a resume counts from itself, as recorded
             resumes[step] = values[len(pending):] if len(values) > len(pending) else []
         return None
+
+    def _run_once(self, app: Any, payload: Any, config: dict) -> bool:
+        """One invocation; True when it was stopped at ``to_step`` (the end of the window)."""
+        to_step = self._to_step
+        is_async = _is_async_only(self.graph)
+        if to_step is None:
+            if is_async:
+                _run_coroutine(lambda: app.ainvoke(payload, config))
+            else:
+                app.invoke(payload, config)
+            return False
+
+        def reached(chunk: Any) -> bool:
+            return isinstance(chunk, dict) and (chunk.get("metadata") or {}).get("step", -1) >= to_step
+
+        if is_async:
+
+            async def window() -> bool:
+                async for chunk in app.astream(payload, config, stream_mode="checkpoints"):
+                    if reached(chunk):
+                        return True
+                return False
+
+            return bool(_run_coroutine(window))
+        stream = app.stream(payload, config, stream_mode="checkpoints")
+        try:
+            for chunk in stream:
+                if reached(chunk):
+                    return True
+            return False
+        finally:
+            stream.close()
 
     def _recorded_resumes(self) -> dict[int, list[tuple[str | None, Any]]]:
         out: dict[int, list[tuple[str | None, Any]]] = {}

@@ -514,3 +514,18 @@ def test_a_node_that_streams_its_model_is_answered_from_the_recording(db):
     assert not result.diverged, result.report()
     assert result.served["model"] == 1
     assert result.final_state["messages"][-1]["content"] == "a streamed answer, in many chunks"
+
+
+def test_to_step_replays_a_window_and_compares_only_inside_it(db):
+    run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
+    window = replay(run_id, G.chat_graph(), to_step=2, db=db)
+    assert not window.diverged, window.report()
+    assert window.status == "ok"
+    assert window.served == {"tool": 2, "model": 1}  # the final model turn (step 3) is outside
+    store = open_store(db)
+    try:
+        assert max(s.step for s in store.list_steps(window.run_id)) == 2
+    finally:
+        store.close()
+    changed = replay(run_id, G.chat_graph(G.chat_script(final="other")), mode="tools", to_step=2, db=db)
+    assert not changed.diverged, changed.report()  # the changed answer comes after the window
