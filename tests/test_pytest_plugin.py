@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import json
 
+import langchain_core.language_models  # noqa: F401
+import langgraph.graph  # noqa: F401
 import pytest
 
+import recorder.attach  # noqa: F401 - with the two above: loaded before pytester snapshots
+import replay.runner  # noqa: F401 - sys.modules, so inline sessions share their classes
 from replay.record_mode import RecordMode, in_ci
 
 pytest_plugins = ["pytester"]
