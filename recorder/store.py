@@ -1043,9 +1043,9 @@ class SqlStore:
                     tree = unpack(b"z" + data if r.zipped else b"j" + data)
                     trees[r.hash] = tree
                     fresh.append(r.hash)
-                    refs = collect_refs(tree) if type(tree) is not str else None
-                    if refs:
-                        nesting[r.hash] = refs
+                    # Few blobs hold references: look for one in C before walking the tree in Python.
+                    if type(tree) is not str and b'"$b"' in orjson.dumps(tree):
+                        nesting[r.hash] = collect_refs(tree)
             todo = list({ref for h in missing for ref in nesting.get(h, ()) if ref not in trees})
 
         resolved: dict[str, Any] = {}

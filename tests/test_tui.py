@@ -317,3 +317,16 @@ def test_long_runs_of_appends_fold_to_their_ends():
     ]
     assert folded[2].new == 96
     assert fold_appends(entries[:5]) == entries[:5]  # short runs stay whole
+
+
+async def test_transcript_shows_the_selected_step_when_its_tab_opens(demo_db):
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        await pilot.press("left", "left")  # stepped while the Messages tab is hidden
+        await settle(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+        head = screen.query_one("#transcript-body").content.renderables[0]
+        assert str(head).startswith(f"messages: {len(screen.payload.state['messages'])} messages")

@@ -11,7 +11,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -69,6 +69,7 @@ class DiffView(ScrollView, can_focus=True):
         self.total = 0
         self._path_width = 0
         self._lines: LRUCache[tuple, Strip] = LRUCache(256)
+        self._paint: tuple[Style, int] = (Style(), 0)
 
     def show(self, title: str, entries: list[DiffEntry]) -> None:
         """Show ``entries`` (all of them; long runs of appends folded) under ``title``."""
@@ -86,10 +87,14 @@ class DiffView(ScrollView, can_focus=True):
     def on_resize(self) -> None:
         self._lines.clear()
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # Work out once per paint what every line needs (rich_style walks the DOM).
+        self._paint = (self.rich_style, self.scrollable_content_region.width)
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
+        base, width = self._paint
         index = int(self.scroll_offset.y) + y
-        base = self.rich_style
         key = (index, width, base)
         strip = self._lines.get(key)
         if strip is None:

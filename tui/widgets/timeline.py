@@ -122,6 +122,7 @@ class Timeline(ScrollView, can_focus=True):
         self._step_width = COLUMNS[0][1]
         # Rows already drawn, keyed by everything that changes how they look.
         self._lines: LRUCache[tuple, Strip] = LRUCache(256)
+        self._paint: tuple[Style, int, int] = (Style(), ROUTE_MIN, 0)
 
     def show_steps(self, steps: list[StepInfo], calls: dict[int, dict[str, int]]) -> None:
         """Replace the rows (the screen hands over steps and per-step call counts)."""
@@ -161,7 +162,9 @@ class Timeline(ScrollView, can_focus=True):
         return max(0, min(value, len(self.steps) - 1)) if self.steps else -1
 
     def watch_cursor(self, old: int, new: int) -> None:
-        self.refresh()
+        for row in (old, new):
+            if row >= 0:
+                self.refresh_line(row + 1)  # only the two rows that change look (scrolling repaints the rest)
         self.reveal_cursor()  # even when it stays put: the layout may have moved since
         if new != old and new >= 0:
             self.post_message(self.StepChosen(new))
@@ -188,11 +191,14 @@ class Timeline(ScrollView, can_focus=True):
         self.refresh()
 
     # -- drawing ----------------------------------------------------------------
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # Work out once per paint what every line needs (rich_style walks the DOM).
+        self._paint = (self.rich_style, self._route_width(), self.scrollable_content_region.width)
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        width = self.scrollable_content_region.width
-        route = self._route_width()
-        base = self.rich_style
+        base, route, width = self._paint
         if y == 0:
             index = None
             style_name = "timeline--header"

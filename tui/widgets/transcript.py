@@ -31,12 +31,34 @@ def render_message(m: dict) -> Panel:
 
 
 class Transcript(VerticalScroll):
-    """Shows the last messages of a transcript (older ones are summarised)."""
+    """Shows the last messages of a transcript (older ones are summarised).
+
+    Drawn only while on screen: stepping with the tab hidden just keeps the
+    latest messages, so each step does not lay out 200 panels nobody sees.
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._pending: tuple[str | None, list[dict]] | None = None
 
     def compose(self):
         yield Static(id="transcript-body")
 
     def show_messages(self, key: str | None, messages: list[dict]) -> None:
+        """Show ``messages`` of state key ``key`` (``None``: the state has no transcript)."""
+        self._pending = (key, messages)
+        if self.is_on_screen:
+            self._draw()
+
+    def on_show(self) -> None:
+        if self._pending is not None:
+            self._draw()
+
+    def _draw(self) -> None:
+        if self._pending is None:
+            return
+        key, messages = self._pending
+        self._pending = None
         body = self.query_one("#transcript-body", Static)
         if not key:
             body.update(Text("This step's state holds no messages list.", style="dim"))
