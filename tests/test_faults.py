@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import operator
 import random
-import os
 import stat
 import subprocess
 import sys
