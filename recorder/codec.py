@@ -351,12 +351,19 @@ def collect_refs(tree: Any, out: set[str] | None = None) -> set[str]:
             else:
                 stack.extend(x.values())
         elif type(x) is list:
-            stack.extend(x)
+            # Lists of references (a message history) are the bulk: take them in one pass.
+            refs = [r for i in x if type(i) is dict and len(i) == 1 and type(r := i.get(BLOB_REF)) is str]
+            out.update(refs)
+            if len(refs) < len(x):
+                stack.extend(i for i in x if not (type(i) is dict and len(i) == 1 and type(i.get(BLOB_REF)) is str))
     return out
 
 
+_MISSING = object()
+
+
 class DecodedBlobs:
-    """Plain-decoded blobs by hash: a bounded, thread-safe LRU.
+    """Plain-decoded blobs by hash: bounded (oldest out first) and thread-safe.
 
     Blobs are content-addressed and never change, so a hash always decodes to
     the same plain value. Neighbouring states share almost every message;
@@ -374,18 +381,17 @@ class DecodedBlobs:
         return len(self._values)
 
     def lookup(self, hashes: Iterable[str]) -> dict[str, Any]:
-        """The values held for ``hashes`` (those not held are left out)."""
-        out = {}
-        with self._lock:
-            values = self._values
-            for h in hashes:
-                if h in values:
-                    out[h] = values[h]
-                    values.move_to_end(h)
-        return out
+        """The values held for ``hashes`` (those not held are left out).
+
+        Reads take no lock and leave the order alone (a state's 11,000 hits
+        would cost more to reorder than to find): the oldest kept is dropped
+        first, and a value still in use is simply decoded again.
+        """
+        get = self._values.get
+        return {h: v for h in hashes if (v := get(h, _MISSING)) is not _MISSING}
 
     def keep(self, items: Mapping[str, Any]) -> None:
-        """Hold these decoded values, dropping the least recently used past ``size``."""
+        """Hold these decoded values, dropping the oldest past ``size``."""
         with self._lock:
             self._values.update(items)
             while len(self._values) > self.size:
@@ -424,7 +430,15 @@ class Decoder:
             raise DecodeError("recorded value is nested too deeply")
         t = type(x)
         if t is list:
-            return [self._dec(i, depth + 1) for i in x]
+            d = depth + 1
+            get = self.decoded.get if self.decoded is not None else None
+            if get is None:
+                return [self._dec(i, d) for i in x]
+            # A message history: mostly references decoded before, taken without a call each.
+            return [
+                hit if type(i) is dict and len(i) == 1 and type(r := i.get(BLOB_REF)) is str and (hit := get(r, _MISSING)) is not _MISSING else self._dec(i, d)
+                for i in x
+            ]
         if t is not dict:
             return x
         if BLOB_REF in x and len(x) == 1:

@@ -357,12 +357,12 @@ def test_plain_decoding_reuses_blobs_already_decoded() -> None:
         Decoder(sink.blobs, typed=True, decoded=decoded)
 
 
-def test_decoded_blobs_keep_the_most_recently_used() -> None:
+def test_decoded_blobs_are_bounded_oldest_out_first() -> None:
     memo = DecodedBlobs(size=2)
     memo.keep({"a": 1, "b": 2})
-    assert memo.lookup(["a", "x"]) == {"a": 1}  # "a" is now the most recent
+    assert memo.lookup(["a", "x"]) == {"a": 1}
     memo.keep({"c": 3})
-    assert len(memo) == 2 and memo.lookup(["a", "b", "c"]) == {"a": 1, "c": 3}
+    assert len(memo) == 2 and memo.lookup(["a", "b", "c"]) == {"b": 2, "c": 3}
 
 
 def test_store_resolves_blobs_inside_blobs(store_url: str) -> None:
