@@ -8,6 +8,8 @@ addressed, so a message that sits in every step's state is stored once.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import os
 import socket
 import threading
@@ -225,6 +227,36 @@ def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
 # ---------------------------------------------------------------------------
 # SQLAlchemy implementation
 # ---------------------------------------------------------------------------
+
+
+_DAMAGE = (TypeError, ValueError, AttributeError, KeyError, IndexError)
+
+
+def _damage_is_a_store_error(method: Any) -> Any:
+    """Reads trust nothing they load: a damaged or hand-edited store (SQLite keeps any type in
+    any column; a payload can be JSON of another shape) fails as one ``StoreError`` line."""
+    def explain(self: Any, exc: BaseException) -> StoreError:
+        return StoreError(f"{self._safe_url()} holds damaged data ({method.__name__}: {type(exc).__name__}: {_one_line(exc)})")
+
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from method(self, *args, **kwargs)
+            except _DAMAGE as exc:
+                raise explain(self, exc) from None
+
+        return generator
+
+    @functools.wraps(method)
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except _DAMAGE as exc:
+            raise explain(self, exc) from None
+
+    return read
 
 
 class SqlStore:
@@ -496,6 +528,7 @@ class SqlStore:
             return 0  # read-only database: still readable, just not marked
         return len(ended)
 
+    @_damage_is_a_store_error
     def list_runs(
         self,
         *,
@@ -520,6 +553,7 @@ class SqlStore:
             q = q.offset(offset)
         return [self._run_info(r) for r in self._read(q)]
 
+    @_damage_is_a_store_error
     def count_runs(self, **filters: Any) -> int:
         """How many runs match ``filters`` (the keyword filters of ``list_runs``; none counts all)."""
         q = sa.select(sa.func.count()).select_from(S.runs).where(*self._run_filters(**filters))
@@ -601,6 +635,7 @@ class SqlStore:
             )
         return where
 
+    @_damage_is_a_store_error
     def resolve_run(self, ref: str) -> str:
         """A full run id from an id, a unique prefix, ``last`` or ``last~N``.
 
@@ -641,6 +676,7 @@ class SqlStore:
             raise AmbiguousRun(f"{ref!r} matches several runs ({shown}): give more characters")
         return rows[0].id
 
+    @_damage_is_a_store_error
     def get_run(self, ref: str) -> RunInfo:
         run_id = self.resolve_run(ref)
         self.mark_dead_runs()
@@ -649,6 +685,7 @@ class SqlStore:
             raise RunNotFound(f"no run {run_id}")
         return self._run_info(rows[0])
 
+    @_damage_is_a_store_error
     def run_detail(self, ref: str) -> RunDetail:
         run = self.get_run(ref)
         r = self._read(sa.select(S.runs).where(S.runs.c.id == run.id))[0]
@@ -670,6 +707,7 @@ class SqlStore:
             fault_log=_uj(r.fault_log, []),
         )
 
+    @_damage_is_a_store_error
     def latest_run_for_thread(self, thread_id: str, graph_name: str) -> RunInfo | None:
         rows = self._read(
             sa.select(*self._RUN_COLS)
@@ -698,11 +736,13 @@ class SqlStore:
             flags=r.flags or 0,
         )
 
+    @_damage_is_a_store_error
     def namespaces(self, run_id: str) -> list[str]:
         """Namespaces with steps in this run: "" is the root graph."""
         rows = self._read(sa.select(S.steps.c.ns, sa.func.min(S.steps.c.id)).where(S.steps.c.run_id == run_id).group_by(S.steps.c.ns).order_by(sa.func.min(S.steps.c.id)))
         return [r[0] for r in rows]
 
+    @_damage_is_a_store_error
     def list_steps(self, run_id: str, ns: str = "") -> list[StepInfo]:
         """Supersteps of a namespace in order, one entry per step (cheap: no payloads).
 
@@ -728,6 +768,7 @@ class SqlStore:
             merged[info.step] = info
         return sorted(merged.values(), key=lambda s: s.seq)
 
+    @_damage_is_a_store_error
     def steps_writing(self, run_id: str, key: str, ns: str = "") -> list[int]:
         """Step numbers whose tasks wrote to state key ``key`` (for the reverse watch)."""
         like = "%," + _escape_like(key) + ",%"
@@ -743,6 +784,7 @@ class SqlStore:
         rows = self._read(sa.select(sa.func.max(S.steps.c.seq)).where(S.steps.c.run_id == run_id))
         return int(rows[0][0] or 0)
 
+    @_damage_is_a_store_error
     def checkpoint_steps(self, run_id: str) -> dict[str, int]:
         """Checkpoint id -> step number for a run (to continue it on resume)."""
         rows = self._read(sa.select(S.steps.c.checkpoint_id, S.steps.c.step).where(S.steps.c.run_id == run_id, S.steps.c.checkpoint_id.is_not(None)))
@@ -762,6 +804,7 @@ class SqlStore:
             raise StepNotFound(f"run {run_id} has no step {step}{where}")
         return rows[0]
 
+    @_damage_is_a_store_error
     def step_detail(self, run_id: str, step: int, ns: str = "") -> StepDetail:
         """Tasks, routes, events and next nodes of one superstep.
 
@@ -832,6 +875,7 @@ class SqlStore:
         ]
         return StepDetail(step=info, tasks=list(tasks_by_id.values()), routes=routes, events=events, next=nxt)
 
+    @_damage_is_a_store_error
     def step_details(self, run_id: str, ns: str = "", *, after: int | None = None, typed: bool = False, writes: bool = True) -> list[StepDetail]:
         """Every step of a namespace in order, in one read (replay compares whole runs).
 
@@ -855,6 +899,7 @@ class SqlStore:
             out.append(self._detail(info, by_step.get(info.step, []), list(nxt), typed, writes))
         return out
 
+    @_damage_is_a_store_error
     def frames(self, run_id: str, ns: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
         """``(step, encoded state)`` after each completed step, in order, in one pass.
 
@@ -922,6 +967,7 @@ class SqlStore:
                 state.apply(frame, bool(r.is_key))
         return target, state
 
+    @_damage_is_a_store_error
     def state_reads(self, run_id: str, step: int, ns: str = "") -> int:
         """How many stored frames ``state_at`` reads for this step: one keyframe plus its deltas.
 
@@ -931,12 +977,14 @@ class SqlStore:
         _, source = self._state_row(run_id, step, ns)
         return 0 if source is None else len(self._frame_rows(run_id, source, ns))
 
+    @_damage_is_a_store_error
     def state_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = False, internal: bool = False) -> dict[str, Any]:
         """The full graph state after ``step`` (random access: one keyframe plus deltas)."""
         _, fs = self._frame_state(run_id, step, ns)
         values = fs.values if internal else {k: v for k, v in fs.values.items() if not _internal_channel(k)}
         return self.decode(values, typed=typed)
 
+    @_damage_is_a_store_error
     def checkpoint_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = True) -> Checkpoint:
         """The recorded checkpoint in LangGraph's shape, so a graph can resume from it."""
         row, fs = self._frame_state(run_id, step, ns)
@@ -954,6 +1002,7 @@ class SqlStore:
         )
 
     # -- calls ---------------------------------------------------------------
+    @_damage_is_a_store_error
     def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None) -> list[CallInfo]:
         """Tool and model calls of a run, optionally of one step / namespace."""
         q = sa.select(S.calls).where(S.calls.c.run_id == run_id)
@@ -994,6 +1043,7 @@ class SqlStore:
             for r, (i, o) in zip(rows, trees)
         ]
 
+    @_damage_is_a_store_error
     def call_counts(self, run_id: str, ns: str = "") -> dict[int, dict[str, int]]:
         """Per step: how many tool and model calls were made, and how many failed ("failed")."""
         failed = sa.func.sum(sa.case((S.calls.c.error_type.is_not(None), 1), else_=0))
@@ -1397,10 +1447,17 @@ def expand_payload(payload: dict, created_at: float) -> dict:
     ("ti") and a task's start as milliseconds before the checkpoint ("dt"),
     which keeps repeated 36-character ids and full timestamps out of every row.
     """
+    if not isinstance(payload, dict) or not all(isinstance(payload.get(k, []), list) for k in ("t", "r", "e")):
+        raise StoreError("damaged step payload: not a step's tasks, routes and events")
+    if not all(isinstance(item, dict) for k in ("t", "r", "e") for item in payload.get(k, [])):
+        raise StoreError("damaged step payload: a task, route or event is not a record")
     tasks = payload.get("t", [])
     for t in tasks:
         if "dt" in t:
-            t["t0"] = created_at - t.pop("dt") / 1000
+            dt = t.pop("dt")
+            if not isinstance(dt, (int, float)) or not isinstance(created_at, (int, float)):
+                raise StoreError("damaged step payload: a task's start time is not a number")
+            t["t0"] = created_at - dt / 1000
     ids = [t.get("id") for t in tasks]
     for item in (*payload.get("r", []), *payload.get("e", [])):
         if "ti" in item:

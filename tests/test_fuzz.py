@@ -200,7 +200,7 @@ payloads = st.one_of(
 )
 
 
-@pytest.mark.xfail(strict=True, reason="bug: store.expand_payload assumes a well-formed payload (AttributeError/TypeError on garbage, not StoreError)")
+
 def test_expand_payload_refuses_a_payload_that_is_not_a_step() -> None:
     for garbage in ([1, 2], {"t": 5}, {"t": [3]}, {"t": [{"dt": "x"}]}, {"r": [None]}):
         with pytest.raises(GraphtapeError):
@@ -342,11 +342,6 @@ def test_store_with_garbage_rows_reads_or_raises_store_errors(pristine: Path, tm
     read_garbage(garbled_copy(pristine, tmp_path, changes, row), changes)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: SqlStore reads trust each column's type and each payload's shape; SQLite stores any type in any "
-    "column, and a wrong type or a payload that is JSON but not a step escapes as TypeError/AttributeError, not StoreError",
-)
 @pytest.mark.parametrize(
     "change",
     [
