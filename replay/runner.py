@@ -53,6 +53,7 @@ def replay(
     require_all_used: bool = False,
     on_miss: str = "stop",
     to_step: int | None = None,
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> ReplayResult:
     """Re-run recorded run ``run_id`` on ``graph`` from ``from_step`` and compare.
 
@@ -68,10 +69,11 @@ def replay(
     replay is recorded as a new run in the same store, linked to its source.
     ``to_step`` stops the replay after that root step (a window of the run,
     like a fixture exported with ``--steps``): nothing after it is compared.
+    ``progress(phase, done, total)`` is told how far the replay has come.
     """
     if on_miss not in ("stop", "live"):
         raise ReplayError(f"unknown on_miss {on_miss!r}: use 'stop' or 'live'")
-    return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=mock_nodes, state_keys=state_keys).go(
+    return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=mock_nodes, state_keys=state_keys, progress=progress).go(
         from_step, ns=ns, update=None, as_node=None, require_all_used=require_all_used, miss_goes_live=on_miss == "live", to_step=to_step
     )
 
@@ -103,7 +105,8 @@ def fork(
 
 
 class _Run:
-    def __init__(self, run_id: str, graph: Any, *, db: Any, store: RunStore | None, mode: Any, ignore: Iterable[str], overrides: Any, mock_nodes: Iterable[str], state_keys: Iterable[str] | None = None) -> None:
+    def __init__(self, run_id: str, graph: Any, *, db: Any, store: RunStore | None, mode: Any, ignore: Iterable[str], overrides: Any, mock_nodes: Iterable[str], state_keys: Iterable[str] | None = None, progress: Callable[[str, int, int | None], None] | None = None) -> None:
+        self.progress = progress
         if not hasattr(graph, "stream") or not hasattr(graph, "copy") or not hasattr(graph, "nodes"):
             raise ReplayError(f"replay needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
         self.own_store = store is None
@@ -148,6 +151,7 @@ class _Run:
         if to_step is not None and (ns or to_step <= restored.root_step):
             raise ReplayError(f"to_step must be a root step after {restored.root_step}" + (" (not with a subgraph namespace)" if ns else ""))
         self._to_step = to_step
+        self._span = (restored.root_step, max((s.step for s in self.store.list_steps(self.run.id)), default=restored.root_step))
         edit = None
         offset = 0  # a fork's edit is one more step in the namespace it edits
         seed = (restored.checkpoint, restored.metadata, restored.parent_id) if not ns else None
@@ -344,15 +348,20 @@ class _Run:
         """One invocation; True when it was stopped at ``to_step`` (the end of the window)."""
         to_step = self._to_step
         is_async = _is_async_only(self.graph)
-        if to_step is None:
+        if to_step is None and self.progress is None:
             if is_async:
                 _run_coroutine(lambda: app.ainvoke(payload, config))
             else:
                 app.invoke(payload, config)
             return False
+        first, last = self._span
+        total = (to_step if to_step is not None else last) - first
 
         def reached(chunk: Any) -> bool:
-            return isinstance(chunk, dict) and (chunk.get("metadata") or {}).get("step", -1) >= to_step
+            step = (chunk.get("metadata") or {}).get("step", -1) if isinstance(chunk, dict) else -1
+            if self.progress is not None and step > first and (chunk.get("config") or {}).get("configurable", {}).get("checkpoint_ns", "") == "":
+                self.progress("replaying supersteps", min(step - first, total), total)
+            return to_step is not None and step >= to_step
 
         if is_async:
 
@@ -383,6 +392,8 @@ class _Run:
         return out
 
     def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, entered: dict[str, int]) -> list[Divergence]:
+        if self.progress is not None:
+            self.progress("comparing with the recording", 0, None)
         cmp = RunComparison(self.store, self.normalize, self.mode, order=entered, arg_normalize=self.arg_normalize)
         # Calls answered from the recording match it by construction; only live ones are compared after the fact.
         live_kinds = [k for k in ("tool", "model") if not self.mode.answers(k)]

@@ -529,3 +529,13 @@ def test_to_step_replays_a_window_and_compares_only_inside_it(db):
         store.close()
     changed = replay(run_id, G.chat_graph(G.chat_script(final="other")), mode="tools", to_step=2, db=db)
     assert not changed.diverged, changed.report()  # the changed answer comes after the window
+
+
+def test_progress_is_reported_per_superstep(db):
+    run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
+    seen: list[tuple[str, int, int | None]] = []
+    result = replay(run_id, G.chat_graph(), db=db, progress=lambda phase, done, total: seen.append((phase, done, total)))
+    assert not result.diverged
+    steps = [done for phase, done, _ in seen if phase == "replaying supersteps"]
+    assert steps == sorted(steps) and steps[-1] == seen[0][2] == 4  # steps 0..3 after the input step
+    assert seen[-1][0] == "comparing with the recording"

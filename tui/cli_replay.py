@@ -86,10 +86,15 @@ def _print(result: Any, as_json: bool) -> None:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay and report; exit 1 when the replay diverges."""
     from replay import replay
+    from tui.cli_admin import progress_bar
 
     store, run_id, graph, overrides = _setup(args)
     try:
-        result = replay(run_id, graph, args.from_step, args.mode, ns=args.ns, store=store, overrides=overrides, mock_nodes=args.mock_node, ignore=args.ignore, require_all_used=args.require_all_used)
+        with progress_bar(not args.json) as progress:
+            result = replay(
+                run_id, graph, args.from_step, args.mode, ns=args.ns, store=store, overrides=overrides,
+                mock_nodes=args.mock_node, ignore=args.ignore, require_all_used=args.require_all_used, progress=progress,
+            )
     finally:
         store.close()
     _print(result, args.json)
