@@ -35,6 +35,10 @@ BLOB_REF = "$b"
 TYPE_KEY = "__type__"
 LONG_STRING = 1024
 MAX_DEPTH = 200
+# How many values one decode may produce. Blobs referencing blobs multiply: 60 blobs
+# each referencing the next twice are a few kilobytes and 2**60 values. Real states
+# stay far below (11,000 messages are a few hundred thousand values).
+MAX_VALUES = 5_000_000
 
 _registry: dict[str, type] = {}
 _STR_ONLY = frozenset({str})
@@ -359,6 +363,21 @@ def collect_refs(tree: Any, out: set[str] | None = None) -> set[str]:
     return out
 
 
+def count_values(tree: Any) -> int:
+    """How many values an encoded tree holds (items of every list and dict), blob references counted as one."""
+    n = 0
+    stack = [tree]
+    while stack:
+        x = stack.pop()
+        if type(x) is list:
+            n += len(x)
+            stack.extend(x)
+        elif type(x) is dict:
+            n += len(x)
+            stack.extend(x.values())
+    return n
+
+
 _MISSING = object()
 
 
@@ -413,23 +432,103 @@ class Decoder:
     ``decoded`` (plain only) maps blob hashes to values already decoded: they
     are used as they are, and each blob decoded here is added to it, so one
     blob referenced many times is decoded once (see :class:`DecodedBlobs`).
+
+    One decode produces at most ``max_values`` values (a blob taken from
+    ``decoded`` counts as one): references that multiply past it raise
+    ``DecodeError`` instead of running without end. A decoder decodes one
+    tree at a time.
     """
 
-    def __init__(self, blobs: Mapping[str, Any], typed: bool = False, decoded: MutableMapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        blobs: Mapping[str, Any],
+        typed: bool = False,
+        decoded: MutableMapping[str, Any] | None = None,
+        max_values: int = MAX_VALUES,
+    ) -> None:
         if typed and decoded is not None:
             raise ValueError("decoded blobs are plain values: they cannot stand in for typed ones")
         self.blobs = blobs
         self.typed = typed
         self.decoded = decoded
+        self.max_values = max_values
+        self._left = max_values
+        self._inside = 0  # > 0 while a blob is being expanded
+        self._weights: dict[str, int] = {}
 
     def decode(self, tree: Any) -> Any:
+        self._left = self.max_values
+        self._inside = 0
+        self._weights: dict[str, int] = {}
         return self._dec(tree, 0)
+
+    def _nested_blob(self, ref: str, depth: int) -> Any:
+        # Only references inside blobs can multiply (a blob expanded in every copy of the
+        # blob that holds it): weigh the expansion first, so a bomb is refused before it is built.
+        weight = self._weigh(ref, depth)
+        self._spend(weight)
+        after = self._left
+        self._inside += 1
+        value = self._dec(self.blobs[ref], depth + 1)
+        self._inside -= 1
+        # Charge what it really cost if the weighing fell short (it stops at the depth bound).
+        self._left = min(after, self._left + weight)
+        return value
+
+    def _weigh(self, ref: str, depth: int) -> int:
+        """How many values blob ``ref`` expands to, as :meth:`_dec` counts them (memoized per decode)."""
+        weights = self._weights
+        hit = weights.get(ref)
+        if hit is not None:
+            return hit
+        weights[ref] = 0  # a cycle: decoding it stops at the depth bound
+        total = 0
+        stack = [(self.blobs[ref], depth + 1)]
+        while stack and total <= self._left:
+            x, d = stack.pop()
+            if d > MAX_DEPTH:
+                continue
+            t = type(x)
+            if t is list:
+                total += len(x)
+                stack.extend((i, d + 1) for i in x)
+            elif t is dict:
+                total += len(x)
+                r = x.get(BLOB_REF)
+                if len(x) == 1 and type(r) is str:
+                    if r in self.blobs and not (self.decoded is not None and r in self.decoded):
+                        total += self._weigh(r, d)
+                elif (v := x.get("v")) is not None and ENVELOPE in x and type(v) is list:
+                    total += len(v)
+                    pairs = x[ENVELOPE] == "dict"
+                    for i in v:
+                        if pairs and type(i) is list:
+                            stack.extend((j, d + 1) for j in i)
+                        else:
+                            stack.append((i, d + 1))
+                    stack.extend((val, d + 1) for k, val in x.items() if k != "v")
+                else:
+                    stack.extend((val, d + 1) for val in x.values())
+        weights[ref] = total
+        return total
+
+    def _spend(self, n: int) -> None:
+        # Every container pays for its items: the count is the number of values built.
+        self._left -= n
+        if self._left < 0:
+            raise DecodeError(
+                f"recorded value expands to more than {self.max_values:,} values "
+                "(blob references that multiply, from a damaged or hostile recording): refused"
+            )
 
     def _dec(self, x: Any, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise DecodeError("recorded value is nested too deeply")
         t = type(x)
         if t is list:
+            self._left -= len(x)
+            if self._left < 0:
+                self._spend(0)
             d = depth + 1
             get = self.decoded.get if self.decoded is not None else None
             if get is None:
@@ -441,6 +540,9 @@ class Decoder:
             ]
         if t is not dict:
             return x
+        self._left -= len(x)
+        if self._left < 0:
+            self._spend(0)
         if BLOB_REF in x and len(x) == 1:
             ref = x[BLOB_REF]
             if type(ref) is not str:
@@ -450,7 +552,12 @@ class Decoder:
                 return decoded[ref]
             if ref not in self.blobs:
                 return {TYPE_KEY: "missing-blob", "ref": ref}
-            value = self._dec(self.blobs[ref], depth + 1)
+            if self._inside:
+                value = self._nested_blob(ref, depth)
+            else:
+                self._inside = 1
+                value = self._dec(self.blobs[ref], depth + 1)
+                self._inside = 0
             if decoded is not None:
                 decoded[ref] = value
             return value
@@ -467,6 +574,8 @@ class Decoder:
     def _dec_envelope(self, kind: str, x: dict, depth: int) -> Any:
         d = depth + 1
         v = x.get("v")
+        if type(v) is list:
+            self._spend(len(v))
         if kind == "tuple":
             items = [self._dec(i, d) for i in v]
             return tuple(items) if self.typed else items

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from recorder import schema as S
-from recorder.codec import DecodeError, Decoder, collect_refs
+from recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, DecodedBlobs, DecodeError, Decoder, collect_refs, count_values
 from recorder.errors import AmbiguousRun, RunNotFound, SchemaVersionError, StepNotFound, StoreError
 from recorder.frames import FrameState
 from recorder.records import (
@@ -265,7 +265,9 @@ class SqlStore:
     def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True) -> None:
         self.url = resolve_url(db)
         self._blob_cache: OrderedDict[str, Any] = OrderedDict()
+        self._blob_weights: dict[str, int] = {}  # values a cached blob with nested blobs expands to
         self._blob_lock = threading.Lock()
+        self._decoded_blobs = DecodedBlobs()
         self._known_blobs: set[str] = set()
         self.engine = self._connect(create)
         self._wlock = threading.Lock()
@@ -1067,16 +1069,20 @@ class SqlStore:
         A blob can reference other blobs (a message whose content is a long
         string): those references are resolved inside the trees returned, so
         decoding a blob never needs another. Hashes not in the store are left
-        out, and references to them stay as they are.
+        out, and references to them stay as they are. Damaged nesting (a loop,
+        deeper than the depth bound, or expanding to more than ``MAX_VALUES``
+        values) raises ``StoreError``.
         """
-        from recorder.codec import BLOB_REF, MAX_DEPTH
-
         wanted = list(dict.fromkeys(hashes))
         trees: dict[str, Any] = {}
         fresh: list[str] = []  # read from the database by this call
         nesting: dict[str, set[str]] = {}  # fresh blob -> the blobs it references
         todo = wanted
+        rounds = 0  # one per level of blobs inside blobs
         while todo:
+            rounds += 1
+            if rounds > MAX_DEPTH:
+                raise StoreError(f"{self._safe_url()} holds damaged data (blobs reference blobs more than {MAX_DEPTH} levels deep)")
             missing = []
             with self._blob_lock:
                 for h in todo:
@@ -1098,34 +1104,61 @@ class SqlStore:
                         nesting[r.hash] = collect_refs(tree)
             todo = list({ref for h in missing for ref in nesting.get(h, ()) if ref not in trees})
 
+        # A hand-edited store could loop, chain or multiply references without end. Loops
+        # are refused; depth is counted across blobs; resolved blobs are shared, so each
+        # costs one walk; and the values each expands to are counted, so that a few blobs
+        # that each reference the next twice are refused rather than handed on.
         resolved: dict[str, Any] = {}
+        weights: dict[str, int] = {}
 
-        def resolve(h: str, seen: tuple[str, ...]) -> Any:
+        def resolve(h: str, seen: tuple[str, ...], depth: int) -> int:
             if h not in resolved:
-                resolved[h] = inline(trees[h], (*seen, h), 0) if h in nesting else trees[h]
-            return resolved[h]
+                if h in nesting:
+                    resolved[h], weights[h] = inline(trees[h], (*seen, h), depth)
+                    if weights[h] > MAX_VALUES:
+                        raise StoreError(f"{self._safe_url()} holds damaged data (blob {h:.16} expands to more than {MAX_VALUES:,} values through the blobs it references)")
+                else:
+                    resolved[h] = trees[h]
+                    weights[h] = self._blob_weights.get(h) or count_values(trees[h])
+            return weights[h]
 
-        def inline(x: Any, seen: tuple[str, ...], depth: int) -> Any:
-            # A hand-edited store could loop or nest without end: such refs stay unresolved.
+        def inline(x: Any, seen: tuple[str, ...], depth: int) -> tuple[Any, int]:
+            if depth > 3 * MAX_DEPTH:  # an envelope nests up to three JSON levels for one of the decoder's
+                raise StoreError(f"{self._safe_url()} holds damaged data (blob {seen[0]:.16} nests blobs deeper than {3 * MAX_DEPTH} levels)")
             t = type(x)
-            if depth > MAX_DEPTH:
-                return x
             if t is list:
-                return [inline(i, seen, depth + 1) for i in x]
+                out, n = [], len(x)
+                for i in x:
+                    v, w = inline(i, seen, depth + 1)
+                    out.append(v)
+                    n += w
+                return out, n
             if t is not dict:
-                return x
+                return x, 0
             ref = x.get(BLOB_REF)
             if type(ref) is str and len(x) == 1:
-                return resolve(ref, seen) if ref in trees and ref not in seen else x
-            return {k: inline(v, seen, depth + 1) for k, v in x.items()}
+                if ref in seen:  # content addressing makes a loop impossible in honest data
+                    raise StoreError(f"{self._safe_url()} holds damaged data (blob {ref:.16} refers back to itself through {len(seen) - seen.index(ref)} blobs)")
+                if ref not in trees:
+                    return x, 1
+                w = resolve(ref, seen, depth + 1)
+                return resolved[ref], 1 + w
+            d, n = {}, len(x)
+            for k, v in x.items():
+                d[k], w = inline(v, seen, depth + 1)
+                n += w
+            return d, n
 
         for h in fresh:
-            resolve(h, ())
+            resolve(h, (), 0)
         with self._blob_lock:
             for h in fresh:
                 self._blob_cache[h] = resolved[h]
+                if h in nesting:
+                    self._blob_weights[h] = weights[h]
             while len(self._blob_cache) > 50_000:
-                self._blob_cache.popitem(last=False)
+                old, _ = self._blob_cache.popitem(last=False)
+                self._blob_weights.pop(old, None)
         return {h: resolved.get(h, trees[h]) for h in wanted if h in trees}
 
     def decode(self, tree: Any, *, typed: bool = False) -> Any:
@@ -1137,15 +1170,11 @@ class SqlStore:
         Malformed recorded data (a damaged or hand-edited store, a registered
         type that changed) raises ``StoreError`` naming what failed.
         """
-        from recorder.codec import DecodedBlobs
-
         refs = collect_refs(tree)
         try:
             if typed:
                 return Decoder(self.blobs(refs), typed=True).decode(tree)
-            memo = self.__dict__.get("_decoded_blobs")
-            if memo is None:
-                memo = self.__dict__.setdefault("_decoded_blobs", DecodedBlobs())
+            memo = self._decoded_blobs
             decoded = memo.lookup(refs)
             blobs = self.blobs(refs.difference(decoded))
             value = Decoder(blobs, decoded=decoded).decode(tree)

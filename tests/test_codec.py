@@ -365,36 +365,6 @@ def test_decoded_blobs_are_bounded_oldest_out_first() -> None:
     assert len(memo) == 2 and memo.lookup(["a", "b", "c"]) == {"b": 2, "c": 3}
 
 
-def test_store_resolves_blobs_inside_blobs(store_url: str) -> None:
-    """A message with a long content is a blob holding a blob: both come back, typed and plain."""
-    from recorder.store import Batch, SqlStore
-
-    blobs: dict[str, bytes] = {}
-
-    class StoreSink:
-        def put_blob(self, data: bytes) -> str:
-            blobs[blob_hash(data)] = data
-            return blob_hash(data)
-
-    long = "z" * 3000
-    tree = Encoder(sink=StoreSink()).encode({"messages": [HumanMessage(long, id="h1")]})
-    assert len(blobs) == 2
-    store = SqlStore(store_url, create=True)
-    try:
-        store.write(Batch(blobs={h: (False, data) for h, data in blobs.items()}))
-        plain = store.decode(tree)
-        assert plain == {"messages": [{"type": "human", "content": long, "id": "h1"}]}
-        assert store.decode(tree)["messages"][0] is plain["messages"][0]  # decoded once, shared after
-        assert store.decode(tree, typed=True) == {"messages": [HumanMessage(long, id="h1")]}
-        fresh = SqlStore(store_url)  # cold caches: the inner blob is fetched in a second round
-        try:
-            assert fresh.decode(tree, typed=True)["messages"][0].content == long
-        finally:
-            fresh.close()
-    finally:
-        store.close()
-
-
 # ---------------------------------------------------------------------------
 # Hostile data
 # ---------------------------------------------------------------------------

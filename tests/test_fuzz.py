@@ -140,12 +140,6 @@ BOMB_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(subprocess.TimeoutExpired, AssertionError),
-    reason="bug: codec.Decoder bounds depth but not how many values blob references expand to "
-    "(60 blobs each referencing the next twice, a few kilobytes, decode to 2**60 values)",
-)
 @pytest.mark.parametrize("typed", [True, False], ids=["typed", "plain"])
 def test_exponential_blob_expansion_is_refused(typed: bool) -> None:
     # In a child process with capped memory: the unfixed decoder runs until it is stopped.
@@ -156,8 +150,9 @@ def test_exponential_blob_expansion_is_refused(typed: bool) -> None:
     assert proc.stdout.startswith("DecodeError"), proc.stdout + proc.stderr[-500:]
 
 
-def test_cyclic_doubling_blobs_stop_at_the_depth_bound() -> None:
-    with deadline(10), pytest.raises(DecodeError, match="too deeply"):
+def test_cyclic_doubling_blobs_are_refused() -> None:
+    # Either bound may be met first: the cycle nests without end and doubles as it goes.
+    with deadline(10), pytest.raises(DecodeError, match="too deeply|expands to more than"):
         Decoder(doubling(60, cycle=True), typed=False).decode({BLOB_REF: f"{0:032x}"})
 
 

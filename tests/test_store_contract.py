@@ -45,6 +45,7 @@ from recorder import (
     open_store,
 )
 from recorder import schema as S
+from recorder.codec import BLOB_REF, Encoder, blob_hash
 from recorder.frames import MAX_CHAIN
 from recorder.store import MAX_INFLATE, Batch, pack, unpack
 
@@ -591,6 +592,84 @@ def test_same_blob_from_two_store_instances(store_url: str) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_store_resolves_blobs_inside_blobs(store_url: str) -> None:
+    """A message with a long content is a blob holding a blob: both come back, typed and plain."""
+    blobs: dict[str, bytes] = {}
+
+    class StoreSink:
+        def put_blob(self, data: bytes) -> str:
+            blobs[blob_hash(data)] = data
+            return blob_hash(data)
+
+    long = "z" * 3000
+    tree = Encoder(sink=StoreSink()).encode({"messages": [HumanMessage(long, id="h1")]})
+    assert len(blobs) == 2
+    store = SqlStore(store_url, create=True)
+    try:
+        store.write(Batch(blobs={h: (False, data) for h, data in blobs.items()}))
+        plain = store.decode(tree)
+        assert plain == {"messages": [{"type": "human", "content": long, "id": "h1"}]}
+        assert store.decode(tree)["messages"][0] is plain["messages"][0]  # decoded once, shared after
+        assert store.decode(tree, typed=True) == {"messages": [HumanMessage(long, id="h1")]}
+        fresh = SqlStore(store_url)  # cold caches: the inner blob is fetched in a second round
+        try:
+            assert fresh.decode(tree, typed=True)["messages"][0].content == long
+        finally:
+            fresh.close()
+    finally:
+        store.close()
+
+
+def hostile_blobs(store_url: str, trees: dict[str, Any]) -> SqlStore:
+    """A store holding these blob trees under these hashes, as a hand-edited store could."""
+    writer = SqlStore(store_url, create=True)
+    try:
+        writer.write(Batch(blobs={h: (False, orjson.dumps(t)) for h, t in trees.items()}))
+    finally:
+        writer.close()
+    return SqlStore(store_url)  # cold caches: every blob is read and resolved
+
+
+def ref(i: int) -> dict[str, str]:
+    return {BLOB_REF: f"{i:032x}"}
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["plain", "typed"])
+def test_blobs_that_multiply_are_refused(store_url: str, typed: bool) -> None:
+    """60 blobs each referencing the next twice: 2**60 values from a few kilobytes."""
+    trees: dict[str, Any] = {f"{i:032x}": [ref(i + 1), ref(i + 1)] for i in range(60)}
+    trees[f"{60:032x}"] = "leaf " * 20
+    store = hostile_blobs(store_url, trees)
+    try:
+        with pytest.raises(StoreError, match="expands to more than") as err:
+            store.decode({"state": ref(0)}, typed=typed)
+        assert "\n" not in str(err.value)
+        with pytest.raises(StoreError, match="expands to more than"):
+            store.blobs([f"{0:032x}"])
+        # Lower down the chain the expansion is small, and reads in full.
+        expected: Any = "leaf " * 20
+        for _ in range(5):
+            expected = [expected, expected]
+        assert store.decode(ref(55), typed=typed) == expected
+    finally:
+        store.close()
+
+
+def test_blobs_that_loop_or_chain_deeply_fail_clearly(store_url: str) -> None:
+    loop = {f"{0:032x}": [ref(1)], f"{1:032x}": {"k": ref(0)}}
+    chain = {f"{i:032x}": [ref(i + 1)] for i in range(10, 2000)} | {f"{2000:032x}": "end"}
+    store = hostile_blobs(store_url, loop | chain)
+    try:
+        for top in (0, 1, 10):
+            for typed in (False, True):
+                with pytest.raises(StoreError, match="refers back to itself|levels deep") as err:
+                    store.decode(ref(top), typed=typed)
+                assert "\n" not in str(err.value)
+        assert store.decode(ref(1990), typed=False) == [[[[[[[[[["end"]]]]]]]]]]
+    finally:
+        store.close()
 
 
 # ---------------------------------------------------------------------------
