@@ -173,13 +173,29 @@ class Encoder:
         d = depth + 1
         if ENVELOPE not in v and BLOB_REF not in v and _STR_ONLY.issuperset(map(type, v)):
             out: dict[str, Any] = {}
+            # Keys are scrubbed like any text (a cache keyed by API key); keys too short to hold a secret are skipped.
+            min_len = redactor.min_length
+            scrubbed: list[list[Any]] | None = None
             for k, x in v.items():
                 # An empty secret is not a secret; "x != ''" is not asked of arbitrary objects (numpy).
                 if is_secret(k) and x is not None and (type(x) is not str or x):
-                    out[k] = redactor.mark()
+                    val = redactor.mark()
                 else:
-                    out[k] = enc(x, d, k)
-            return out
+                    val = enc(x, d, k)
+                if len(k) >= min_len and scrubbed is None and (s := redactor.scrub(k)) != k:
+                    scrubbed = [[key, y] for key, y in out.items()]
+                    scrubbed.append([s, val])
+                elif scrubbed is not None:
+                    scrubbed.append([redactor.scrub(k) if len(k) >= min_len else k, val])
+                else:
+                    out[k] = val
+            if scrubbed is None:
+                return out
+            out = {key: y for key, y in scrubbed}
+            if len(out) == len(scrubbed):
+                return out
+            # Scrubbing made two keys equal: keep both, as pairs.
+            return {ENVELOPE: "dict", "v": scrubbed}
         items = []
         for k, x in v.items():
             secret = isinstance(k, str) and is_secret(k) and x is not None and (type(x) is not str or x)

@@ -217,6 +217,8 @@ class Redactor:
             raise ValueError(f"bad redaction patterns {joined!r}: {exc}") from None
         self._alone = tuple(alone)
         self._min_len = min_len
+        #: Text shorter than this is never changed by :meth:`scrub` (callers may skip it).
+        self.min_length = min_len
         user_keys = []
         for k in keys:
             if not isinstance(k, str) or not k.strip():

@@ -35,6 +35,7 @@ from recorder.codec import (
     register_type,
     to_plain,
 )
+from recorder.redaction import Redactor
 
 
 class Sink:
@@ -294,6 +295,21 @@ def test_secrets_never_encode() -> None:
     tree = Encoder().encode({"key": SecretStr("hunter2-hunter2"), "nested": [SecretStr("x")]})
     assert "hunter2" not in orjson.dumps(tree).decode()
     assert tree == {"key": "[REDACTED]", "nested": ["[REDACTED]"]}
+
+
+def test_secrets_used_as_keys_are_scrubbed_and_colliding_keys_kept_apart() -> None:
+    a, b = "sk-" + "a" * 30, "sk-" + "b" * 30
+    redactor = Redactor()
+    tree = Encoder(redactor=redactor).encode({"short": 1, a: "client a", "tail": 2})
+    assert tree == {"short": 1, "[REDACTED]": "client a", "tail": 2}  # order kept
+    assert redactor.count == 1
+    # Two secrets scrub to the same key: both entries are kept, as pairs.
+    tree = Encoder().encode({a: 1, b: 2, "[REDACTED]": 3})
+    assert "sk-" not in orjson.dumps(tree).decode()
+    assert tree[ENVELOPE] == "dict" and [v for _, v in tree["v"]] == [1, 2, 3]
+    assert Decoder({}, typed=False).decode(through_json(tree)) == {"[REDACTED]": 3}
+    # Keys under the shortest pattern are not scrubbed (the fast path), user patterns included.
+    assert Encoder(redactor=Redactor(patterns=[r"acct-\d{4}"])).encode({"acct-1234": 1, "x": 2}) == {"[REDACTED]": 1, "x": 2}
 
 
 # ---------------------------------------------------------------------------

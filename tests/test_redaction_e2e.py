@@ -254,7 +254,6 @@ def test_every_builtin_pattern_is_planted() -> None:
         assert re.search(pattern, text), pattern
 
 
-@pytest.mark.xfail(strict=True, reason="bug: codec.Encoder._enc_dict keeps str keys as they are; a secret used as a mapping key is stored raw")
 def test_secret_used_as_a_mapping_key_is_redacted(tmp_path: Path) -> None:
     p = Planted()
     key = p.pattern("state-key", "openai-project")
