@@ -29,6 +29,7 @@ def _freeze(db: str) -> None:
             new = f"{i + 1:04d}feedbeef0000"[:16]
             for table, col in (("runs", "id"), ("steps", "run_id"), ("calls", "run_id")):
                 conn.execute(sa.text(f"UPDATE {table} SET {col}=:new WHERE {col}=:old"), {"new": new, "old": old})
+            conn.execute(sa.text("UPDATE runs SET parent_run_id=:new WHERE parent_run_id=:old"), {"new": new, "old": old})
             conn.execute(sa.text("UPDATE runs SET started_at=:t, ended_at=:t + 1.5, heartbeat_at=:t WHERE id=:id"), {"t": T0 + i * 60, "id": new})
         # The incident's timed-out lookups return after their node gave up, before or
         # after the run ends depending on the machine: show them as still running.
@@ -147,3 +148,40 @@ def test_error_screen(snap_compare):
     app.animation_level = "none"
     assert snap_compare(app, terminal_size=(90, 12), run_before=_settle)
     assert not os.path.exists(missing)
+
+
+@pytest.fixture(scope="module")
+def frozen_replay(tmp_path_factory):
+    """A recorded triage run replayed on a copy of its graph that routes elsewhere, ids and clocks frozen."""
+    from dataclasses import replace
+
+    from replay import replay
+    from replay.loading import load_graph
+    from test_tui_replay import TRIAGE
+
+    folder = tmp_path_factory.mktemp("snap-replay")
+    (folder / "triage.py").write_text(TRIAGE.format(limit=5))
+    (folder / "triage_changed.py").write_text(TRIAGE.format(limit=500))
+    db = str(folder / "replay.db")
+    with Recorder(db) as rec:
+        rec.attach(load_graph(f"{folder / 'triage.py'}:graph"), name="triage").invoke({"ticket": "printer on fire"})
+        rec.flush()
+        source = rec.last_run_id
+    result = replay(source, load_graph(f"{folder / 'triage_changed.py'}:graph"), db=db)
+    _freeze(db)
+    return db, replace(result, source_run_id="0001feedbeef0000", run_id="0002feedbeef0000")
+
+
+def test_compare_screen(snap_compare, frozen_replay):
+    from tui.screens.compare import CompareScreen
+
+    db, result = frozen_replay
+
+    async def go(pilot):
+        await _settle(pilot)
+        await pilot.app.push_screen(CompareScreen(result))
+        await _settle(pilot)
+        await pilot.press("n")  # the second divergence: the step where the two runs' nodes differ
+        await _settle(pilot)
+
+    assert snap_compare(_app(db, "0001"), terminal_size=(120, 32), run_before=go)

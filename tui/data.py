@@ -220,3 +220,38 @@ def value_at(state: dict[str, Any], key: str) -> Any:
 
 
 _MISSING = object()
+
+
+def split_edits(text: str) -> list[str]:
+    """``'answer="no" plan.retries=0'`` -> ``['answer="no"', 'plan.retries=0']``: fork edits typed on one line.
+
+    Each edit is ``KEY=JSON`` (or ``dotted.path=JSON``); the JSON value ends
+    where the decoder stops, so values may hold spaces. Raises ``ValueError``
+    with a message for people when a key or a value is malformed.
+    """
+    import json
+
+    decoder = json.JSONDecoder()
+    edits: list[str] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i].isspace():
+            i += 1
+        if i >= n:
+            break
+        eq = text.find("=", i)
+        key = text[i:eq] if eq >= 0 else text[i:]
+        if eq < 0 or not key or any(c.isspace() for c in key):
+            raise ValueError(f"expected KEY=JSON at {(key.split() or [''])[0]!r}: write edits like answer=\"no\" retries=0")
+        try:
+            _, end = decoder.raw_decode(text, eq + 1)
+        except json.JSONDecodeError as exc:
+            hint = ' (quote strings: key="text")' if exc.msg == "Expecting value" else ""
+            raise ValueError(f"the value of {key} is not JSON: {exc.msg} at column {exc.pos + 1}{hint}") from None
+        if end < n and not text[end].isspace():
+            raise ValueError(f"the value of {key} is not JSON: unexpected {text[end]!r} at column {end + 1} (quote strings: key=\"text\")")
+        edits.append(text[i:end])
+        i = end
+    if not edits:
+        raise ValueError("type at least one edit: KEY=JSON, like answer=\"no\" or plan.retries=0")
+    return edits

@@ -1,15 +1,231 @@
-"""Small modal prompts: jump to a step, pick a state key to watch, show keys."""
+"""Small modal prompts: jump to a step, pick a state key to watch, replay / fork / export a run, show keys and run info."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
+
+from recorder.records import RunInfo
+from tui.data import split_edits
+
+MODES = (
+    ("strict", "strict: every tool and model call answered from the recording"),
+    ("tools", "tools: tools answered from the recording, models run live"),
+    ("live", "live: nothing mocked, the graph calls out for real"),
+)
+GRAPH_HINT = "module:attr or path/to/file.py:attr"
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    """What the replay prompt asked for."""
+
+    mode: str
+    graph_ref: str
+
+
+@dataclass(frozen=True)
+class ForkRequest:
+    """What the fork prompt asked for; ``edits`` are ``KEY=JSON`` strings whose JSON already parsed."""
+
+    edits: list[str]
+    as_node: str | None
+    mode: str
+    graph_ref: str
+
+
+class _RunPrompt(ModalScreen):
+    """Shared parts of the replay and fork prompts: a mode list and the graph to run."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_MODE = "strict"
+
+    def __init__(self, step: int, graph_ref: str | None) -> None:
+        super().__init__()
+        self.step = step
+        self.graph_ref = graph_ref or ""
+
+    def _mode_list(self) -> OptionList:
+        modes = OptionList(*(Option(label, id=mode) for mode, label in MODES), id="mode-options")
+        return modes
+
+    def _graph_widgets(self) -> ComposeResult:
+        note = "" if self.graph_ref else "  (this run was recorded without one: type it)"
+        yield Static(f"Graph to run ({GRAPH_HINT}){note}:")
+        yield Input(self.graph_ref, placeholder=GRAPH_HINT, id="graph-input")
+
+    def on_mount(self) -> None:
+        modes = self.query_one("#mode-options", OptionList)
+        modes.highlighted = [m for m, _ in MODES].index(self.DEFAULT_MODE)
+
+    def _mode(self) -> str:
+        highlighted = self.query_one("#mode-options", OptionList).highlighted
+        return MODES[highlighted if highlighted is not None else 0][0]
+
+    def _graph(self) -> str | None:
+        ref = self.query_one("#graph-input", Input).value.strip()
+        if not ref:
+            self._error(f"Name the graph to run: {GRAPH_HINT}.")
+            self.query_one("#graph-input", Input).focus()
+            return None
+        return ref
+
+    def _error(self, text: str) -> None:
+        self.query_one(".prompt-error", Static).update(text)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.submit()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.submit()
+
+    def submit(self) -> None:
+        raise NotImplementedError
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ReplayPrompt(_RunPrompt):
+    """Asks how to replay from a step: the mode (strict by default) and the graph; dismisses with a ReplayRequest."""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="prompt"):
+            yield Static(Text(f"Replay from step {self.step}", style="bold"))
+            yield Static("Mode (↑↓ to pick, Enter runs):")
+            yield self._mode_list()
+            yield from self._graph_widgets()
+            yield Static(id="replay-error", classes="prompt-error")
+            yield Static(Text("The graph runs in the background; the result opens beside the recording. Esc cancels.", style="dim"))
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        (self.query_one("#mode-options") if self.graph_ref else self.query_one("#graph-input", Input)).focus()
+
+    def submit(self) -> None:
+        ref = self._graph()
+        if ref is not None:
+            self.dismiss(ReplayRequest(self._mode(), ref))
+
+
+class ForkPrompt(_RunPrompt):
+    """Asks for state edits (KEY=JSON), an optional as-node, the mode (live by default) and the graph.
+
+    The JSON of every edit is checked here, before anything runs; a bad one is
+    named in the prompt, which stays open.
+    """
+
+    DEFAULT_MODE = "live"
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="prompt"):
+            yield Static(Text(f"Fork after step {self.step}: edit the state, continue as a new run", style="bold"))
+            yield Static('Edits: KEY=JSON or dotted.path=JSON, space-separated (answer="no" plan.retries=0)')
+            yield Input(placeholder='key="value" other=3', id="fork-edits")
+            yield Static(id="fork-error", classes="prompt-error")
+            yield Static("As node (optional: the edit goes through that node's reducers):")
+            yield Input(placeholder="node name", id="fork-as-node")
+            yield Static("Mode:")
+            yield self._mode_list()
+            yield from self._graph_widgets()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#fork-edits", Input).focus()
+
+    def submit(self) -> None:
+        try:
+            edits = split_edits(self.query_one("#fork-edits", Input).value)
+        except ValueError as exc:
+            self._error(str(exc))
+            self.query_one("#fork-edits", Input).focus()
+            return
+        ref = self._graph()
+        if ref is None:
+            return
+        as_node = self.query_one("#fork-as-node", Input).value.strip() or None
+        self.dismiss(ForkRequest(edits, as_node, self._mode(), ref))
+
+
+class ExportPrompt(ModalScreen[str | None]):
+    """Asks where to write the run's fixture file; dismisses with the path typed (or None)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, default: str) -> None:
+        super().__init__()
+        self.default = default
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="prompt"):
+            yield Static(Text("Export this run as a regression fixture", style="bold"))
+            yield Static("Path (relative to the current directory):")
+            yield Input(self.default, id="export-path")
+            yield Static(id="export-error", classes="prompt-error")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        path = event.value.strip()
+        if not path:
+            self.query_one("#export-error", Static).update("Type a file path, like fixtures/runs/my-run.json.")
+            return
+        self.dismiss(path)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class RunInfoScreen(ModalScreen[None]):
+    """The run's particulars: graph reference, lineage, redactions, and the recorder's fault log."""
+
+    BINDINGS = [Binding("escape,i,q", "close", "Close")]
+
+    def __init__(self, run: RunInfo, fault_log: list[str] | None, error: str | None = None) -> None:
+        super().__init__()
+        self.run = run
+        self.fault_log = fault_log or []
+        self.error = error
+
+    def compose(self) -> ComposeResult:
+        r = self.run
+        table = Table(box=None, show_header=False)
+        table.add_column(style="bold cyan")
+        table.add_column()
+        for key, value in (
+            ("run", f"{r.name}  {r.id}"),
+            ("graph", r.graph_name + (f"  ({r.graph_ref})" if r.graph_ref else "  (no graph reference recorded)")),
+            ("status", r.status + (f" ({r.status_reason})" if r.status_reason else "")),
+            ("thread", r.thread_id or "—"),
+            ("parent", f"{r.parent_run_id} at step {r.fork_step}" if r.parent_run_id else "—"),
+            ("tags", ", ".join(r.tags) or "—"),
+            ("redactions", f"{r.redactions} value(s) redacted while recording" if r.redactions else "none"),
+            ("faults", f"{r.faults} recorder fault(s): parts of this run may be missing" if r.faults else "none"),
+        ):
+            table.add_row(key, value)
+        parts: list = [table]
+        if self.error:
+            parts.append(Text(f"\nCannot read the fault log: {self.error}", style="bold red"))
+        elif self.fault_log:
+            parts.append(Text("\nFault log", style="bold red"))
+            parts.extend(Text(f"  {line}") for line in self.fault_log)
+        with Vertical(classes="prompt help"):
+            with VerticalScroll(id="run-info-body"):
+                yield Static(Group(*parts))
+            yield Static(Text("Esc closes", style="dim"))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
 
 
 class JumpPrompt(ModalScreen[int | None]):
@@ -66,10 +282,16 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         table = Table(title="Keys (every action is also in the command palette: ctrl+p)", box=None, expand=True)
-        table.add_column("key", style="bold cyan")
-        table.add_column("action")
-        for key, desc in self.rows:
-            table.add_row(key, desc)
+        # Two pairs of columns once the list is long, so every key fits on a small terminal.
+        half = (len(self.rows) + 1) // 2 if len(self.rows) > 12 else len(self.rows)
+        for _ in range(2 if half < len(self.rows) else 1):
+            table.add_column("key", style="bold cyan")
+            table.add_column("action")
+        for i in range(half):
+            cells = [*self.rows[i]]
+            if half < len(self.rows):
+                cells += [*self.rows[half + i]] if half + i < len(self.rows) else ["", ""]
+            table.add_row(*cells)
         with Vertical(classes="prompt help"):
             yield Static(table)
             yield Static(Text("Esc closes", style="dim"))

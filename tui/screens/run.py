@@ -20,7 +20,8 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 from recorder.errors import GraphtapeError
 from recorder.records import CallInfo, RunInfo, StepDetail, StepInfo
 from tui.data import DiffEntry, changed_keys, diff_states, first_of, message_lists
-from tui.screens.prompts import JumpPrompt, WatchPicker
+from tui.screens.compare import CompareScreen
+from tui.screens.prompts import ExportPrompt, ForkPrompt, ForkRequest, JumpPrompt, ReplayPrompt, ReplayRequest, RunInfoScreen, WatchPicker
 from tui.screens.runs import status_text, when
 from tui.widgets.diff_view import DiffView
 from tui.widgets.panels import CallsPanel, SubgraphList, TextPanel, routes_renderable
@@ -65,6 +66,10 @@ class RunScreen(Screen):
         Binding("right_square_bracket", "watch_jump(1)", "Next change", show=False),
         Binding("c", "copy_value", "Copy"),
         Binding("s", "save_state", "Save", show=False),
+        Binding("r", "replay", "Replay"),
+        Binding("f", "fork", "Fork"),
+        Binding("x", "export", "Export"),
+        Binding("i", "info", "Info"),
         Binding("u,backspace", "up", "Up", show=False),
         Binding("1", "tab('state')", "State", show=False),
         Binding("2", "tab('messages')", "Messages", show=False),
@@ -103,10 +108,37 @@ class RunScreen(Screen):
             self.index = index
             self.direction = direction
 
-    def __init__(self, run_id: str, ns: str = "", start_step: int | None = None) -> None:
+    class Rerun(Message):
+        """A replay or fork finished (``result``), failed to start (``error``), or reports progress."""
+
+        def __init__(self, result: Any = None, error: str | None = None, progress: str | None = None) -> None:
+            super().__init__()
+            self.result = result
+            self.error = error
+            self.progress = progress
+
+    class Exported(Message):
+        def __init__(self, path: Path | None, size: int = 0, summary: str = "", error: str | None = None, warning: str | None = None) -> None:
+            super().__init__()
+            self.path = path
+            self.size = size
+            self.summary = summary
+            self.error = error
+            self.warning = warning
+
+    class InfoLoaded(Message):
+        def __init__(self, fault_log: list[str] | None, error: str | None = None) -> None:
+            super().__init__()
+            self.fault_log = fault_log
+            self.error = error
+
+    def __init__(self, run_id: str, ns: str = "", start_step: int | None = None, *, back_pops: bool = False) -> None:
         super().__init__()
         self.run_id = run_id
         self.ns = ns
+        self.back_pops = back_pops  # opened from another screen (a comparison): escape returns there
+        self.graph_ref: str | None = None  # the graph last typed into a replay or fork prompt
+        self.rerunning = False
         self.start_step = start_step
         self.run: RunInfo | None = None
         self.steps: list[StepInfo] = []
@@ -281,8 +313,10 @@ class RunScreen(Screen):
         text.append(f"  · {len(self.steps)} steps · started {when(r.started_at)}", style="dim")
         if r.duration_s is not None:
             text.append(f" · {r.duration_s:.2f}s", style="dim")
+        if r.redactions:
+            text.append(f" · {r.redactions} redacted", style="yellow")
         if r.faults:
-            text.append(f" · {r.faults} recorder faults", style="bold red")
+            text.append(f" · {r.faults} recorder fault{'s' if r.faults != 1 else ''} (i: fault log)", style="bold red")
         if self.ns:
             text.append(f"\nsubgraph {self.ns}  (u: back to parent)", style="bold cyan")
         self.query_one("#run-header", Static).update(text)
@@ -451,7 +485,181 @@ class RunScreen(Screen):
             self.app.pop_screen()
 
     def action_back(self) -> None:
-        if self.ns:
+        if self.ns or self.back_pops:
             self.app.pop_screen()
             return
         self.app.show_runs()
+
+    # -- replay, fork, export, info ------------------------------------------------
+    def _selected_step(self) -> StepInfo | None:
+        if not (0 <= self.index < len(self.steps)) or self.run is None:
+            self.notify("Wait for the run to load, then pick a step.", severity="warning")
+            return None
+        step = self.steps[self.index]
+        if step.pending or not step.checkpoint_id:
+            self.notify(f"Step {step.step} did not complete: pick a completed step to re-run from.", severity="warning")
+            return None
+        return step
+
+    def _can_rerun(self) -> bool:
+        if self.rerunning:
+            self.notify("A replay is already running: wait for it to finish.", severity="warning")
+            return False
+        return True
+
+    def action_replay(self) -> None:
+        step = self._selected_step()
+        if step is None or not self._can_rerun():
+            return
+
+        def done(request: ReplayRequest | None) -> None:
+            if request is not None:
+                self._start_rerun(f"replaying from step {step.step} ({request.mode})", request.graph_ref)
+                self.run_replay(step.step, request)
+
+        self.app.push_screen(ReplayPrompt(step.step, self.graph_ref or self.run.graph_ref), done)
+
+    def action_fork(self) -> None:
+        step = self._selected_step()
+        if step is None or not self._can_rerun():
+            return
+
+        def done(request: ForkRequest | None) -> None:
+            if request is not None:
+                self._start_rerun(f"forking after step {step.step} ({request.mode})", request.graph_ref)
+                self.run_fork(step.step, request)
+
+        self.app.push_screen(ForkPrompt(step.step, self.graph_ref or self.run.graph_ref), done)
+
+    def _start_rerun(self, what: str, graph_ref: str) -> None:
+        self.rerunning = True
+        self.graph_ref = graph_ref
+        self._rerun_what = what
+        self._status(Text(f"{what}… (loading the graph)", style="bold cyan"))
+
+    def _load_graph(self, ref: str) -> Any:
+        from replay.loading import load_graph
+
+        return load_graph(ref)
+
+    def _progress(self, phase: str, done: int, total: int | None) -> None:
+        # Called on the worker's thread by replay(); the message crosses to the UI thread.
+        self.post_message(self.Rerun(progress=f"{phase} {done}/{total}" if total else phase))
+
+    @work(thread=True, exclusive=True, group="rerun")
+    def run_replay(self, step: int, request: ReplayRequest) -> None:
+        from replay import replay
+
+        self._rerun(lambda graph: replay(self.run_id, graph, from_step=step, mode=request.mode, ns=self.ns, store=self.app.store, progress=self._progress), request.graph_ref)
+
+    @work(thread=True, exclusive=True, group="rerun")
+    def run_fork(self, step: int, request: ForkRequest) -> None:
+        from replay import fork
+        from tui.cli_replay import parse_sets
+
+        def go(graph: Any) -> Any:
+            update = parse_sets(request.edits, lambda: self.app.store.state_at(self.run_id, step, self.ns))
+            return fork(self.run_id, graph, step, update, as_node=request.as_node, mode=request.mode, ns=self.ns, store=self.app.store)
+
+        self._rerun(go, request.graph_ref)
+
+    def _rerun(self, go: Any, ref: str) -> None:
+        try:
+            graph = self._load_graph(ref)
+            self.post_message(self.Rerun(progress="running the graph"))
+            result = go(graph)
+        except GraphtapeError as exc:
+            self.post_message(self.Rerun(error=_one_line(str(exc).replace("--set ", ""))))
+            return
+        except Exception as exc:  # noqa: BLE001 - the user's graph or its edit: one line on screen, never a traceback
+            self.post_message(self.Rerun(error=_one_line(f"{type(exc).__name__}: {exc}")))
+            return
+        self.post_message(self.Rerun(result=result))
+
+    def on_run_screen_rerun(self, message: Rerun) -> None:
+        what = getattr(self, "_rerun_what", "replaying")
+        if message.progress is not None:
+            self._status(Text(f"{what}… {message.progress}", style="bold cyan"))
+            return
+        self.rerunning = False
+        if message.error is not None:
+            self._status(Text(f"Cannot re-run: {message.error}", style="bold red"))
+            self.notify(message.error, title="Cannot re-run", severity="error")
+            return
+        result = message.result
+        n = len(result.divergences)
+        summary = "matches the recording" if not n else f"{n} divergence{'s' if n != 1 else ''}"
+        self._status(Text(f"{what}: {summary} → run {result.run_id}", style="bold green" if not n else "bold yellow"))
+        self.app.push_screen(CompareScreen(result))
+
+    def action_export(self) -> None:
+        if self.run is None:
+            return
+        from replay.testgen import slug
+
+        def done(path: str | None) -> None:
+            if path:
+                self._status(Text(f"exporting run {self.run_id} to {path}…", style="cyan"))
+                self.export_run(path)
+
+        self.app.push_screen(ExportPrompt(f"fixtures/runs/{slug(self.run.name)}.json"), done)
+
+    @work(thread=True, exclusive=True, group="export")
+    def export_run(self, path: str) -> None:
+        from replay.fixture import export_fixture, is_machine_path, write_fixture
+
+        target = Path(path).expanduser()
+        try:
+            fixture = export_fixture(self.app.store, self.run_id)
+            size = write_fixture(target, fixture)
+        except GraphtapeError as exc:
+            self.post_message(self.Exported(None, error=_one_line(str(exc))))
+            return
+        steps = fixture.get("steps") or []
+        summary = f"steps {steps[0]['step']}..{steps[-1]['step']}" if steps else "no steps"
+        warning = None
+        if is_machine_path(fixture.get("graph")):
+            warning = "the fixture names the graph by an absolute path: it replays only on this machine"
+        self.post_message(self.Exported(target.resolve(), size, summary, warning=warning))
+
+    def on_run_screen_exported(self, message: Exported) -> None:
+        if message.error or message.path is None:
+            self._status(Text(f"Cannot export: {message.error}", style="bold red"))
+            self.notify(message.error or "", title="Cannot export", severity="error")
+            return
+        size = f"{message.size / 1024:.1f} KB" if message.size >= 1024 else f"{message.size} bytes"
+        where = _relative(message.path)
+        self._status(Text(f"wrote {where} ({size}, {message.summary})", style="bold green"))
+        self.notify(f"Wrote {where} ({size}).", title="Fixture exported")
+        if message.warning:
+            self.notify(message.warning, severity="warning")
+
+    def action_info(self) -> None:
+        if self.run is None:
+            return
+        self.load_info()
+
+    @work(thread=True, exclusive=True, group="info")
+    def load_info(self) -> None:
+        try:
+            fault_log = self.app.store.run_detail(self.run_id).fault_log
+        except GraphtapeError as exc:
+            self.post_message(self.InfoLoaded(None, str(exc)))
+            return
+        self.post_message(self.InfoLoaded(list(fault_log or [])))
+
+    def on_run_screen_info_loaded(self, message: InfoLoaded) -> None:
+        if self.run is not None:
+            self.app.push_screen(RunInfoScreen(self.run, message.fault_log, message.error))
+
+
+def _one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else text
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

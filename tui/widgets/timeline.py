@@ -108,9 +108,15 @@ class Timeline(ScrollView, can_focus=True):
     class StepChosen(Message):
         """The user moved to another step (index into the timeline's steps)."""
 
-        def __init__(self, index: int) -> None:
+        def __init__(self, index: int, timeline: Timeline | None = None) -> None:
             super().__init__()
             self.index = index
+            self.timeline = timeline
+
+        @property
+        def control(self) -> Timeline | None:
+            """The timeline that moved (a screen may show two)."""
+            return self.timeline
 
     cursor: reactive[int] = reactive(-1, init=False, always_update=True)
     """Index of the selected step; -1 until the screen picks one. Setting it scrolls it into view."""
@@ -167,7 +173,7 @@ class Timeline(ScrollView, can_focus=True):
                 self.refresh_line(row + 1)  # only the two rows that change look (scrolling repaints the rest)
         self.reveal_cursor()  # even when it stays put: the layout may have moved since
         if new != old and new >= 0:
-            self.post_message(self.StepChosen(new))
+            self.post_message(self.StepChosen(new, self))
 
     def action_cursor(self, delta: int) -> None:
         self.cursor += delta
