@@ -334,3 +334,17 @@ async def test_replay_fork_export_are_in_help_and_the_palette(project):
         assert isinstance(app.screen, HelpScreen)
         assert {("r", "Replay"), ("f", "Fork"), ("x", "Export"), ("i", "Info")} <= set(app.screen.rows)
 
+
+
+async def test_a_named_run_opens_without_the_runs_list_which_escape_builds(project):
+    app = build_app(project["db"], project["triage"])
+    async with app.run_test(size=(120, 32)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen)
+        assert not any(isinstance(s, RunsScreen) for s in app.screen_stack)  # not built, not queried
+        await pilot.press("escape")
+        await settle(pilot, lambda: isinstance(app.screen, RunsScreen) and bool(app.screen.runs))
+        assert isinstance(app.screen, RunsScreen) and project["triage"] in {r.id for r in app.screen.runs}
+        await pilot.press("enter")  # and a run opens from it as before, on top of it
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen) and isinstance(app.screen_stack[-2], RunsScreen)

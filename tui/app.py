@@ -72,19 +72,25 @@ class GraphtapeApp(App):
         self.store = message.store
         if not self.db:
             self.store_label = getattr(self.store, "url", self.store_label).replace("sqlite:///", "")
-        self.switch_screen(RunsScreen())
         if message.run_id:
-            self.open_run(message.run_id)
+            # A run named on the command line opens straight away: the runs list (a query
+            # over every run and a table) is built only if the user goes back to it.
+            self.switch_screen(RunScreen(message.run_id))
+        else:
+            self.switch_screen(RunsScreen())
 
     def open_run(self, run_id: str) -> None:
         """Open a run's timeline on top of the runs list."""
         self.push_screen(RunScreen(run_id))
 
     def show_runs(self) -> None:
+        """Back to the runs list (built now if the app opened on a named run)."""
         while len(self.screen_stack) > 2:
             self.pop_screen()
         if isinstance(self.screen, RunsScreen):
             self.screen.reload()
+        else:
+            self.switch_screen(RunsScreen())
 
     def action_help(self) -> None:
         rows = []
