@@ -642,7 +642,8 @@ class SqlStore:
         """A full run id from an id, a unique prefix, ``last`` or ``last~N``.
 
         Prefixes match case-sensitively on every backend, and an exact id wins
-        even when it is also the prefix of other ids.
+        even when it is also the prefix of other ids. ``last`` counts recorded
+        runs only: replays and forks (runs with a parent) are reached by id.
         """
         ref = (ref or "").strip()
         if not ref:
@@ -654,7 +655,9 @@ class SqlStore:
                 if not (text.isascii() and text.isdigit()):
                     raise RunNotFound(f"bad run alias {ref!r}: use last or last~N with N a whole number")
                 back = int(text)
-            rows = self._read(sa.select(S.runs.c.id).order_by(*self._NEWEST_FIRST).offset(back).limit(1))
+            rows = self._read(sa.select(S.runs.c.id).where(S.runs.c.parent_run_id.is_(None)).order_by(*self._NEWEST_FIRST).offset(back).limit(1))
+            if not rows and not back:  # only derived runs: the newest of those
+                rows = self._read(sa.select(S.runs.c.id).order_by(*self._NEWEST_FIRST).limit(1))
             if not rows:
                 if back:
                     raise RunNotFound(f"{ref!r} goes back further than the {self.count_runs()} recorded run(s)")

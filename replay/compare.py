@@ -118,6 +118,9 @@ class RunComparison:
             first = rep_details[extra[0]]
             add(Divergence("extra", extra[0] - offset, None, f"the replay ran {len(extra)} step(s) the recording does not have", None, _step_summary(first), ns_label))
         self._states(rec, rep, offset, cut, add, ns_label)
+        # Calls before the starting step were made by the recording only: not part of the comparison.
+        rec_calls = [c for c in rec_calls if rec.after is None or (c.step is not None and c.step > rec.after)]
+        rep_calls = [c for c in rep_calls if rep.after is None or (c.step is not None and c.step > rep.after)]
         self._calls(rec_calls, rep_calls, offset, cut, add, ns_label)
 
     def _step(self, step: int, rec: StepDetail, rep: StepDetail, add: Callable[[Divergence], None], ns: str) -> None:

@@ -91,6 +91,7 @@ def fork(
     store: RunStore | None = None,
     overrides: Mapping[str, Callable[..., Any]] | None = None,
     ignore: Iterable[str] = (),
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> ReplayResult:
     """Apply ``update`` to the state after ``at_step`` and continue as a new, linked run.
 
@@ -99,7 +100,7 @@ def fork(
     run, the step and the edit. ``mode`` defaults to ``live``; ``strict`` or
     ``tools`` answer calls from the recording where they still match.
     """
-    return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=()).go(
+    return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=(), progress=progress).go(
         at_step, ns=ns, update=update, as_node=as_node, require_all_used=False, miss_goes_live=True
     )
 

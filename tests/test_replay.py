@@ -539,3 +539,25 @@ def test_progress_is_reported_per_superstep(db):
     steps = [done for phase, done, _ in seen if phase == "replaying supersteps"]
     assert steps == sorted(steps) and steps[-1] == seen[0][2] == 4  # steps 0..3 after the input step
     assert seen[-1][0] == "comparing with the recording"
+
+
+def test_fork_in_live_mode_compares_only_calls_after_the_fork(db):
+    run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
+    store = open_store(db)
+    try:
+        after_tools = next(s.step for s in store.list_steps(run_id) if "tools" in s.nodes)
+    finally:
+        store.close()
+    result = fork(run_id, G.chat_graph(), after_tools, {"messages": [("user", "and now?")]}, as_node="tools", db=db)
+    assert not [d for d in result.divergences if d.kind == "missing" and d.step is not None and d.step <= after_tools], result.report()
+
+
+def test_last_means_the_newest_recorded_run_not_a_replay(db):
+    run_id = record(db, G.cmd_graph(), {"x": 9})
+    result = replay(run_id, G.cmd_graph(), db=db)
+    store = open_store(db)
+    try:
+        assert store.resolve_run("last") == run_id
+        assert store.get_run(result.run_id).parent_run_id == run_id
+    finally:
+        store.close()
