@@ -69,6 +69,15 @@ class Fault(Exception):
     """A value could not be encoded; it is stored as a marked safe string."""
 
 
+class _Abort(Exception):
+    """Carries an error raised by ``on_fault`` or the sink out of the encoder untouched
+    (strict mode's RecorderFault must not be taken for a value that failed to read)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 def _qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
@@ -106,14 +115,29 @@ class Encoder:
         self.sink = sink
         self.on_fault = on_fault
         self._shared: dict[int, tuple[Any, Any, dict]] = {}
+        self._clean_keys: set[str] = set()  # long keys scrub() leaves as they are
 
     def forget(self) -> None:
         """Drop the identity cache (end of run)."""
         self._shared.clear()
 
     def encode(self, value: Any) -> Any:
-        """Encode ``value``; never raises for odd values, marks them instead."""
-        return self._enc(value, 0, None)
+        """Encode ``value``; never raises for odd values, marks them instead.
+
+        A value that raises when read (a mapping whose backend went away, a
+        property that fails) is marked unserializable on its own, with the
+        error named, and counted through ``on_fault``; the rest is kept.
+        """
+        try:
+            return self._enc(value, 0, None)
+        except _Abort as stop:
+            raise stop.error from None
+
+    def _put(self, data: bytes) -> str:
+        try:
+            return self.sink.put_blob(data)
+        except Exception as exc:  # noqa: BLE001 - the sink's failure is not the value's
+            raise _Abort(exc) from exc
 
     # -- internals -----------------------------------------------------------
     def _fault(self, value: Any, why: str) -> dict:
@@ -123,9 +147,26 @@ class Encoder:
             text = f"<{type(value).__name__} with failing repr>"
         if len(text) > 2000:
             text = text[:2000] + "…"
-        if self.on_fault is not None:
-            self.on_fault(f"{type(value).__name__}: {why}")
+        self._report(f"{type(value).__name__}: {why}")
         return {ENVELOPE: "unserializable", "type": _qualname(type(value)), "repr": self.redactor.scrub(text), "why": why}
+
+    def _report(self, message: str) -> None:
+        if self.on_fault is not None:
+            try:
+                self.on_fault(message)
+            except Exception as exc:  # noqa: BLE001 - strict mode raises here: out of the encoder as it is
+                raise _Abort(exc) from exc
+
+    def _unreadable(self, value: Any, exc: Exception) -> dict:
+        # Neither repr() nor str() of the value is asked for: reading it is what failed.
+        name = type(value).__name__
+        lines = [line.strip() for line in _safe_str(exc).splitlines() if line.strip()]
+        message = "; ".join(lines)
+        if len(message) > 300:
+            message = message[:300] + "…"
+        why = self.redactor.scrub(f"could not be read: {type(exc).__name__}" + (f": {message}" if message else ""))
+        self._report(f"{name}: {why}")
+        return {ENVELOPE: "unserializable", "type": _qualname(type(value)), "repr": f"<{name}: {why}>", "why": why}
 
     def _shared_ref(self, value: Any, build: Callable[[], Any]) -> Any:
         if self.sink is None:
@@ -135,7 +176,7 @@ class Encoder:
         if hit is not None and hit[0] is value and hit[1] == stamp:
             return hit[2]
         tree = build()
-        ref = {BLOB_REF: self.sink.put_blob(orjson.dumps(tree))}
+        ref = {BLOB_REF: self._put(orjson.dumps(tree))}
         self._shared[id(value)] = (value, stamp, ref)
         return ref
 
@@ -146,7 +187,7 @@ class Encoder:
         if t is str:
             s = self.redactor.scrub(v)
             if len(s) > LONG_STRING and self.sink is not None:
-                return {BLOB_REF: self.sink.put_blob(orjson.dumps(s))}
+                return {BLOB_REF: self._put(orjson.dumps(s))}
             return s
         if t is bool or v is None:
             return v
@@ -158,13 +199,19 @@ class Encoder:
             if math.isfinite(v):
                 return v
             return {ENVELOPE: "float", "v": repr(v)}
-        if t is dict or isinstance(v, Mapping) and not _is_special(v):
-            return self._enc_dict(v, depth)
         if t is list:
             return [self._enc(x, depth + 1, key) for x in v]
         if t is tuple:
             return {ENVELOPE: "tuple", "v": [self._enc(x, depth + 1, key) for x in v]}
-        return self._enc_other(v, depth)
+        # The innermost mapping or object whose reading raises is marked alone (try costs nothing until it catches).
+        try:
+            if t is dict or isinstance(v, Mapping) and not _is_special(v):
+                return self._enc_dict(v, depth)
+            return self._enc_other(v, depth)
+        except _Abort:
+            raise
+        except Exception as exc:  # noqa: BLE001 - user objects may raise anything when read
+            return self._unreadable(v, exc)
 
     def _enc_dict(self, v: Mapping, depth: int) -> Any:
         redactor = self.redactor
@@ -173,8 +220,10 @@ class Encoder:
         d = depth + 1
         if ENVELOPE not in v and BLOB_REF not in v and _STR_ONLY.issuperset(map(type, v)):
             out: dict[str, Any] = {}
-            # Keys are scrubbed like any text (a cache keyed by API key); keys too short to hold a secret are skipped.
+            # Keys are scrubbed like any text (a cache keyed by API key): skipped when too short
+            # to hold a secret or already found clean.
             min_len = redactor.min_length
+            clean = self._clean_keys
             scrubbed: list[list[Any]] | None = None
             for k, x in v.items():
                 # An empty secret is not a secret; "x != ''" is not asked of arbitrary objects (numpy).
@@ -182,13 +231,14 @@ class Encoder:
                     val = redactor.mark()
                 else:
                     val = enc(x, d, k)
-                if len(k) >= min_len and scrubbed is None and (s := redactor.scrub(k)) != k:
+                if scrubbed is None:
+                    if len(k) < min_len or k in clean or (s := self._scrub_key(k)) is k:
+                        out[k] = val
+                        continue
                     scrubbed = [[key, y] for key, y in out.items()]
                     scrubbed.append([s, val])
-                elif scrubbed is not None:
-                    scrubbed.append([redactor.scrub(k) if len(k) >= min_len else k, val])
                 else:
-                    out[k] = val
+                    scrubbed.append([k if len(k) < min_len or k in clean else self._scrub_key(k), val])
             if scrubbed is None:
                 return out
             out = {key: y for key, y in scrubbed}
@@ -201,6 +251,14 @@ class Encoder:
             secret = isinstance(k, str) and is_secret(k) and x is not None and (type(x) is not str or x)
             items.append([enc(k, d, None), redactor.mark() if secret else enc(x, d, None)])
         return {ENVELOPE: "dict", "v": items}
+
+    def _scrub_key(self, k: str) -> str:
+        s = self.redactor.scrub_key(k)
+        if s is k:
+            if len(self._clean_keys) >= 10_000:
+                self._clean_keys.clear()  # ids as keys must not grow this forever
+            self._clean_keys.add(k)
+        return s
 
     def _enc_other(self, v: Any, depth: int) -> Any:
         kind = _special_kind(v)

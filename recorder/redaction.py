@@ -228,6 +228,7 @@ class Redactor:
         self._fragments = _KEY_FRAGMENTS + self._user_keys
         self._lock = threading.Lock()
         self._key_cache: dict[str, bool] = {}
+        self._scrubbed_keys: dict[str, tuple[str | None, int]] = {}
         self.count = 0
 
     def _bump(self, n: int = 1) -> None:
@@ -256,6 +257,26 @@ class Redactor:
             self._key_cache.clear()  # unbounded key sets (ids as keys) must not grow this forever
         self._key_cache[key] = hit
         return hit
+
+    def scrub_key(self, key: str) -> str:
+        """:meth:`scrub` for a mapping key: the same result, remembered (keys repeat a lot).
+
+        Returns ``key`` itself when nothing in it is a secret; each redaction is
+        counted every time, as :meth:`scrub` counts it.
+        """
+        hit = self._scrubbed_keys.get(key)
+        if hit is None:
+            before = self.count
+            new = self.scrub(key)
+            hit = (None if new == key else new, self.count - before)
+            if len(self._scrubbed_keys) >= _KEY_CACHE_SIZE:
+                self._scrubbed_keys.clear()
+            self._scrubbed_keys[key] = hit
+            return key if hit[0] is None else new
+        if hit[0] is None:
+            return key
+        self._bump(hit[1])
+        return hit[0]
 
     def scrub(self, text: str) -> str:
         """Replace credential-looking substrings of ``text``."""

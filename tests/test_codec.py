@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -35,6 +36,7 @@ from recorder.codec import (
     register_type,
     to_plain,
 )
+from recorder.errors import RecorderFault
 from recorder.redaction import Redactor
 
 
@@ -262,6 +264,56 @@ def test_unregistered_and_unknown_types_come_back_as_plain_data() -> None:
     # A message class the decoder does not know stays data too.
     msg = {ENVELOPE: "lc.msg", "cls": "FancyMessage", "v": {"content": "hi"}}
     assert Decoder({}, typed=True).decode(msg) == {TYPE_KEY: "FancyMessage", "content": "hi"}
+
+
+class GoneMapping(Mapping):
+    """A lazy mapping whose backend went away: reading it raises."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise ConnectionError("backend gone\nretry with token sk-" + "k" * 24)
+
+    def __iter__(self) -> Iterator[str]:
+        raise ConnectionError("backend gone\nretry with token sk-" + "k" * 24)
+
+    def __len__(self) -> int:
+        return 1
+
+
+@dataclasses.dataclass
+class FailingField:
+    name: str
+
+    def __getattribute__(self, attr: str) -> Any:
+        if attr == "name":
+            raise RuntimeError("lazy field failed")
+        return super().__getattribute__(attr)
+
+
+def test_values_that_raise_when_read_are_marked_alone() -> None:
+    faults: list[str] = []
+    tree = Encoder(on_fault=faults.append).encode({"ok": [1, "two"], "gone": GoneMapping(), "deep": [{"f": FailingField("x")}]})
+    assert tree["ok"] == [1, "two"]
+    gone = Decoder({}, typed=False).decode(through_json(tree))["gone"]
+    assert gone["unserializable"] is True and gone[TYPE_KEY] == f"{__name__}.GoneMapping"
+    assert "ConnectionError: backend gone" in gone["repr"] and "\n" not in gone["repr"] and "sk-" not in gone["repr"]
+    assert tree["deep"][0]["f"][ENVELOPE] == "unserializable" and "RuntimeError: lazy field failed" in tree["deep"][0]["f"]["why"]
+    assert len(faults) == 2 and "GoneMapping" in faults[0] and "FailingField" in faults[1]
+    assert all("sk-" not in f and "\n" not in f for f in faults)
+
+
+def test_an_on_fault_that_raises_leaves_the_encoder_as_it_is() -> None:
+    """Strict mode raises from on_fault: that error, once, not a value marked in its place."""
+    calls: list[str] = []
+
+    def strict(why: str) -> None:
+        calls.append(why)
+        raise RecorderFault(f"could not encode ({why})")
+
+    with pytest.raises(RecorderFault, match="GoneMapping"):
+        Encoder(on_fault=strict).encode({"a": {"b": [GoneMapping()]}})
+    with pytest.raises(RecorderFault, match="Opaque"):
+        Encoder(on_fault=strict).encode({"a": {"b": [Opaque()]}})
+    assert len(calls) == 2
 
 
 def test_registered_name_must_match_exactly() -> None:
