@@ -69,6 +69,7 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_STEPS = 100_000
 MAX_CALLS = 1_000_000
 MAX_HOLD_MS = 600_000
+MAX_STEP_NUMBER = 2**31 - 1  # step numbers (and counts) go into integer columns
 # The checkpoint an imported fixture resumes from. LangGraph derives the next
 # task ids from it, so a fixed id makes replays of a fixture name their tasks alike.
 START_CHECKPOINT_ID = "00000000-0000-6000-8000-000000000000"
@@ -906,6 +907,8 @@ def _check(doc: dict, label: str) -> None:
         sh.get(sl, "of", (int,), "slice")
     start = sh.get(doc, "start", (dict,), "top")
     after = sh.get(start, "after_step", (int,), "start")
+    if not -1 <= after <= MAX_STEP_NUMBER:
+        sh.fail("start.after_step", f"{after} is not a step number (-1 to {MAX_STEP_NUMBER})")
     sh.value(sh.get(start, "values", (dict,), "start"), "start.values")
     versions = sh.get(start, "versions", (dict,), "start")
     for c, v in versions.items():
@@ -951,6 +954,8 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
         n = sh.get(s, "step", (int,), w)
         if last is not None and n <= last:
             sh.fail(f"{w}.step", f"step {n} does not come after step {last}" + (" (where the fixture starts)" if last == after and i == 0 else ""))
+        if not -1 <= n <= MAX_STEP_NUMBER:
+            sh.fail(f"{w}.step", f"{n} is not a step number (-1 to {MAX_STEP_NUMBER})")
         last = n
         sh.get(s, "source", (str,), w, required=False)
         sh.get(s, "completed", (bool,), w, required=False)
@@ -1311,7 +1316,7 @@ def _json(tree: Any) -> str:
 
 def _count(redacted: Any) -> int:
     n = redacted.get("when_recorded") if isinstance(redacted, dict) else None
-    return n if type(n) is int and n >= 0 else 0
+    return n if type(n) is int and 0 <= n <= MAX_STEP_NUMBER else 0
 
 
 def import_fixture(store: RunStore, fixture: dict[str, Any], *, label: str = "fixture") -> ImportedFixture:

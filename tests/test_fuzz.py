@@ -1,8 +1,11 @@
 """Fuzzing the readers: recordings are data from elsewhere, so garbage must fail clearly.
 
 Hypothesis feeds the codec's ``Decoder``, the store's ``unpack`` and
-``expand_payload``, and a real recorded SQLite store whose rows were
-overwritten with garbage. Every outcome is a value or a clear error
+``expand_payload``, a real recorded SQLite store whose rows were
+overwritten with garbage, and the fixture loader (random JSON, and the demo
+fixture with keys dropped, types changed, numbers past the store's columns,
+deep nesting and envelopes naming ``os.system`` or a planted module that must
+never be imported). Every outcome is a value or a clear error
 (``DecodeError`` from the codec, a ``GraphtapeError`` such as ``StoreError``
 from the store); never another exception type, never a hang. Size and depth
 are bounded: deep nesting, decompression bombs and blob references that
@@ -11,6 +14,7 @@ expand exponentially are refused with a clear error.
 
 from __future__ import annotations
 
+import copy
 import operator
 import os
 import secrets
@@ -352,3 +356,148 @@ def test_store_with_garbage_rows_reads_or_raises_store_errors(pristine: Path, tm
 )
 def test_store_with_mistyped_or_misshapen_cells_raises_store_errors(pristine: Path, tmp_path: Path, change: tuple) -> None:
     read_garbage(garbled_copy(pristine, tmp_path, [change], 0), [change])
+
+
+# ---------------------------------------------------------------------------
+# The fixture loader: files from other people
+# ---------------------------------------------------------------------------
+
+DEMO_FIXTURE = ROOT / "fixtures" / "runs" / "demo-incident.json"
+SENTINEL = "graphtape_fuzz_sentinel_mod"  # planted in the data as a module name: it must never be imported
+HOSTILE_NAMES = [f"{SENTINEL}.Boom", "os.system", "subprocess.Popen", "builtins.eval", "builtins.__import__", "posix.system"]
+def nest(n: int) -> Any:
+    tree: Any = SENTINEL
+    for i in range(n):
+        tree = [tree] if i % 2 else {"k": tree}
+    return tree
+
+
+hostile_envelopes = st.one_of(
+    st.builds(lambda k, n, v: {ENVELOPE: k, "type": n, "cls": n, "v": v}, st.sampled_from(KINDS), st.sampled_from(HOSTILE_NAMES), trees(refs=False)),
+    st.builds(lambda n: {ENVELOPE: n, "v": ["echo owned"]}, st.sampled_from(HOSTILE_NAMES)),
+    st.builds(lambda n: {ENVELOPE: "lc.msg", "cls": n, "v": {"content": "x", "__class__": n}}, st.sampled_from(HOSTILE_NAMES)),
+)
+replacements = st.one_of(
+    scalars,
+    st.sampled_from([2**63, 2**64 - 1, -(2**63) - 1, 2**70, -(2**200), 1e308, -0.0, "", [], {}, [[[[[]]]]], {"$b": "m1"}, {"$b": 5}]),
+    st.integers(min_value=1, max_value=MAX_DEPTH * 3).map(nest),
+    hostile_envelopes,
+    trees(refs=True),
+)
+
+
+def paths(doc: Any, prefix: tuple = (), depth: int = 0) -> Iterator[tuple]:
+    """Every place in a JSON document (a key path), outermost first."""
+    yield prefix
+    if depth > 12:
+        return
+    if type(doc) is dict:
+        for k, v in doc.items():
+            yield from paths(v, (*prefix, k), depth + 1)
+    elif type(doc) is list:
+        for i, v in enumerate(doc):
+            yield from paths(v, (*prefix, i), depth + 1)
+
+
+@st.composite
+def mutated_fixtures(draw: st.DrawFn) -> bytes:
+    """The demo fixture with a few places dropped, retyped, deepened or made hostile."""
+    import json
+
+    doc = orjson.loads(DEMO_FIXTURE.read_bytes())
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        places = [p for p in paths(doc) if p]
+        path = draw(st.sampled_from(places))
+        parent = doc
+        for part in path[:-1]:
+            parent = parent[part]
+        last = path[-1]
+        if draw(st.booleans()) and type(parent) is dict:
+            del parent[last]
+        else:
+            parent[last] = copy.deepcopy(draw(replacements))  # later mutations must not edit the strategy's own values
+    # The json module writes what orjson cannot (integers past 64 bits); the loader must refuse or read it.
+    return json.dumps(doc).encode()
+
+
+def assert_loader_outcome(data: bytes, store_path: Path) -> bool:
+    """Parse, import and read back every step (plain and typed); True if all of it worked."""
+    from replay.fixture import import_fixture, parse_fixture
+
+    try:
+        with deadline(30):
+            fixture = parse_fixture(data, "fuzz.json")
+            store = open_store(store_path, create=True)
+            try:
+                imported = import_fixture(store, fixture, label="fuzz.json")
+                for s in store.list_steps(imported.run_id):
+                    store.state_at(imported.run_id, s.step)
+                    store.state_at(imported.run_id, s.step, typed=True)
+                store.calls(imported.run_id)
+            finally:
+                store.close()
+    except Exception as exc:  # noqa: BLE001 - the assertion says which
+        assert allowed(exc), f"{type(exc).__name__}: {exc}"
+        return False
+    finally:
+        assert SENTINEL not in sys.modules
+    return True
+
+
+def test_the_demo_fixture_imports(tmp_path: Path) -> None:
+    assert assert_loader_outcome(DEMO_FIXTURE.read_bytes(), tmp_path / "demo.db")  # the baseline the mutations start from
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.one_of(st.binary(max_size=200), trees(refs=True).map(orjson.dumps), st.dictionaries(st.text(max_size=10), trees(refs=True), max_size=5).map(lambda d: orjson.dumps({"graphtape_fixture": 1, **d}))))
+def test_fixture_loader_refuses_random_json_in_one_line(data: bytes) -> None:
+    from replay.fixture import parse_fixture
+
+    try:
+        parse_fixture(data, "fuzz.json")
+    except Exception as exc:  # noqa: BLE001
+        assert allowed(exc), f"{type(exc).__name__}: {exc}"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=mutated_fixtures())
+def test_mutated_fixtures_import_or_fail_in_one_line(tmp_path: Path, data: bytes) -> None:
+    assert_loader_outcome(data, tmp_path / f"fuzz-{secrets.token_hex(6)}.db")
+
+
+@pytest.mark.parametrize(
+    "path, value",
+    [
+        (("steps", -1, "step"), 2**64 - 1),
+        (("start", "after_step"), 2**63),
+        (("redacted",), {"when_recorded": 2**64 - 1}),
+        (("steps", 0, "tasks", 0, "writes"), {ENVELOPE: "obj", "type": f"{SENTINEL}.Boom", "v": {"cmd": "echo owned"}}),
+        (("steps", 0, "tasks", 0, "writes"), {ENVELOPE: "lc.msg", "cls": "subprocess.Popen", "v": {"args": ["echo", "owned"]}}),
+        (("final_state",), {ENVELOPE: "builtins.eval", "v": "__import__('os')"}),
+    ],
+    ids=["step-past-int64", "start-past-int64", "redactions-past-int64", "obj-sentinel", "msg-popen", "eval"],
+)
+def test_fixture_numbers_past_the_columns_and_hostile_names_fail_or_load_as_data(tmp_path: Path, path: tuple, value: Any) -> None:
+    import json
+
+    doc = orjson.loads(DEMO_FIXTURE.read_bytes())
+    parent = doc
+    for part in path[:-1]:
+        parent = parent[part]
+    parent[path[-1]] = value
+    assert_loader_outcome(json.dumps(doc).encode(), tmp_path / "one.db")
+
+
+def test_read_fixture_bounds_the_file(tmp_path: Path) -> None:
+    from replay.fixture import MAX_FILE_BYTES, read_fixture
+
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.truncate(MAX_FILE_BYTES + 1)
+    with pytest.raises(GraphtapeError, match="MB"):
+        read_fixture(big)
+    deep = tmp_path / "deep.json"
+    deep.write_bytes(b'{"graphtape_fixture": 1, "name": ' + b"[" * 5000 + b"]" * 5000 + b"}")
+    with pytest.raises(GraphtapeError) as err:
+        read_fixture(deep)
+    assert "\n" not in str(err.value)
