@@ -110,8 +110,6 @@ class _Run:
         self.progress = progress
         if not hasattr(graph, "stream") or not hasattr(graph, "copy") or not hasattr(graph, "nodes"):
             raise ReplayError(f"replay needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
-        self.own_store = store is None
-        self.store = store if store is not None else SqlStore(db, create=False)
         self.mode = ReplayMode.parse(mode)
         try:
             self.normalize = Normalizer(ignore, state_keys)  # state: the user's ignore paths apply
@@ -119,12 +117,25 @@ class _Run:
         except ValueError as exc:
             raise ReplayError(str(exc)) from None
         self.graph = graph
-        self.run = self.store.get_run(run_id)
         self.overrides = dict(overrides or {})
         self.mock_nodes = list(mock_nodes)
         unknown = [n for n in self.mock_nodes if n not in graph.nodes]
         if unknown:
             raise ReplayError(f"cannot mock node(s) {', '.join(unknown)}: the graph has {', '.join(sorted(graph.nodes))}")
+        self.own_store = store is None
+        self.store = store if store is not None else SqlStore(db, create=False)
+        try:
+            self.run = self.store.get_run(run_id)
+        except BaseException:
+            if self.own_store:
+                self.store.close()
+            raise
+        # Set per replay by _go: where it stops, the steps it spans, and the limit a resume uses.
+        self._to_step: int | None = None
+        self._span: tuple[int, int] = (0, 0)
+        self._resume_limit: int | None = None
+        self._entered_memo: dict[str, int] | None = None
+        self._details_memo: dict[str, list[Any]] = {}
 
     def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool = False, to_step: int | None = None) -> ReplayResult:
         try:
@@ -249,13 +260,13 @@ class _Run:
 
     # -- pieces ------------------------------------------------------------------------
     def _entered(self) -> dict[str, int]:
-        if not hasattr(self, "_entered_memo"):
+        if self._entered_memo is None:
             self._entered_memo = _entered_at(self._details(""))
         return self._entered_memo
 
     def _details(self, ns: str) -> list[Any]:
         """The recording's step details of a namespace, read once per replay."""
-        memo = self.__dict__.setdefault("_details_memo", {})
+        memo = self._details_memo
         if ns not in memo:
             memo[ns] = self.store.step_details(self.run.id, ns, writes=False)
         return memo[ns]
@@ -340,7 +351,7 @@ class _Run:
             if not values:
                 return None  # the recording stopped at this interrupt too (or diverged: compared later)
             payload = Command(resume=_resume_for(pending, values))
-            if getattr(self, "_resume_limit", None) is not None:
+            if self._resume_limit is not None:
                 config = {**config, "recursion_limit": self._resume_limit}  # a resume counts from itself, as recorded
             resumes[step] = values[len(pending):] if len(values) > len(pending) else []
         return None
