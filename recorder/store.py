@@ -994,7 +994,10 @@ class SqlStore:
         """The recorded checkpoint in LangGraph's shape, so a graph can resume from it."""
         row, fs = self._frame_state(run_id, step, ns)
         if row.checkpoint_id is None:
-            raise StepNotFound(f"step {step} of run {run_id} never completed, so it has no checkpoint")
+            raise StepNotFound(
+                f"step {step} of run {run_id} has no checkpoint to resume from: it never completed, "
+                "or the run was imported from a fixture, which keeps only its starting checkpoint"
+            )
         return Checkpoint(
             checkpoint_id=row.checkpoint_id,
             parent_checkpoint_id=row.parent_checkpoint_id,

@@ -152,7 +152,8 @@ class _Run:
             step = steps[0].step
         if not any(s.step == step and s.checkpoint_id for s in steps):
             done = [s.step for s in steps if s.checkpoint_id]
-            raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" (steps {done[0]}..{done[-1]})")
+            span = f"steps {done[0]}..{done[-1]}" if len(done) > 1 else f"only step {done[0]} has a checkpoint" if done else "no step has a checkpoint"
+            raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
         saver = replay_saver(self.store, self.run.id)
         thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id)
