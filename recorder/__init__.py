@@ -7,9 +7,6 @@ errors or records (the pytest plugin, the CLI's parser) starts fast.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from recorder.errors import (
     AmbiguousRun,
     GraphtapeError,
@@ -19,6 +16,7 @@ from recorder.errors import (
     StepNotFound,
     StoreError,
 )
+from recorder.lazy import lazy_exports
 from recorder.records import CallInfo, Checkpoint, RouteInfo, RunDetail, RunInfo, StepDetail, StepInfo, TaskInfo
 
 _LAZY = {
@@ -54,15 +52,4 @@ __all__ = [
     "register_type",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'recorder' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -11,7 +11,6 @@ graph returns changes.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import logging
 import os
@@ -28,6 +27,7 @@ from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from recorder.capture import CaptureHandler
+from recorder.choices import Choice
 from recorder.errors import GraphtapeError, RecorderFault
 from recorder.graph_info import GraphInfo, describe
 from recorder.redaction import Redactor
@@ -37,19 +37,11 @@ from recorder.store import Batch, SqlStore
 from recorder.writer import Writer
 
 
-class Durability(str, enum.Enum):
+class Durability(Choice):
     """When recorded supersteps reach the database (LangGraph's names)."""
 
     ASYNC = "async"  # background writer; the graph never waits on the database
     SYNC = "sync"  # each superstep is committed before the next one starts
-
-    @classmethod
-    def parse(cls, value: str | Durability) -> Durability:
-        try:
-            return cls(value)
-        except ValueError:
-            valid = ", ".join(repr(m.value) for m in cls)
-            raise ValueError(f"unknown durability {value!r}: use one of {valid}") from None
 
 
 @dataclasses.dataclass(frozen=True)

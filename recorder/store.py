@@ -836,16 +836,16 @@ class SqlStore:
                 sa.select(S.steps.c.nodes).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == following[0].step).order_by(S.steps.c.seq)
             ):
                 nxt.extend(n for n in r.nodes.split(",") if n)
-        return self._detail(self._step_info(row), rows, list(dict.fromkeys(nxt)))
+        payloads = [expand_payload(unpack(r.payload), r.created_at) for r in rows]
+        return self._detail(self._step_info(row), payloads, list(dict.fromkeys(nxt)))
 
-    def _detail(self, info: StepInfo, rows: Sequence[Any], nxt: list[str], typed: bool = False, writes: bool = True) -> StepDetail:
-        """Merge the payloads of one step's rows (in seq order) into its StepDetail."""
+    def _detail(self, info: StepInfo, payloads: Sequence[dict], nxt: list[str], typed: bool = False, writes: bool = True) -> StepDetail:
+        """Merge the expanded payloads of one step's rows (in seq order) into its StepDetail."""
         dec = self._typed_decoder if typed else self._plain_decoder
         tasks_by_id: dict[str, TaskInfo] = {}
         routes_by_task: dict[Any, list[dict]] = {}
         events: list[EventInfo] = []
-        for r in rows:
-            payload = expand_payload(unpack(r.payload), r.created_at)
+        for payload in payloads:
             for t in payload.get("t", []):
                 tasks_by_id[t["id"]] = TaskInfo(
                     task_id=t["id"],
@@ -891,11 +891,11 @@ class SqlStore:
         q = sa.select(S.steps.c.step, S.steps.c.seq, S.steps.c.payload, S.steps.c.created_at).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns)
         if after is not None:
             q = q.where(S.steps.c.step > after)
-        by_step: dict[int, list[Any]] = {}
+        by_step: dict[int, list[dict]] = {}
         refs: set[str] = set()
         for r in self._read(q.order_by(S.steps.c.seq)):
-            by_step.setdefault(r.step, []).append(r)
-            payload = unpack(r.payload)
+            payload = expand_payload(unpack(r.payload), r.created_at)
+            by_step.setdefault(r.step, []).append(payload)
             collect_refs([payload.get("t"), payload.get("r"), payload.get("e")] if writes else [payload.get("r"), payload.get("e")], refs)
         self.blobs(refs)  # one read for the whole namespace; the steps below decode from the cache
         out = []

@@ -12,8 +12,7 @@ every test session, which must not pay for LangGraph until a replay runs.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from recorder.lazy import lazy_exports
 
 _WHERE = {
     "Divergence": "replay.result",
@@ -34,16 +33,4 @@ _WHERE = {
 }
 
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'replay' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

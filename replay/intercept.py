@@ -57,7 +57,7 @@ class Answerer(Protocol):
 _current: contextvars.ContextVar[Answerer | None] = contextvars.ContextVar("graphtape_replay", default=None)
 _active: list[Answerer] = []
 _lock = threading.Lock()
-_originals: dict[tuple[type, str], Any] = {}
+_originals: dict[tuple[str, str], tuple[type, Any]] = {}  # (class name, method) -> (class, original)
 
 
 def _answerer() -> Answerer | None:
@@ -100,22 +100,22 @@ def _install() -> None:
         (BaseChatModel, "astream"): _astream,
     }
     for (cls, name), wrapper in wrappers.items():
-        _originals[(cls, name)] = cls.__dict__[name]
+        _originals[(cls.__name__, name)] = (cls, cls.__dict__[name])
         setattr(cls, name, wrapper)
 
 
 def _uninstall() -> None:
-    for (cls, name), original in _originals.items():
+    for (_cls_name, name), (cls, original) in _originals.items():
         setattr(cls, name, original)
     _originals.clear()
     _stand_ins.clear()
 
 
 def _original(cls_name: str, name: str) -> Any:
-    for (cls, n), fn in _originals.items():
-        if cls.__name__ == cls_name and n == name:
-            return fn
-    raise RuntimeError(f"graphtape replay: {cls_name}.{name} is not wrapped")
+    found = _originals.get((cls_name, name))
+    if found is None:
+        raise RuntimeError(f"graphtape replay: {cls_name}.{name} is not wrapped")
+    return found[1]
 
 
 # -- models ----------------------------------------------------------------------

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import enum
+from recorder.choices import Choice
 
 
-class ReplayMode(str, enum.Enum):
+class ReplayMode(Choice):
     """How a replay treats the recording's tool and model calls.
 
     ``strict`` answers every tool and model call from the recording (a call
@@ -17,15 +17,6 @@ class ReplayMode(str, enum.Enum):
     STRICT = "strict"
     TOOLS = "tools"
     LIVE = "live"
-
-    @classmethod
-    def parse(cls, value: str | ReplayMode) -> ReplayMode:
-        """The mode named ``value``; a bad name raises ``ValueError`` naming the valid ones."""
-        try:
-            return cls(value)
-        except ValueError:
-            valid = ", ".join(repr(m.value) for m in cls)
-            raise ValueError(f"unknown replay mode {value!r}: use one of {valid}") from None
 
     def answers(self, kind: str) -> bool:
         """Whether calls of ``kind`` ("tool" or "model") come from the recording."""

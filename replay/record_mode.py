@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import enum
 import os
 
+from recorder.choices import Choice
 
-class RecordMode(str, enum.Enum):
+
+class RecordMode(Choice):
     """What ``--graphtape-record`` lets a test write, named after vcrpy's modes.
 
     ``none`` (the default) only replays: a missing fixture fails the test.
@@ -20,15 +21,6 @@ class RecordMode(str, enum.Enum):
     NONE = "none"
     MISSING = "missing"
     REWRITE = "rewrite"
-
-    @classmethod
-    def parse(cls, value: str | RecordMode) -> RecordMode:
-        """The mode named ``value``; a bad name raises ``ValueError`` naming the valid ones."""
-        try:
-            return cls(value)
-        except ValueError:
-            valid = ", ".join(repr(m.value) for m in cls)
-            raise ValueError(f"unknown record mode {value!r}: use one of {valid}") from None
 
     @property
     def records(self) -> bool:

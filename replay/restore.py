@@ -46,29 +46,25 @@ def as_langgraph(cp: Checkpoint) -> tuple[dict[str, Any], dict[str, Any]]:
     return checkpoint, metadata
 
 
-def replay_saver(store: RunStore, run_id: str) -> Any:
-    """An in-memory saver whose channel versions continue the recording's kind.
+def replay_saver() -> Any:
+    """A fresh in-memory saver whose channel versions continue the restored checkpoint's kind.
 
     LangGraph compares versions with ``>``: a recording made with integer
     versions (graphtape's own saver) must continue with integers, one made
-    by a user's saver with that saver's strings.
+    by a user's saver with that saver's strings. ``restore`` tells the saver
+    which kind it put in.
     """
     from langgraph.checkpoint.memory import InMemorySaver
 
-    steps = [s for s in store.list_steps(run_id) if s.checkpoint_id]
-    versions = store.checkpoint_at(run_id, steps[-1].step, typed=False).channel_versions if steps else {}
-    if not any(isinstance(v, int) for v in versions.values()):
-        return InMemorySaver()
+    class ReplaySaver(InMemorySaver):
+        int_versions = False
 
-    class IntVersionSaver(InMemorySaver):
         def get_next_version(self, current: Any, channel: Any) -> Any:
-            if current is None:
-                return 1
-            if isinstance(current, int):
-                return current + 1
-            return int(str(current).split(".")[0]) + 1
+            if isinstance(current, int) or (current is None and self.int_versions):
+                return (current or 0) + 1
+            return super().get_next_version(current, channel)
 
-    return IntVersionSaver()
+    return ReplaySaver()
 
 
 def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread_id: str) -> Restored:
@@ -82,6 +78,8 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
     if cp.parent_checkpoint_id:
         config["configurable"]["checkpoint_id"] = cp.parent_checkpoint_id
+    if any(isinstance(v, int) for v in cp.channel_versions.values()):
+        saver.int_versions = True
     saver.put(config, checkpoint, metadata, dict(cp.channel_versions))
     return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id)
 

@@ -136,6 +136,7 @@ class _Run:
         self._resume_limit: int | None = None
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
+        self._root_steps_memo: list[Any] | None = None
 
     def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool = False, to_step: int | None = None) -> ReplayResult:
         try:
@@ -145,7 +146,7 @@ class _Run:
                 self.store.close()
 
     def _go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool, to_step: int | None = None) -> ReplayResult:
-        steps = self.store.list_steps(self.run.id, ns)
+        steps = self.store.list_steps(self.run.id, ns) if ns else self._root_steps()
         if not steps:
             raise ReplayError(f"run {self.run.id} has no steps" + (f" in namespace {ns!r}" if ns else ""))
         if step is None:
@@ -154,7 +155,7 @@ class _Run:
             done = [s.step for s in steps if s.checkpoint_id]
             span = f"steps {done[0]}..{done[-1]}" if len(done) > 1 else f"only step {done[0]} has a checkpoint" if done else "no step has a checkpoint"
             raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
-        saver = replay_saver(self.store, self.run.id)
+        saver = replay_saver()
         thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
@@ -164,7 +165,7 @@ class _Run:
         if to_step is not None and (ns or to_step <= restored.root_step):
             raise ReplayError(f"to_step must be a root step after {restored.root_step}" + (" (not with a subgraph namespace)" if ns else ""))
         self._to_step = to_step
-        self._span = (restored.root_step, max((s.step for s in self.store.list_steps(self.run.id)), default=restored.root_step))
+        self._span = (restored.root_step, max((s.step for s in self._root_steps()), default=restored.root_step))
         edit = None
         offset = 0  # a fork's edit is one more step in the namespace it edits
         seed = (restored.checkpoint, restored.metadata, restored.parent_id) if not ns else None
@@ -265,6 +266,12 @@ class _Run:
             self._entered_memo = _entered_at(self._details(""))
         return self._entered_memo
 
+    def _root_steps(self) -> list[Any]:
+        """The recording's root steps, read once per replay."""
+        if self._root_steps_memo is None:
+            self._root_steps_memo = self.store.list_steps(self.run.id)
+        return self._root_steps_memo
+
     def _details(self, ns: str) -> list[Any]:
         """The recording's step details of a namespace, read once per replay."""
         memo = self._details_memo
@@ -283,7 +290,7 @@ class _Run:
         if limit is not None:
             # LangGraph stops at (start step + 1) + limit + 1, counted from where it
             # starts; a fresh run starts at its input step. Keep the recorded end.
-            first = self.store.list_steps(self.run.id)[0].step
+            first = self._root_steps()[0].step
             config["recursion_limit"] = max(1, limit - (restored.root_step - first) - 1)
             self._resume_limit = limit
         return config
@@ -396,7 +403,7 @@ class _Run:
 
     def _recorded_resumes(self) -> dict[int, list[tuple[str | None, Any]]]:
         out: dict[int, list[tuple[str | None, Any]]] = {}
-        if not any(s.flags & FLAG_RESUME for s in self.store.list_steps(self.run.id)):
+        if not any(s.flags & FLAG_RESUME for s in self._root_steps()):
             return out
         for d in self.store.step_details(self.run.id, "", typed=True):
             for e in d.events:

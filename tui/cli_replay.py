@@ -103,15 +103,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_fork(args: argparse.Namespace) -> int:
     """Fork with the edits applied; prints the new run and how it went."""
-    from recorder import GraphtapeError
     from replay import fork
 
     store, run_id, graph, overrides = _setup(args)
     try:
         update = parse_sets(args.sets, lambda: store.state_at(run_id, args.at_step, args.ns))
         result = fork(run_id, graph, args.at_step, update, as_node=args.as_node, mode=args.mode, ns=args.ns, store=store, overrides=overrides, ignore=args.ignore)
-    except GraphtapeError:
-        raise
     finally:
         store.close()
     _print(result, args.json)
