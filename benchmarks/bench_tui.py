@@ -21,10 +21,9 @@ For each run the script times, with medians over repetitions:
 3. **diff**: the first superstep marked (``home``, ``right``, ``m``), then
    ``end`` and ``d``: until ``diff_entries`` arrive, and until painted;
 
-and the same reads on the store alone (``list_steps``, ``state_at``,
-``step_detail``, ``calls``, ``tui.data.diff_states``, with the run screen's
-small cache of decoded states), so UI overhead and store cost can be told
-apart. *short* and *wide* are the in-process
+and the same reads on the store alone (``list_steps``, then
+``tui.step_reader.StepReader``: the code the run screen's workers run, with
+its small cache of states), so UI overhead and store cost can be told apart. *short* and *wide* are the in-process
 baselines. Memory is measured in a fresh subprocess per run (the three run
 side by side): RSS after opening and while stepping back 200 steps, then
 tracemalloc over a further window of steps.
@@ -35,7 +34,7 @@ idle for 20 ms, which would time the harness rather than the app.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_tui.py               # ~4 min; the first time ~6 more to record the runs
+    .venv/bin/python benchmarks/bench_tui.py               # ~1 min; the first time ~2 more to record the runs
     .venv/bin/python benchmarks/bench_tui.py --db runs.db  # keep the recorded runs in this file
     .venv/bin/python benchmarks/bench_tui.py --quick       # smoke run on small runs, about a minute
     .venv/bin/python benchmarks/bench_tui.py --profile     # also cProfile each target the long run misses
@@ -75,7 +74,8 @@ import recorder
 from recorder import open_store
 from recorder.records import StepInfo
 from recorder.store import SqlStore
-from tui.data import diff_states, first_of
+from tui.data import count_differences, diff_states, first_of, message_lists
+from tui.step_reader import TRANSCRIPT_TAIL, StepReader
 
 SIZE = (140, 40)
 MESSAGE_CHARS = 200
@@ -290,36 +290,40 @@ def ensure_runs(db: Path, shapes: list[Shape]) -> list[Recorded]:
 # Store only: what the run screen's workers do, called directly
 # ---------------------------------------------------------------------------
 
-STEP_PARTS = ("step_detail", "state_at", "state_at(prev)", "calls", "diff_states")
-STATE_CACHE = 6  # RunScreen keeps this many decoded states (``RunScreen._state``)
+STEP_PARTS = ("step_detail", "state_at", "state_at(prev)", "calls", "diff_states", "transcript")
 
 
-def _cached_state(store: Any, run_id: str, step: int, cache: dict[int, Any]) -> Any:
-    """``RunScreen._state``: a small cache of decoded states, oldest out first."""
-    if step not in cache:
-        cache[step] = store.state_at(run_id, step)
-        while len(cache) > STATE_CACHE:
-            cache.pop(next(iter(cache)))
-    return cache[step]
+def read_step(reader: StepReader, steps: list[StepInfo], index: int) -> dict[str, float]:
+    """``StepReader.read`` (what the run screen's worker runs), timed whole and part by part (seconds).
 
-
-def read_step(store: Any, run_id: str, steps: list[StepInfo], index: int, cache: dict[int, Any]) -> dict[str, float]:
-    """The reads of ``RunScreen._read_step`` (with its state cache), timed part by part (seconds)."""
-    step = steps[index]
+    The parts repeat its calls one by one on a second reader with the same
+    cache, so they add up to about the whole without timing a copy of it.
+    """
     t0 = time.perf_counter()
-    store.step_detail(run_id, step.step)
+    reader.read(steps, index)
+    total = time.perf_counter() - t0
+    parts = StepReader(reader.store, reader.run_id, reader.ns)
+    parts._states = dict(reader._states)
+    store, step = reader.store, steps[index]
+    t0 = time.perf_counter()
+    store.step_detail(reader.run_id, step.step)
     t1 = time.perf_counter()
-    state = _cached_state(store, run_id, step.step, cache)
+    parts._states.pop(step.step, None)  # as the screen sees it: this step new, the one before cached
+    state = parts.state(step.step)
     t2 = time.perf_counter()
     prev_index = first_of(steps, index, -1, lambda s: not s.pending and s.step < step.step)
-    old = _cached_state(store, run_id, steps[prev_index].step, cache) if prev_index is not None else {}
+    old = parts.state(steps[prev_index].step) if prev_index is not None else {}
     t3 = time.perf_counter()
     if step.step >= 0:
-        store.calls(run_id, step=step.step, ns="")
+        store.calls(reader.run_id, step=step.step, ns="")
     t4 = time.perf_counter()
     diff_states(old, state)
     t5 = time.perf_counter()
-    return {"step_detail": t1 - t0, "state_at": t2 - t1, "state_at(prev)": t3 - t2, "calls": t4 - t3, "diff_states": t5 - t4, "total": t5 - t0}
+    lists = message_lists(state)
+    for key in list(lists)[:1]:
+        list(lists[key][-TRANSCRIPT_TAIL:])
+    t6 = time.perf_counter()
+    return {"step_detail": t1 - t0, "state_at": t2 - t1, "state_at(prev)": t3 - t2, "calls": t4 - t3, "diff_states": t5 - t4, "transcript": t6 - t5, "total": total}
 
 
 def store_open(db: Path, run_id: str) -> tuple[float, float]:
@@ -331,20 +335,18 @@ def store_open(db: Path, run_id: str) -> tuple[float, float]:
         steps = store.list_steps(run.id)
         store.call_counts(run.id)
         t1 = time.perf_counter()
-        read_step(store, run.id, steps, len(steps) - 1, {})
+        StepReader(store, run.id).read(steps, len(steps) - 1)
         t2 = time.perf_counter()
     finally:
         store.close()
     return t1 - t0, t2 - t0
 
 
-def store_diff(store: Any, run_id: str, a: StepInfo, b: StepInfo) -> tuple[float, int]:
-    """What ``RunScreen.load_diff`` does: both states, then ``diff_states``."""
+def store_diff(reader: StepReader, a: StepInfo, b: StepInfo) -> tuple[float, int]:
+    """What ``RunScreen.load_diff`` does: ``StepReader.diff`` (returns seconds and how many differences)."""
     t0 = time.perf_counter()
-    old = store.state_at(run_id, a.step)
-    new = store.state_at(run_id, b.step)
-    entries = diff_states(old, new)
-    return time.perf_counter() - t0, len(entries)
+    entries = reader.diff(a, b)
+    return time.perf_counter() - t0, count_differences(entries)
 
 
 # ---------------------------------------------------------------------------
@@ -471,7 +473,7 @@ async def ui_step_and_diff(db: Path, run_id: str, presses: int, diff_reps: int, 
             t2 = await _settle(pilot)
             diffs_out.append((t1 - t0, t2 - t0))
             spent += time.perf_counter() - t0
-            n_entries = len(screen.diff_entries)
+            n_entries = count_differences(screen.diff_entries)
     return steps_out, diffs_out, n_entries
 
 
@@ -549,12 +551,13 @@ def measure(rec: Recorded, db: Path, reps: int, presses: int, budget_s: float) -
     store = open_store(db)
     try:
         steps = store.list_steps(rec.run_id)
-        cache: dict[int, Any] = {}
-        read_step(store, rec.run_id, steps, len(steps) - 1, cache)
-        walk = [read_step(store, rec.run_id, steps, len(steps) - 2 - i, cache) for i in range(presses)]
+        reader = StepReader(store, rec.run_id)
+        reader.read(steps, len(steps) - 1)
+        walk = [read_step(reader, steps, len(steps) - 2 - i) for i in range(presses)]
         res.store["step"] = [w["total"] for w in walk]
         res.parts = {p: [w[p] for w in walk] for p in STEP_PARTS}
-        diffs = [store_diff(store, rec.run_id, steps[1], steps[-1]) for _ in range(reps)]
+        # A fresh reader per diff, as the app's first d: neither state cached.
+        diffs = [store_diff(StepReader(store, rec.run_id), steps[1], steps[-1]) for _ in range(reps)]
         res.store["diff"] = [d for d, _ in diffs]
         res.diff_entries = diffs[0][1]
     finally:
@@ -650,13 +653,13 @@ def print_times(results: list[Result], recs: list[Recorded], start_ms: list[floa
     if "long" in by:
         print("  Spread (max−min)/median of the long run's app samples: " + ", ".join(f"{op} {_spread(by['long'].ui[op])}" for op in ("open", "step", "step, painted", "diff")))
     print("  samples: shown where an op repeated fewer than --reps times (the diff stops once --budget seconds are spent).")
-    print("\nStore-only step, part by part (median ms; one step back, as `left` does; states cached as RunScreen does)")
+    print("\nStore-only step, part by part (median ms; one step back, as `left` does; states cached as StepReader does)")
     head = f"  {'part':<16}" + "".join(f" {lab:>9}" for lab in labels)
     print(head)
     print("  " + "-" * (len(head) - 2))
     for p in STEP_PARTS:
         print(f"  {p:<16}" + "".join(f" {_ms(by[lab].parts[p]):>9.1f}" for lab in labels))
-    print("  " + f"{'marked diff':<16}" + "".join(f" {by[lab].diff_entries:>9}" for lab in labels) + "  entries (first superstep vs last)")
+    print("  " + f"{'marked diff':<16}" + "".join(f" {by[lab].diff_entries:>9}" for lab in labels) + "  differences (first superstep vs last)")
 
 
 def print_memory(mems: dict[str, dict], walk: int, trace: int) -> None:
@@ -714,15 +717,15 @@ def profile_missed(missed: list[str], db: Path, rec: Recorded, top: int) -> None
         return
     store = open_store(db)
     steps = store.list_steps(rec.run_id)
-    cache: dict[int, Any] = {}
-    read_step(store, rec.run_id, steps, len(steps) - 1, cache)
+    reader = StepReader(store, rec.run_id)
+    reader.read(steps, len(steps) - 1)
     jobs: list[tuple[str, Callable[[], Any]]] = []
     if "open" in ops:
         jobs.append(("store side of open (fresh store, last step)", lambda: store_open(db, rec.run_id)))
     if "step" in ops:
-        jobs.append(("store side of 10 steps back", lambda: [read_step(store, rec.run_id, steps, len(steps) - 2 - i, cache) for i in range(10)]))
+        jobs.append(("store side of 10 steps back", lambda: [reader.read(steps, len(steps) - 2 - i) for i in range(10)]))
     if "diff" in ops:
-        jobs.append(("store side of the marked diff", lambda: store_diff(store, rec.run_id, steps[1], steps[-1])))
+        jobs.append(("store side of the marked diff", lambda: store_diff(StepReader(store, rec.run_id), steps[1], steps[-1])))
     for title, job in jobs:
         prof = cProfile.Profile()
         prof.enable()

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from recorder import schema as S
+from recorder.deferred import DEFER_AT, DeferredList
 from recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, DecodedBlobs, DecodeError, Decoder, collect_refs, count_values
 from recorder.errors import AmbiguousRun, RunNotFound, SchemaVersionError, StepNotFound, StoreError
 from recorder.frames import FrameState
@@ -47,6 +48,7 @@ from recorder.records import (
 DEFAULT_DB = "graphtape.db"
 ENV_DB = "GRAPHTAPE_DB"
 STALE_HEARTBEAT_S = 600.0
+SHARED_REFS = 200_000  # blob references kept shared between deferred state reads (then started afresh)
 
 
 # ---------------------------------------------------------------------------
@@ -173,7 +175,7 @@ class RunStore(Protocol):
     def namespaces(self, run_id: str) -> list[str]: ...
     def list_steps(self, run_id: str, ns: str = "") -> list[StepInfo]: ...
     def step_detail(self, run_id: str, step: int, ns: str = "") -> StepDetail: ...
-    def state_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = False, internal: bool = False) -> dict[str, Any]: ...
+    def state_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = False, internal: bool = False, deferred: bool = False) -> dict[str, Any]: ...
     def checkpoint_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = True) -> Checkpoint: ...
     def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None) -> list[CallInfo]: ...
     def blobs(self, hashes: Iterable[str]) -> dict[str, Any]: ...
@@ -268,6 +270,7 @@ class SqlStore:
         self._blob_weights: dict[str, int] = {}  # values a cached blob with nested blobs expands to
         self._blob_lock = threading.Lock()
         self._decoded_blobs = DecodedBlobs()
+        self._shared_refs: dict[str, dict] = {}  # one reference object per blob, for deferred lists
         self._known_blobs: set[str] = set()
         self.engine = self._connect(create)
         self._wlock = threading.Lock()
@@ -477,7 +480,7 @@ class SqlStore:
     def _read(self, stmt: Any) -> list[Any]:
         try:
             with self.engine.connect() as conn:
-                return list(conn.execute(stmt))
+                return conn.execute(stmt).all()
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read {self._safe_url()}: {_one_line(exc)}") from None
 
@@ -755,11 +758,17 @@ class SqlStore:
         arrived late); they are shown as one step carrying all their flags, at
         the place of its completed row, as ``step_detail`` merges their contents.
         """
-        q = sa.select(*self._STEP_COLS).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns).order_by(S.steps.c.seq)
+        c = S.steps.c
+        q = sa.select(c.seq, c.step, c.source, c.checkpoint_id, c.parent_checkpoint_id, c.created_at, c.duration_ms, c.nodes, c.summary, c.flags)
+        q = q.where(c.run_id == run_id, c.ns == ns).order_by(c.seq)
         merged: dict[int, StepInfo] = {}
-        for r in self._read(q):
-            info = self._step_info(r)
-            prev = merged.pop(info.step, None)
+        node_lists: dict[str, list[str]] = {}  # a run repeats a few node sets thousands of times
+        for seq, step, source, cid, parent_cid, created_at, duration_ms, nodes, summary, flags in self._read(q):
+            names = node_lists.get(nodes)
+            if names is None:
+                names = node_lists[nodes] = [n for n in nodes.split(",") if n]
+            info = StepInfo(run_id, ns, seq, step, source, cid, parent_cid, created_at, duration_ms, list(names), summary or "", flags or 0)
+            prev = merged.pop(step, None)
             if prev is not None:
                 flags = prev.flags | info.flags
                 if not (prev.pending and info.pending):
@@ -983,11 +992,35 @@ class SqlStore:
         return 0 if source is None else len(self._frame_rows(run_id, source, ns))
 
     @_damage_is_a_store_error
-    def state_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = False, internal: bool = False) -> dict[str, Any]:
-        """The full graph state after ``step`` (random access: one keyframe plus deltas)."""
+    def state_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = False, internal: bool = False, deferred: bool = False) -> dict[str, Any]:
+        """The full graph state after ``step`` (random access: one keyframe plus deltas).
+
+        ``deferred=True`` leaves each long top-level list (``DEFER_AT`` items or
+        more) as a :class:`DeferredList` that decodes items when they are first
+        read: a viewer showing a few messages of a long history pays for those.
+        """
         _, fs = self._frame_state(run_id, step, ns)
         values = fs.values if internal else {k: v for k, v in fs.values.items() if not _internal_channel(k)}
-        return self.decode(values, typed=typed)
+        if not deferred or typed:
+            return self.decode(values, typed=typed)
+        long = {k: self._share_refs(v) for k, v in values.items() if type(v) is list and len(v) >= DEFER_AT}
+        decoded = self.decode({k: v for k, v in values.items() if k not in long})
+        return {k: DeferredList(long[k], self.decode) if k in long else decoded[k] for k in values}
+
+    def _share_refs(self, items: list) -> list:
+        """``items`` with each blob reference replaced by one object shared by every state read.
+
+        Neighbouring states hold the same 11,000 references: shared, a cached
+        state costs a list of pointers instead of 11,000 small dicts, and
+        comparing two states' items finds most of them identical at once.
+        """
+        shared = self._shared_refs
+        if len(shared) > SHARED_REFS:
+            shared.clear()  # only a saving: references made before still work
+        return [
+            shared.setdefault(ref, i) if type(i) is dict and len(i) == 1 and type(ref := i.get(BLOB_REF)) is str else i
+            for i in items
+        ]
 
     @_damage_is_a_store_error
     def checkpoint_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = True) -> Checkpoint:

@@ -10,6 +10,7 @@ from recorder import Recorder
 from textual.worker import WorkerCancelled
 
 from tui.app import build_app
+from tui.data import count_differences
 from tui.screens.run import RunScreen
 from tui.screens.runs import RunsScreen
 from tui.widgets.diff_view import DiffView
@@ -153,7 +154,7 @@ async def test_diff_default_and_marked(demo_db):
         assert screen.diff_title == f"marked step -1 → step {screen.steps[-1].step}"
         assert any(e.kind == "added" and e.path == "agent_outcome" for e in screen.diff_entries)
         view = screen.query_one(DiffView)
-        assert view.title == screen.diff_title and view.total == len(screen.diff_entries)
+        assert view.title == screen.diff_title and view.total == count_differences(screen.diff_entries)
 
 
 async def test_jump_to_error_and_interrupt(demo_db):
@@ -300,14 +301,12 @@ async def test_timeline_keys_and_clicks_select_steps(demo_db):
 
 
 def test_long_runs_of_appends_fold_to_their_ends():
-    from tui.data import diff_states, fold_appends
+    from tui.data import count_differences, diff_states, fold_appends
 
     old = {"messages": [{"type": "human", "content": "hi"}], "n": 1}
     new = {"messages": old["messages"] + [{"type": "ai", "content": f"m{i}"} for i in range(100)], "n": 2}
     entries = diff_states(old, new)
-    assert [e.kind for e in entries].count("appended") == 100
-    folded = fold_appends(entries)
-    assert [(e.kind, e.path) for e in folded] == [
+    assert [(e.kind, e.path) for e in entries] == [
         ("appended", "messages[1]"),
         ("appended", "messages[2]"),
         ("skipped", "messages[3]…[98]"),
@@ -315,8 +314,42 @@ def test_long_runs_of_appends_fold_to_their_ends():
         ("appended", "messages[100]"),
         ("changed", "n"),
     ]
-    assert folded[2].new == 96
-    assert fold_appends(entries[:5]) == entries[:5]  # short runs stay whole
+    assert entries[2].new == 96 and count_differences(entries) == 101
+    assert [e.new["content"] for e in entries if e.kind == "appended"] == ["m0", "m1", "m98", "m99"]
+    # A short run stays whole; folding what is folded changes nothing.
+    assert [e.kind for e in diff_states(old, {**old, "messages": new["messages"][:6]})] == ["appended"] * 5
+    assert fold_appends(entries) == entries
+    # Appends found by deepdiff (the lists differ before they grow) fold the same way.
+    changed = {"messages": [{"type": "human", "content": "edited"}] + new["messages"][1:], "n": 2}
+    kinds = [e.kind for e in diff_states(old, changed)]
+    assert kinds.count("skipped") == 1 and kinds.count("appended") == 4 and kinds[0] == "changed"
+
+
+def test_deferred_lists_diff_and_show_decoding_only_what_is_shown(tmp_path):
+    """A long history read deferred: the step diff decodes the new message, a far diff its ends."""
+    from recorder.deferred import DeferredList
+    from tui.data import count_differences, diff_states, message_lists, short
+
+    decoded: list[int] = []
+
+    def decode(items: list) -> list:
+        decoded.extend(i["n"] for i in items)
+        return [{"type": "ai", "content": f"m{i['n']}"} for i in items]
+
+    encoded = [{"n": i} for i in range(1_000)]
+    before, after = DeferredList(encoded[:999], decode), DeferredList(list(encoded), decode)
+    entries = diff_states({"messages": before}, {"messages": after})
+    assert [(e.kind, e.path, e.new["content"]) for e in entries] == [("appended", "messages[999]", "m999")]
+    assert decoded == [999]
+    far = diff_states({"messages": DeferredList(encoded[:10], decode)}, {"messages": after})
+    assert count_differences(far) == 990 and [e.kind for e in far] == ["appended", "appended", "skipped", "appended", "appended"]
+    assert sorted(decoded) == [10, 11, 998, 999]  # 999 was decoded by the first diff and kept
+    assert diff_states({"messages": after}, {"messages": DeferredList(list(encoded), decode)}) == []
+    assert short(after) == "[1000 items]" and after.loaded(998, 1000) and not after.loaded(0, 2)
+    assert list(message_lists({"messages": after, "n": 3})) == ["messages"]
+    # A plain list against a deferred one (a history that crossed the deferral length) still diffs.
+    mixed = diff_states({"messages": [decode([e])[0] for e in encoded[:999]]}, {"messages": DeferredList(list(encoded), decode)})
+    assert [(e.kind, e.path) for e in mixed] == [("appended", "messages[999]")]
 
 
 async def test_transcript_shows_the_selected_step_when_its_tab_opens(demo_db):
@@ -330,3 +363,128 @@ async def test_transcript_shows_the_selected_step_when_its_tab_opens(demo_db):
         await settle(app, pilot)
         head = screen.query_one("#transcript-body").content.renderables[0]
         assert str(head).startswith(f"messages: {len(screen.payload.state['messages'])} messages")
+
+
+def _record_long_history(db: str, prefill: int = 300, steps: int = 4) -> str:
+    """A real graph whose state holds a history longer than the deferral length; returns the run id."""
+    from typing import Annotated, TypedDict
+
+    from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+    from langgraph.graph import START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    # The functional form: this module's `from __future__ import annotations` would leave strings.
+    S = TypedDict("S", {"n": int, "messages": Annotated[list[AnyMessage], add_messages]})
+
+    def speak(state: dict):
+        return {"n": state["n"] + 1, "messages": [AIMessage(content=f"reply {state['n']}")]}
+
+    b = StateGraph(S)
+    b.add_node("speak", speak)
+    b.add_edge(START, "speak")
+    b.add_conditional_edges("speak", lambda s: "speak" if s["n"] < steps else "__end__")
+    rec = Recorder(db)
+    history = [HumanMessage(content=f"question {i}", id=f"q{i}") for i in range(prefill)]
+    rec.attach(b.compile(), name="long-history").invoke({"n": 0, "messages": history})
+    rec.close()
+    return rec.last_run_id
+
+
+def test_deferred_state_reads_the_same_values_as_a_full_read(store_url):
+    """On SQLite and PostgreSQL: long lists come back deferred, and read back exactly what a full read gives."""
+    from recorder import open_store
+    from recorder.deferred import DEFER_AT, DeferredList
+
+    run_id = _record_long_history(store_url, prefill=DEFER_AT + 20)
+    store = open_store(store_url)
+    try:
+        steps = store.list_steps(run_id)
+        for info in (steps[1], steps[-1]):
+            full = store.state_at(run_id, info.step)
+            lazy = store.state_at(run_id, info.step, deferred=True)
+            assert isinstance(lazy["messages"], DeferredList) and not isinstance(lazy["n"], DeferredList)
+            assert lazy["n"] == full["n"] and len(lazy["messages"]) == len(full["messages"])
+            assert not lazy["messages"].loaded(0, 1)  # nothing decoded until read
+            assert lazy["messages"][-1] == full["messages"][-1] and lazy["messages"].loaded(len(full["messages"]) - 1, len(full["messages"]))
+            assert lazy["messages"][5:8] == full["messages"][5:8]
+            assert lazy["messages"].materialize() == full["messages"] and lazy["messages"] == full["messages"]
+        first, last = (store.state_at(run_id, s.step, deferred=True)["messages"] for s in (steps[1], steps[-1]))
+        assert first.shared_prefix(last) == len(first) and first != last
+    finally:
+        store.close()
+
+
+def test_a_deferred_list_whose_blobs_are_damaged_fails_in_one_line(tmp_path):
+    from recorder import open_store
+    from recorder.errors import StoreError
+
+    db = str(tmp_path / "damaged.db")
+    run_id = _record_long_history(db)
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE blobs SET data = X'00ff00', zipped = 1"))
+    engine.dispose()
+    store = open_store(db)
+    try:
+        messages = store.state_at(run_id, store.list_steps(run_id)[-1].step, deferred=True)["messages"]
+        with pytest.raises(StoreError) as caught:
+            messages[0]
+        assert "\n" not in str(caught.value)
+    finally:
+        store.close()
+
+
+async def test_a_long_history_opens_decoding_only_what_is_shown(tmp_path):
+    """The run screen reads the history deferred: the transcript's tail, then tree items, copy and save on demand."""
+    import json
+
+    from recorder.deferred import DeferredList
+    from tui.step_reader import TRANSCRIPT_TAIL
+    from tui.widgets.state_tree import StateTree
+
+    db = str(tmp_path / "long.db")
+    run_id = _record_long_history(db)
+    app = build_app(db, run_id)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        messages = screen.payload.state["messages"]
+        total = 300 + 4
+        assert isinstance(messages, DeferredList) and len(messages) == total
+        assert len(messages._items) <= TRANSCRIPT_TAIL + 2  # the transcript's tail and the diff's new message
+        assert [(e.kind, e.path) for e in screen.payload.diff if e.path.startswith("messages")] == [("appended", f"messages[{total - 1}]")]
+        await pilot.press("2")
+        await settle(app, pilot)
+        head = str(screen.query_one("#transcript-body").content.renderables[0])
+        assert head == f"messages: {total} messages (showing the last {TRANSCRIPT_TAIL})"
+
+        # Expanding the messages node in the state tree decodes its first items in a worker.
+        await pilot.press("1")
+        tree = screen.query_one(StateTree)
+        tree.focus()
+        node = next(n for n in tree.root.children if n.data[0] == ["messages"])
+        tree.move_cursor(node)
+        await pilot.press("space")
+        await settle(app, pilot)
+        labels = [str(c.label) for c in node.children]
+        assert labels[0] == "[0] human: question 0" and labels[-1] == f"[{total - 1}] ai: reply 3" and len(labels) == total
+        assert messages.loaded(0, total)
+
+        # Copy the selected value (the whole history) and save the step's state: both in full.
+        await pilot.press("c")
+        await settle(app, pilot)
+        copied = json.loads(app.clipboard)
+        assert len(copied) == total and copied[0]["content"] == "question 0" and copied[-1]["content"] == "reply 3"
+        monkey_cwd = tmp_path / "out"
+        monkey_cwd.mkdir()
+        import os
+
+        old_cwd = os.getcwd()
+        os.chdir(monkey_cwd)
+        try:
+            await pilot.press("s")
+            await settle(app, pilot)
+        finally:
+            os.chdir(old_cwd)
+        saved = json.loads(next(monkey_cwd.glob("graphtape-*.json")).read_text())
+        assert len(saved["messages"]) == total and saved["n"] == 4

@@ -6,14 +6,16 @@ so the UI thread only ever receives finished results from a worker.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from deepdiff import DeepDiff
 
+from recorder.deferred import DeferredList, is_list, materialized
 from recorder.records import StepDetail, StepInfo
 
 FOLD_AT = 160
+FOLD_KEEP = 2  # appends kept at each end of a long run of them
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,18 +26,6 @@ class DiffEntry:
     path: str
     old: Any = None
     new: Any = None
-
-
-@dataclass(slots=True)
-class StepView:
-    """Everything the run screen shows for one selected step."""
-
-    step: StepInfo
-    detail: StepDetail | None
-    state: dict[str, Any]
-    changed_keys: set[str] = field(default_factory=set)
-    calls: list[Any] = field(default_factory=list)
-    error: str | None = None
 
 
 def path_text(parts: list[Any]) -> str:
@@ -54,7 +44,10 @@ def diff_states(old: dict[str, Any], new: dict[str, Any]) -> list[DiffEntry]:
 
     Lists that share a prefix are compared only past it (so a 1,000-message
     history that gained one message costs one comparison, not a thousand);
-    everything else goes through deepdiff.
+    everything else goes through deepdiff. A long run of appends to one list
+    comes back folded to its ends (see :func:`fold_appends`), and deferred
+    lists are read only where an entry shows them: diffing step 1 against step
+    10,000 decodes four messages, not 10,000.
     """
     entries: list[DiffEntry] = []
     for key in sorted(set(old) | set(new), key=str):
@@ -67,15 +60,37 @@ def diff_states(old: dict[str, Any], new: dict[str, Any]) -> list[DiffEntry]:
         a, b = old[key], new[key]
         if a == b:
             continue
-        if isinstance(a, list) and isinstance(b, list):
-            k = _common_prefix(a, b)
+        if is_list(a) and is_list(b):
+            if isinstance(a, DeferredList) != isinstance(b, DeferredList):
+                a, b = materialized(a), materialized(b)
+            k = a.shared_prefix(b) if isinstance(a, DeferredList) else _common_prefix(a, b)
             if k == len(a):
-                entries.extend(DiffEntry("appended", path_text([key, i]), None, b[i]) for i in range(k, len(b)))
+                entries.extend(_appends(key, b, k))
                 continue
-            entries.extend(_deep(a[k:], b[k:], [key], offset=k))
+            entries.extend(fold_appends(_deep(a[k:], b[k:], [key], offset=k)))
             continue
-        entries.extend(_deep(a, b, [key]))
+        entries.extend(fold_appends(_deep(a, b, [key])))
     return entries
+
+
+def count_differences(entries: list[DiffEntry]) -> int:
+    """How many differences ``entries`` stand for (a folded run of appends counts each append)."""
+    return sum(e.new if e.kind == "skipped" else 1 for e in entries)
+
+
+def _appends(key: str, items: Any, start: int, keep: int = FOLD_KEEP) -> list[DiffEntry]:
+    """Entries for ``items[start:]`` appended to list ``key``, folded to their ends when many."""
+    n = len(items)
+    if n - start <= 2 * keep + 1:
+        return [DiffEntry("appended", path_text([key, i]), None, v) for i, v in zip(range(start, n), items[start:n])]
+    head = [DiffEntry("appended", path_text([key, start + j]), None, v) for j, v in enumerate(items[start : start + keep])]
+    tail = [DiffEntry("appended", path_text([key, n - keep + j]), None, v) for j, v in enumerate(items[n - keep : n])]
+    return [*head, _skipped(path_text([key]), start + keep, n - keep - 1), *tail]
+
+
+def _skipped(owner: str, first: int, last: int) -> DiffEntry:
+    """The entry standing for appends ``first..last`` (inclusive) to list ``owner``, left out of view."""
+    return DiffEntry("skipped", f"{owner}[{first}]…[{last}]", None, last - first + 1)
 
 
 def _common_prefix(a: list, b: list) -> int:
@@ -122,7 +137,7 @@ def _deep(a: Any, b: Any, prefix: list[Any], offset: int = 0) -> list[DiffEntry]
     return out
 
 
-def fold_appends(entries: list[DiffEntry], keep: int = 2) -> list[DiffEntry]:
+def fold_appends(entries: list[DiffEntry], keep: int = FOLD_KEEP) -> list[DiffEntry]:
     """``entries`` with each long run of appends to one list cut to its first and last ``keep``.
 
     The cut-out middle becomes one ``skipped`` entry (``new`` holds how many),
@@ -144,9 +159,8 @@ def fold_appends(entries: list[DiffEntry], keep: int = 2) -> list[DiffEntry]:
         if j - i <= 2 * keep + 1:
             out.extend(entries[i:j])
         else:
-            first, last = entries[i + keep], entries[j - keep - 1]
-            span = f"{first.path}…{last.path[len(owner):]}"
-            out += [*entries[i : i + keep], DiffEntry("skipped", span, None, j - i - 2 * keep), *entries[j - keep : j]]
+            first, last = (int(entries[x].path.rpartition("[")[2].rstrip("]")) for x in (i + keep, j - keep - 1))
+            out += [*entries[i : i + keep], _skipped(owner, first, last), *entries[j - keep : j]]
         i = j
     return out
 
@@ -174,7 +188,7 @@ def short(value: Any, limit: int = 60) -> str:
         return fold(repr(value), limit)
     if isinstance(value, dict) and "type" in value and "content" in value:
         return fold(f"{value['type']}: {content_text(value.get('content'))}", limit)
-    if isinstance(value, list):
+    if is_list(value):
         return f"[{len(value)} items]"
     if isinstance(value, dict):
         return "{" + fold(", ".join(f"{k}: {short(v, 20)}" for k, v in list(value.items())[:4]), limit - 2) + "}"
@@ -200,9 +214,9 @@ def is_message(value: Any) -> bool:
     return isinstance(value, dict) and value.get("type") in {"human", "ai", "tool", "system", "function", "chat", "remove"} and "content" in value
 
 
-def message_lists(state: dict[str, Any]) -> dict[str, list[dict]]:
-    """State keys that hold chat transcripts (lists of messages)."""
-    return {k: v for k, v in state.items() if isinstance(v, list) and v and all(is_message(m) for m in v[-3:])}
+def message_lists(state: dict[str, Any]) -> dict[str, Any]:
+    """State keys that hold chat transcripts (lists of messages, deferred or not)."""
+    return {k: v for k, v in state.items() if is_list(v) and len(v) and all(is_message(m) for m in v[-3:])}
 
 
 def first_of(steps: list[StepInfo], start: int, direction: int, predicate) -> int | None:

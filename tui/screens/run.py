@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +15,14 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from recorder.deferred import json_default
 from recorder.errors import GraphtapeError
-from recorder.records import CallInfo, RunInfo, StepDetail, StepInfo
-from tui.data import DiffEntry, changed_keys, diff_states, first_of, message_lists
+from recorder.records import RunInfo, StepInfo
+from tui.data import DiffEntry, first_of
 from tui.screens.compare import CompareScreen
 from tui.screens.prompts import ExportPrompt, ForkPrompt, ForkRequest, JumpPrompt, ReplayPrompt, ReplayRequest, RunInfoScreen, WatchPicker
 from tui.screens.runs import status_text, when
+from tui.step_reader import StepPayload, StepReader
 from tui.widgets.diff_view import DiffView
 from tui.widgets.panels import CallsPanel, SubgraphList, TextPanel, routes_renderable
 from tui.widgets.state_tree import StateTree
@@ -31,21 +31,6 @@ from tui.widgets.transcript import Transcript
 
 NARROW = 120
 SLOW_LOAD_S = 0.3
-
-
-@dataclass
-class StepPayload:
-    """One step's data, read in a worker, handed to the UI thread whole."""
-
-    index: int
-    step: StepInfo
-    detail: StepDetail
-    state: dict[str, Any]
-    changed: set[str]
-    calls: list[CallInfo]
-    diff_title: str
-    diff: list[DiffEntry]
-    subgraphs: list[tuple[str, str]]
 
 
 class RunScreen(Screen):
@@ -126,6 +111,16 @@ class RunScreen(Screen):
             self.error = error
             self.warning = warning
 
+    class JsonWritten(Message):
+        """A value copied (``text``) or saved (``path``) as JSON, or why not (``error``)."""
+
+        def __init__(self, label: str, text: str = "", path: Path | None = None, error: str | None = None) -> None:
+            super().__init__()
+            self.label = label
+            self.text = text
+            self.path = path
+            self.error = error
+
     class InfoLoaded(Message):
         def __init__(self, fault_log: list[str] | None, error: str | None = None) -> None:
             super().__init__()
@@ -148,8 +143,7 @@ class RunScreen(Screen):
         self.payload: StepPayload | None = None
         self.diff_title = ""
         self.diff_entries: list[DiffEntry] = []
-        self._states: dict[int, dict[str, Any]] = {}
-        self._states_lock = threading.Lock()
+        self.reader: StepReader | None = None  # made on mount, when the app's store is open
 
     # -- layout ----------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -174,6 +168,7 @@ class RunScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.reader = StepReader(self.app.store, self.run_id, self.ns)
         self._layout(self.app.size.width)
         self.query_one("#run-header", Static).update(Text(f"loading run {self.run_id}…", style="dim"))
         self.load_steps()
@@ -242,43 +237,11 @@ class RunScreen(Screen):
     @work(thread=True, exclusive=True, group="step")
     def load_step(self, index: int) -> None:
         try:
-            payload = self._read_step(index)
+            payload = self.reader.read(self.steps, index)
         except GraphtapeError as exc:
             self.post_message(self.StepLoaded(None, str(exc)))
             return
         self.post_message(self.StepLoaded(payload))
-
-    def _state(self, step: int) -> dict[str, Any]:
-        # Stepping reads this step and the one before it: the neighbour is usually cached.
-        with self._states_lock:
-            cached = self._states.get(step)
-        if cached is None:
-            cached = self.app.store.state_at(self.run_id, step, self.ns)
-            with self._states_lock:
-                self._states[step] = cached
-                while len(self._states) > 6:
-                    self._states.pop(next(iter(self._states)))
-        return cached
-
-    def _read_step(self, index: int) -> StepPayload:
-        store = self.app.store
-        step = self.steps[index]
-        detail = store.step_detail(self.run_id, step.step, self.ns)
-        state = self._state(step.step)
-        prev_index = first_of(self.steps, index, -1, lambda s: not s.pending and s.step < step.step)
-        if prev_index is not None:
-            prev = self.steps[prev_index]
-            old = self._state(prev.step)
-            title = f"step {prev.step} → step {step.step}"
-        else:
-            old, title = {}, f"(empty) → step {step.step}"
-        calls = store.calls(self.run_id, step=step.step, ns=self.ns) if step.step >= 0 else []
-        subgraphs = []
-        for t in detail.tasks:
-            for ns in t.subgraph_ns:
-                n = len(store.list_steps(self.run_id, ns))
-                subgraphs.append((ns, f"{t.node} → subgraph {ns}  ({n} steps)"))
-        return StepPayload(index, step, detail, state, changed_keys(detail), calls, title, diff_states(old, state), subgraphs)
 
     def on_run_screen_step_loaded(self, message: StepLoaded) -> None:
         if message.error or message.payload is None:
@@ -289,9 +252,7 @@ class RunScreen(Screen):
             return  # the user moved on while this was loading
         self.payload = p
         self.query_one(StateTree).show_state(p.state, p.changed)
-        lists = message_lists(p.state)
-        key = next(iter(lists), None)
-        self.query_one(Transcript).show_messages(key, lists.get(key, []))
+        self.query_one(Transcript).show_messages(p.transcript_key, p.transcript, p.transcript_total)
         self.diff_title = p.diff_title
         self.query_one(DiffView).show(p.diff_title, p.diff)
         self.query_one("#routes-panel", TextPanel).show(routes_renderable(p.detail.routes, p.detail.next))
@@ -400,14 +361,12 @@ class RunScreen(Screen):
 
     @work(thread=True, exclusive=True, group="diff")
     def load_diff(self, a: StepInfo, b: StepInfo) -> None:
-        store = self.app.store
         try:
-            old = store.state_at(self.run_id, a.step, self.ns)
-            new = store.state_at(self.run_id, b.step, self.ns)
+            entries = self.reader.diff(a, b)
         except GraphtapeError as exc:
             self.post_message(self.DiffLoaded(f"Cannot diff: {exc}", []))
             return
-        self.post_message(self.DiffLoaded(f"marked step {a.step} → step {b.step}", diff_states(old, new)))
+        self.post_message(self.DiffLoaded(f"marked step {a.step} → step {b.step}", entries))
 
     def on_run_screen_diff_loaded(self, message: DiffLoaded) -> None:
         self.diff_title = message.title
@@ -462,20 +421,37 @@ class RunScreen(Screen):
         else:
             path, value = picked
             label = ".".join(str(p) for p in path) or "the step's state"
-        text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode()
-        self.app.copy_to_clipboard(text)
-        self.notify(f"Copied {label} as JSON ({len(text)} chars).")
+        self.write_json(value, label, None)
 
     def action_save_state(self) -> None:
         if not self.payload:
             return
         path = Path.cwd() / f"graphtape-{self.run_id[:8]}-step{self.payload.step.step}.json"
+        self.write_json(self.payload.state, f"the state of step {self.payload.step.step}", path)
+
+    @work(thread=True, group="json")
+    def write_json(self, value: Any, label: str, path: Path | None) -> None:
+        """``value`` as JSON to the clipboard, or to ``path``: in a worker, as long lists decode here."""
         try:
-            path.write_bytes(orjson.dumps(self.payload.state, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str))
-        except OSError as exc:
-            self.notify(f"Cannot save: {exc.strerror}", severity="error")
+            data = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=json_default)
+            if path is not None:
+                path.write_bytes(data)
+        except GraphtapeError as exc:
+            self.post_message(self.JsonWritten(label, error=str(exc)))
             return
-        self.notify(f"Saved the state of step {self.payload.step.step} to {path.name}")
+        except OSError as exc:
+            self.post_message(self.JsonWritten(label, error=f"cannot save: {exc.strerror or exc}"))
+            return
+        self.post_message(self.JsonWritten(label, data.decode(), path))
+
+    def on_run_screen_json_written(self, message: JsonWritten) -> None:
+        if message.error:
+            self.notify(message.error, severity="error")
+        elif message.path is not None:
+            self.notify(f"Saved {message.label} to {message.path.name}")
+        else:
+            self.app.copy_to_clipboard(message.text)
+            self.notify(f"Copied {message.label} as JSON ({len(message.text)} chars).")
 
     def on_subgraph_list_opened(self, message: SubgraphList.Opened) -> None:
         self.app.push_screen(RunScreen(self.run_id, message.ns))

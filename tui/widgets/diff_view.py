@@ -2,7 +2,7 @@
 
 A Line-API widget, so a diff of 10,000 entries paints as fast as one of ten; a
 Rich table of them wrapped and measured every cell first. Long runs of list
-appends are folded to their ends (``tui.data.fold_appends``).
+appends arrive folded to their ends (``tui.data.diff_states``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.data import DiffEntry, fold_appends, short
+from tui.data import DiffEntry, count_differences, short
 
 MARKS = {"added": ("+", "green"), "appended": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow"), "skipped": ("⋮", "dim")}
 PATH_SHARE = 0.35  # at most this much of the width goes to paths
@@ -72,10 +72,10 @@ class DiffView(ScrollView, can_focus=True):
         self._paint: tuple[Style, int] = (Style(), 0)
 
     def show(self, title: str, entries: list[DiffEntry]) -> None:
-        """Show ``entries`` (all of them; long runs of appends folded) under ``title``."""
+        """Show ``entries`` (from ``diff_states``: long runs of appends come folded) under ``title``."""
         self.title = title
-        self.total = len(entries)
-        self.entries = fold_appends(entries)
+        self.total = count_differences(entries)
+        self.entries = entries
         self._path_width = max((len(e.path) for e in self.entries), default=0)
         # (entry, part) per line: a change shows its old and new values on two lines.
         self._rows = [(i, part) for i, e in enumerate(self.entries) for part in ((0, 1) if e.kind == "changed" else (0,))]

@@ -6,8 +6,10 @@ from typing import Any
 
 from rich.text import Text
 from textual.widgets import Tree
-from textual.widgets.tree import TreeNode
+from textual.widgets.tree import TreeNode, UnknownNodeID
 
+from recorder.deferred import DeferredList, is_list
+from recorder.errors import GraphtapeError
 from tui.data import fold, is_message, short
 
 _CHILD_LIMIT = 500
@@ -17,7 +19,9 @@ class StateTree(Tree):
     """Top-level keys first; children are added only when a node is expanded.
 
     Keys written in the selected step are highlighted. Each node's ``data``
-    holds ``(path, value)`` so the screen can copy the selected value.
+    holds ``(path, value)`` so the screen can copy the selected value. A long
+    list read deferred from the store decodes the items it shows in a worker
+    when first opened ("loading…" meanwhile), never on the UI thread.
     """
 
     def __init__(self, **kwargs) -> None:
@@ -41,8 +45,8 @@ class StateTree(Tree):
 
     def _label(self, key: str, value: Any) -> Text:
         text = Text(f"{key}", style="bold")
-        text.append(": ")
-        if isinstance(value, (dict, list)):
+        text.append(" " if is_message(value) else ": ")  # a message's summary starts with its role
+        if isinstance(value, dict) or is_list(value):
             text.append(short(value, 70), style="dim")
         elif isinstance(value, str):
             text.append(fold(repr(value)), style="green")
@@ -51,7 +55,7 @@ class StateTree(Tree):
         return text
 
     def _add(self, parent: TreeNode, path: list, label: Text, value: Any) -> None:
-        if isinstance(value, (dict, list)) and value:
+        if (isinstance(value, dict) or is_list(value)) and len(value):
             parent.add(label, data=(path, value), allow_expand=True)
         else:
             parent.add_leaf(label, data=(path, value))
@@ -61,14 +65,38 @@ class StateTree(Tree):
         if node.children or node.data is None:
             return
         path, value = node.data
-        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+        if isinstance(value, DeferredList) and not value.loaded(0, min(len(value), _CHILD_LIMIT)):
+            node.add_leaf(Text("loading…", style="dim"))
+            self.run_worker(lambda: self._load_children(node, value), thread=True, group="tree-items")
+            return
+        self._add_children(node)
+
+    def _load_children(self, node: TreeNode, value: DeferredList) -> None:
+        try:
+            value.load(0, min(len(value), _CHILD_LIMIT))
+        except GraphtapeError as exc:
+            self.app.call_from_thread(self._show_failure, node, str(exc))
+            return
+        self.app.call_from_thread(self._add_children, node)
+
+    def _show_failure(self, node: TreeNode, error: str) -> None:
+        node.remove_children()
+        node.add_leaf(Text(f"cannot read these items: {error}", style="bold red"))
+
+    def _add_children(self, node: TreeNode) -> None:
+        try:
+            if self.get_node_by_id(node.id) is not node:
+                return
+        except UnknownNodeID:
+            return  # the tree was refilled (another step) while the items loaded
+        node.remove_children()
+        path, value = node.data
+        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value[:_CHILD_LIMIT]))
         for k, v in items[:_CHILD_LIMIT]:
             name = f"[{k}]" if isinstance(k, int) else str(k)
-            if is_message(v):
-                name = f"{name} {v.get('type')}"
             self._add(node, [*path, k], self._label(name, v), v)
-        if len(items) > _CHILD_LIMIT:
-            node.add_leaf(Text(f"… {len(items) - _CHILD_LIMIT} more", style="dim"))
+        if len(value) > _CHILD_LIMIT:
+            node.add_leaf(Text(f"… {len(value) - _CHILD_LIMIT} more", style="dim"))
 
     def selected_value(self) -> tuple[list, Any] | None:
         """The (path, value) under the cursor, if any."""

@@ -11,7 +11,6 @@ from textual.widgets import Static
 
 from tui.data import content_text
 
-SHOW_LAST = 200
 _ROLE_STYLE = {"human": "bold cyan", "ai": "bold magenta", "tool": "bold yellow", "system": "bold blue"}
 
 
@@ -31,7 +30,7 @@ def render_message(m: dict) -> Panel:
 
 
 class Transcript(VerticalScroll):
-    """Shows the last messages of a transcript (older ones are summarised).
+    """Shows the last messages of a transcript (the worker hands over only those).
 
     Drawn only while on screen: stepping with the tab hidden just keeps the
     latest messages, so each step does not lay out 200 panels nobody sees.
@@ -39,14 +38,14 @@ class Transcript(VerticalScroll):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._pending: tuple[str | None, list[dict]] | None = None
+        self._pending: tuple[str | None, list[dict], int] | None = None
 
     def compose(self):
         yield Static(id="transcript-body")
 
-    def show_messages(self, key: str | None, messages: list[dict]) -> None:
-        """Show ``messages`` of state key ``key`` (``None``: the state has no transcript)."""
-        self._pending = (key, messages)
+    def show_messages(self, key: str | None, latest: list[dict], total: int) -> None:
+        """Show the ``latest`` messages of the ``total`` in state key ``key`` (``None``: the state has no transcript)."""
+        self._pending = (key, latest, total)
         if self.is_on_screen:
             self._draw()
 
@@ -57,15 +56,14 @@ class Transcript(VerticalScroll):
     def _draw(self) -> None:
         if self._pending is None:
             return
-        key, messages = self._pending
+        key, shown, total = self._pending
         self._pending = None
         body = self.query_one("#transcript-body", Static)
         if not key:
             body.update(Text("This step's state holds no messages list.", style="dim"))
             return
-        shown = messages[-SHOW_LAST:]
-        head = Text(f"{key}: {len(messages)} messages", style="bold")
-        if len(messages) > len(shown):
+        head = Text(f"{key}: {total} messages", style="bold")
+        if total > len(shown):
             head.append(f" (showing the last {len(shown)})", style="dim")
         body.update(Group(head, *(render_message(m) for m in shown)))
         self.scroll_end(animate=False)
