@@ -120,29 +120,49 @@ def _common_prefix(old: list, new: list) -> int:
 
 
 class FrameState:
-    """The encoded checkpoint rebuilt by applying a keyframe and its deltas."""
+    """The encoded checkpoint rebuilt by applying a keyframe and its deltas.
 
-    __slots__ = ("values", "versions", "seen")
+    Frames are never changed: a list that grows is copied. With
+    ``in_place=True`` a list this state copied once is grown in place after
+    that, so rebuilding one step from a keyframe and 200 deltas copies a long
+    history once instead of 200 times. Only for a state read to its end:
+    ``frames()`` hands out the values at every step, which must not change.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("values", "versions", "seen", "_owned")
+
+    def __init__(self, *, in_place: bool = False) -> None:
         self.values: dict[str, Any] = {}
         self.versions: dict[str, Any] = {}
         self.seen: dict[str, dict] = {}
+        self._owned: set[str] | None = set() if in_place else None  # channels whose list this state made
 
     def apply(self, frame: Mapping[str, Any], is_key: bool) -> None:
         """Advance by one stored frame."""
+        owned = self._owned
         if is_key:
             self.values = dict(frame.get("v", {}))
             self.versions = dict(frame.get("cv", {}))
             self.seen = {n: dict(s) for n, s in frame.get("vs", {}).items()}
+            if owned is not None:
+                owned.clear()
             return
         for ch in frame.get("x", ()):
             self.values.pop(ch, None)
-        self.values.update(frame.get("v", {}))
+        replaced = frame.get("v", {})
+        self.values.update(replaced)
+        if owned is not None:
+            owned.difference_update(frame.get("x", ()), replaced)
         for ch, d in frame.get("l", {}).items():
             base = self.values.get(ch)
+            if owned is not None and ch in owned:
+                del base[d["k"] :]
+                base.extend(d["a"])
+                continue
             base = base if isinstance(base, list) else []
             self.values[ch] = base[: d["k"]] + list(d["a"])
+            if owned is not None:
+                owned.add(ch)
         for c in frame.get("cx", ()):
             self.versions.pop(c, None)
         self.versions.update(frame.get("cv", {}))

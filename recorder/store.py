@@ -48,6 +48,7 @@ from recorder.records import (
 DEFAULT_DB = "graphtape.db"
 ENV_DB = "GRAPHTAPE_DB"
 STALE_HEARTBEAT_S = 600.0
+KEYFRAMES_KEPT = 4  # parsed keyframes kept for state reads (stepping reuses one for many steps)
 SHARED_REFS = 200_000  # blob references kept shared between deferred state reads (then started afresh)
 
 
@@ -270,6 +271,7 @@ class SqlStore:
         self._blob_weights: dict[str, int] = {}  # values a cached blob with nested blobs expands to
         self._blob_lock = threading.Lock()
         self._decoded_blobs = DecodedBlobs()
+        self._keyframes: OrderedDict[tuple[str, str, int], dict] = OrderedDict()  # parsed, by (run, ns, seq)
         self._shared_refs: dict[str, dict] = {}  # one reference object per blob, for deferred lists
         self._known_blobs: set[str] = set()
         self.engine = self._connect(create)
@@ -939,18 +941,23 @@ class SqlStore:
         if last is not None:
             yield last
 
-    def _frame_rows(self, run_id: str, target: Any, ns: str) -> list[Any]:
-        """The stored frames ``target``'s state is rebuilt from: its keyframe, then deltas."""
+    def _frame_rows(self, run_id: str, target: Any, ns: str, *, after_key: bool = False) -> tuple[int, list[Any]]:
+        """``(keyframe seq, rows)``: the stored frames ``target``'s state is rebuilt from.
+
+        The rows are its keyframe, then the deltas after it (only the deltas
+        with ``after_key``, for a reader holding that keyframe already).
+        """
         key = self._read(
             sa.select(sa.func.max(S.steps.c.seq)).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq <= target.seq, S.steps.c.is_key.is_(True))
         )
         start = key[0][0] if key and key[0][0] is not None else 0
-        return self._read(
+        first = S.steps.c.seq > start if after_key else S.steps.c.seq >= start
+        return start, self._read(
             sa.select(S.steps.c.seq, S.steps.c.is_key, S.steps.c.payload)
             .where(
                 S.steps.c.run_id == run_id,
                 S.steps.c.ns == ns,
-                S.steps.c.seq >= start,
+                first,
                 S.steps.c.seq <= target.seq,
                 S.steps.c.flags.op("&")(FLAG_PENDING) == 0,
             )
@@ -971,15 +978,47 @@ class SqlStore:
         return target, (prev[0] if prev else None)
 
     def _frame_state(self, run_id: str, step: int, ns: str) -> tuple[Any, FrameState]:
+        """The step's row and its encoded state, rebuilt from a keyframe and the deltas after it.
+
+        The last few keyframes read are kept parsed: stepping through a run
+        reads the same keyframe for many steps in a row, and a long history's
+        keyframe is most of the work (and, as 11,000 short-lived objects per
+        read, what made Python's full garbage collections frequent).
+        """
         target, source = self._state_row(run_id, step, ns)
-        state = FrameState()
+        state = FrameState(in_place=True)
         if source is None:
             return target, state
-        for r in self._frame_rows(run_id, source, ns):
+        cached = self._cached_keyframe(run_id, ns, source)
+        start, rows = self._frame_rows(run_id, source, ns, after_key=cached is not None)
+        if cached is not None and cached[0] == start:
+            state.apply(cached[1], True)
+        elif cached is not None:
+            start, rows = self._frame_rows(run_id, source, ns)  # a keyframe was written since: read it
+        for r in rows:
             frame = unpack(r.payload).get("s")
-            if frame is not None:
-                state.apply(frame, bool(r.is_key))
+            if frame is None:
+                continue
+            state.apply(frame, bool(r.is_key))
+            if r.is_key and r.seq == start:
+                self._keep_keyframe(run_id, ns, start, frame)
         return target, state
+
+    def _cached_keyframe(self, run_id: str, ns: str, source: Any) -> tuple[int, dict] | None:
+        """The latest kept keyframe of this namespace at or before ``source``: ``(seq, frame)``."""
+        with self._blob_lock:
+            best = None
+            for (r, n, seq), frame in self._keyframes.items():
+                if r == run_id and n == ns and seq <= source.seq and (best is None or seq > best[0]):
+                    best = (seq, frame)
+            return best
+
+    def _keep_keyframe(self, run_id: str, ns: str, seq: int, frame: dict) -> None:
+        with self._blob_lock:
+            self._keyframes[(run_id, ns, seq)] = frame
+            self._keyframes.move_to_end((run_id, ns, seq))
+            while len(self._keyframes) > KEYFRAMES_KEPT:
+                self._keyframes.popitem(last=False)
 
     @_damage_is_a_store_error
     def state_reads(self, run_id: str, step: int, ns: str = "") -> int:
@@ -989,7 +1028,7 @@ class SqlStore:
         diagnostics and pinned by the contract tests.
         """
         _, source = self._state_row(run_id, step, ns)
-        return 0 if source is None else len(self._frame_rows(run_id, source, ns))
+        return 0 if source is None else len(self._frame_rows(run_id, source, ns)[1])
 
     @_damage_is_a_store_error
     def state_at(self, run_id: str, step: int, ns: str = "", *, typed: bool = False, internal: bool = False, deferred: bool = False) -> dict[str, Any]:

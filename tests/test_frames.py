@@ -63,10 +63,10 @@ def build_all(history: list[tuple[dict, dict, dict, set]], size_of) -> list[tupl
     return frames
 
 
-def replay(frames: list[tuple[dict, bool]], i: int) -> tuple[FrameState, int]:
+def replay(frames: list[tuple[dict, bool]], i: int, *, in_place: bool = False) -> tuple[FrameState, int]:
     """Rebuild step ``i`` the way the store does: from the latest keyframe at or before it."""
     start = max(j for j in range(i + 1) if frames[j][1])
-    fs = FrameState()
+    fs = FrameState(in_place=in_place)
     for frame, is_key in frames[start : i + 1]:
         fs.apply(frame, is_key)
     return fs, i - start + 1
@@ -81,6 +81,14 @@ def check_history(history: list[tuple[dict, dict, dict, set]], size_of) -> list[
         assert fs.versions == versions, f"step {i}"
         assert fs.seen == seen, f"step {i}"
         assert reads <= MAX_CHAIN
+    # Growing lists in place (as state_at does) gives the same states, in any order, and
+    # leaves the frames as they were: the store reuses a parsed keyframe for many reads.
+    stored = orjson.dumps(frames)
+    for i in [*reversed(range(len(history))), *range(len(history))]:
+        fs, _ = replay(frames, i, in_place=True)
+        assert fs.values == expected(history[i][0]), f"step {i}, in place"
+        assert fs.versions == history[i][1] and fs.seen == history[i][2], f"step {i}, in place"
+    assert orjson.dumps(frames) == stored, "reading in place changed a stored frame"
     # Sequential reading (applying every frame in order) gives the same states.
     fs = FrameState()
     for i, (frame, is_key) in enumerate(frames):

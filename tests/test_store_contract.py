@@ -701,6 +701,12 @@ def test_long_run_uses_deltas_and_bounded_reads(recorder: Recorder, store_url: s
     for step in [150, 0, 1, steps, *random.Random(3).sample(range(steps), 8)]:
         recorded = store.state_at(run_id, step)
         assert norm(recorded) == norm(history[step].values), f"step {step}"
+    # Every step, walking back then forth as the TUI steps (parsed keyframes reused between
+    # reads), and with long lists deferred, reads back what LangGraph held.
+    order = [*reversed(range(steps + 1)), *range(0, steps + 1, 7)]
+    assert all(norm(store.state_at(run_id, step)) == norm(history[step].values) for step in order)
+    deferred = store.state_at(run_id, steps, deferred=True)
+    assert norm({k: list(v) if k == "messages" else v for k, v in deferred.items()}) == norm(history[steps].values)
     s150 = store.state_at(run_id, 150, typed=True)
     assert s150["messages"] == history[150].values["messages"] and len(s150["messages"]) == 151  # the input message and 150 replies
     assert store.state_at(run_id, steps, typed=True)["messages"] == out["messages"]

@@ -488,3 +488,16 @@ async def test_a_long_history_opens_decoding_only_what_is_shown(tmp_path):
             os.chdir(old_cwd)
         saved = json.loads(next(monkey_cwd.glob("graphtape-*.json")).read_text())
         assert len(saved["messages"]) == total and saved["n"] == 4
+
+
+async def test_a_run_screen_keeps_what_it_loaded_out_of_full_collections_while_open(demo_db):
+    """Loaded steps are frozen for the garbage collector while the run is open, and released with the screen."""
+    import gc
+
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        assert isinstance(app.screen, RunScreen) and gc.get_freeze_count() > 0
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert isinstance(app.screen, RunsScreen) and gc.get_freeze_count() == 0
