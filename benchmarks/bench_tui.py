@@ -591,6 +591,10 @@ def _ms(xs: list[float]) -> float:
     return statistics.median(xs) * 1000
 
 
+def _p90(xs: list[float]) -> float:
+    return statistics.quantiles(xs, n=10)[-1] if len(xs) > 1 else (xs[0] if xs else 0.0)
+
+
 def _spread(xs: list[float]) -> str:
     med = statistics.median(xs) if xs else 0
     return f"{(max(xs) - min(xs)) / med:.0%}" if len(xs) > 1 and med else "–"
@@ -652,6 +656,7 @@ def print_times(results: list[Result], recs: list[Recorded], start_ms: list[floa
     print(f"\n  Baseline: app start until the runs list is painted (no run opened): {statistics.median(start_ms):.1f} ms")
     if "long" in by:
         print("  Spread (max−min)/median of the long run's app samples: " + ", ".join(f"{op} {_spread(by['long'].ui[op])}" for op in ("open", "step", "step, painted", "diff")))
+        print("  Slowest steps of the long run (ms, 90th percentile / max): " + ", ".join(f"{op} {_p90(by['long'].ui[op]) * 1000:.1f} / {max(by['long'].ui[op]) * 1000:.1f}" for op in ("step", "step, painted")))
     print("  samples: shown where an op repeated fewer than --reps times (the diff stops once --budget seconds are spent).")
     print("\nStore-only step, part by part (median ms; one step back, as `left` does; states cached as StepReader does)")
     head = f"  {'part':<16}" + "".join(f" {lab:>9}" for lab in labels)
@@ -818,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", type=Path, help="database holding the recorded runs (made on first use; default: a file in the temp dir)")
     ap.add_argument("--reps", type=int, default=5, help="repetitions of open and diff (default 5)")
-    ap.add_argument("--presses", type=int, default=20, help="left presses timed per run (default 20)")
+    ap.add_argument("--presses", type=int, default=60, help="left presses timed per run (default 60)")
     ap.add_argument("--budget", type=float, default=10.0, help="seconds after which the diff stops repeating (default 10)")
     ap.add_argument("--walk", type=int, default=200, help="steps walked for the RSS figures (default 200)")
     ap.add_argument("--trace", type=int, default=20, help="further steps walked under tracemalloc (default 20)")

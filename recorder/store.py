@@ -1014,6 +1014,8 @@ class SqlStore:
             return best
 
     def _keep_keyframe(self, run_id: str, ns: str, seq: int, frame: dict) -> None:
+        # Its lists point at the shared blob references: a kept keyframe costs its lists, not 11,000 dicts.
+        frame = {**frame, "v": {ch: self._share_refs(v) if type(v) is list else v for ch, v in frame.get("v", {}).items()}}
         with self._blob_lock:
             self._keyframes[(run_id, ns, seq)] = frame
             self._keyframes.move_to_end((run_id, ns, seq))
