@@ -501,3 +501,160 @@ async def test_a_run_screen_keeps_what_it_loaded_out_of_full_collections_while_o
         await pilot.press("escape")
         await settle(app, pilot)
         assert isinstance(app.screen, RunsScreen) and gc.get_freeze_count() == 0
+
+
+async def test_an_unreadable_step_says_so_instead_of_showing_the_last_one(tmp_path):
+    """A damaged step shows its error in place of the views; readable steps around it still open."""
+    db = str(tmp_path / "damaged.db")
+    ra = load_agent("reason_act")
+    rec = Recorder(db)
+    rec.attach(ra.build_graph("incident"), name="demo:incident").invoke(ra.inputs_for("incident"))
+    rec.close()
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE steps SET payload = X'7a00ff00ff' WHERE step = 3"))
+    engine.dispose()
+    app = build_app(db, "last")
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        screen.query_one(Timeline).cursor = next(i for i, s in enumerate(screen.steps) if s.step == 3)
+        await settle(app, pilot)
+        await pilot.pause(0.4)  # past the "still loading" timer, which must not cover the error
+        assert screen.payload is None and screen.has_class("step-failed")
+        error = str(screen.query_one("#step-error").render())
+        assert error.startswith("Cannot read step 3: damaged payload in the database")
+        assert "cannot read it" in str(screen.query_one("#run-status").render())
+        await pilot.press("home")
+        await settle(app, pilot)
+        assert screen.payload.step.step == -1 and not screen.has_class("step-failed")
+
+
+async def test_keys_pressed_faster_than_steps_load_all_count(demo_db):
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        await pilot.press("home")
+        await settle(app, pilot)
+        for _ in range(3):  # three key presses handled before any step finished loading
+            screen.action_step(1)
+        await settle(app, pilot)
+        assert screen.index == 3 and screen.payload.index == 3
+        screen.action_step(-1)
+        screen.action_step(-1)
+        await settle(app, pilot)
+        assert screen.index == 1
+
+
+async def test_small_terminal_help_scrolls_and_keys_read_as_typed(demo_db):
+    from tui.screens.prompts import HelpScreen
+
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        keys = dict(help_screen.rows)
+        assert keys["←/h"].startswith("Prev: ") and keys["["].startswith("Last change") and "ctrl+q" in keys and "tab" in keys
+        body = help_screen.query_one("#help-keys")
+        assert body.max_scroll_y > 0  # more keys than fit: the list scrolls instead of being cut
+        await pilot.press("pagedown")
+        await pilot.pause(0.1)
+        assert body.scroll_y > 0
+        await pilot.press("escape")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert len(titles) == len(set(titles)), "a command is listed twice"
+        helps = [c.help for c in app.get_system_commands(app.screen)]
+        assert not any(h.startswith("run the ") for h in helps)
+
+
+async def test_watch_prompt_names_its_keys(demo_db):
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("w")
+        await settle(app, pilot)
+        texts = [str(w.render()) for w in app.screen.query("Static")]
+        assert any("[ and ]" in t for t in texts), texts
+
+
+async def test_step_minus_one_shows_the_input_and_says_what_it_is(demo_db):
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        await pilot.press("home")
+        await settle(app, pilot)
+        assert screen.payload.step.step == -1 and screen.payload.graph_input["input"] == "Has my order A-1042 arrived yet?"
+        from tui.widgets.state_tree import StateTree
+
+        labels = [str(n.label) for n in screen.query_one(StateTree).root.children]
+        assert labels[0].startswith("no state yet: step -1 holds the graph's input") and labels[1].startswith("input:")
+        routes = str(screen.query_one("#routes-panel .panel-body").render())
+        assert routes.startswith("Step -1 holds the graph's input")
+        assert "(the input)" in str(screen.query_one("#run-status").render())
+
+
+async def test_values_the_views_fold_open_in_full(demo_db):
+    """v (or Enter on a leaf) shows a state value whole; on the Diff tab, every entry's values whole."""
+    from tui.screens.prompts import ValueScreen
+    from tui.widgets.state_tree import StateTree
+
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        answer = screen.payload.state["agent_outcome"]["answer"]
+        tree = screen.query_one(StateTree)
+        tree.focus()
+        node = next(n for n in tree.root.children if n.data[0] == ["agent_outcome"])
+        node.expand()
+        await settle(app, pilot)
+        leaf = next(c for c in node.children if c.data[0] == ["agent_outcome", "answer"])
+        tree.move_cursor(leaf)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ValueScreen) and app.screen.text == f'"{answer}"'
+        await pilot.press("escape")
+        await pilot.press("3", "v")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ValueScreen) and answer in app.screen.text and app.screen.title_text.startswith("diff: step")
+
+
+async def test_model_calls_show_their_tokens(tmp_path):
+    from tui.widgets.panels import CallsPanel
+
+    db = str(tmp_path / "react.db")
+    react = load_agent("react_agent")
+    rec = Recorder(db)
+    rec.attach(react.build_graph(), name="demo:react").invoke(react.inputs_for())
+    rec.close()
+    app = build_app(db, "last")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        model_step = next(i for i, s in enumerate(screen.steps) if "agent" in s.nodes)
+        screen.query_one(Timeline).cursor = model_step
+        await settle(app, pilot)
+        call = next(c for c in screen.payload.calls if c.kind == "model")
+        assert call.input_tokens and call.output_tokens
+        await pilot.press("5")
+        await settle(app, pilot)
+        panel = screen.query_one(CallsPanel)
+        detail = panel.query_one("#call-detail").content
+        assert f"{call.input_tokens} in / {call.output_tokens} out tokens" in str(detail.renderables[0])
+        first = panel.query_one("#call-list").get_option_at_index(0).prompt
+        assert f"{call.input_tokens}→{call.output_tokens} tok" in str(first)
+
+
+async def test_the_demo_says_what_happened_when_it_opens(demo_db):
+    from tui.cli import demo_welcome
+
+    app = build_app(demo_db, "last", welcome=demo_welcome("The status tool times out twice."))
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        shown = [n.message for n in app._notifications]
+        assert any(m.startswith("The status tool times out twice.") and "e jumps to the next failed call" in m for m in shown)

@@ -42,8 +42,9 @@ class GraphtapeApp(App):
             self.error = error
             self.run_id = run_id
 
-    def __init__(self, db: str | None = None, run: str | None = None, *, store: RunStore | None = None) -> None:
+    def __init__(self, db: str | None = None, run: str | None = None, *, store: RunStore | None = None, welcome: str | None = None) -> None:
         super().__init__()
+        self.welcome = welcome  # said once the named run opens (graphtape demo: what to look for)
         self.db = db
         self.run_ref = run
         self.store: Any = store
@@ -76,6 +77,8 @@ class GraphtapeApp(App):
             # A run named on the command line opens straight away: the runs list (a query
             # over every run and a table) is built only if the user goes back to it.
             self.switch_screen(RunScreen(message.run_id))
+            if self.welcome:
+                self.notify(self.welcome, title="What happened in this run", timeout=20)
         else:
             self.switch_screen(RunsScreen())
 
@@ -93,30 +96,43 @@ class GraphtapeApp(App):
             self.switch_screen(RunsScreen())
 
     def action_help(self) -> None:
-        rows = []
-        for binding in self.screen.BINDINGS:
-            if isinstance(binding, Binding):
-                keys = binding.key.replace("left_square_bracket", "[").replace("right_square_bracket", "]").replace("question_mark", "?").replace("colon", ":").replace("slash", "/")
-                rows.append((keys, binding.description or binding.action))
+        rows = [(key_label(b), f"{b.description}: {b.tooltip}" if b.tooltip else b.description or b.action) for b in _bindings(self.screen)]
+        rows.append(("tab", "next pane (timeline, tabs, the open tab's view)"))
         rows.append(("ctrl+p", "command palette: every action by name"))
+        rows.append(("ctrl+q", "quit"))
         self.push_screen(HelpScreen(rows))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        for binding in getattr(screen, "BINDINGS", []):
-            if not isinstance(binding, Binding) or not binding.description:
-                continue
+        ours = list(_bindings(screen))
+        # Textual's own "Keys" and "Quit" would sit beside this screen's, which say more.
+        replaced = {"Keys", "Quit"} if any(b.action in ("app.help", "app.quit") for b in ours) else set()
+        yield from (c for c in super().get_system_commands(screen) if c.title not in replaced)
+        for binding in ours:
             action = binding.action
-            yield SystemCommand(f"{binding.description} ({binding.key.split(',')[0]})", f"run the {action} action", lambda a=action, s=screen: s.run_action(a))
+            help_text = binding.tooltip or binding.description
+            yield SystemCommand(f"{binding.description} ({key_label(binding)})", help_text, lambda a=action, s=screen: s.run_action(a))
 
 
-def build_app(db: str | None = None, run: str | None = None, *, store: RunStore | None = None) -> GraphtapeApp:
+_KEY_NAMES = {"left_square_bracket": "[", "right_square_bracket": "]", "question_mark": "?", "colon": ":", "slash": "/", "left": "←", "right": "→"}
+
+
+def key_label(binding: Binding) -> str:
+    """``'left,h'`` -> ``'←/h'``: a binding's keys as a person types them."""
+    return "/".join(_KEY_NAMES.get(k.strip(), k.strip()) for k in binding.key.split(","))
+
+
+def _bindings(screen: Screen) -> Iterable[Binding]:
+    """The screen's own bindings that do something a person would look up."""
+    return (b for b in getattr(screen, "BINDINGS", []) if isinstance(b, Binding) and b.description)
+
+
+def build_app(db: str | None = None, run: str | None = None, *, store: RunStore | None = None, welcome: str | None = None) -> GraphtapeApp:
     """The one way to make the app: used by ``graphtape tui``, ``graphtape demo`` and the tests."""
-    return GraphtapeApp(db, run, store=store)
+    return GraphtapeApp(db, run, store=store, welcome=welcome)
 
 
-def run_app(db: str | None = None, run: str | None = None) -> int:
+def run_app(db: str | None = None, run: str | None = None, welcome: str | None = None) -> int:
     """Run the TUI in this terminal; returns an exit code."""
-    app = build_app(db, run)
+    app = build_app(db, run, welcome=welcome)
     app.run()
     return 2 if app.load_error else 0

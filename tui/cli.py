@@ -170,7 +170,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not args.no_tui and _tui_available() and sys.stdin.isatty() and sys.stdout.isatty():
         from tui.app import run_app  # type: ignore[import-not-found]  # written by the TUI issue
 
-        result = run_app(url, focus.run.id)
+        result = run_app(url, focus.run.id, welcome=demo_welcome(focus.description))
         return result if isinstance(result, int) else EXIT_OK
     store = _read_store(url)
     try:
@@ -180,6 +180,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
         store.close()
     print("\nmore: graphtape runs · graphtape show last~1 · graphtape show last --json")
     return EXIT_OK
+
+
+def demo_welcome(description: str) -> str:
+    """What the demo's first screen says: the story, and the keys that find where it went wrong."""
+    return (
+        f"{description}\n\n"
+        "e jumps to the next failed call or error (E back); ← → step; the status line and the "
+        "Routes tab (4) say why each route was taken, the Calls tab (5) what each tool and model "
+        "call got and returned. ? lists every key."
+    )
 
 
 def cmd_tui(args: argparse.Namespace) -> int:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from deepdiff import DeepDiff
 
-from recorder.deferred import DeferredList, is_list, materialized
+from recorder.deferred import DeferredList, is_list, json_default, materialized
 from recorder.records import StepDetail, StepInfo
 
 FOLD_AT = 160
@@ -180,6 +181,31 @@ def fold(text: str, limit: int = FOLD_AT) -> str:
     """Shorten long strings for a one-line view."""
     text = text.replace("\n", "⏎ ")
     return text if len(text) <= limit else f"{text[: limit - 12]}… (+{len(text) - limit + 12} chars)"
+
+
+def to_json(value: Any) -> str:
+    """A recorded value as indented JSON, deferred lists read in full (call it off the UI thread)."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=json_default).decode()
+
+
+def diff_text(entries: list[DiffEntry]) -> str:
+    """Every entry of a diff with its values in full, for reading what the one-line view cuts."""
+    out = []
+    for e in entries:
+        if e.kind == "skipped":
+            out.append(f"⋮ {e.path}: {e.new:,} more appended (left out)")
+            continue
+        mark = {"added": "+", "appended": "+", "removed": "-", "changed": "~"}.get(e.kind, "?")
+        out.append(f"{mark} {e.path} ({e.kind})")
+        if e.kind in ("removed", "changed"):
+            out.append(_indent(("old: " if e.kind == "changed" else "") + to_json(e.old)))
+        if e.kind != "removed":
+            out.append(_indent(("new: " if e.kind == "changed" else "") + to_json(e.new)))
+    return "\n".join(out) or "no differences"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
 
 
 def short(value: Any, limit: int = 60) -> str:

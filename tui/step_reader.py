@@ -19,6 +19,7 @@ from recorder.records import CallInfo, StepDetail, StepInfo
 from recorder.store import RunStore
 from tui.data import DiffEntry, changed_keys, diff_states, first_of, message_lists
 
+START_CHANNEL = "__start__"  # where LangGraph holds the input until the first step reads it
 TRANSCRIPT_TAIL = 200  # the transcript shows this many of the latest messages
 STATES_KEPT = 6  # stepping back and forth reads a step and its neighbour: most are cached
 
@@ -39,6 +40,7 @@ class StepPayload:
     transcript_key: str | None = None  # the state key holding the chat transcript, if any
     transcript: list[dict] = field(default_factory=list)  # its last TRANSCRIPT_TAIL messages, decoded
     transcript_total: int = 0
+    graph_input: Any = None  # step -1 of a run: the input the graph was invoked with (its state is still empty)
 
 
 class StepReader:
@@ -83,6 +85,8 @@ class StepReader:
                 n = len(store.list_steps(self.run_id, ns))
                 subgraphs.append((ns, f"{t.node} → subgraph {ns}  ({n} steps)"))
         payload = StepPayload(index, step, detail, state, changed_keys(detail), calls, title, diff_states(old, state), subgraphs)
+        if step.step < 0 and not state:
+            payload.graph_input = store.state_at(self.run_id, step.step, self.ns, internal=True).get(START_CHANNEL)
         lists = message_lists(state)
         key = next(iter(lists), None)
         if key is not None:

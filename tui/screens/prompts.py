@@ -261,7 +261,7 @@ class WatchPicker(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="prompt"):
-            yield Static("Watch which state key? ([ and ] then jump to the step that changed it before / next)")
+            yield Static(Text("Watch which state key? (then [ and ] jump to the step that changed it before / after this one)"))
             yield OptionList(*(Option(k + ("  (watching)" if k == self.current else ""), id=k) for k in self.keys), id="watch-options")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
@@ -272,9 +272,10 @@ class WatchPicker(ModalScreen[str | None]):
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key of the current screen, with what it does."""
+    """Every key of the current screen, with what it does (scrolls on a small terminal)."""
 
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
+    WIDE = 150  # two pairs of columns from this width on
 
     def __init__(self, bindings: list[tuple[str, str]]) -> None:
         super().__init__()
@@ -282,19 +283,55 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         table = Table(title="Keys (every action is also in the command palette: ctrl+p)", box=None, expand=True)
-        # Two pairs of columns once the list is long, so every key fits on a small terminal.
-        half = (len(self.rows) + 1) // 2 if len(self.rows) > 12 else len(self.rows)
-        for _ in range(2 if half < len(self.rows) else 1):
-            table.add_column("key", style="bold cyan")
+        pairs = 2 if self.app.size.width >= self.WIDE and len(self.rows) > 12 else 1
+        half = (len(self.rows) + 1) // 2 if pairs == 2 else len(self.rows)
+        for _ in range(pairs):
+            table.add_column("key", style="bold cyan", no_wrap=True)
             table.add_column("action")
         for i in range(half):
             cells = [*self.rows[i]]
-            if half < len(self.rows):
+            if pairs == 2:
                 cells += [*self.rows[half + i]] if half + i < len(self.rows) else ["", ""]
             table.add_row(*cells)
-        with Vertical(classes="prompt help"):
-            yield Static(table)
-            yield Static(Text("Esc closes", style="dim"))
+        with Vertical(classes="prompt help tall"):
+            with VerticalScroll(id="help-keys"):
+                yield Static(table)
+            yield Static(Text("↑/↓ and PgUp/PgDn scroll · Esc closes", style="dim"))
+
+    def on_mount(self) -> None:
+        self.query_one("#help-keys").focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class ValueScreen(ModalScreen[None]):
+    """A value, a diff or a step's routes in full: what the one-line views fold, to scroll and read."""
+
+    BINDINGS = [Binding("escape,v,q", "close", "Close"), Binding("c", "copy", "Copy")]
+    SHOWN_CHARS = 400_000  # past this the viewer says how much more there is (c copies it all)
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        body = Text(self.text[: self.SHOWN_CHARS], overflow="fold")
+        if len(self.text) > self.SHOWN_CHARS:
+            body.append(f"\n… {len(self.text) - self.SHOWN_CHARS:,} more characters (c copies them all)", style="bold yellow")
+        with Vertical(classes="prompt help tall"):
+            yield Static(Text(self.title_text, style="bold"))
+            with VerticalScroll(id="value-body"):
+                yield Static(body)
+            yield Static(Text(f"{len(self.text):,} characters · ↑/↓ PgUp/PgDn scroll · c copies · Esc closes", style="dim"))
+
+    def on_mount(self) -> None:
+        self.query_one("#value-body").focus()
+
+    def action_copy(self) -> None:
+        self.app.copy_to_clipboard(self.text)
+        self.notify(f"Copied {self.title_text} ({len(self.text):,} characters).")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from pathlib import Path
 from typing import Any
 
-import orjson
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
@@ -16,12 +16,11 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
-from recorder.deferred import json_default
 from recorder.errors import GraphtapeError
 from recorder.records import RunInfo, StepInfo
-from tui.data import DiffEntry, first_of
+from tui.data import DiffEntry, diff_text, first_of, to_json
 from tui.screens.compare import CompareScreen
-from tui.screens.prompts import ExportPrompt, ForkPrompt, ForkRequest, JumpPrompt, ReplayPrompt, ReplayRequest, RunInfoScreen, WatchPicker
+from tui.screens.prompts import ExportPrompt, ForkPrompt, ForkRequest, JumpPrompt, ReplayPrompt, ReplayRequest, RunInfoScreen, ValueScreen, WatchPicker
 from tui.screens.runs import status_text, when
 from tui.step_reader import StepPayload, StepReader
 from tui.widgets.diff_view import DiffView
@@ -38,33 +37,34 @@ class RunScreen(Screen):
     """One namespace of one run: a timeline beside the selected step's views."""
 
     BINDINGS = [
-        Binding("left,h", "step(-1)", "Prev", priority=True),
-        Binding("right,l", "step(1)", "Next", priority=True),
-        Binding("home,g", "first", "First", show=False, priority=True),
-        Binding("end,G", "last", "Last", show=False, priority=True),
-        Binding("colon", "jump", "Jump"),
-        Binding("e", "next_problem(1)", "Next problem"),
-        Binding("E", "next_problem(-1)", "Prev err", show=False),
-        Binding("m", "mark", "Mark"),
-        Binding("d", "diff_marked", "Diff"),
-        Binding("w", "watch", "Watch"),
-        Binding("left_square_bracket", "watch_jump(-1)", "Last change", show=False),
-        Binding("right_square_bracket", "watch_jump(1)", "Next change", show=False),
-        Binding("c", "copy_value", "Copy"),
-        Binding("s", "save_state", "Save", show=False),
-        Binding("r", "replay", "Replay"),
-        Binding("f", "fork", "Fork"),
-        Binding("x", "export", "Export"),
-        Binding("i", "info", "Info"),
-        Binding("u,backspace", "up", "Up", show=False),
-        Binding("1", "tab('state')", "State", show=False),
-        Binding("2", "tab('messages')", "Messages", show=False),
-        Binding("3", "tab('diff')", "Diff", show=False),
-        Binding("4", "tab('routes')", "Routes", show=False),
-        Binding("5", "tab('calls')", "Calls", show=False),
-        Binding("6", "tab('subgraphs')", "Subgraphs", show=False),
-        Binding("escape", "back", "Runs"),
-        Binding("question_mark", "app.help", "Keys"),
+        Binding("left,h", "step(-1)", "Prev", priority=True, tooltip="the step before this one"),
+        Binding("right,l", "step(1)", "Next", priority=True, tooltip="the step after this one"),
+        Binding("home,g", "first", "First", show=False, priority=True, tooltip="the run's first step"),
+        Binding("end,G", "last", "Last", show=False, priority=True, tooltip="the run's last step"),
+        Binding("colon", "jump", "Jump", tooltip="go to a step by its number"),
+        Binding("e", "next_problem(1)", "Next problem", tooltip="the next step with an error, a failed call or an interrupt"),
+        Binding("E", "next_problem(-1)", "Prev problem", show=False, tooltip="the previous step with an error, a failed call or an interrupt"),
+        Binding("m", "mark", "Mark", tooltip="mark this step to diff another against it"),
+        Binding("d", "diff_marked", "Diff", tooltip="the marked step's state against this step's"),
+        Binding("w", "watch", "Watch", tooltip="pick a state key; [ and ] then find the steps that changed it"),
+        Binding("left_square_bracket", "watch_jump(-1)", "Last change", show=False, tooltip="the step before this one that changed the watched key"),
+        Binding("right_square_bracket", "watch_jump(1)", "Next change", show=False, tooltip="the next step that changes the watched key"),
+        Binding("v", "view_value", "View", tooltip="the selected state value (or the whole diff) in full"),
+        Binding("c", "copy_value", "Copy", tooltip="the selected state value as JSON, to the clipboard"),
+        Binding("s", "save_state", "Save", show=False, tooltip="this step's state as a JSON file in the current directory"),
+        Binding("r", "replay", "Replay", tooltip="re-run from this step, calls answered from the recording"),
+        Binding("f", "fork", "Fork", tooltip="edit the state here and continue as a new run"),
+        Binding("x", "export", "Export", tooltip="save the run as a regression fixture"),
+        Binding("i", "info", "Info", tooltip="the run's details and the recorder's fault log"),
+        Binding("u,backspace", "up", "Up", show=False, tooltip="back to the parent graph (in a subgraph)"),
+        Binding("1", "tab('state')", "State tab", show=False),
+        Binding("2", "tab('messages')", "Messages tab", show=False),
+        Binding("3", "tab('diff')", "Diff tab", show=False),
+        Binding("4", "tab('routes')", "Routes tab", show=False),
+        Binding("5", "tab('calls')", "Calls tab", show=False),
+        Binding("6", "tab('subgraphs')", "Subgraphs tab", show=False),
+        Binding("escape", "back", "Runs", tooltip="back to the list of runs"),
+        Binding("question_mark", "app.help", "Keys", tooltip="every key of this screen"),
     ]
 
     class StepsLoaded(Message):
@@ -76,8 +76,9 @@ class RunScreen(Screen):
             self.error = error
 
     class StepLoaded(Message):
-        def __init__(self, payload: StepPayload | None, error: str | None = None) -> None:
+        def __init__(self, index: int, payload: StepPayload | None, error: str | None = None) -> None:
             super().__init__()
+            self.index = index
             self.payload = payload
             self.error = error
 
@@ -122,6 +123,14 @@ class RunScreen(Screen):
             self.path = path
             self.error = error
 
+    class ValueReady(Message):
+        """A value rendered in full for the viewer (``v``)."""
+
+        def __init__(self, title: str, text: str) -> None:
+            super().__init__()
+            self.title = title
+            self.text = text
+
     class InfoLoaded(Message):
         def __init__(self, fault_log: list[str] | None, error: str | None = None) -> None:
             super().__init__()
@@ -142,6 +151,7 @@ class RunScreen(Screen):
         self.marked: int | None = None
         self.watch_key: str | None = None
         self.payload: StepPayload | None = None
+        self.loaded_index = -1  # the step whose load last finished, read or not
         self.diff_title = ""
         self.diff_entries: list[DiffEntry] = []
         self.reader: StepReader | None = None  # made on mount, when the app's store is open
@@ -165,6 +175,7 @@ class RunScreen(Screen):
                     yield CallsPanel(id="calls-panel")
                 with TabPane("Subgraphs", id="subgraphs"):
                     yield SubgraphList(id="subgraph-list")
+            yield Static(id="step-error")
         yield Static(id="run-status")
         yield Footer()
 
@@ -225,6 +236,10 @@ class RunScreen(Screen):
         # Rows arrive before the layout settles: scroll again once it has.
         self.call_after_refresh(timeline.reveal_cursor)
 
+    def on_tree_node_selected(self, message: StateTree.NodeSelected) -> None:
+        if not message.node.allow_expand and message.node.data is not None:
+            self.action_view_value()  # Enter on a leaf: its value in full
+
     def on_timeline_step_chosen(self, message: Timeline.StepChosen) -> None:
         self.select(message.index)
 
@@ -239,7 +254,7 @@ class RunScreen(Screen):
         self.set_timer(SLOW_LOAD_S, self._still_loading)
 
     def _still_loading(self) -> None:
-        if 0 <= self.index < len(self.steps) and (self.payload is None or self.payload.index != self.index):
+        if 0 <= self.index < len(self.steps) and self.loaded_index != self.index:
             self._status(Text(f"step {self.steps[self.index].step}…", style="dim"))
 
     @work(thread=True, exclusive=True, group="step")
@@ -247,23 +262,32 @@ class RunScreen(Screen):
         try:
             payload = self.reader.read(self.steps, index)
         except GraphtapeError as exc:
-            self.post_message(self.StepLoaded(None, str(exc)))
+            self.post_message(self.StepLoaded(index, None, str(exc)))
             return
-        self.post_message(self.StepLoaded(payload))
+        self.post_message(self.StepLoaded(index, payload))
 
     def on_run_screen_step_loaded(self, message: StepLoaded) -> None:
-        if message.error or message.payload is None:
-            self._status(Text(f"Cannot read this step: {message.error}", style="bold red"))
+        if message.index != self.index:
+            return  # the user moved on while this was loading
+        self.loaded_index = message.index
+        failed = message.error is not None or message.payload is None
+        self.set_class(failed, "step-failed")
+        if failed:
+            # Never leave the previous step's views up as if they were this one's.
+            self.payload = None
+            step = self.steps[message.index].step
+            error = Text(f"Cannot read step {step}: {message.error}", style="bold red")
+            error.append("\n\nThe other steps may still read: move with ← →, or see the recorder's fault log with i.", style="dim")
+            self.query_one("#step-error", Static).update(error)
+            self._status(Text(f"step {step}: cannot read it", style="bold red"))
             return
         p = message.payload
-        if p.index != self.index:
-            return  # the user moved on while this was loading
         self.payload = p
-        self.query_one(StateTree).show_state(p.state, p.changed)
+        self.query_one(StateTree).show_state(p.state, p.changed, p.graph_input)
         self.query_one(Transcript).show_messages(p.transcript_key, p.transcript, p.transcript_total)
         self.diff_title = p.diff_title
         self.query_one(DiffView).show(p.diff_title, p.diff)
-        self.query_one("#routes-panel", TextPanel).show(routes_renderable(p.detail.routes, p.detail.next))
+        self.query_one("#routes-panel", TextPanel).show(routes_renderable(p.detail.routes, p.detail.next, p.step.step))
         self.query_one(CallsPanel).show_calls(p.calls)
         self.query_one(SubgraphList).show_namespaces(p.subgraphs)
         self._status(self._step_status(p))
@@ -279,7 +303,7 @@ class RunScreen(Screen):
         text.append_text(status_text(r))
         if r.error_type:
             text.append(f"  {r.error_type}: {r.error_message}", style="red")
-        text.append(f"  · {len(self.steps)} steps · started {when(r.started_at)}", style="dim")
+        text.append(f"  · {r.step_count} steps · started {when(r.started_at)}", style="dim")
         if r.duration_s is not None:
             text.append(f" · {r.duration_s:.2f}s", style="dim")
         if r.redactions:
@@ -293,7 +317,8 @@ class RunScreen(Screen):
     def _step_status(self, p: StepPayload) -> Text:
         s = p.step
         text = Text(f"step {s.step}", style="bold")
-        text.append(f"  [{p.index + 1}/{len(self.steps)}]")
+        text.append(" (the input)" if s.step < 0 else "")
+        text.append(f"  [row {p.index + 1}/{len(self.steps)}]")
         if s.nodes:
             text.append(f"  ran {', '.join(s.nodes)}")
         if s.summary:
@@ -325,7 +350,8 @@ class RunScreen(Screen):
         self.query_one(Timeline).cursor = index
 
     def action_step(self, delta: int) -> None:
-        self._move(self.index + delta)
+        # From the cursor, which moves at once: keys pressed faster than steps load all count.
+        self._move(self.query_one(Timeline).cursor + delta)
 
     def action_first(self) -> None:
         self._move(0)
@@ -347,7 +373,7 @@ class RunScreen(Screen):
 
     def action_next_problem(self, direction: int) -> None:
         counts = getattr(self, "call_counts", {})
-        found = first_of(self.steps, self.index, direction, lambda s: s.has_error or s.has_interrupt or bool(counts.get(s.step, {}).get("failed")))
+        found = first_of(self.steps, self.query_one(Timeline).cursor, direction, lambda s: s.has_error or s.has_interrupt or bool(counts.get(s.step, {}).get("failed")))
         if found is None:
             self.notify("No more errors, failed calls or interrupts " + ("after" if direction > 0 else "before") + " this step.")
         self._move(found)
@@ -431,6 +457,38 @@ class RunScreen(Screen):
             label = ".".join(str(p) for p in path) or "the step's state"
         self.write_json(value, label, None)
 
+    def action_view_value(self) -> None:
+        tab = self.query_one(TabbedContent).active
+        if self.payload is None:
+            self.notify("Wait for the step to load.", severity="warning")
+        elif tab == "state":
+            picked = self.query_one(StateTree).selected_value()
+            path, value = picked if picked is not None else ([], self.payload.state)
+            label = ".".join(str(p) for p in path) or f"the state after step {self.payload.step.step}"
+            self.render_value(label, lambda: to_json(value))
+        elif tab == "diff":
+            view = self.query_one(DiffView)  # what the tab shows: this step's diff, or the marked one
+            title, entries = view.title, view.entries
+            self.render_value(f"diff: {title}", lambda: diff_text(entries))
+        elif tab == "routes":
+            routes = self.payload.detail.routes
+            self.render_value(f"routes of step {self.payload.step.step}", lambda: to_json([dataclasses.asdict(r) for r in routes]))
+        else:
+            self.notify("v shows the selected state value, the diff or the routes in full (tabs 1, 3, 4).")
+
+    @work(thread=True, exclusive=True, group="view")
+    def render_value(self, title: str, render: Any) -> None:
+        """Renders off the UI thread: a long history decodes here, and its JSON can be megabytes."""
+        try:
+            text = render()
+        except GraphtapeError as exc:
+            self.post_message(self.JsonWritten(title, error=str(exc)))
+            return
+        self.post_message(self.ValueReady(title, text))
+
+    def on_run_screen_value_ready(self, message: ValueReady) -> None:
+        self.app.push_screen(ValueScreen(message.title, message.text))
+
     def action_save_state(self) -> None:
         if not self.payload:
             return
@@ -441,7 +499,7 @@ class RunScreen(Screen):
     def write_json(self, value: Any, label: str, path: Path | None) -> None:
         """``value`` as JSON to the clipboard, or to ``path``: in a worker, as long lists decode here."""
         try:
-            data = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=json_default)
+            data = to_json(value).encode()
             if path is not None:
                 path.write_bytes(data)
         except GraphtapeError as exc:

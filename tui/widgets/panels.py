@@ -6,7 +6,6 @@ from typing import Any
 
 import orjson
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.message import Message
@@ -36,7 +35,12 @@ class TextPanel(VerticalScroll):
         self.query_one(".panel-body", Static).update(renderable)
 
 
-def routes_renderable(routes: list[RouteInfo], nxt: list[str]) -> Any:
+SEND_LINES = 12  # a Send packet's payload shows this many lines of JSON here (v shows it whole)
+
+
+def routes_renderable(routes: list[RouteInfo], nxt: list[str], step: int = 0) -> Any:
+    if not routes and step < 0:
+        return Text(f"Step {step} holds the graph's input; the first nodes run in step 0." + (f"\n\nnext: {', '.join(nxt)}" if nxt else ""), style="dim")
     if not routes:
         return Text("No route decisions in this step (it ended, failed or was interrupted).", style="dim")
     rows = []
@@ -52,26 +56,29 @@ def routes_renderable(routes: list[RouteInfo], nxt: list[str]) -> Any:
         else:
             rows.append(Text("    static edge from the graph's structure", style="dim"))
         for i, packet in enumerate(r.sends):
-            rows.append(Text(f"    Send #{i} → {packet.get('node')}: {fold(pretty(packet.get('arg')).replace(chr(10), ' '), 160)}", style="cyan"))
+            rows.append(Text(f"    Send #{i} → {packet.get('node')}:", style="cyan"))
+            lines = pretty(packet.get("arg")).splitlines()
+            shown = lines[:SEND_LINES] + ([f"… {len(lines) - SEND_LINES} more lines (v shows them all)"] if len(lines) > SEND_LINES else [])
+            rows.append(Text("\n".join("        " + line for line in shown)))
     if nxt:
         rows.append(Text(f"\nnext: {', '.join(nxt)}", style="bold green"))
     return Group(*rows)
 
 
-def calls_table(calls: list[CallInfo]) -> Table:
-    table = Table(expand=True, box=None, header_style="bold")
-    for col in ("#", "kind", "name", "node", "ms", "tokens", "result"):
-        table.add_column(col, overflow="ellipsis", no_wrap=True)
-    for i, c in enumerate(calls):
-        result = Text(f"{c.error_type}: {c.error_message}", style="red") if c.error_type else Text(short(c.output, 60))
-        tokens = "" if c.total_tokens is None else f"{c.input_tokens}/{c.output_tokens}"
-        table.add_row(str(i), c.kind, c.name, c.node or "", f"{c.latency_ms:.0f}" if c.latency_ms is not None else "", tokens, result)
-    return table
+def tokens_text(call: CallInfo) -> str:
+    """``'35 in / 60 out tokens'``, or "" when the provider reported none."""
+    if call.input_tokens is None and call.output_tokens is None and call.total_tokens is None:
+        return ""
+    if call.input_tokens is None and call.output_tokens is None:
+        return f"{call.total_tokens} tokens"
+    return f"{call.input_tokens or 0} in / {call.output_tokens or 0} out tokens"
 
 
 def call_detail(call: CallInfo) -> Any:
     latency = "no return" if call.latency_ms is None else f"{call.latency_ms:.1f} ms"
-    parts = [Text(f"{call.kind} {call.name}  node={call.node} step={call.step}  {latency}{'  streamed' if call.streamed else ''}", style="bold")]
+    tokens = tokens_text(call)
+    head = f"{call.kind} {call.name}  node={call.node} step={call.step}  {latency}{'  streamed' if call.streamed else ''}{'  ' + tokens if tokens else ''}"
+    parts = [Text(head, style="bold")]
     if call.kind == "model" and isinstance(call.inputs, dict):
         from tui.widgets.transcript import render_message
 
@@ -117,6 +124,8 @@ class CallsPanel(VerticalScroll):
         for i, c in enumerate(calls):
             ms = "     —" if c.latency_ms is None else f"{c.latency_ms:>6.0f}"
             label = Text(f"{c.kind:<5} {c.name:<28} {c.node or '':<10} {ms} ms  ")
+            if c.total_tokens is not None or c.input_tokens is not None:
+                label.append(f"{c.input_tokens or 0}→{c.output_tokens or 0} tok  ", style="cyan")
             label.append(f"{c.error_type}" if c.error_type else short(c.output, 50), style="red" if c.error_type else "dim")
             options.add_option(Option(label, id=str(i)))
         options.highlighted = 0

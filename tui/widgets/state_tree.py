@@ -29,10 +29,19 @@ class StateTree(Tree):
         self.show_root = False
         self.guide_depth = 3
 
-    def show_state(self, state: dict[str, Any], changed: set[str]) -> None:
-        """Replace the tree with ``state``; ``changed`` keys are marked."""
+    def show_state(self, state: dict[str, Any], changed: set[str], graph_input: Any = None) -> None:
+        """Replace the tree with ``state``; ``changed`` keys are marked.
+
+        An empty state with a ``graph_input`` is a run's step -1: the input is
+        shown instead, under a line saying so.
+        """
         self.clear()
         self.root.data = ([], state)
+        if not state and graph_input is not None:
+            self.root.add_leaf(Text("no state yet: step -1 holds the graph's input; the first nodes run in step 0", style="dim"))
+            self._add(self.root, ["input"], self._label("input", graph_input), graph_input)
+            self.root.expand_all()
+            return
         for key, value in state.items():
             label = self._label(str(key), value)
             if key in changed:
