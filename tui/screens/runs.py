@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
@@ -15,12 +18,19 @@ from textual.widgets import DataTable, Footer, Input, Static
 from recorder.errors import GraphtapeError
 from recorder.records import RunInfo
 
+FORKED = "forked"  # not a stored status: runs with a parent (forks and replays), filtered here
 STATUSES = (None, "ok", "error", "interrupted", "running")
 _STATUS_STYLE = {"ok": "green", "error": "bold red", "interrupted": "yellow", "running": "cyan"}
-_SORTS = ("started", "name", "status", "steps", "duration")
+ID_CHARS = 8  # how much of a run id the list shows, in the id column and in "fork of …"
+_PAD = 2  # DataTable's cell padding, one cell on each side of every column
+_FULL_TIME, _SHORT_TIME = "%Y-%m-%d %H:%M:%S", "%m-%d %H:%M"
+_TIME_WIDTH = {False: len("2026-01-31 23:59:59"), True: len("01-31 23:59")}
+_STATUS_MAX = len("interrupted")  # a longer reason is cut with an ellipsis
+_NAME_MIN, _GRAPH_MIN = 12, 8  # the narrowest the two free-text columns get before the table scrolls
 
 
 def status_text(run: RunInfo) -> Text:
+    """The status with its reason and fork parent, for headers that have the room."""
     label = run.status if not run.status_reason else f"{run.status} ({run.status_reason})"
     if run.parent_run_id:
         label += f" ⑂{run.parent_run_id[:6]}"
@@ -28,48 +38,160 @@ def status_text(run: RunInfo) -> Text:
 
 
 def when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return time.strftime(_FULL_TIME, time.localtime(ts))
+
+
+def status_word(run: RunInfo) -> str:
+    """One word for the list: the status, or the reason where it says more ("cancelled", "killed").
+
+    An interrupted run's usual reason, ``interrupt``, only repeats the status: the graph
+    stopped at ``interrupt()`` and waits to be resumed.
+    """
+    if run.status_reason and run.status_reason != "interrupt":
+        return run.status_reason
+    return run.status
+
+
+def lineage(run: RunInfo) -> str:
+    """``fork of 1a2b3c4d`` or ``replay of 1a2b3c4d`` for a run with a parent, else nothing."""
+    if not run.parent_run_id:
+        return ""
+    kind = "replay" if any(str(t).startswith("replay-of:") for t in run.tags) else "fork"
+    return f"{kind} of {run.parent_run_id[:ID_CHARS]}"
+
+
+def duration(run: RunInfo) -> str:
+    return "" if run.duration_s is None else f"{run.duration_s:.2f}s"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the runs table: its label, its cell, and how it sorts (A to Z, or biggest and newest first)."""
+
+    key: str
+    label: str
+    cell: Callable[[RunInfo], Text]
+    order: Callable[[RunInfo], Any]
+    descending: bool = False
+
+
+def _fit_text(text: str, style: str = "") -> Text:
+    return Text(text, style=style, overflow="ellipsis", no_wrap=True)
+
+
+# What tells runs apart comes first, so a narrow terminal shows name, status, origin,
+# steps, start and duration; the id, graph and the redacted and fault counts (always
+# last) are then a scroll away.
+COLUMNS = (
+    Column("name", "name", lambda r: _fit_text(r.name), lambda r: r.name.lower()),
+    Column("status", "status", lambda r: _fit_text(status_word(r), _STATUS_STYLE.get(r.status, "")), lambda r: (r.status, status_word(r))),
+    Column("from", "from", lambda r: Text(lineage(r), style="magenta"), lambda r: (r.parent_run_id is None, lineage(r))),  # forks and replays first
+    Column("steps", "steps", lambda r: Text(str(r.step_count)), lambda r: r.step_count, descending=True),
+    Column("started", "started", lambda r: Text(when(r.started_at)), lambda r: r.started_at, descending=True),
+    Column("duration", "duration", lambda r: Text(duration(r)), lambda r: -1.0 if r.duration_s is None else r.duration_s, descending=True),
+    Column("id", "id", lambda r: Text(r.id[:ID_CHARS]), lambda r: r.id),
+    Column("graph", "graph", lambda r: _fit_text(r.graph_name), lambda r: r.graph_name.lower()),
+    Column("red", "redacted", lambda r: Text(str(r.redactions or "")), lambda r: r.redactions, descending=True),
+    Column("faults", "faults", lambda r: Text(str(r.faults), style="bold red") if r.faults else Text(""), lambda r: r.faults, descending=True),
+)
+_BY_KEY = {c.key: c for c in COLUMNS}
+_FREE = ("name", "graph")  # the columns that shrink (with an ellipsis) to fit
+_LEAD = [c.key for c in COLUMNS[: COLUMNS.index(_BY_KEY["duration"]) + 1]]  # kept on screen first
+
+
+def cells(run: RunInfo) -> list[Text]:
+    """One table row, in ``COLUMNS`` order (started in the full format)."""
+    return [column.cell(run) for column in COLUMNS]
+
+
+@dataclass(frozen=True)
+class ColumnFit:
+    """Column widths (without padding) and whether ``started`` drops the year and seconds."""
+
+    widths: dict[str, int]
+    short_time: bool
+
+
+def fit_columns(natural: dict[str, int], available: int) -> ColumnFit:
+    """Widths that fit ``available`` cells: started shortens first, then graph, then name shrink.
+
+    ``natural`` is each column's widest cell or label (for ``started``, its label).
+    When even the narrowest widths are too wide, the name keeps what is left beside
+    the other lead columns (up to duration); the rest is reached by scrolling right.
+    """
+    widths = dict(natural)
+    for short in (False, True):
+        widths["started"] = max(natural["started"], _TIME_WIDTH[short])
+        fixed = sum(w + _PAD for k, w in widths.items() if k not in _FREE)
+        room = available - fixed - _PAD * len(_FREE)
+        if room >= natural["name"] + natural["graph"]:
+            return ColumnFit(widths, short)
+    name_min, graph_min = min(natural["name"], _NAME_MIN), min(natural["graph"], _GRAPH_MIN)
+    if room >= name_min + graph_min:
+        widths["graph"] = max(graph_min, room - natural["name"])
+        widths["name"] = room - widths["graph"]
+    else:
+        lead = sum(widths[k] + _PAD for k in _LEAD if k != "name")
+        widths["name"] = max(name_min, min(natural["name"], available - lead - _PAD))
+    return ColumnFit(widths, True)
 
 
 class RunsScreen(Screen):
-    """Lists runs newest first; Enter opens one."""
+    """Lists runs newest first; Enter opens one.
+
+    ``s`` steps the status filter through ok, error, interrupted, running and, when the
+    store holds any, forked (forks and replays), then back to all. ``o`` sorts by the next
+    column, ``O`` reverses the order, and clicking a header sorts by it (again: reversed).
+    """
+
+    # Textual's default would focus the first focusable widget, the hidden filter box,
+    # which then swallows q, ? and s (and hides them from the footer) until a run shows.
+    AUTO_FOCUS = "#runs-table"
 
     BINDINGS = [
-        Binding("enter", "open_run", "Open"),
-        Binding("slash", "filter", "Filter"),
-        Binding("s", "cycle_status", "Status"),
-        Binding("o", "cycle_sort", "Sort"),
-        Binding("r", "reload", "Reload"),
-        Binding("escape", "clear_filter", "Clear", show=False),
+        Binding("enter", "open_run", "Open", tooltip="the selected run's steps"),
+        Binding("slash", "filter", "Filter", tooltip="by name, graph, error, tag or id"),
+        Binding("s", "cycle_status", "Status", tooltip="show only ok, error, interrupted, running or forked runs, or all"),
+        Binding("o", "cycle_sort", "Sort", tooltip="by the next column (or click a column's header)"),
+        Binding("O", "reverse_sort", "Reverse", tooltip="the sort order"),
+        Binding("r", "reload", "Reload", tooltip="read the store again"),
+        Binding("escape", "clear_filter", "Clear", show=False, tooltip="the text filter"),
         Binding("question_mark", "app.help", "Keys"),
         Binding("q", "app.quit", "Quit"),
     ]
 
     class Loaded(Message):
-        def __init__(self, runs: list[RunInfo] | None, error: str | None = None) -> None:
+        """Runs read for a status and text filter, in the store's order (newest first)."""
+
+        def __init__(self, runs: list[RunInfo] | None, error: str | None = None, *, status: str | None = None, text: str = "") -> None:
             super().__init__()
             self.runs = runs
             self.error = error
+            self.status = status
+            self.text = text
 
     def __init__(self) -> None:
         super().__init__()
-        self.runs: list[RunInfo] = []
+        self.runs: list[RunInfo] = []  # as shown: filtered and sorted
+        self.loaded: list[RunInfo] = []  # as read, newest first
         self.status_filter: str | None = None
-        self.sort_key = "started"
         self.text_filter = ""
+        self.sort_key = "started"
+        self.descending = True
+        self.has_forks = False  # as of the last read without a status filter
+        self.column_fit: ColumnFit | None = None  # the column widths the table was last built with
+        self.natural: dict[str, int] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(id="runs-title")
-        yield Input(placeholder="filter by name, graph, error, tag or id — Enter to apply, Esc to clear", id="runs-filter")
+        box = Input(placeholder="filter by name, graph, error, tag or id — Enter to apply, Esc to clear", id="runs-filter")
+        box.display = False
+        yield box
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="runs-empty")
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for key, label in (("id", "id"), ("name", "name"), ("graph", "graph"), ("status", "status"), ("steps", "steps"), ("started", "started"), ("duration", "duration"), ("red", "redacted"), ("faults", "faults")):
-            table.add_column(label, key=key)
-        self.query_one("#runs-filter", Input).display = False
         self.reload()
 
     def reload(self) -> None:
@@ -78,40 +200,56 @@ class RunsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="runs")
     def load_runs(self, status: str | None, text: str) -> None:
+        stored = None if status == FORKED else status
         try:
-            runs = self.app.store.list_runs(status=status, text=text or None, limit=20_000)
+            runs = self.app.store.list_runs(status=stored, text=text or None, limit=20_000)
         except GraphtapeError as exc:
-            self.post_message(self.Loaded(None, str(exc)))
+            self.post_message(self.Loaded(None, str(exc), status=status, text=text))
             return
-        self.post_message(self.Loaded(runs))
+        if status == FORKED:  # the store has no parent filter: narrow the list here
+            runs = [r for r in runs if r.parent_run_id]
+        self.post_message(self.Loaded(runs, status=status, text=text))
 
     def on_runs_screen_loaded(self, message: Loaded) -> None:
-        empty = self.query_one("#runs-empty", Static)
-        table = self.query_one(DataTable)
+        if (message.status, message.text) != (self.status_filter, self.text_filter):
+            return  # answers a filter the user has since changed
         if message.error:
+            empty = self.query_one("#runs-empty", Static)
+            empty.display = True
             empty.update(Text(f"Cannot read the store: {message.error}", style="bold red"))
             return
-        self.runs = self._sorted(message.runs or [])
-        table.clear()
-        for run in self.runs:
-            dur = "" if run.duration_s is None else f"{run.duration_s:.2f}s"
-            table.add_row(
-                run.id[:10],
-                Text(run.name, overflow="ellipsis"),
-                run.graph_name,
-                status_text(run),
-                str(run.step_count),
-                when(run.started_at),
-                dur,
-                str(run.redactions or ""),
-                Text(str(run.faults), style="bold red") if run.faults else "",
-                key=run.id,
-            )
+        self.loaded = message.runs or []
+        if message.status in (None, FORKED):
+            self.has_forks = any(r.parent_run_id for r in self.loaded)
+        self._show()
+
+    def _show(self, keep_cursor: bool = False) -> None:
+        """Sort what was loaded and (re)build the table to fit the screen."""
+        table = self.query_one(DataTable)
+        empty = self.query_one("#runs-empty", Static)
+        selected = self._selected() if keep_cursor else None
+        self.runs = self._sorted(self.loaded)
+        rows = [cells(run) for run in self.runs]
+        self.natural = self._natural(rows)
+        self.column_fit = fit_columns(self.natural, self._table_width())
+        if self.column_fit.short_time:
+            started = COLUMNS.index(_BY_KEY["started"])
+            for row, run in zip(rows, self.runs):
+                row[started] = Text(time.strftime(_SHORT_TIME, time.localtime(run.started_at)))
+        table.clear(columns=True)
+        for column in COLUMNS:
+            table.add_column(self._label(column), width=self.column_fit.widths[column.key], key=column.key)
+        for row, run in zip(rows, self.runs):
+            table.add_row(*row, key=run.id)
+        typing = isinstance(self.focused, Input)
         if self.runs:
             empty.update("")
             empty.display = False
             table.display = True
-            table.focus()
+            if selected is not None:
+                table.move_cursor(row=table.get_row_index(selected), animate=False)
+            if not typing:
+                table.focus()
         else:
             table.display = False
             empty.display = True
@@ -119,31 +257,66 @@ class RunsScreen(Screen):
                 empty.update(Text("No run matches the filter (Esc clears it).", style="yellow"))
             else:
                 empty.update(Text("This store has no runs yet. Record one with `graphtape demo`, or attach a Recorder to your graph.", style="yellow"))
+            if not typing:
+                self.set_focus(None)  # the screen's own keys (q, ?, s, /) then reach it
         self._title()
+        self.refresh_bindings()
+
+    def _natural(self, rows: list[list[Text]]) -> dict[str, int]:
+        """Each column's widest label or cell; ``started`` is measured by its label (its cells are fixed)."""
+        natural = {c.key: Text(self._label(c)).cell_len for c in COLUMNS}
+        for row in rows:
+            for column, cell in zip(COLUMNS, row):
+                if column.key != "started":
+                    natural[column.key] = max(natural[column.key], cell.cell_len)
+        natural["status"] = min(natural["status"], max(_STATUS_MAX, len(self._label(_BY_KEY["status"]))))
+        return natural
+
+    def _table_width(self) -> int:
+        """Cells the table shows without scrolling sideways: the screen, less a scrollbar if rows overflow."""
+        chrome = 3 + (3 if self.query_one("#runs-filter", Input).display else 0)  # title, header, footer, filter box
+        table = self.query_one(DataTable)
+        bar = table.styles.scrollbar_size_vertical if len(self.runs) > self.size.height - chrome else 0
+        return self.size.width - bar
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.runs and self.column_fit is not None and fit_columns(self.natural, self._table_width()) != self.column_fit:
+            self._show(keep_cursor=True)
 
     def _sorted(self, runs: list[RunInfo]) -> list[RunInfo]:
-        key = {
-            "started": (lambda r: r.started_at, True),
-            "name": (lambda r: r.name.lower(), False),
-            "status": (lambda r: r.status, False),
-            "steps": (lambda r: r.step_count, True),
-            "duration": (lambda r: r.duration_s or 0.0, True),
-        }[self.sort_key]
-        return sorted(runs, key=key[0], reverse=key[1])
+        # ``runs`` come newest first and Python's sort is stable (also reversed), so ties stay newest first.
+        column = _BY_KEY[self.sort_key]
+        return sorted(runs, key=column.order, reverse=self.descending)
+
+    def _label(self, column: Column) -> str:
+        if column.key != self.sort_key:
+            return column.label
+        return f"{column.label} {'▼' if self.descending else '▲'}"
+
+    def _selected(self) -> str | None:
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        return self.runs[row].id if self.runs and row is not None and 0 <= row < len(self.runs) else None
 
     def _title(self) -> None:
-        parts = [f"Runs in {self.app.store_label}", f"{len(self.runs)} shown", f"sorted by {self.sort_key}"]
+        column = _BY_KEY[self.sort_key]
+        direction = "▼" if self.descending else "▲"
+        parts = [f"Runs in {self.app.store_label}", f"{len(self.runs)} shown", f"sorted by {column.label} {direction}"]
         if self.status_filter:
             parts.append(f"status={self.status_filter}")
         if self.text_filter:
             parts.append(f"filter={self.text_filter!r}")
         self.query_one("#runs-title", Static).update(Text("  ·  ".join(parts), style="bold"))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "open_run" and not self.runs:
+            return None  # shown dimmed: there is nothing to open
+        return True
+
     def action_open_run(self) -> None:
-        table = self.query_one(DataTable)
-        if not self.runs or table.cursor_row is None or table.cursor_row >= len(self.runs):
-            return
-        self.app.open_run(self.runs[table.cursor_row].id)
+        run_id = self._selected()
+        if run_id is not None:
+            self.app.open_run(run_id)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -152,9 +325,10 @@ class RunsScreen(Screen):
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
         key = str(event.column_key.value)
-        if key in _SORTS:
-            self.sort_key = key
-            self.on_runs_screen_loaded(self.Loaded(self.runs))
+        if key == self.sort_key:
+            self.action_reverse_sort()
+        elif key in _BY_KEY:
+            self._sort_by(key)
 
     def action_filter(self) -> None:
         box = self.query_one("#runs-filter", Input)
@@ -164,19 +338,35 @@ class RunsScreen(Screen):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.text_filter = event.value.strip()
+        self.set_focus(None)  # the table takes it once the runs are in
         self.reload()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#runs-filter", Input)
+        if box.has_focus:
+            self.set_focus(None)
         box.value = ""
         box.display = False
         self.text_filter = ""
         self.reload()
 
+    def action_reload(self) -> None:
+        self.reload()
+
     def action_cycle_status(self) -> None:
-        self.status_filter = STATUSES[(STATUSES.index(self.status_filter) + 1) % len(STATUSES)]
+        cycle = STATUSES + ((FORKED,) if self.has_forks or self.status_filter == FORKED else ())
+        self.status_filter = cycle[(cycle.index(self.status_filter) + 1) % len(cycle)]
         self.reload()
 
     def action_cycle_sort(self) -> None:
-        self.sort_key = _SORTS[(_SORTS.index(self.sort_key) + 1) % len(_SORTS)]
-        self.on_runs_screen_loaded(self.Loaded(self.runs))
+        keys = [c.key for c in COLUMNS]
+        self._sort_by(keys[(keys.index(self.sort_key) + 1) % len(keys)])
+
+    def action_reverse_sort(self) -> None:
+        self.descending = not self.descending
+        self._show()
+
+    def _sort_by(self, key: str) -> None:
+        self.sort_key = key
+        self.descending = _BY_KEY[key].descending
+        self._show()

@@ -1,0 +1,268 @@
+"""The runs list: columns that fit, every column sorts both ways, the forked filter, the fork label,
+and an empty store that still answers q and ?. Pilot tests on real recorded runs."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+import pytest
+import sqlalchemy as sa
+from conftest import load_agent
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+from langgraph.types import interrupt
+from textual.widgets import DataTable, Input, Static
+from textual.widgets._footer import FooterKey
+from textual.worker import WorkerCancelled
+
+from recorder import Recorder, open_store
+from replay import fork, replay
+from tui.app import build_app
+from tui.screens.prompts import HelpScreen
+from tui.screens.run import RunScreen
+from tui.screens.runs import COLUMNS, RunsScreen
+
+ALL_LABELS = ["name", "status", "from", "steps", "started", "duration", "id", "graph", "redacted", "faults"]
+
+
+class Count(TypedDict):
+    n: int
+
+
+def _ask(state: Count):
+    return {"n": interrupt("approve?")}
+
+
+def _fail(state: Count):
+    raise RuntimeError("payment API returned 500")
+
+
+@pytest.fixture(scope="module")
+def lineage_db(tmp_path_factory):
+    """Demo runs (happy, incident), an error run, an interrupted one, a run whose recorder
+    died, a replay and a fork of the happy run; the incident has redactions, the error run faults."""
+    db = str(tmp_path_factory.mktemp("tui-runs") / "runs.db")
+    ra = load_agent("reason_act")
+    with Recorder(db) as rec:
+        rec.attach(ra.build_graph("happy"), name="demo:happy").invoke(ra.inputs_for("happy"))
+        rec.flush()
+        happy = rec.last_run_id
+        b = StateGraph(Count)
+        b.add_node("fail", _fail)
+        b.add_edge(START, "fail")
+        with pytest.raises(RuntimeError):
+            rec.attach(b.compile(), name="broken").invoke({"n": 0})
+        rec.flush()
+        broken = rec.last_run_id
+        b2 = StateGraph(Count)
+        b2.add_node("ask", _ask)
+        b2.add_edge(START, "ask")
+        rec.attach(b2.compile(checkpointer=InMemorySaver()), name="needs-approval").invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
+        rec.attach(ra.build_graph("incident"), name="demo:incident").invoke(ra.inputs_for("incident"))
+        rec.flush()
+        incident = rec.last_run_id
+        rec.attach(ra.build_graph("happy"), name="crashed").invoke(ra.inputs_for("happy"))
+        rec.flush()
+        crashed = rec.last_run_id
+    replayed = replay(happy, ra.build_graph("happy"), db=db).run_id
+    store = open_store(db)
+    try:
+        step = store.list_steps(happy)[1].step
+    finally:
+        store.close()
+    forked = fork(happy, ra.build_graph("happy"), step, {"retries": 1}, db=db).run_id
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE runs SET redactions=3 WHERE id=:id"), {"id": incident})
+        conn.execute(sa.text("UPDATE runs SET faults=2 WHERE id=:id"), {"id": broken})
+        conn.execute(sa.text("UPDATE runs SET status='interrupted', status_reason='killed' WHERE id=:id"), {"id": crashed})
+    engine.dispose()
+    return {"db": db, "happy": happy, "replay": replayed, "fork": forked, "crashed": crashed}
+
+
+@pytest.fixture
+def empty_db(tmp_path):
+    db = str(tmp_path / "empty.db")
+    open_store(db, create=True).close()
+    return db
+
+
+async def settle(app, pilot) -> None:
+    for _ in range(40):
+        await pilot.pause(0.02)
+        try:
+            await app.workers.wait_for_complete()
+        except WorkerCancelled:
+            continue  # an exclusive worker replaced by a newer one
+        if not any(w.is_running for w in app.workers):
+            break
+    await pilot.pause(0.05)
+
+
+def header(table: DataTable) -> str:
+    """The table's header line as it shows on screen (scrolled columns left out)."""
+    return table.render_line(0).text
+
+
+def cell(table: DataTable, run_id: str, key: str) -> str:
+    return str(table.get_cell(run_id, key))
+
+
+def title(screen: RunsScreen) -> str:
+    return str(screen.query_one("#runs-title", Static).render())
+
+
+async def test_every_column_fits_at_120_and_the_lead_columns_at_80(lineage_db):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen) and len(screen.runs) == 7
+        table = screen.query_one(DataTable)
+        assert table.virtual_size.width <= table.scrollable_content_region.width, "the table scrolls sideways at 120"
+        assert header(table).split() == [*ALL_LABELS[:4], "started", "▼", *ALL_LABELS[5:]]
+        assert cell(table, lineage_db["fork"], "status") == "ok"  # a short word, whatever the run's origin
+        waiting = next(r for r in screen.runs if r.name == "needs-approval")
+        assert (waiting.status_reason, cell(table, waiting.id, "status")) == ("interrupt", "interrupted")
+        assert cell(table, lineage_db["crashed"], "status") == "killed"  # the reason, where it says more
+
+        await pilot.resize_terminal(80, 24)
+        await settle(app, pilot)
+        assert header(table).split()[:7] == ["name", "status", "from", "steps", "started", "▼", "duration"]
+        assert table.scrollable_content_region.width <= 80
+
+
+async def test_the_fork_and_the_replay_say_what_they_come_from(lineage_db):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one(DataTable)
+        parent = lineage_db["happy"][:8]
+        assert cell(table, lineage_db["fork"], "from") == f"fork of {parent}"
+        assert cell(table, lineage_db["replay"], "from") == f"replay of {parent}"
+        assert cell(table, lineage_db["happy"], "from") == ""
+        assert cell(table, lineage_db["happy"], "id") == parent
+        assert "⑂" not in table.render_line(1).text + table.render_line(2).text
+
+
+def _is_sorted(values: list, descending: bool) -> bool:
+    return values == sorted(values, reverse=descending)
+
+
+# What each column sorts by, written out apart from the screen's own table of columns.
+SORTS = {
+    "name": (lambda r: r.name.lower(), False),
+    "status": (lambda r: r.status, False),
+    "from": (lambda r: r.parent_run_id is None, False),  # forks and replays first
+    "steps": (lambda r: r.step_count, True),
+    "started": (lambda r: r.started_at, True),
+    "duration": (lambda r: r.duration_s, True),
+    "id": (lambda r: r.id, False),
+    "graph": (lambda r: r.graph_name.lower(), False),
+    "red": (lambda r: r.redactions, True),
+    "faults": (lambda r: r.faults, True),
+}
+
+
+async def test_o_sorts_by_every_column_and_O_reverses_each(lineage_db):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        table = screen.query_one(DataTable)
+        seen = []
+        for _ in COLUMNS:
+            key = screen.sort_key
+            seen.append(key)
+            value, descending = SORTS[key]
+            label = next(c.label for c in COLUMNS if c.key == key)
+            arrow = "▼" if descending else "▲"
+            assert _is_sorted([value(r) for r in screen.runs], descending), key
+            assert f"sorted by {label} {arrow}" in title(screen)
+            assert f"{label} {arrow}" in header(table)
+            await pilot.press("O")
+            assert _is_sorted([value(r) for r in screen.runs], not descending), f"{key} reversed"
+            assert f"sorted by {label} {'▲' if descending else '▼'}" in title(screen)
+            await pilot.press("o")
+        assert sorted(seen) == sorted(SORTS) and screen.sort_key == "started"
+        # The extremes each sort puts first are the runs a person sorts to find.
+        await pilot.press("o", "o", "o", "o", "o")  # duration, id, graph, redacted, faults
+        assert screen.sort_key == "faults" and screen.runs[0].faults == 2
+        await pilot.press("O")
+        assert screen.runs[-1].faults == 2
+        await pilot.press("enter")  # the cursor row is the first run as now sorted
+        await settle(app, pilot)
+        assert isinstance(app.screen, RunScreen) and app.screen.run.id == screen.runs[0].id
+
+
+async def test_clicking_a_header_sorts_by_it_and_again_reverses(lineage_db):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        table = screen.query_one(DataTable)
+        x = header(table).index("redacted") + 1
+        await pilot.click(DataTable, offset=(x, 0))
+        assert screen.sort_key == "red" and screen.descending
+        assert screen.runs[0].redactions == 3
+        await pilot.click(DataTable, offset=(header(table).index("redacted") + 1, 0))
+        assert screen.sort_key == "red" and not screen.descending
+        assert screen.runs[-1].redactions == 3
+
+
+async def test_s_reaches_forked_when_the_store_has_forks(lineage_db):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        shown = []
+        for _ in range(6):
+            await pilot.press("s")
+            await settle(app, pilot)
+            shown.append(screen.status_filter)
+        assert shown == ["ok", "error", "interrupted", "running", "forked", None]
+        await pilot.press("s", "s", "s", "s", "s")
+        await settle(app, pilot)
+        assert screen.status_filter == "forked" and "status=forked" in title(screen)
+        assert {r.id for r in screen.runs} == {lineage_db["fork"], lineage_db["replay"]}
+        await pilot.press("slash", *"incident", "enter")  # the text filter narrows the forks too
+        await settle(app, pilot)
+        assert screen.runs == [] and app.focused is None
+        assert "No run matches the filter" in str(screen.query_one("#runs-empty", Static).render())
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert len(screen.runs) == 2 and isinstance(app.focused, DataTable)
+
+
+async def test_an_empty_store_still_answers_q_and_help_and_shows_them(empty_db):
+    app = build_app(empty_db)
+    async with app.run_test(size=(100, 20)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen) and screen.runs == []
+        assert "no runs yet" in str(screen.query_one("#runs-empty", Static).render())
+        assert not isinstance(app.focused, Input), "a hidden filter box would swallow the keys"
+        footer: dict[str, str] = {}
+        for _ in range(50):  # the footer recomposes after the bindings change
+            footer = {k.key: k.description for k in screen.query(FooterKey)}
+            if footer:
+                break
+            await pilot.pause(0.02)
+        assert {"slash", "s", "o", "r", "question_mark", "q"} <= set(footer)
+        assert footer["q"] == "Quit" and footer["question_mark"] == "Keys"
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert app.screen is screen
+        for _ in range(5):  # no forks here: five presses come back to all
+            await pilot.press("s")
+            await settle(app, pilot)
+        assert screen.status_filter is None
+        await pilot.press("slash", *"zzz", "enter")
+        await settle(app, pilot)
+        assert app.focused is None and screen.text_filter == "zzz"
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.return_code == 0
