@@ -1,17 +1,19 @@
 """The runs list: columns that fit, every column sorts both ways, the forked filter, the fork label,
-and an empty store that still answers q and ?. Pilot tests on real recorded runs."""
+an empty store that still answers q and ?, the cursor, and thousands of runs. Pilot tests on real
+recorded runs, and on synthetic ones from the store benchmark."""
 
 from __future__ import annotations
 
+import sys
 from typing import TypedDict
 
 import pytest
 import sqlalchemy as sa
-from conftest import load_agent
+from conftest import ROOT, load_agent
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 from textual.widgets._footer import FooterKey
 from textual.worker import WorkerCancelled
 
@@ -21,6 +23,10 @@ from tui.app import build_app
 from tui.screens.prompts import HelpScreen
 from tui.screens.run import RunScreen
 from tui.screens.runs import COLUMNS, RunsScreen
+from tui.widgets.runs_table import RunsTable
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_store  # noqa: E402  (the benchmark's synthetic runs, shaped like recorded ones)
 
 ALL_LABELS = ["name", "status", "from", "steps", "started", "duration", "id", "graph", "redacted", "faults"]
 
@@ -99,13 +105,19 @@ async def settle(app, pilot) -> None:
     await pilot.pause(0.05)
 
 
-def header(table: DataTable) -> str:
+def header(table: RunsTable) -> str:
     """The table's header line as it shows on screen (scrolled columns left out)."""
     return table.render_line(0).text
 
 
-def cell(table: DataTable, run_id: str, key: str) -> str:
+def cell(table: RunsTable, run_id: str, key: str) -> str:
     return str(table.get_cell(run_id, key))
+
+
+def shown_rows(table: RunsTable) -> range:
+    """Indexes of the runs whose rows are on screen now (below the header)."""
+    top = int(table.scroll_offset.y)
+    return range(top, min(len(table.runs), top + table.scrollable_content_region.height - 1))
 
 
 def title(screen: RunsScreen) -> str:
@@ -118,7 +130,7 @@ async def test_every_column_fits_at_120_and_the_lead_columns_at_80(lineage_db):
         await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, RunsScreen) and len(screen.runs) == 7
-        table = screen.query_one(DataTable)
+        table = screen.query_one(RunsTable)
         assert table.virtual_size.width <= table.scrollable_content_region.width, "the table scrolls sideways at 120"
         assert header(table).split() == [*ALL_LABELS[:4], "started", "▼", *ALL_LABELS[5:]]
         assert cell(table, lineage_db["fork"], "status") == "ok"  # a short word, whatever the run's origin
@@ -136,7 +148,7 @@ async def test_the_fork_and_the_replay_say_what_they_come_from(lineage_db):
     app = build_app(lineage_db["db"])
     async with app.run_test(size=(120, 34)) as pilot:
         await settle(app, pilot)
-        table = app.screen.query_one(DataTable)
+        table = app.screen.query_one(RunsTable)
         parent = lineage_db["happy"][:8]
         assert cell(table, lineage_db["fork"], "from") == f"fork of {parent}"
         assert cell(table, lineage_db["replay"], "from") == f"replay of {parent}"
@@ -169,7 +181,8 @@ async def test_o_sorts_by_every_column_and_O_reverses_each(lineage_db):
     async with app.run_test(size=(120, 34)) as pilot:
         await settle(app, pilot)
         screen = app.screen
-        table = screen.query_one(DataTable)
+        table = screen.query_one(RunsTable)
+        newest = screen.runs[0].id
         seen = []
         for _ in COLUMNS:
             key = screen.sort_key
@@ -190,9 +203,11 @@ async def test_o_sorts_by_every_column_and_O_reverses_each(lineage_db):
         assert screen.sort_key == "faults" and screen.runs[0].faults == 2
         await pilot.press("O")
         assert screen.runs[-1].faults == 2
-        await pilot.press("enter")  # the cursor row is the first run as now sorted
+        # The cursor stayed on the run it started on (the newest) through every sort.
+        assert screen.runs[table.cursor_row].id == newest
+        await pilot.press("enter")
         await settle(app, pilot)
-        assert isinstance(app.screen, RunScreen) and app.screen.run.id == screen.runs[0].id
+        assert isinstance(app.screen, RunScreen) and app.screen.run.id == newest
 
 
 async def test_clicking_a_header_sorts_by_it_and_again_reverses(lineage_db):
@@ -200,12 +215,12 @@ async def test_clicking_a_header_sorts_by_it_and_again_reverses(lineage_db):
     async with app.run_test(size=(120, 34)) as pilot:
         await settle(app, pilot)
         screen = app.screen
-        table = screen.query_one(DataTable)
+        table = screen.query_one(RunsTable)
         x = header(table).index("redacted") + 1
-        await pilot.click(DataTable, offset=(x, 0))
+        await pilot.click(RunsTable, offset=(x, 0))
         assert screen.sort_key == "red" and screen.descending
         assert screen.runs[0].redactions == 3
-        await pilot.click(DataTable, offset=(header(table).index("redacted") + 1, 0))
+        await pilot.click(RunsTable, offset=(header(table).index("redacted") + 1, 0))
         assert screen.sort_key == "red" and not screen.descending
         assert screen.runs[-1].redactions == 3
 
@@ -231,7 +246,7 @@ async def test_s_reaches_forked_when_the_store_has_forks(lineage_db):
         assert "No run matches the filter" in str(screen.query_one("#runs-empty", Static).render())
         await pilot.press("escape")
         await settle(app, pilot)
-        assert len(screen.runs) == 2 and isinstance(app.focused, DataTable)
+        assert len(screen.runs) == 2 and isinstance(app.focused, RunsTable)
 
 
 async def test_an_empty_store_still_answers_q_and_help_and_shows_them(empty_db):
@@ -266,3 +281,103 @@ async def test_an_empty_store_still_answers_q_and_help_and_shows_them(empty_db):
         await pilot.press("q")
         await pilot.pause()
         assert app.return_code == 0
+
+
+async def test_cursor_keys_and_paging_move_the_selection_and_enter_opens_it(lineage_db):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(120, 8)) as pilot:  # five rows show: paging matters
+        await settle(app, pilot)
+        screen = app.screen
+        table = screen.query_one(RunsTable)
+        assert app.focused is table and table.cursor_row == 0
+        await pilot.press("down", "down")
+        assert table.cursor_row == 2
+        await pilot.press("up")
+        assert table.cursor_row == 1
+        page = table.scrollable_content_region.height - 2
+        await pilot.press("pagedown")
+        assert table.cursor_row == 1 + page and table.cursor_row in shown_rows(table)
+        await pilot.press("end")
+        assert table.cursor_row == len(screen.runs) - 1 and table.cursor_row in shown_rows(table)
+        assert screen.runs[-1].id[:8] in table.render_line(table.scrollable_content_region.height - 1).text
+        await pilot.press("down")  # already on the last run: it stays
+        assert table.cursor_row == len(screen.runs) - 1
+        await pilot.press("pageup")
+        assert table.cursor_row == len(screen.runs) - 1 - page
+        await pilot.press("home")
+        assert table.cursor_row == 0 and table.scroll_offset.y == 0
+        await pilot.press("down", "down", "down", "enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, RunScreen) and app.screen.run.id == screen.runs[3].id
+
+
+async def test_a_click_selects_a_run_and_a_click_on_the_selected_run_opens_it(lineage_db):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        table = screen.query_one(RunsTable)
+        await pilot.click(RunsTable, offset=(3, 3))  # the header is line 0: the third run
+        assert table.cursor_row == 2 and app.screen is screen
+        await pilot.click(RunsTable, offset=(3, 20))  # below the last run: nothing happens
+        assert table.cursor_row == 2 and app.screen is screen
+        await pilot.click(RunsTable, offset=(3, 3))
+        await settle(app, pilot)
+        assert isinstance(app.screen, RunScreen) and app.screen.run.id == screen.runs[2].id
+
+
+async def test_the_selected_run_stays_selected_across_sorts_and_resizes(lineage_db):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        table = screen.query_one(RunsTable)
+        await pilot.press("down", "down", "down")
+        chosen = screen.runs[3].id
+        for keys in (("o",), ("O",), ("o", "o", "o")):
+            await pilot.press(*keys)
+            assert screen.runs[table.cursor_row].id == chosen, keys
+        await pilot.click(RunsTable, offset=(header(table).index("name") + 1, 0))
+        assert screen.sort_key == "name" and screen.runs[table.cursor_row].id == chosen
+        await pilot.resize_terminal(80, 12)
+        await settle(app, pilot)
+        assert screen.column_fit.short_time, "the narrow layout was drawn"
+        assert screen.runs[table.cursor_row].id == chosen and table.cursor_row in shown_rows(table)
+        await pilot.press("r")  # a new read starts again from the top
+        await settle(app, pilot)
+        assert table.cursor_row == 0
+
+
+@pytest.fixture(scope="module")
+def many_db(tmp_path_factory):
+    """Three thousand synthetic runs, written the way the store benchmark fills its stores."""
+    db = str(tmp_path_factory.mktemp("tui-many") / "many.db")
+    store = open_store(db, create=True)
+    try:
+        bench_store.fill(store, 3000, chunk=1000)
+    finally:
+        store.close()
+    return db
+
+
+async def test_thousands_of_runs_load_sort_and_the_last_is_reached_with_end(many_db):
+    app = build_app(many_db)
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        table = screen.query_one(RunsTable)
+        assert len(screen.runs) == 3000 and table.virtual_size.height == 3001
+        assert "3000 shown" in title(screen)
+        assert header(table).split()[:7] == ["name", "status", "from", "steps", "started", "▼", "duration"]
+        await pilot.press("pagedown", "pagedown")
+        assert table.cursor_row == 2 * (table.scrollable_content_region.height - 2) and table.cursor_row in shown_rows(table)
+        await pilot.press("end")
+        last = screen.runs[-1]
+        assert table.cursor_row == 2999 and 2999 in shown_rows(table)
+        assert last.id[:8] in table.render_line(table.scrollable_content_region.height - 1).text
+        await pilot.click(RunsTable, offset=(1, 0))  # sort by name: the oldest run moves, the cursor follows it
+        assert _is_sorted([r.name.lower() for r in screen.runs], False)
+        assert screen.runs[table.cursor_row].id == last.id and table.cursor_row in shown_rows(table)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, RunScreen) and app.screen.run.id == last.id

@@ -7,22 +7,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from recorder.errors import GraphtapeError
 from recorder.records import RunInfo
+from tui.widgets.runs_table import PAD, RunsTable, TableColumn
 
 FORKED = "forked"  # not a stored status: runs with a parent (forks and replays), filtered here
 STATUSES = (None, "ok", "error", "interrupted", "running")
 _STATUS_STYLE = {"ok": "green", "error": "bold red", "interrupted": "yellow", "running": "cyan"}
 ID_CHARS = 8  # how much of a run id the list shows, in the id column and in "fork of …"
-_PAD = 2  # DataTable's cell padding, one cell on each side of every column
+_PAD = 2 * PAD  # the table's blank cells beside every column
 _FULL_TIME, _SHORT_TIME = "%Y-%m-%d %H:%M:%S", "%m-%d %H:%M"
 _TIME_WIDTH = {False: len("2026-01-31 23:59:59"), True: len("01-31 23:59")}
 _STATUS_MAX = len("interrupted")  # a longer reason is cut with an ellipsis
@@ -64,44 +66,57 @@ def duration(run: RunInfo) -> str:
     return "" if run.duration_s is None else f"{run.duration_s:.2f}s"
 
 
+def _unstyled(run: RunInfo) -> str:
+    return ""
+
+
 @dataclass(frozen=True)
 class Column:
-    """A column of the runs table: its label, its cell, and how it sorts (A to Z, or biggest and newest first)."""
+    """A column of the runs table: its label, what its cell says (and in which colour), and how it
+    sorts (A to Z, or biggest and newest first)."""
 
     key: str
     label: str
-    cell: Callable[[RunInfo], Text]
+    text: Callable[[RunInfo], str]
     order: Callable[[RunInfo], Any]
     descending: bool = False
+    style: Callable[[RunInfo], str] = _unstyled
 
-
-def _fit_text(text: str, style: str = "") -> Text:
-    return Text(text, style=style, overflow="ellipsis", no_wrap=True)
+    def cell(self, run: RunInfo) -> Text:
+        return Text(self.text(run), style=self.style(run))
 
 
 # What tells runs apart comes first, so a narrow terminal shows name, status, origin,
 # steps, start and duration; the id, graph and the redacted and fault counts (always
 # last) are then a scroll away.
 COLUMNS = (
-    Column("name", "name", lambda r: _fit_text(r.name), lambda r: r.name.lower()),
-    Column("status", "status", lambda r: _fit_text(status_word(r), _STATUS_STYLE.get(r.status, "")), lambda r: (r.status, status_word(r))),
-    Column("from", "from", lambda r: Text(lineage(r), style="magenta"), lambda r: (r.parent_run_id is None, lineage(r))),  # forks and replays first
-    Column("steps", "steps", lambda r: Text(str(r.step_count)), lambda r: r.step_count, descending=True),
-    Column("started", "started", lambda r: Text(when(r.started_at)), lambda r: r.started_at, descending=True),
-    Column("duration", "duration", lambda r: Text(duration(r)), lambda r: -1.0 if r.duration_s is None else r.duration_s, descending=True),
-    Column("id", "id", lambda r: Text(r.id[:ID_CHARS]), lambda r: r.id),
-    Column("graph", "graph", lambda r: _fit_text(r.graph_name), lambda r: r.graph_name.lower()),
-    Column("red", "redacted", lambda r: Text(str(r.redactions or "")), lambda r: r.redactions, descending=True),
-    Column("faults", "faults", lambda r: Text(str(r.faults), style="bold red") if r.faults else Text(""), lambda r: r.faults, descending=True),
+    Column("name", "name", lambda r: r.name, lambda r: r.name.lower()),
+    Column("status", "status", status_word, lambda r: (r.status, status_word(r)), style=lambda r: _STATUS_STYLE.get(r.status, "")),
+    Column("from", "from", lineage, lambda r: (r.parent_run_id is None, lineage(r)), style=lambda r: "magenta"),  # forks and replays first
+    Column("steps", "steps", lambda r: str(r.step_count), lambda r: r.step_count, descending=True),
+    Column("started", "started", lambda r: when(r.started_at), lambda r: r.started_at, descending=True),
+    Column("duration", "duration", duration, lambda r: -1.0 if r.duration_s is None else r.duration_s, descending=True),
+    Column("id", "id", lambda r: r.id[:ID_CHARS], lambda r: r.id),
+    Column("graph", "graph", lambda r: r.graph_name, lambda r: r.graph_name.lower()),
+    Column("red", "redacted", lambda r: str(r.redactions or ""), lambda r: r.redactions, descending=True),
+    Column("faults", "faults", lambda r: str(r.faults) if r.faults else "", lambda r: r.faults, descending=True, style=lambda r: "bold red"),
 )
 _BY_KEY = {c.key: c for c in COLUMNS}
 _FREE = ("name", "graph")  # the columns that shrink (with an ellipsis) to fit
 _LEAD = [c.key for c in COLUMNS[: COLUMNS.index(_BY_KEY["duration"]) + 1]]  # kept on screen first
 
 
-def cells(run: RunInfo) -> list[Text]:
-    """One table row, in ``COLUMNS`` order (started in the full format)."""
-    return [column.cell(run) for column in COLUMNS]
+def short_when(run: RunInfo) -> Text:
+    """``started`` without the year and seconds, for a narrow screen."""
+    return Text(time.strftime(_SHORT_TIME, time.localtime(run.started_at)))
+
+
+def cell_widths(runs: list[RunInfo]) -> dict[str, int]:
+    """Each column's widest cell over ``runs``, ``started`` left out (its width is fixed by its format).
+
+    A pass over every cell, so it runs once per read, in the worker, not on every sort.
+    """
+    return {c.key: max(map(cell_len, {c.text(run) for run in runs}), default=0) for c in COLUMNS if c.key != "started"}
 
 
 @dataclass(frozen=True)
@@ -141,7 +156,8 @@ class RunsScreen(Screen):
 
     ``s`` steps the status filter through ok, error, interrupted, running and, when the
     store holds any, forked (forks and replays), then back to all. ``o`` sorts by the next
-    column, ``O`` reverses the order, and clicking a header sorts by it (again: reversed).
+    column, ``O`` reverses the order, and clicking a header sorts by it (again: reversed);
+    the selected run stays selected when the order or the screen's size changes.
     """
 
     # Textual's default would focus the first focusable widget, the hidden filter box,
@@ -161,14 +177,23 @@ class RunsScreen(Screen):
     ]
 
     class Loaded(Message):
-        """Runs read for a status and text filter, in the store's order (newest first)."""
+        """Runs read for a status and text filter, in the store's order (newest first), with their cells' widths."""
 
-        def __init__(self, runs: list[RunInfo] | None, error: str | None = None, *, status: str | None = None, text: str = "") -> None:
+        def __init__(
+            self,
+            runs: list[RunInfo] | None,
+            error: str | None = None,
+            *,
+            status: str | None = None,
+            text: str = "",
+            widths: dict[str, int] | None = None,
+        ) -> None:
             super().__init__()
             self.runs = runs
             self.error = error
             self.status = status
             self.text = text
+            self.widths = widths or {}
 
     def __init__(self) -> None:
         super().__init__()
@@ -179,15 +204,16 @@ class RunsScreen(Screen):
         self.sort_key = "started"
         self.descending = True
         self.has_forks = False  # as of the last read without a status filter
-        self.column_fit: ColumnFit | None = None  # the column widths the table was last built with
-        self.natural: dict[str, int] = {}
+        self.column_fit: ColumnFit | None = None  # the column widths the table was last drawn with
+        self.cell_widths: dict[str, int] = {}  # each column's widest cell, measured once per read
+        self.natural: dict[str, int] = {}  # the same with the headers as now labelled
 
     def compose(self) -> ComposeResult:
         yield Static(id="runs-title")
         box = Input(placeholder="filter by name, graph, error, tag or id — Enter to apply, Esc to clear", id="runs-filter")
         box.display = False
         yield box
-        yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield RunsTable(id="runs-table")
         yield Static(id="runs-empty")
         yield Footer()
 
@@ -208,7 +234,7 @@ class RunsScreen(Screen):
             return
         if status == FORKED:  # the store has no parent filter: narrow the list here
             runs = [r for r in runs if r.parent_run_id]
-        self.post_message(self.Loaded(runs, status=status, text=text))
+        self.post_message(self.Loaded(runs, status=status, text=text, widths=cell_widths(runs)))
 
     def on_runs_screen_loaded(self, message: Loaded) -> None:
         if (message.status, message.text) != (self.status_filter, self.text_filter):
@@ -219,35 +245,23 @@ class RunsScreen(Screen):
             empty.update(Text(f"Cannot read the store: {message.error}", style="bold red"))
             return
         self.loaded = message.runs or []
+        self.cell_widths = message.widths
         if message.status in (None, FORKED):
             self.has_forks = any(r.parent_run_id for r in self.loaded)
         self._show()
 
-    def _show(self, keep_cursor: bool = False) -> None:
-        """Sort what was loaded and (re)build the table to fit the screen."""
-        table = self.query_one(DataTable)
+    def _show(self, keep_selection: bool = False) -> None:
+        """Sort what was loaded and hand it to the table, or say why there is nothing to show."""
+        table = self.query_one(RunsTable)
         empty = self.query_one("#runs-empty", Static)
-        selected = self._selected() if keep_cursor else None
+        had_runs = bool(self.runs)
         self.runs = self._sorted(self.loaded)
-        rows = [cells(run) for run in self.runs]
-        self.natural = self._natural(rows)
-        self.column_fit = fit_columns(self.natural, self._table_width())
-        if self.column_fit.short_time:
-            started = COLUMNS.index(_BY_KEY["started"])
-            for row, run in zip(rows, self.runs):
-                row[started] = Text(time.strftime(_SHORT_TIME, time.localtime(run.started_at)))
-        table.clear(columns=True)
-        for column in COLUMNS:
-            table.add_column(self._label(column), width=self.column_fit.widths[column.key], key=column.key)
-        for row, run in zip(rows, self.runs):
-            table.add_row(*row, key=run.id)
+        self._draw(keep_selection)
         typing = isinstance(self.focused, Input)
         if self.runs:
             empty.update("")
             empty.display = False
             table.display = True
-            if selected is not None:
-                table.move_cursor(row=table.get_row_index(selected), animate=False)
             if not typing:
                 table.focus()
         else:
@@ -260,28 +274,38 @@ class RunsScreen(Screen):
             if not typing:
                 self.set_focus(None)  # the screen's own keys (q, ?, s, /) then reach it
         self._title()
-        self.refresh_bindings()
+        if bool(self.runs) != had_runs:
+            self.refresh_bindings()  # Open dims or lights up (the footer redraws: not on every sort)
 
-    def _natural(self, rows: list[list[Text]]) -> dict[str, int]:
+    def _draw(self, keep_selection: bool) -> None:
+        """Fit the columns to the screen and give the table the runs as now sorted."""
+        self.natural = self._natural()
+        self.column_fit = fit_columns(self.natural, self._table_width())
+        self.query_one(RunsTable).show_runs(self.runs, self._table_columns(self.column_fit), keep_selection=keep_selection)
+
+    def _table_columns(self, fit: ColumnFit) -> list[TableColumn]:
+        columns = []
+        for column in COLUMNS:
+            cell = short_when if column.key == "started" and fit.short_time else column.cell
+            columns.append(TableColumn(column.key, self._label(column), fit.widths[column.key], cell))
+        return columns
+
+    def _natural(self) -> dict[str, int]:
         """Each column's widest label or cell; ``started`` is measured by its label (its cells are fixed)."""
-        natural = {c.key: Text(self._label(c)).cell_len for c in COLUMNS}
-        for row in rows:
-            for column, cell in zip(COLUMNS, row):
-                if column.key != "started":
-                    natural[column.key] = max(natural[column.key], cell.cell_len)
+        natural = {c.key: max(cell_len(self._label(c)), self.cell_widths.get(c.key, 0)) for c in COLUMNS}
         natural["status"] = min(natural["status"], max(_STATUS_MAX, len(self._label(_BY_KEY["status"]))))
         return natural
 
     def _table_width(self) -> int:
         """Cells the table shows without scrolling sideways: the screen, less a scrollbar if rows overflow."""
         chrome = 3 + (3 if self.query_one("#runs-filter", Input).display else 0)  # title, header, footer, filter box
-        table = self.query_one(DataTable)
+        table = self.query_one(RunsTable)
         bar = table.styles.scrollbar_size_vertical if len(self.runs) > self.size.height - chrome else 0
         return self.size.width - bar
 
     def on_resize(self, event: events.Resize) -> None:
         if self.runs and self.column_fit is not None and fit_columns(self.natural, self._table_width()) != self.column_fit:
-            self._show(keep_cursor=True)
+            self._draw(keep_selection=True)
 
     def _sorted(self, runs: list[RunInfo]) -> list[RunInfo]:
         # ``runs`` come newest first and Python's sort is stable (also reversed), so ties stay newest first.
@@ -294,9 +318,8 @@ class RunsScreen(Screen):
         return f"{column.label} {'▼' if self.descending else '▲'}"
 
     def _selected(self) -> str | None:
-        table = self.query_one(DataTable)
-        row = table.cursor_row
-        return self.runs[row].id if self.runs and row is not None and 0 <= row < len(self.runs) else None
+        run = self.query_one(RunsTable).selected_run()
+        return run.id if run is not None else None
 
     def _title(self) -> None:
         column = _BY_KEY[self.sort_key]
@@ -318,13 +341,13 @@ class RunsScreen(Screen):
         if run_id is not None:
             self.app.open_run(run_id)
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_runs_table_run_selected(self, event: RunsTable.RunSelected) -> None:
         event.stop()
-        self.action_open_run()
+        self.app.open_run(event.run.id)
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+    def on_runs_table_header_clicked(self, event: RunsTable.HeaderClicked) -> None:
         event.stop()
-        key = str(event.column_key.value)
+        key = event.key
         if key == self.sort_key:
             self.action_reverse_sort()
         elif key in _BY_KEY:
@@ -364,9 +387,9 @@ class RunsScreen(Screen):
 
     def action_reverse_sort(self) -> None:
         self.descending = not self.descending
-        self._show()
+        self._show(keep_selection=True)
 
     def _sort_by(self, key: str) -> None:
         self.sort_key = key
         self.descending = _BY_KEY[key].descending
-        self._show()
+        self._show(keep_selection=True)
