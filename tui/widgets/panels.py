@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from rich.console import Group
 from rich.text import Text
 from textual.containers import VerticalScroll
@@ -13,14 +12,14 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from recorder.records import CallInfo, RouteInfo
-from tui.data import fold, short
+from tui.data import fold, short, to_json
 
 _KIND_STYLE = {"conditional": "bold magenta", "static": "dim", "send": "bold cyan", "command": "bold yellow", "parent-command": "bold yellow"}
 
 
 def pretty(value: Any) -> str:
     try:
-        return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode()
+        return to_json(value)
     except TypeError:
         return repr(value)
 

@@ -1,8 +1,7 @@
 """The runs list: one row per run, a header that sorts, a cursor that opens a run.
 
-A Line-API widget, like the timeline: it keeps the runs as data and draws only
-the rows in view, so 20,000 runs load and re-sort in the time of a Python sort
-(a ``DataTable`` builds and measures every cell up front, on the UI thread).
+Drawn only where rows are in view (``tui.widgets.rows_view``), so 20,000 runs
+load and re-sort in the time of a Python sort.
 """
 
 from __future__ import annotations
@@ -13,16 +12,13 @@ from dataclasses import dataclass
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual import events
 from textual.binding import Binding
-from textual.cache import LRUCache
-from textual.geometry import Region, Size, Spacing
+from textual.geometry import Size
 from textual.message import Message
-from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from recorder.records import RunInfo
+from tui.widgets.rows_view import CURSOR, RowsView
 
 PAD = 1  # blank cells either side of every column
 
@@ -37,7 +33,7 @@ class TableColumn:
     cell: Callable[[RunInfo], Text]
 
 
-class RunsTable(ScrollView, can_focus=True):
+class RunsTable(RowsView):
     """Runs in the order the screen hands them over; Enter (or a click on the selected row) opens one.
 
     The screen sets rows and columns with :meth:`show_runs`; the widget posts
@@ -55,38 +51,7 @@ class RunsTable(ScrollView, can_focus=True):
         Binding("end,ctrl+end", "last", "Last", show=False),
     ]
 
-    COMPONENT_CLASSES = {"runs-table--header", "runs-table--cursor", "runs-table--even-row"}
-
-    DEFAULT_CSS = """
-    RunsTable {
-        background: $surface;
-        color: $foreground;
-        & > .runs-table--header {
-            text-style: bold;
-            background: $panel;
-            color: $foreground;
-        }
-        & > .runs-table--even-row {
-            background: $surface-lighten-1 50%;
-        }
-        & > .runs-table--cursor {
-            background: $block-cursor-blurred-background;
-            color: $block-cursor-blurred-foreground;
-            text-style: $block-cursor-blurred-text-style;
-        }
-        &:focus {
-            background-tint: $foreground 5%;
-            & > .runs-table--cursor {
-                background: $block-cursor-background;
-                color: $block-cursor-foreground;
-                text-style: $block-cursor-text-style;
-            }
-        }
-        &:dark > .runs-table--even-row {
-            background: $surface-darken-1 40%;
-        }
-    }
-    """
+    STRIPED = 0
 
     class RunSelected(Message):
         """The user asked to open the selected run (Enter, or a click on the selected row)."""
@@ -102,17 +67,20 @@ class RunsTable(ScrollView, can_focus=True):
             super().__init__()
             self.key = key
 
-    cursor_row: reactive[int] = reactive(-1, init=False, always_update=True)
-    """Index of the selected run in :attr:`runs`; -1 when there are none. Setting it scrolls it into view."""
-
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.runs: Sequence[RunInfo] = []
         self.columns: Sequence[TableColumn] = []
         self._row_width = 0
-        # Rows already drawn, keyed by everything that changes how they look.
-        self._lines: LRUCache[tuple, Strip] = LRUCache(256)
-        self._paint: tuple[Style, int] = (Style(), 0)
+
+    @property
+    def cursor_row(self) -> int:
+        """Index of the selected run in :attr:`runs`; -1 when there are none (the name ``DataTable`` uses)."""
+        return self.cursor
+
+    @cursor_row.setter
+    def cursor_row(self, index: int) -> None:
+        self.cursor = index
 
     def show_runs(self, runs: Sequence[RunInfo], columns: Sequence[TableColumn], *, keep_selection: bool = False) -> None:
         """Replace the rows and columns; the cursor goes to the first run, or stays on the selected one."""
@@ -125,12 +93,15 @@ class RunsTable(ScrollView, can_focus=True):
         index = 0
         if selected is not None:
             index = next((i for i, run in enumerate(runs) if run.id == selected.id), 0)
-        self.cursor_row = index
+        self.cursor = index
         self.refresh()
+
+    def row_count(self) -> int:
+        return len(self.runs)
 
     def selected_run(self) -> RunInfo | None:
         """The run under the cursor, if any."""
-        return self.runs[self.cursor_row] if 0 <= self.cursor_row < len(self.runs) else None
+        return self.runs[self.cursor] if 0 <= self.cursor < len(self.runs) else None
 
     def get_row(self, run_id: str) -> list[Text]:
         """A run's cells as drawn, in column order (the name ``DataTable`` uses)."""
@@ -144,106 +115,38 @@ class RunsTable(ScrollView, can_focus=True):
         keys = [column.key for column in self.columns]
         return self.get_row(run_id)[keys.index(key)]
 
-    # -- the cursor -------------------------------------------------------------
-    def validate_cursor_row(self, value: int) -> int:
-        return max(0, min(value, len(self.runs) - 1)) if self.runs else -1
-
-    def watch_cursor_row(self, old: int, new: int) -> None:
-        for row in (old, new):
-            if row >= 0:
-                self.refresh_line(row + 1)  # only the two rows that change look (scrolling repaints the rest)
-        self.reveal_cursor()
-
-    def reveal_cursor(self) -> None:
-        """Scroll so the selected run is in view, below the header."""
-        if self.cursor_row >= 0:
-            row = Region(int(self.scroll_offset.x), self.cursor_row + 1, 1, 1)
-            self.scroll_to_region(row, spacing=Spacing(top=1), animate=False, force=True, immediate=True)
-
-    def _page(self) -> int:
-        return max(1, self.scrollable_content_region.height - 2)  # a screenful of rows, less the header and one kept
-
-    def action_cursor(self, delta: int) -> None:
-        self.cursor_row += delta
-
-    def action_page(self, direction: int) -> None:
-        self.cursor_row += direction * self._page()
-
-    def action_first(self) -> None:
-        self.cursor_row = 0
-
-    def action_last(self) -> None:
-        self.cursor_row = len(self.runs) - 1
-
     def action_select(self) -> None:
         run = self.selected_run()
         if run is not None:
             self.post_message(self.RunSelected(run))
 
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None:
-            return
-        event.stop()
-        if offset.y < 1:
-            key = self._column_at(int(self.scroll_offset.x) + offset.x)
-            if key is not None:
-                self.post_message(self.HeaderClicked(key))
-            return
-        index = int(self.scroll_offset.y) + offset.y - 1
-        if index == self.cursor_row:
+    def row_clicked(self, index: int) -> None:
+        if index == self.cursor:
             self.action_select()  # a click on the selected run opens it, as in a DataTable
-        elif 0 <= index < len(self.runs):
-            self.cursor_row = index
+        else:
+            self.cursor = index
 
-    def _column_at(self, x: int) -> str | None:
+    def header_clicked(self, x: int) -> None:
         right = 0
         for column in self.columns:
             right += column.width + 2 * PAD
             if x < right:
-                return column.key
-        return None
-
-    def on_resize(self) -> None:
-        self._lines.clear()
-        # Keep the selected run in view when the layout changes size.
-        self.call_after_refresh(self.reveal_cursor)
-
-    def on_focus(self) -> None:
-        self.refresh()  # the cursor's colour depends on focus
-
-    def on_blur(self) -> None:
-        self.refresh()
+                self.post_message(self.HeaderClicked(column.key))
+                return
 
     # -- drawing ----------------------------------------------------------------
-    def render_lines(self, crop: Region) -> list[Strip]:
-        # Work out once per paint what every line needs (rich_style walks the DOM).
-        self._paint = (self.rich_style, self.scrollable_content_region.width)
-        return super().render_lines(crop)
-
-    def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
-        base, width = self._paint
-        if y == 0:
-            index = None
-            style_name = "runs-table--header"
-        else:
-            index = int(scroll_y) + y - 1
-            if index >= len(self.runs):
-                return Strip.blank(width, base)
-            style_name = "runs-table--cursor" if index == self.cursor_row else "" if index % 2 else "runs-table--even-row"
+    def _length(self) -> int:
         # Rows fill the view's width when the columns are narrower, so stripes and cursor span it.
-        length = max(self._row_width, int(scroll_x) + width)
-        key = (index, style_name, base, self.has_focus, length)
-        strip = self._lines.get(key)
-        if strip is None:
-            look = self.get_component_rich_style(style_name) if style_name else Style()
-            # The cursor's colours go over the cells' own (a green status stays readable on it).
-            strip = self._draw_row(index, base + look, look if style_name == "runs-table--cursor" else Style(), length)
-            self._lines[key] = strip
-        return strip.crop(int(scroll_x), int(scroll_x) + width)
+        return max(self._row_width, int(self.scroll_offset.x) + self._paint[1])
 
-    def _draw_row(self, index: int | None, row_style: Style, over: Style, length: int) -> Strip:
+    def paint_key(self) -> int:
+        return self._length()
+
+    def draw_row(self, index: int | None, style_name: str, base: Style) -> Strip:
+        look = self.get_component_rich_style(style_name) if style_name else Style()
+        row_style = base + look
+        # The cursor's colours go over the cells' own (a green status stays readable on it).
+        over = look if style_name == CURSOR else Style()
         if index is None:
             cells = [Text(column.header) for column in self.columns]
         else:
@@ -259,4 +162,4 @@ class RunsTable(ScrollView, can_focus=True):
             segments.append(pad)
             segments.extend(Segment(seg.text, (cell_style + seg.style if seg.style else cell_style) + over) for seg in cell.render(console, end=""))
             segments.append(pad)
-        return Strip(segments).adjust_cell_length(length, row_style).simplify()
+        return Strip(segments).adjust_cell_length(self._length(), row_style).simplify()

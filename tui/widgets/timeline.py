@@ -1,8 +1,7 @@
 """The superstep timeline: one row per step, what ran and where it went.
 
-A Line-API widget: it keeps the steps as data and draws only the rows in view,
-so a run of 10,000 steps opens as fast as one of ten (a ``DataTable`` builds
-and measures every cell up front).
+Drawn only where rows are in view (``tui.widgets.rows_view``), so a run of
+10,000 steps opens as fast as one of ten.
 """
 
 from __future__ import annotations
@@ -10,17 +9,14 @@ from __future__ import annotations
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual import events
 from textual.binding import Binding
-from textual.cache import LRUCache
-from textual.geometry import Region, Size, Spacing
+from textual.geometry import Size
 from textual.message import Message
-from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from recorder.records import FLAG_RESUME, StepInfo
 from tui.render import fmt_ms
+from tui.widgets.rows_view import RowsView
 
 # (header, width, justify); the route column takes what is left.
 COLUMNS = (("step", 4, "right"), ("", 2, "left"), ("nodes", 12, "left"), ("calls", 8, "left"), ("time", 7, "right"))
@@ -57,7 +53,7 @@ def step_cells(step: StepInfo, counts: dict[str, int]) -> list[Text]:
     return [label, step_markers(step), nodes, calls_text({} if step.pending else counts), duration, summary]
 
 
-class Timeline(ScrollView, can_focus=True):
+class Timeline(RowsView):
     """Steps of one namespace; moving the cursor asks the screen to show that step.
 
     The screen hands the steps over with :meth:`show_steps` and moves the
@@ -72,39 +68,6 @@ class Timeline(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False),
     ]
 
-    COMPONENT_CLASSES = {"timeline--header", "timeline--cursor", "timeline--even-row"}
-
-    DEFAULT_CSS = """
-    Timeline {
-        background: $surface;
-        color: $foreground;
-        & > .timeline--header {
-            text-style: bold;
-            background: $panel;
-            color: $foreground;
-        }
-        & > .timeline--even-row {
-            background: $surface-lighten-1 50%;
-        }
-        & > .timeline--cursor {
-            background: $block-cursor-blurred-background;
-            color: $block-cursor-blurred-foreground;
-            text-style: $block-cursor-blurred-text-style;
-        }
-        &:focus {
-            background-tint: $foreground 5%;
-            & > .timeline--cursor {
-                background: $block-cursor-background;
-                color: $block-cursor-foreground;
-                text-style: $block-cursor-text-style;
-            }
-        }
-        &:dark > .timeline--even-row {
-            background: $surface-darken-1 40%;
-        }
-    }
-    """
-
     class StepChosen(Message):
         """The user moved to another step (index into the timeline's steps)."""
 
@@ -118,17 +81,11 @@ class Timeline(ScrollView, can_focus=True):
             """The timeline that moved (a screen may show two)."""
             return self.timeline
 
-    cursor: reactive[int] = reactive(-1, init=False, always_update=True)
-    """Index of the selected step; -1 until the screen picks one. Setting it scrolls it into view."""
-
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.steps: list[StepInfo] = []
         self.calls: dict[int, dict[str, int]] = {}
         self._step_width = COLUMNS[0][1]
-        # Rows already drawn, keyed by everything that changes how they look.
-        self._lines: LRUCache[tuple, Strip] = LRUCache(256)
-        self._paint: tuple[Style, int, int] = (Style(), ROUTE_MIN, 0)
 
     def show_steps(self, steps: list[StepInfo], calls: dict[int, dict[str, int]]) -> None:
         """Replace the rows (the screen hands over steps and per-step call counts)."""
@@ -140,12 +97,19 @@ class Timeline(ScrollView, can_focus=True):
         self._set_virtual_size()
         self.refresh()
 
+    def row_count(self) -> int:
+        return len(self.steps)
+
+    def cursor_moved(self, old: int, new: int) -> None:
+        if new != old and new >= 0:
+            self.post_message(self.StepChosen(new, self))
+
     # -- geometry ---------------------------------------------------------------
     def _fixed_width(self) -> int:
         return self._step_width + sum(w for _, w, _ in COLUMNS[1:]) + GAP * len(COLUMNS)
 
     def _route_width(self) -> int:
-        return max(ROUTE_MIN, self.scrollable_content_region.width - self._fixed_width())
+        return max(ROUTE_MIN, self._paint[1] - self._fixed_width())
 
     def _set_virtual_size(self) -> None:
         # One line for the header above the rows; the route column fills the width.
@@ -153,75 +117,15 @@ class Timeline(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self._set_virtual_size()
-        self._lines.clear()
-        # Keep the selected step in view when the layout changes size.
-        self.call_after_refresh(self.reveal_cursor)
-
-    def reveal_cursor(self) -> None:
-        """Scroll so the selected step is in view (after a layout change)."""
-        if 0 <= self.cursor < len(self.steps):
-            row = Region(0, self.cursor + 1, 1, 1)
-            self.scroll_to_region(row, spacing=Spacing(top=1), animate=False, force=True, immediate=True)
-
-    # -- the cursor -------------------------------------------------------------
-    def validate_cursor(self, value: int) -> int:
-        return max(0, min(value, len(self.steps) - 1)) if self.steps else -1
-
-    def watch_cursor(self, old: int, new: int) -> None:
-        for row in (old, new):
-            if row >= 0:
-                self.refresh_line(row + 1)  # only the two rows that change look (scrolling repaints the rest)
-        self.reveal_cursor()  # even when it stays put: the layout may have moved since
-        if new != old and new >= 0:
-            self.post_message(self.StepChosen(new, self))
-
-    def action_cursor(self, delta: int) -> None:
-        self.cursor += delta
-
-    def action_page(self, direction: int) -> None:
-        self.cursor += direction * max(1, self.scrollable_content_region.height - 2)
-
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None or offset.y < 1:
-            return  # the header
-        index = int(self.scroll_offset.y) + offset.y - 1
-        if 0 <= index < len(self.steps):
-            event.stop()
-            self.cursor = index
-
-    def on_focus(self) -> None:
-        self.refresh()  # the cursor's colour depends on focus
-
-    def on_blur(self) -> None:
-        self.refresh()
+        super().on_resize()
 
     # -- drawing ----------------------------------------------------------------
-    def render_lines(self, crop: Region) -> list[Strip]:
-        # Work out once per paint what every line needs (rich_style walks the DOM).
-        self._paint = (self.rich_style, self._route_width(), self.scrollable_content_region.width)
-        return super().render_lines(crop)
+    def paint_key(self) -> int:
+        return self._route_width()
 
-    def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
-        base, route, width = self._paint
-        if y == 0:
-            index = None
-            style_name = "timeline--header"
-        else:
-            index = int(scroll_y) + y - 1
-            if index >= len(self.steps):
-                return Strip.blank(width, base)
-            style_name = "timeline--cursor" if index == self.cursor else "timeline--even-row" if index % 2 else ""
-        key = (index, route, style_name, base, self.has_focus)
-        strip = self._lines.get(key)
-        if strip is None:
-            row_style = base + (self.get_component_rich_style(style_name) if style_name else Style())
-            strip = self._draw_row(index, route, row_style)
-            self._lines[key] = strip
-        return strip.crop(int(scroll_x), int(scroll_x) + width)
-
-    def _draw_row(self, index: int | None, route: int, row_style: Style) -> Strip:
+    def draw_row(self, index: int | None, style_name: str, base: Style) -> Strip:
+        row_style = base + (self.get_component_rich_style(style_name) if style_name else Style())
+        route = self._route_width()
         if index is None:
             cells = [Text(title) for title, _, _ in COLUMNS] + [Text(ROUTE_HEADER)]
         else:
