@@ -47,8 +47,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from recorder import Recorder
-from recorder import frames as _frames  # only to report whether K spans a keyframe interval
+from graphtape.recorder import Recorder
+from graphtape.recorder import frames as _frames  # only to report whether K spans a keyframe interval
 
 MESSAGE_CHARS = 200
 KB = 1024
@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     reps = args.reps or (3 if args.quick else 5)
     steps = round_steps(args.steps or (30 if args.quick else 200))
-    from recorder.frames import MAX_CHAIN  # noqa: PLC0415
+    from graphtape.recorder.frames import MAX_CHAIN  # noqa: PLC0415
 
     # K spans the longest delta chain, so keyframes are amortised into the figure.
     k = round_steps(30 if args.quick else MAX_CHAIN + 1)

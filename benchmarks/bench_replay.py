@@ -55,9 +55,9 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.graph.message import add_messages  # noqa: E402
 from langgraph.prebuilt import ToolNode  # noqa: E402
 
-from recorder import Recorder  # noqa: E402
-from replay import replay  # noqa: E402
-from replay.loading import load_module_from_path  # noqa: E402
+from graphtape.recorder import Recorder  # noqa: E402
+from graphtape.replay import replay  # noqa: E402
+from graphtape.replay.loading import load_module_from_path  # noqa: E402
 
 ScriptedChatModel = load_module_from_path(ROOT / "fixtures" / "agents" / "scripted_model.py").ScriptedChatModel
 

@@ -49,7 +49,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from recorder.store import Batch, SqlStore, pack  # noqa: E402
+from graphtape.recorder.store import Batch, SqlStore, pack  # noqa: E402
 
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 LIMIT = 50
@@ -252,7 +252,7 @@ def _small_graph() -> Any:
 
 
 def _writer(url: str, runs: int, worker: int, ready: Any, go: Any, done: Any) -> None:
-    from recorder import Recorder
+    from graphtape.recorder import Recorder
 
     rec = Recorder(url)
     graph = rec.attach(_small_graph(), name="bench:writers")

@@ -70,12 +70,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import recorder
-from recorder import open_store
-from recorder.records import StepInfo
-from recorder.store import SqlStore
-from tui.data import count_differences, diff_states, first_of, message_lists
-from tui.step_reader import TRANSCRIPT_TAIL, StepReader
+from graphtape import recorder
+from graphtape.recorder import open_store
+from graphtape.recorder.records import StepInfo
+from graphtape.recorder.store import SqlStore
+from graphtape.tui.data import count_differences, diff_states, first_of, message_lists
+from graphtape.tui.step_reader import TRANSCRIPT_TAIL, StepReader
 
 SIZE = (140, 40)
 MESSAGE_CHARS = 200
@@ -174,7 +174,7 @@ def _rates(stamps: list[float]) -> tuple[float, float]:
 
 def record_child(db: str, steps: int, prefill: int, name: str) -> dict:
     """Record one run into ``db`` (durability default); report timings and peak RSS."""
-    from recorder import Recorder
+    from graphtape.recorder import Recorder
 
     stamps: list[float] = []
     rec = Recorder(db)
@@ -380,7 +380,7 @@ async def _settle(pilot: Any) -> float:
 
 
 def _run_screen(app: Any) -> Any:
-    from tui.screens.run import RunScreen
+    from graphtape.tui.screens.run import RunScreen
 
     screen = app.screen
     return screen if isinstance(screen, RunScreen) else None
@@ -420,8 +420,8 @@ async def _mark_first_and_go_last(app: Any, screen: Any) -> None:
 
 async def ui_start(db: Path) -> float:
     """Baseline: app start until the runs list is loaded (no run opened)."""
-    from tui.app import build_app
-    from tui.screens.runs import RunsScreen
+    from graphtape.tui.app import build_app
+    from graphtape.tui.screens.runs import RunsScreen
 
     app = build_app(str(db))
     t0 = time.perf_counter()
@@ -431,7 +431,7 @@ async def ui_start(db: Path) -> float:
 
 
 async def ui_open(db: Path, run_id: str) -> dict[str, float]:
-    from tui.app import build_app
+    from graphtape.tui.app import build_app
 
     app = build_app(str(db), run_id)
     t0 = time.perf_counter()
@@ -448,7 +448,7 @@ async def ui_step_and_diff(db: Path, run_id: str, presses: int, diff_reps: int, 
 
     The diff repeats ``diff_reps`` times or until ``budget_s`` is spent (at least once).
     """
-    from tui.app import build_app
+    from graphtape.tui.app import build_app
 
     app = build_app(str(db), run_id)
     steps_out: Samples = []
@@ -479,7 +479,7 @@ async def ui_step_and_diff(db: Path, run_id: str, presses: int, diff_reps: int, 
 
 async def memory_walk(db: Path, run_id: str, walk: int, trace: int) -> dict:
     """RSS after open and while stepping back ``walk`` steps; then tracemalloc over ``trace`` more."""
-    from tui.app import build_app
+    from graphtape.tui.app import build_app
 
     app = build_app(str(db), run_id)
     async with app.run_test(size=SIZE) as pilot:
@@ -742,7 +742,7 @@ def profile_missed(missed: list[str], db: Path, rec: Recorded, top: int) -> None
     profs = {op: cProfile.Profile() for op in ops}
 
     async def session() -> None:
-        from tui.app import build_app
+        from graphtape.tui.app import build_app
 
         app = build_app(str(db), rec.run_id)
         if "open" in profs:

@@ -7,7 +7,7 @@ errors or records (the pytest plugin, the CLI's parser) starts fast.
 
 from __future__ import annotations
 
-from recorder.errors import (
+from graphtape.recorder.errors import (
     AmbiguousRun,
     GraphtapeError,
     RecorderFault,
@@ -16,16 +16,16 @@ from recorder.errors import (
     StepNotFound,
     StoreError,
 )
-from recorder.lazy import lazy_exports
-from recorder.records import CallInfo, Checkpoint, RouteInfo, RunDetail, RunInfo, StepDetail, StepInfo, TaskInfo
+from graphtape.recorder.lazy import lazy_exports
+from graphtape.recorder.records import CallInfo, Checkpoint, RouteInfo, RunDetail, RunInfo, StepDetail, StepInfo, TaskInfo
 
 _LAZY = {
-    "Durability": "recorder.attach",
-    "Recorder": "recorder.attach",
-    "register_type": "recorder.codec",
-    "RunStore": "recorder.store",
-    "SqlStore": "recorder.store",
-    "open_store": "recorder.store",
+    "Durability": "graphtape.recorder.attach",
+    "Recorder": "graphtape.recorder.attach",
+    "register_type": "graphtape.recorder.codec",
+    "RunStore": "graphtape.recorder.store",
+    "SqlStore": "graphtape.recorder.store",
+    "open_store": "graphtape.recorder.store",
 }
 
 __all__ = [

@@ -26,15 +26,16 @@ import orjson
 from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from recorder.capture import CaptureHandler
-from recorder.choices import Choice
-from recorder.errors import GraphtapeError, RecorderFault
-from recorder.graph_info import GraphInfo, describe
-from recorder.redaction import Redactor
-from recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
-from recorder.session import RunSession, host_and_pid
-from recorder.store import Batch, SqlStore
-from recorder.writer import Writer
+from graphtape.recorder.capture import CaptureHandler
+from graphtape.recorder.choices import Choice
+from graphtape.recorder.errors import GraphtapeError, RecorderFault
+from graphtape.recorder.graph_info import GraphInfo, describe
+from graphtape.recorder.graph_origin import Origin, display_name, origin_of
+from graphtape.recorder.redaction import Redactor
+from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
+from graphtape.recorder.session import RunSession, host_and_pid
+from graphtape.recorder.store import Batch, SqlStore
+from graphtape.recorder.writer import Writer
 
 
 class Durability(Choice):
@@ -57,6 +58,10 @@ class Lineage:
     step: int
     edit: Any = None
     seed: tuple[Any, Any, str | None] | None = None
+    # A fork's edit is a superstep of its own (LangGraph's update_state): the root steps after
+    # it are stored this many lower, so the fork's steps carry the original run's numbers.
+    step_shift: int = 0
+    graph_name: str | None = None  # the source run's graph name, kept by its replays and forks
 
 
 _log = logging.getLogger("graphtape")
@@ -98,8 +103,12 @@ class Recorder:
     def attach(self, graph: Any, *, name: str | None = None, tags: Iterable[str] = (), graph_ref: str | None = None, lineage: Lineage | None = None) -> Any:
         """Return a recorded copy of ``graph`` (the original is left untouched).
 
-        ``graph_ref`` (``module:attr`` or ``path.py:attr``) lets replay find the
-        graph again; ``lineage`` is set by replay and fork.
+        ``graph_ref`` (``module:attr`` or ``path.py:attr``) lets replay, fork and
+        exported fixtures find the graph again without ``--graph``. Left out, it is
+        found when the first run starts if the module that called ``attach``
+        holds the graph in a module-level attribute (``graph = rec.attach(...)``);
+        pass it for a graph built inside a function. ``lineage`` is set by
+        replay and fork.
         """
         if not hasattr(graph, "stream") or not hasattr(graph, "checkpointer") or not hasattr(graph, "copy"):
             raise TypeError(f"attach() needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
@@ -117,9 +126,12 @@ class Recorder:
         tee = TeeSaver(inner, self._session_for)
         info = describe(graph)
         binding = _Binding(self, name or info.name, info, list(tags), graph_ref, scoped, lineage)
+        binding.named = name is not None
         cls = _recorded_class(base_cls, binding)
         copy = graph.copy(update={"checkpointer": tee})
         copy.__class__ = cls
+        if graph_ref is None:
+            binding.origin = origin_of(graph, copy)
         return copy
 
     def flush(self, timeout: float | None = 30.0) -> bool:
@@ -178,6 +190,8 @@ class Recorder:
             redactor = Redactor(self.redact_patterns, self.redact_keys)
             session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known)
             session.thread_id = thread_id  # type: ignore[attr-defined]
+            if binding.lineage is not None:
+                session.step_shift = binding.lineage.step_shift
             conf[RUN_KEY] = run_id
             config["configurable"] = conf
             config["callbacks"] = _with_handler(config.get("callbacks"), CaptureHandler(session))
@@ -220,11 +234,12 @@ class Recorder:
             fields = {"status": "running", "status_reason": None, "ended_at": None, "owner_host": host, "owner_pid": pid, "heartbeat_at": now}
             self.writer.submit(lambda: Batch(runs_update=[(session.run_id, fields)], blobs=session._take_blobs()))
             return
+        binding.find_graph_ref()
         cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": config.get("recursion_limit"), "stream": {k: v for k, v in kwargs.items() if isinstance(v, (str, int, bool, list, type(None)))}}
         row: dict[str, Any] = {
             "id": session.run_id,
-            "name": binding.name,
-            "graph_name": binding.info.name,
+            "name": session.redactor.scrub(binding.name),  # a run named after a ticket may quote a key
+            "graph_name": (binding.lineage and binding.lineage.graph_name) or display_name(binding.info.name, binding.graph_ref),
             "graph_ref": binding.graph_ref,
             "thread_id": str(conf.get("thread_id")),
             "status": "running",
@@ -232,7 +247,7 @@ class Recorder:
             "heartbeat_at": now,
             "graph": _json(binding.info.to_json()),
             "versions": _json(_versions()),
-            "tags": _json(binding.tags),
+            "tags": _json([session.redactor.scrub(str(t)) for t in binding.tags]),
             "step_count": 0,
             "owner_host": host,
             "owner_pid": pid,
@@ -241,9 +256,12 @@ class Recorder:
         lineage = binding.lineage
         if lineage is not None:
             row.update(parent_run_id=lineage.parent_run_id, fork_step=lineage.step)
+        # The input is encoded now, on the caller's thread: LangGraph changes the caller's
+        # objects in place as the run goes (add_messages gives messages ids), and the stored
+        # input must be what the caller passed, the same for identical runs.
+        row["inputs"] = _json(session.encoder.encode(input))
+
         def work() -> Batch:
-            # Encoded on the writer, like every other value of the run.
-            row["inputs"] = _json(session.encoder.encode(input))
             row["config"] = _json(session.encoder.encode(cfg))
             if lineage is not None and lineage.edit is not None:
                 row["fork_edit"] = _json(session.encoder.encode(lineage.edit))
@@ -299,7 +317,7 @@ class Recorder:
 
 
 class _Binding:
-    __slots__ = ("recorder", "name", "info", "tags", "graph_ref", "scoped", "lineage", "_seed")
+    __slots__ = ("recorder", "name", "named", "info", "tags", "graph_ref", "origin", "scoped", "lineage", "_seed")
 
     def __init__(self, recorder: Recorder, name: str, info: GraphInfo, tags: list[str], graph_ref: str | None, scoped: RunScopedSaver | None, lineage: Lineage | None = None) -> None:
         self.recorder = recorder
@@ -310,6 +328,19 @@ class _Binding:
         self.scoped = scoped
         self.lineage = lineage
         self._seed = lineage.seed if lineage is not None else None
+        self.named = True
+        self.origin: Origin | None = None
+
+    def find_graph_ref(self) -> None:
+        """Look up where the graph came from (once found, kept); an unnamed run takes that name."""
+        if self.graph_ref is not None or self.origin is None:
+            return
+        ref = self.origin.reference()
+        if ref is None:
+            return
+        self.graph_ref, self.origin = ref, None
+        if not self.named:
+            self.name = display_name(self.info.name, ref)
 
     def take_seed(self) -> tuple[Any, Any, str | None] | None:
         """The lineage's seed checkpoint, once: only the run's first invocation starts from it."""

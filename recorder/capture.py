@@ -15,7 +15,9 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from recorder.session import RunSession, split_task_ns
+from graphtape.recorder.graph_info import START
+from graphtape.recorder.session import RunSession, call_site, push_depth
+from graphtape.recorder.tracebacks import frames_of
 
 _HIDDEN = "langsmith:hidden"
 
@@ -44,26 +46,32 @@ class CaptureHandler(BaseCallbackHandler):
 
     @staticmethod
     def _where(metadata: dict | None) -> tuple[str, str | None, str | None, int | None]:
-        md = metadata or {}
-        ns, node, task_id = split_task_ns(md.get("langgraph_checkpoint_ns", "") or "")
-        return ns, md.get("langgraph_node", node), task_id, md.get("langgraph_step")
+        return call_site(metadata)
 
     # -- chains: nodes and routers -------------------------------------------
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self._guard(self._chain_start, run_id, parent_run_id, tags or [], metadata, kwargs.get("name"))
 
     def _chain_start(self, run_id: UUID, parent_run_id: UUID | None, tags: list[str], metadata: dict | None, name: str | None) -> None:
-        if _HIDDEN in tags or not metadata or "langgraph_checkpoint_ns" not in metadata:
+        if not metadata or "langgraph_checkpoint_ns" not in metadata:
             return
         ns, node, task_id, step = self._where(metadata)
         if task_id is None or node is None:
             return
+        if _HIDDEN in tags:
+            # START's task is hidden, but a router on START (a conditional entry point, as a
+            # swarm's active-agent router) decides the run's first route: keep that one.
+            router = self.session.graph.for_ns(ns).router_for_run(START, name) if node == START else None
+            if router is not None:
+                self._routers[run_id] = (ns, task_id, router)
+            return
         parent_node = self._nodes.get(parent_run_id) if parent_run_id else None
-        if parent_node is None and name == node and any(t.startswith("graph:step:") for t in tags):
+        pushed = push_depth(metadata.get("langgraph_path")) > 0
+        if (parent_node is None or pushed) and name == node and (pushed or any(t.startswith("graph:step:") for t in tags)):
             self._nodes[run_id] = (ns, task_id)
             self.session.on_node_start(ns, task_id, node, step)
         elif parent_node is not None and parent_node == (ns, task_id):
-            router = self.session.graph.router_for_run(node, name)
+            router = self.session.graph.for_ns(ns).router_for_run(node, name)
             if router is not None:
                 self._routers[run_id] = (ns, task_id, router)
 
@@ -91,7 +99,7 @@ class CaptureHandler(BaseCallbackHandler):
         self._guard(self._end, run_id, {"output": _as_returned(output)})
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._guard(self._end, run_id, {"error_type": type(error).__name__, "error_message": str(error)})
+        self._guard(self._end, run_id, _failure(error))
 
     # -- models ----------------------------------------------------------------
     def on_chat_model_start(self, serialized: dict[str, Any] | None, messages: list[list[Any]], *, run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -115,7 +123,7 @@ class CaptureHandler(BaseCallbackHandler):
         self._guard(self._llm_end, run_id, response)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._guard(self._end, run_id, {"error_type": type(error).__name__, "error_message": str(error)})
+        self._guard(self._end, run_id, _failure(error))
 
     def _llm_end(self, run_id: UUID, response: Any) -> None:
         gens = getattr(response, "generations", None) or [[]]
@@ -188,3 +196,9 @@ def model_label(cls: str, params: dict, metadata: dict | None) -> str:
     """How a model call is named: its class, and the model when the class does not say it."""
     model = params.get("model") or params.get("model_name") or (metadata or {}).get("ls_model_name")
     return f"{cls}:{model}" if model and model not in cls else cls
+
+
+def _failure(error: BaseException) -> dict[str, Any]:
+    """A failed call's fields: its error's type, message and traceback."""
+    return {"error_type": type(error).__name__, "error_message": str(error), "traceback": frames_of(error)}
+

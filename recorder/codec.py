@@ -28,13 +28,15 @@ from typing import Any, Protocol
 
 import orjson
 
-from recorder.redaction import Redactor
+from graphtape.recorder.redaction import MARK, Redactor
 
 ENVELOPE = "$t"
 BLOB_REF = "$b"
 TYPE_KEY = "__type__"
 LONG_STRING = 1024
 MAX_DEPTH = 200
+ENCODE_BUDGET = 500_000  # values one encode() builds at most: shared parts of a graph-shaped value repeat
+MAX_REPR_SCAN = 1_000_000  # characters of a repr or of bytes scanned for secrets
 # How many values one decode may produce. Blobs referencing blobs multiply: 60 blobs
 # each referencing the next twice are a few kilobytes and 2**60 values. Real states
 # stay far below (11,000 messages are a few hundred thousand values).
@@ -116,6 +118,9 @@ class Encoder:
         self.on_fault = on_fault
         self._shared: dict[int, tuple[Any, Any, dict]] = {}
         self._clean_keys: set[str] = set()  # long keys scrub() leaves as they are
+        self._open: set[int] = set()  # ids of the containers being encoded now: a cycle comes back to one
+        self._left = ENCODE_BUDGET  # values one encode() may still build (a shared DAG can be exponential)
+        self._cycle_told = False
 
     def forget(self) -> None:
         """Drop the identity cache (end of run)."""
@@ -128,6 +133,9 @@ class Encoder:
         property that fails) is marked unserializable on its own, with the
         error named, and counted through ``on_fault``; the rest is kept.
         """
+        self._open.clear()
+        self._left = ENCODE_BUDGET
+        self._cycle_told = False
         try:
             return self._enc(value, 0, None)
         except _Abort as stop:
@@ -140,15 +148,19 @@ class Encoder:
             raise _Abort(exc) from exc
 
     # -- internals -----------------------------------------------------------
-    def _fault(self, value: Any, why: str) -> dict:
-        try:
-            text = repr(value)
-        except Exception:  # noqa: BLE001 - a broken __repr__ must not break recording
-            text = f"<{type(value).__name__} with failing repr>"
-        if len(text) > 2000:
-            text = text[:2000] + "…"
+    def _fault(self, value: Any, why: str, *, with_repr: bool = True) -> dict:
+        text = f"<{type(value).__name__}: {why}>"
+        if with_repr:
+            try:
+                text = repr(value)
+            except Exception:  # noqa: BLE001 - a broken __repr__ must not break recording
+                text = f"<{type(value).__name__} with failing repr>"
+            # Scrubbed whole, then cut: a secret across the cut (a PEM block's END line) is still found.
+            text = self.redactor.scrub(text[:MAX_REPR_SCAN])
+            if len(text) > 2000:
+                text = text[:2000] + "…"
         self._report(f"{type(value).__name__}: {why}")
-        return {ENVELOPE: "unserializable", "type": _qualname(type(value)), "repr": self.redactor.scrub(text), "why": why}
+        return {ENVELOPE: "unserializable", "type": _qualname(type(value)), "repr": text, "why": why}
 
     def _report(self, message: str) -> None:
         if self.on_fault is not None:
@@ -182,7 +194,12 @@ class Encoder:
 
     def _enc(self, v: Any, depth: int, key: str | None) -> Any:
         if depth > MAX_DEPTH:
-            return self._fault(v, "nested too deeply")
+            return self._fault(v, "nested too deeply", with_repr=False)
+        self._left -= 1
+        if self._left < 0:
+            if self._left == -1:
+                self._report(f"a value holds more than {ENCODE_BUDGET} values (shared parts repeat): the rest is marked")
+            return {ENVELOPE: "unserializable", "type": _qualname(type(v)), "repr": "<not encoded: over the value budget>", "why": "too many values"}
         t = type(v)
         if t is str:
             s = self.redactor.scrub(v)
@@ -199,12 +216,21 @@ class Encoder:
             if math.isfinite(v):
                 return v
             return {ENVELOPE: "float", "v": repr(v)}
-        if t is list:
-            return [self._enc(x, depth + 1, key) for x in v]
-        if t is tuple:
-            return {ENVELOPE: "tuple", "v": [self._enc(x, depth + 1, key) for x in v]}
-        # The innermost mapping or object whose reading raises is marked alone (try costs nothing until it catches).
+        # A container met again while it is still being encoded is a cycle (a tree with parent
+        # pointers): marked, counted, and the walk goes on with the rest.
+        ident = id(v)
+        if ident in self._open:
+            if not self._cycle_told:  # one fault per value, however many back-references it has
+                self._cycle_told = True
+                self._report(f"{type(v).__name__}: a cycle (the value contains itself)")
+            return {ENVELOPE: "unserializable", "type": _qualname(type(v)), "repr": f"<cycle: {type(v).__name__} contains itself>", "why": "cycle"}
+        self._open.add(ident)
         try:
+            if t is list:
+                return [self._enc(x, depth + 1, key) for x in v]
+            if t is tuple:
+                return {ENVELOPE: "tuple", "v": [self._enc(x, depth + 1, key) for x in v]}
+            # The innermost mapping or object whose reading raises is marked alone (try costs nothing until it catches).
             if t is dict or isinstance(v, Mapping) and not _is_special(v):
                 return self._enc_dict(v, depth)
             return self._enc_other(v, depth)
@@ -212,6 +238,8 @@ class Encoder:
             raise
         except Exception as exc:  # noqa: BLE001 - user objects may raise anything when read
             return self._unreadable(v, exc)
+        finally:
+            self._open.discard(ident)
 
     def _enc_dict(self, v: Mapping, depth: int) -> Any:
         redactor = self.redactor
@@ -252,6 +280,22 @@ class Encoder:
             items.append([enc(k, d, None), redactor.mark() if secret else enc(x, d, None)])
         return {ENVELOPE: "dict", "v": items}
 
+    def _join_split_secrets(self, parts: list) -> list:
+        """Content parts whose texts hold a credential only when read together (a key streamed
+        across two parts) are joined into the first, so scrubbing sees the whole key."""
+        texts = [i for i, p in enumerate(parts) if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if len(texts) < 2:
+            return parts
+        spans = self.redactor.spans
+        out = list(parts)
+        for i, j in zip(texts, texts[1:]):
+            a, b = out[i]["text"], out[j]["text"]
+            head = a[-512:]
+            if any(start < len(head) < end for start, end in spans(head + b[:512])):  # a match across the seam
+                out[i] = {**out[i], "text": a + b}
+                out[j] = {**out[j], "text": ""}
+        return out
+
     def _scrub_key(self, k: str) -> str:
         s = self.redactor.scrub_key(k)
         if s is k:
@@ -283,7 +327,12 @@ class Encoder:
         if isinstance(v, BaseException):
             return {ENVELOPE: "exc", "type": type(v).__name__, "message": self.redactor.scrub(_safe_str(v))}
         if isinstance(v, (bytes, bytearray, memoryview)):
-            return {ENVELOPE: "bytes", "v": base64.b64encode(bytes(v)).decode()}
+            data = bytes(v)
+            # Bytes are scanned as text (a key in a request body); a secret found replaces the whole value.
+            text = data.decode("utf-8", "replace") if len(data) <= MAX_REPR_SCAN else data[:MAX_REPR_SCAN].decode("utf-8", "replace")
+            if self.redactor.scrub(text) != text:
+                return {ENVELOPE: "bytes", "v": base64.b64encode(MARK.encode()).decode()}
+            return {ENVELOPE: "bytes", "v": base64.b64encode(data).decode()}
         if isinstance(v, (set, frozenset)):
             items = [self._enc(x, depth + 1, None) for x in v]
             try:
@@ -313,6 +362,9 @@ class Encoder:
             return self._enc(int(v), depth, None)
         if isinstance(v, float):
             return self._enc(float(v), depth, None)
+        if isinstance(v, tuple) and hasattr(v, "_fields") and isinstance(v._fields, tuple):
+            # A namedtuple: its field names are kept (and a field named like a secret is redacted).
+            return {ENVELOPE: "obj", "type": _registered_name(type(v)), "v": self._enc(dict(zip(v._fields, v)), depth + 1, None)}
         if isinstance(v, (list, tuple)):
             return {ENVELOPE: "tuple" if isinstance(v, tuple) else "list", "v": [self._enc(x, depth + 1, None) for x in v]}
         fields = _object_fields(v)
@@ -322,6 +374,8 @@ class Encoder:
 
     def _enc_message(self, m: Any, depth: int) -> dict:
         fields = {k: getattr(m, k) for k in type(m).model_fields if k != "type"}
+        if isinstance(fields.get("content"), list):
+            fields["content"] = self._join_split_secrets(fields["content"])
         # Drop defaults that carry nothing, to keep blobs small.
         for k in ("additional_kwargs", "response_metadata", "tool_calls", "invalid_tool_calls", "name", "usage_metadata", "tool_call_chunks", "artifact"):
             if k in fields and not fields[k]:

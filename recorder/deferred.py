@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
-from recorder.errors import StoreError
+from graphtape.recorder.errors import StoreError
 
 DEFER_AT = 256  # lists this long or longer are deferred; shorter ones decode at once
 

@@ -26,9 +26,37 @@ class GraphInfo:
     routers: dict[str, dict[str, dict[str, str] | None]] = field(default_factory=dict)
     # source node -> name of the router's callback run -> router name shown to people
     run_names: dict[str, dict[str, str]] = field(default_factory=dict)
+    # subgraph node -> its own shape (routers inside a subgraph belong to the subgraph)
+    subgraphs: dict[str, GraphInfo] = field(default_factory=dict)
+    # node -> where its Command(goto=...) may send the run (a node's declared destinations)
+    node_ends: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def for_ns(self, ns: str) -> GraphInfo:
+        """The graph a task in namespace ``ns`` (``"alice:<id>|agent:<id>"``) belongs to; this one if unknown."""
+        info = self
+        for part in ns.split("|") if ns else ():
+            sub = info.subgraphs.get(part.partition(":")[0])
+            if sub is None:
+                return _UNKNOWN  # a graph run inside a node's code: its routes stay unnamed, never misnamed
+            info = sub
+        return info
+
+    def leads_on(self, node: str) -> bool:
+        """Whether anything in the graph's shape can take the run on from ``node``."""
+        return any(src == node for src, _ in self.edges) or bool(self.routers.get(node)) or bool(self.node_ends.get(node))
 
     def router_names(self, source: str) -> dict[str, dict[str, str] | None]:
         return self.routers.get(source, {})
+
+    def router_to(self, source: str, dest: str) -> str | None:
+        """The router of ``source`` that can send the run to ``dest`` (for routers whose callback
+        never fires, as langchain's agent middleware edges): the only one, or the one whose path
+        map names ``dest``."""
+        routers = self.routers.get(source, {})
+        if len(routers) == 1:
+            return next(iter(routers))
+        named = [name for name, ends in routers.items() if ends and dest in ends.values()]
+        return named[0] if len(named) == 1 else None
 
     def router_for_run(self, source: str, run_name: str | None) -> str | None:
         """The router a callback run named ``run_name`` under ``source`` stands for."""
@@ -37,7 +65,7 @@ class GraphInfo:
         return self.run_names.get(source, {}).get(run_name)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "nodes": self.nodes,
             "subgraph_nodes": self.subgraph_nodes,
@@ -48,10 +76,29 @@ class GraphInfo:
                 for name, ends in routers.items()
             ],
         }
+        if self.subgraphs:
+            out["subgraphs"] = {name: sub.to_json() for name, sub in sorted(self.subgraphs.items())}
+        return out
 
 
-def describe(graph: Any) -> GraphInfo:
-    """Read nodes, edges and routers from a compiled graph's builder."""
+def describe(graph: Any, depth: int = 0) -> GraphInfo:
+    """Read nodes, edges and routers from a compiled graph's builder, its subgraphs' too."""
+    info = _describe_one(graph)
+    if depth < MAX_SUBGRAPH_DEPTH:
+        try:
+            subgraphs = list(graph.get_subgraphs()) if hasattr(graph, "get_subgraphs") else []
+        except Exception:  # noqa: BLE001 - an odd graph: its subgraphs' routes are recorded unnamed
+            subgraphs = []
+        for name, sub in subgraphs:
+            info.subgraphs[str(name).split("|")[-1]] = describe(sub, depth + 1)
+    return info
+
+
+MAX_SUBGRAPH_DEPTH = 8
+_UNKNOWN = GraphInfo(name="?")
+
+
+def _describe_one(graph: Any) -> GraphInfo:
     info = GraphInfo(name=getattr(graph, "name", None) or type(graph).__name__)
     builder = getattr(graph, "builder", None)
     if builder is None or not hasattr(builder, "nodes"):
@@ -59,6 +106,9 @@ def describe(graph: Any) -> GraphInfo:
         return info
     info.nodes = list(builder.nodes)
     for name, spec in builder.nodes.items():
+        ends = getattr(spec, "ends", None)
+        if ends:
+            info.node_ends[name] = tuple(str(e) for e in (ends.values() if isinstance(ends, dict) else ends))
         runnable = getattr(spec, "runnable", None)
         if runnable is not None and hasattr(runnable, "get_subgraphs") and hasattr(runnable, "checkpointer"):
             info.subgraph_nodes.append(name)

@@ -33,12 +33,12 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from recorder.codec import Encoder, blob_hash
-from recorder.errors import GraphtapeError, RunNotFound
-from recorder.frames import FrameBuilder
-from recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
-from recorder.redaction import Redactor
-from recorder.store import Batch, SqlStore, pack, squeeze
+from graphtape.recorder.codec import Encoder, blob_hash
+from graphtape.recorder.errors import GraphtapeError, RunNotFound
+from graphtape.recorder.frames import FrameBuilder
+from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
+from graphtape.recorder.redaction import Redactor
+from graphtape.recorder.store import Batch, SqlStore, pack, squeeze
 
 __all__ = ["ImportSummary", "LangGraphImportError", "import_langgraph"]
 

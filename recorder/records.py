@@ -77,6 +77,8 @@ class TaskInfo:
     duration_ms: float | None = None
     cached: bool = False
     subgraph_ns: list[str] = field(default_factory=list)
+    traceback: list[list[Any]] | None = None  # frames [file, line, function, source] of its error
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # earlier attempts (RetryPolicy): n, et, em, ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,7 @@ class CallInfo:
     total_tokens: int | None = None
     parent_call_id: str | None = None
     streamed: bool = False
+    traceback: list[list[Any]] | None = None  # frames [file, line, function, source] of its error
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,9 +31,10 @@ from sqlalchemy import (
 
 # v2: steps.writes (state keys each step's tasks wrote).
 # v3: run_facets and its triggers; runs indexed for newest-first listing by status, name and errors.
-SCHEMA_VERSION = 3
+# v4: calls.traceback (the frames of a failed call's error) and ix_calls_failed.
+SCHEMA_VERSION = 4
 # Versions ``migrate`` upgrades in place.
-MIGRATES_FROM = frozenset({2})
+MIGRATES_FROM = frozenset({2, 3})
 
 metadata = MetaData()
 
@@ -127,6 +128,7 @@ calls = Table(
     Column("output", Text),
     Column("error_type", Text),
     Column("error_message", Text),
+    Column("traceback", Text),  # JSON frames [file, line, function, source] of a failed call
     Column("started_at", Float, nullable=False),
     Column("latency_ms", Float),
     Column("input_tokens", Integer),
@@ -136,6 +138,9 @@ calls = Table(
     Index("ix_calls_run", "run_id", "ns", "step"),
     Index("ix_calls_name", "name"),
 )
+# Failed and abandoned calls only: `runs --error/--search` find them without reading every call.
+_call_failed = sa.text("error_type IS NOT NULL")
+Index("ix_calls_failed", calls.c.run_id, sqlite_where=_call_failed, postgresql_where=_call_failed)
 
 blobs = Table(
     "blobs",
@@ -271,8 +276,9 @@ def migrate(conn: Any) -> tuple[int, int]:
     """Upgrade a graphtape database to ``SCHEMA_VERSION`` in the caller's transaction.
 
     Returns ``(from, to)``. v2 -> v3 adds ``run_facets`` (filled from the
-    runs, steps and calls already stored), its triggers and the new indexes.
-    Raises ``ValueError`` with a sentence for a version it cannot upgrade.
+    runs, steps and calls already stored), its triggers and the new indexes;
+    v3 -> v4 adds ``calls.traceback`` and ``ix_calls_failed``. Raises ``ValueError`` with a sentence
+    for a version it cannot upgrade.
     """
     version = stored_version(conn)
     if version is None:
@@ -283,6 +289,17 @@ def migrate(conn: Any) -> tuple[int, int]:
         raise ValueError(f"schema v{version} is newer than this graphtape (v{SCHEMA_VERSION}): upgrade graphtape instead")
     if version not in MIGRATES_FROM:
         raise ValueError(f"schema v{version} cannot be upgraded in place (only v{', v'.join(map(str, sorted(MIGRATES_FROM)))}): re-record the runs")
+    if version == 2:
+        _v2_to_v3(conn)
+    if "traceback" not in {c["name"] for c in sa.inspect(conn).get_columns("calls")}:
+        conn.exec_driver_sql("ALTER TABLE calls ADD COLUMN traceback TEXT")
+    if "ix_calls_failed" not in {ix["name"] for ix in sa.inspect(conn).get_indexes("calls")}:
+        next(ix for ix in calls.indexes if ix.name == "ix_calls_failed").create(conn)
+    conn.execute(sa.update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
+    return version, SCHEMA_VERSION
+
+
+def _v2_to_v3(conn: Any) -> None:
     insp = sa.inspect(conn)
     existing = {ix["name"] for ix in insp.get_indexes("runs")}
     for name in ("ix_runs_started", "ix_runs_status"):
@@ -294,8 +311,6 @@ def migrate(conn: Any) -> tuple[int, int]:
     run_facets.create(conn, checkfirst=True)
     install_triggers(conn)
     _backfill_facets(conn)
-    conn.execute(sa.update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
-    return version, SCHEMA_VERSION
 
 
 def _backfill_facets(conn: Any) -> None:

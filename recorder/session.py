@@ -20,13 +20,14 @@ from typing import Any
 
 import orjson
 
-from recorder.codec import Encoder
-from recorder.frames import FrameBuilder
-from recorder.graph_info import END, START, GraphInfo
-from recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
-from recorder.redaction import Redactor
-from recorder.store import Batch, pack, squeeze
-from recorder.writer import Writer
+from graphtape.recorder.codec import Encoder
+from graphtape.recorder.frames import FrameBuilder
+from graphtape.recorder.graph_info import END, START, GraphInfo
+from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
+from graphtape.recorder.redaction import MARK, Redactor
+from graphtape.recorder.store import Batch, pack, squeeze
+from graphtape.recorder.tracebacks import frames_of, scrubbed_frames
+from graphtape.recorder.writer import Writer
 
 HEARTBEAT_S = 30.0
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
@@ -54,6 +55,8 @@ class TaskAcc:
     perf0: float | None = None
     duration_ms: float | None = None
     error: BaseException | None = None
+    error_frames: list | None = None  # the error's traceback, read while it still exists
+    attempts: list[dict] = field(default_factory=list)  # earlier attempts of a retried task
     output: Any = None
     routers: list[tuple[str, Any]] = field(default_factory=list)
     parent_command: Any = None
@@ -61,6 +64,49 @@ class TaskAcc:
     has_writes: bool = False
     interrupts: list[Any] = field(default_factory=list)
     resumes: list[Any] = field(default_factory=list)
+
+
+def snapshot(value: Any, depth: int = 0) -> Any:
+    """``value`` as it is now: containers copied, messages copied (LangGraph sets their ids in
+    place later), anything else shared. Cheap: it walks only dicts, lists and tuples."""
+    if depth > 50:
+        return value
+    if isinstance(value, dict):
+        return {k: snapshot(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        copied = [snapshot(v, depth + 1) for v in value]
+        return copied if isinstance(value, list) else type(value)(copied) if type(value) is tuple else value
+    copy = getattr(value, "model_copy", None)
+    if copy is not None and hasattr(value, "content") and hasattr(value, "type"):
+        try:
+            return copy()
+        except Exception:  # noqa: BLE001 - an odd message: keep it as it is
+            return value
+    return value
+
+
+def call_site(metadata: Mapping[str, Any] | None) -> tuple[str, str | None, str | None, int | None]:
+    """Where a callback run happened: ``(namespace, node, task id, step)`` from LangGraph's metadata.
+
+    A task a node pushed (a functional-API ``@task``) is named under its caller's namespace
+    (``"entry:<id>|fetch:<id>"``) but runs in the caller's own graph: it is filed there.
+    The recorder and the replay both place calls with this, so they always agree.
+    """
+    md = metadata or {}
+    ns, node, task_id = split_task_ns(str(md.get("langgraph_checkpoint_ns", "") or ""))
+    for _ in range(push_depth(md.get("langgraph_path"))):
+        ns = ns.rpartition("|")[0]
+    return ns, md.get("langgraph_node", node), task_id, md.get("langgraph_step")
+
+
+def push_depth(path: Any) -> int:
+    """How many callers deep a task's path nests: ``("__pregel_push", ("__pregel_pull", "entry"), 0, True)``
+    is a task pushed by node ``entry`` (1); a node's own path, or a Send's, is 0."""
+    depth = 0
+    while isinstance(path, tuple) and len(path) > 1 and path[0] == "__pregel_push" and isinstance(path[1], tuple):
+        depth += 1
+        path = path[1]
+    return depth
 
 
 def split_task_ns(task_ns: str) -> tuple[str, str | None, str | None]:
@@ -111,12 +157,14 @@ class RunSession:
         self._blobs: dict[str, tuple[bool, bytes]] = {}
         self.root_interrupted = False
         self.max_step = -1
+        self.step_shift = 0  # root steps are stored this many lower (a fork: see Lineage.step_shift)
+        self._hidden_channels: set[str] = set()
 
     # -- faults --------------------------------------------------------------
     def _encode_fault(self, why: str) -> None:
         self.fault(f"unserializable value: {why}")
         if self.strict:
-            from recorder.errors import RecorderFault
+            from graphtape.recorder.errors import RecorderFault
 
             raise RecorderFault(f"graphtape could not encode a value ({why})")
 
@@ -135,7 +183,7 @@ class RunSession:
 
     # -- BlobSink -------------------------------------------------------------
     def put_blob(self, data: bytes) -> str:
-        from recorder.codec import blob_hash
+        from graphtape.recorder.codec import blob_hash
 
         h = blob_hash(data)
         if h not in self._blobs:
@@ -192,6 +240,7 @@ class RunSession:
                 elif ch == ERROR:
                     if acc.error is None:
                         acc.error = v if isinstance(v, BaseException) else RuntimeError(str(v))
+                        acc.error_frames = frames_of(acc.error)
                 else:
                     acc.writes.append((ch, v))
             self._drain(ns, force=False)
@@ -215,13 +264,16 @@ class RunSession:
             prev = self._last_cp.get(ns)
             self._last_cp[ns] = (cp_id, now)
             duration = (now - prev[1]) * 1000 if prev else None
+            values = checkpoint.get("channel_values", {})
+            if metadata.get("source") == "input":
+                values = snapshot(values)  # the caller's own objects, which the run goes on to change in place
             info = (
                 step,
                 cp_id,
                 parent_id,
                 now,
                 duration,
-                checkpoint.get("channel_values", {}),
+                values,
                 checkpoint.get("channel_versions", {}),
                 checkpoint.get("versions_seen", {}),
                 checkpoint.get("updated_channels") or list(new_versions),
@@ -262,7 +314,7 @@ class RunSession:
         # here, so the graph's callbacks never wait on encoding.
         def work() -> Batch:
             try:
-                frame, is_key = frames.build(values, versions, seen, updated, _size)
+                frame, is_key = frames.build(self._hide_secret_channels(values), versions, seen, updated, _size)
                 row = self._step_row(ns, seq, step, source, cp_id, parent_id, now, duration, tasks, events, frame, is_key, kids)
             except BaseException:
                 # This step is lost (counted by the writer): the next frame must not be a delta on it.
@@ -277,10 +329,38 @@ class RunSession:
 
         self.writer.submit(work)
 
+    def _hide_secret_channels(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        """State channels named like secrets (``openai_api_key``, ``db_password``) are stored redacted,
+        as a secret under a mapping key is: a channel is the state's top-level key."""
+        secret = self.redactor.is_secret_key
+        if not any(secret(k) for k in values):
+            return values
+        out = {}
+        for k, v in values.items():
+            if secret(k) and v is not None and not (type(v) is str and not v):
+                if k not in self._hidden_channels:  # counted once per channel, not once per step
+                    self._hidden_channels.add(k)
+                    self.redactor.mark()
+                v = MARK
+            out[k] = v
+        return out
+
     # -- callback side ---------------------------------------------------------
     def on_node_start(self, ns: str, task_id: str, node: str, step: int | None) -> None:
         with self._lock:
             acc = self._task(ns, task_id)
+            if acc.seen_callback and acc.duration_ms is not None:
+                # The same task starting again: a RetryPolicy retry. The attempt before is kept
+                # (number, error, duration); the task's outcome is its last attempt's.
+                acc.attempts.append(
+                    {
+                        "n": len(acc.attempts) + 1,
+                        "et": type(acc.error).__name__ if acc.error is not None else None,
+                        "em": _message(acc.error) if acc.error is not None else None,
+                        "ms": round(acc.duration_ms, 3),
+                    }
+                )
+                acc.error, acc.error_frames, acc.output, acc.duration_ms = None, None, None, None
             acc.node = node
             if step is not None:
                 acc.step = step
@@ -302,6 +382,7 @@ class RunSession:
                     acc.parent_command = error.args[0] if error.args else None
                 elif name not in _NOT_ERRORS and acc.error is None:
                     acc.error = error
+                    acc.error_frames = frames_of(error)
 
     def on_router_end(self, ns: str, task_id: str, router: str, returned: Any) -> None:
         with self._lock:
@@ -326,6 +407,7 @@ class RunSession:
                 update = {k: rec.get(k) for k in ("latency_ms", "error_type", "input_tokens", "output_tokens", "total_tokens")}
                 update["output"] = _json(self.encoder.encode(rec.get("output")))
                 update["error_message"] = self.redactor.scrub(rec["error_message"]) if rec.get("error_message") else None
+                update["traceback"] = _json(scrubbed_frames(rec["traceback"], self.redactor.scrub)) if rec.get("traceback") else None
                 if not rec.get("error_type"):
                     update["error_type"] = None
                 return Batch(calls_update=[(call_id, update)], blobs=self._take_blobs())
@@ -353,7 +435,7 @@ class RunSession:
             row = {
                 "run_id": self.run_id,
                 "ns": rec["ns"],
-                "step": rec["step"],
+                "step": rec["step"] - self.step_shift if rec["ns"] == "" and rec["step"] is not None else rec["step"],
                 "task_id": rec["task_id"],
                 "node": rec["node"],
                 "call_id": call_id,
@@ -364,6 +446,7 @@ class RunSession:
                 "output": _json(enc(rec.get("output"))),
                 "error_type": rec.get("error_type"),
                 "error_message": self.redactor.scrub(rec["error_message"]) if rec.get("error_message") else None,
+                "traceback": _json(scrubbed_frames(rec["traceback"], self.redactor.scrub)) if rec.get("traceback") else None,
                 "started_at": rec["started_at"],
                 "latency_ms": rec.get("latency_ms"),
                 "input_tokens": rec.get("input_tokens"),
@@ -456,6 +539,14 @@ class RunSession:
         if ev_rows:
             flags |= FLAG_RESUME
         tasks = sorted(tasks, key=lambda a: (a.path, a.task_id))
+        # One interrupt can surface in two tasks (a @task, and the entrypoint waiting on it):
+        # it is one event, the innermost task's (the longest path).
+        owner: dict[Any, TaskAcc] = {}
+        for acc in tasks:
+            for it in acc.interrupts:
+                key = getattr(it, "id", None) or id(it)
+                if key not in owner or len(acc.path) > len(owner[key].path):
+                    owner[key] = acc
         for acc in tasks:
             row: dict[str, Any] = {"id": acc.task_id, "node": acc.node or "?", "path": acc.path}
             update = {ch: v for ch, v in acc.writes if not ch.startswith(BRANCH) and ch not in _CONTROL_CHANNELS and not ch.startswith("join:")}
@@ -468,12 +559,17 @@ class RunSession:
             if acc.error is not None:
                 row["et"] = type(acc.error).__name__
                 row["em"] = self.redactor.scrub(_message(acc.error))
+                if acc.error_frames:
+                    row["tb"] = scrubbed_frames(acc.error_frames, self.redactor.scrub)
                 flags |= FLAG_ERROR
+            if acc.attempts:
+                row["att"] = [{**a, "em": self.redactor.scrub(a["em"]) if a.get("em") else None} for a in acc.attempts]
             if acc.interrupts:
                 row["i"] = enc(list(acc.interrupts))
                 flags |= FLAG_INTERRUPT
                 for it in acc.interrupts:
-                    ev_rows.append({"kind": "interrupt", "v": enc(getattr(it, "value", it)), "task": acc.task_id, "node": acc.node})
+                    if owner.get(getattr(it, "id", None) or id(it)) is acc:
+                        ev_rows.append({"kind": "interrupt", "v": enc(getattr(it, "value", it)), "task": acc.task_id, "node": acc.node})
             if acc.resumes:
                 flags |= FLAG_RESUME
                 for r in acc.resumes:
@@ -502,7 +598,7 @@ class RunSession:
             "run_id": self.run_id,
             "ns": ns,
             "seq": seq,
-            "step": step,
+            "step": step - self.step_shift if ns == "" else step,
             "source": source,
             "checkpoint_id": cp_id,
             "parent_checkpoint_id": parent_id,
@@ -525,7 +621,8 @@ class RunSession:
         explained: set[str] = set()
         send_ids: set[int] = set()
         out: list[dict] = []
-        path_maps = self.graph.router_names(node)
+        graph = self.graph.for_ns(acc.ns)  # a subgraph's routers are its own
+        path_maps = graph.router_names(node)
         for router, returned in acc.routers:
             values = returned if isinstance(returned, list) else [returned]
             dests: list[str] = []
@@ -559,25 +656,55 @@ class RunSession:
         if acc.parent_command is not None:
             cmd = acc.parent_command
             gotos = cmd.goto if isinstance(cmd.goto, (list, tuple)) else ([cmd.goto] if cmd.goto else [])
+            dests = [g if isinstance(g, str) else g.node for g in gotos]
+            explained.update(dests)  # the parent's branch write for the same handoff is this route, not another
             out.append(
                 {
                     "src": node,
                     "kind": "parent-command",
                     "router": None,
-                    "ret": enc({"goto": cmd.goto, "update": cmd.update, "graph": cmd.graph}),
-                    "dest": [g if isinstance(g, str) else g.node for g in gotos],
+                    "ret": enc({"goto": cmd.goto, "update": cmd.update, "graph": ns_names(cmd.graph)}),
+                    "dest": dests,
                     "task": acc.task_id,
                 }
             )
         loose_sends = [s for s in sends if id(s) not in send_ids]
         if loose_sends:
-            out.append({"src": node, "kind": "send", "router": None, "dest": [s.node for s in loose_sends], "sends": [{"node": s.node, "arg": enc(s.arg)} for s in loose_sends], "task": acc.task_id})
+            # Sends nothing explained: a router whose callback never fired (agent middleware edges).
+            via = graph.router_to(node, loose_sends[0].node)
+            out.append({"src": node, "kind": "send", "router": via, "dest": [s.node for s in loose_sends], "sends": [{"node": s.node, "arg": enc(s.arg)} for s in loose_sends], "task": acc.task_id})
         static = [d for d in branch_dests if d not in explained]
-        if not out and not static and (node, END) in self.graph.edges:
-            static = [END]  # LangGraph writes nothing for an edge to END
+        decided = [d for d in static if (node, d) not in graph.edges and graph.router_names(node)]
+        if decided:
+            # A branch write no static edge explains came from one of the node's routers, one that
+            # ran without a callback; jump_to in the node's update names why (agent middleware).
+            static = [d for d in static if d not in decided]
+            jump = next((v for ch, v in acc.writes if ch == "jump_to"), None)
+            for dest in decided:
+                d = {"src": node, "kind": "conditional", "router": graph.router_to(node, dest), "dest": [dest], "task": acc.task_id}
+                if jump is not None:
+                    d["ret"] = enc({"jump_to": jump})
+                out.append(d)
+        ends_here = (node, END) in graph.edges or END in graph.node_ends.get(node, ()) or (node in graph.nodes and not graph.leads_on(node))
+        if not out and not static and not branch_dests and acc.error is None and ends_here:
+            # LangGraph writes nothing for an edge to END, nor for a node that may end the run
+            # (its declared destinations hold END) or that has no way on: the run ended here.
+            static = [END]
+        if not out and not static and not branch_dests and graph.router_names(node) and not acc.routers and acc.has_writes and acc.error is None:
+            # A router without a callback that sent the run to END writes nothing at all.
+            static = []
+            out.append({"src": node, "kind": "conditional", "router": graph.router_to(node, END), "dest": [END], "task": acc.task_id})
         if static:
             out.append({"src": node, "kind": "static", "router": None, "dest": static, "task": acc.task_id})
         return out
+
+
+def ns_names(ns: Any) -> Any:
+    """``"alice:<task id>|tools:<task id>"`` -> ``"alice|tools"``: a namespace without the task
+    ids LangGraph draws afresh every run, so the same route reads the same in every run."""
+    if not isinstance(ns, str) or ":" not in ns:
+        return ns
+    return "|".join(part.split(":", 1)[0] for part in ns.split("|"))
 
 
 def _written_keys(task_rows: list[dict], tasks: list[TaskAcc]) -> str:

@@ -7,6 +7,8 @@ addressed, so a message that sits in every step's state is stored once.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -27,12 +29,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from recorder import schema as S
-from recorder.deferred import DEFER_AT, DeferredList
-from recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, DecodedBlobs, DecodeError, Decoder, collect_refs, count_values
-from recorder.errors import AmbiguousRun, RunNotFound, SchemaVersionError, StepNotFound, StoreError
-from recorder.frames import FrameState
-from recorder.records import (
+from graphtape.recorder import schema as S
+from graphtape.recorder.deferred import DEFER_AT, DeferredList
+from graphtape.recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, DecodedBlobs, DecodeError, Decoder, collect_refs, count_values
+from graphtape.recorder.errors import AmbiguousRun, RunNotFound, SchemaVersionError, StepNotFound, StoreError
+from graphtape.recorder.frames import FrameState
+from graphtape.recorder.tracebacks import valid_frames
+from graphtape.recorder.records import (
     FLAG_PENDING,
     CallInfo,
     Checkpoint,
@@ -46,6 +49,7 @@ from recorder.records import (
 )
 
 DEFAULT_DB = "graphtape.db"
+MAX_INT = 2**63 - 1  # the store's integer columns (and so step numbers, offsets, limits) stop here
 ENV_DB = "GRAPHTAPE_DB"
 STALE_HEARTBEAT_S = 600.0
 KEYFRAMES_KEPT = 4  # parsed keyframes kept for state reads (stepping reuses one for many steps)
@@ -73,6 +77,43 @@ def pack(obj: Any) -> bytes:
 
 
 MAX_INFLATE = 256 * 1024 * 1024
+MAX_READ_BYTES = 512 * 1024 * 1024  # bytes one store read may inflate in all (all its payloads and blobs)
+
+
+class ReadBudget:
+    """What one store read (one call of a public read method) may still inflate.
+
+    Each payload is bounded on its own (``MAX_INFLATE``), but a read touches many:
+    a crafted 4 MB store of many compressed payloads made one ``show --step`` build
+    gigabytes. The budget is shared by everything a read unpacks.
+    """
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit if limit is not None else MAX_READ_BYTES
+        self.left = self.limit
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise StoreError(f"this read would inflate more than {self.limit // (1024 * 1024)} MB of stored data (a damaged or crafted store?); refusing it")
+
+
+_READ_BUDGET: contextvars.ContextVar[ReadBudget | None] = contextvars.ContextVar("graphtape_read_budget", default=None)
+
+
+@contextlib.contextmanager
+def read_budget(limit: int | None = None) -> Iterator[ReadBudget]:
+    """The budget of the read in progress, or a new one for a read starting now."""
+    current = _READ_BUDGET.get()
+    if current is not None:
+        yield current
+        return
+    budget = ReadBudget(limit)
+    token = _READ_BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _READ_BUDGET.reset(token)
 
 
 def unpack(data: bytes, *, max_size: int = MAX_INFLATE) -> Any:
@@ -97,6 +138,9 @@ def unpack(data: bytes, *, max_size: int = MAX_INFLATE) -> Any:
                 raise StoreError("damaged payload in the database: data after the compressed stream")
         elif head != b"j":
             raise StoreError("unknown payload encoding in the database (file damaged or not graphtape's)")
+        budget = _READ_BUDGET.get()
+        if budget is not None:
+            budget.spend(len(body))
         return orjson.loads(body)
     except (zlib.error, orjson.JSONDecodeError) as exc:
         raise StoreError(f"damaged payload in the database: {exc}") from None
@@ -172,7 +216,7 @@ class RunStore(Protocol):
     def count_runs(self, **filters: Any) -> int: ...
     def resolve_run(self, ref: str) -> str: ...
     def get_run(self, ref: str) -> RunInfo: ...
-    def run_detail(self, ref: str) -> RunDetail: ...
+    def run_detail(self, ref: str, *, typed: bool = False) -> RunDetail: ...
     def namespaces(self, run_id: str) -> list[str]: ...
     def list_steps(self, run_id: str, ns: str = "") -> list[StepInfo]: ...
     def step_detail(self, run_id: str, step: int, ns: str = "") -> StepDetail: ...
@@ -204,6 +248,16 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
             db = "postgresql+psycopg://" + db[len("postgresql://") :]
         return db
     return "sqlite:///" + str(Path(db).expanduser().resolve())
+
+
+def shown_url(url: str) -> str:
+    """A store URL as it may be shown (screens, JSON, errors): a SQLite file as its path, any password masked."""
+    if url.startswith("sqlite:///"):
+        return url[len("sqlite:///") :]
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL we can parse: show nothing of it
+        return "the database"
 
 
 def _sqlite_path(url: str) -> Path | None:
@@ -246,7 +300,7 @@ def _damage_is_a_store_error(method: Any) -> Any:
         @functools.wraps(method)
         def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                yield from method(self, *args, **kwargs)
+                yield from method(self, *args, **kwargs)  # each payload stays bounded by MAX_INFLATE
             except _DAMAGE as exc:
                 raise explain(self, exc) from None
 
@@ -255,7 +309,8 @@ def _damage_is_a_store_error(method: Any) -> Any:
     @functools.wraps(method)
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return method(self, *args, **kwargs)
+            with read_budget():
+                return method(self, *args, **kwargs)
         except _DAMAGE as exc:
             raise explain(self, exc) from None
 
@@ -302,6 +357,12 @@ class SqlStore:
                 except OSError as exc:
                     raise StoreError(f"cannot create database {path}: {exc.strerror}") from None
         try:
+            backend = sa.engine.make_url(self.url).get_backend_name()
+        except (SQLAlchemyError, ValueError):
+            raise StoreError(f"cannot open {self._safe_url()}: not a database path or a SQLAlchemy URL") from None
+        if backend not in ("sqlite", "postgresql"):
+            raise StoreError(f"cannot open {self._safe_url()}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
+        try:
             if path is not None or self.url.startswith("sqlite"):
                 engine = sa.create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 10})
                 event.listen(engine, "connect", _on_sqlite_connect)
@@ -312,16 +373,14 @@ class SqlStore:
         except StoreError:
             raise
         except ModuleNotFoundError as exc:
-            raise StoreError(f"cannot open {self._safe_url()}: driver {exc.name!r} is not installed (pip install 'graphtape[postgres]')") from None
+            hint = "pip install 'graphtape[postgres]'" if exc.name == "psycopg" else "graphtape's PostgreSQL driver is psycopg: use postgresql+psycopg://... after pip install 'graphtape[postgres]'"
+            raise StoreError(f"cannot open {self._safe_url()}: driver {exc.name!r} is not installed ({hint})") from None
         except (SQLAlchemyError, OSError, ValueError) as exc:
             raise StoreError(f"cannot open {self._safe_url()}: {_one_line(exc)}") from None
         return engine
 
     def _safe_url(self) -> str:
-        try:
-            return sa.engine.make_url(self.url).render_as_string(hide_password=True)
-        except Exception:  # noqa: BLE001
-            return "the database"
+        return shown_url(self.url)
 
     def _check_schema(self, create: bool) -> None:
         try:
@@ -627,8 +686,9 @@ class SqlStore:
                 where.append(r.id.in_(sa.select(f.run_id).where(f.kind == kind, f.value == value)))
         if error:
             like = f"%{_escape_like(error)}%"
-            where.append(r.error_message.is_not(None))
-            where.append(sa.or_(r.error_message.ilike(like, escape="\\"), r.error_type.ilike(like, escape="\\")))
+            # Two small indexes (failed runs, failed calls) unioned: never a walk over every run.
+            failed_runs = sa.select(r.id).where(r.error_message.is_not(None), sa.or_(r.error_message.ilike(like, escape="\\"), r.error_type.ilike(like, escape="\\")))
+            where.append(r.id.in_(sa.union(failed_runs, _calls_matching(error, names=False))))
         if text:
             like = f"%{_escape_like(text)}%"
             where.append(
@@ -638,6 +698,7 @@ class SqlStore:
                     r.error_message.ilike(like, escape="\\"),
                     r.tags.ilike(like, escape="\\"),
                     r.id.ilike(f"{_escape_like(text)}%", escape="\\"),
+                    r.id.in_(_calls_matching(text, names=True)),
                 )
             )
         return where
@@ -660,6 +721,8 @@ class SqlStore:
                 if not (text.isascii() and text.isdigit()):
                     raise RunNotFound(f"bad run alias {ref!r}: use last or last~N with N a whole number")
                 back = int(text)
+                if back > MAX_INT:
+                    raise RunNotFound(f"{ref!r} goes back further than the {self.count_runs()} recorded run(s)")
             rows = self._read(sa.select(S.runs.c.id).where(S.runs.c.parent_run_id.is_(None)).order_by(*self._NEWEST_FIRST).offset(back).limit(1))
             if not rows and not back:  # only derived runs: the newest of those
                 rows = self._read(sa.select(S.runs.c.id).order_by(*self._NEWEST_FIRST).limit(1))
@@ -696,16 +759,22 @@ class SqlStore:
         return self._run_info(rows[0])
 
     @_damage_is_a_store_error
-    def run_detail(self, ref: str) -> RunDetail:
+    def run_detail(self, ref: str, *, typed: bool = False) -> RunDetail:
+        """A run with its inputs, output, config, graph and fault log; ``typed`` rebuilds
+        allow-listed types (messages, documents, registered classes) in the output."""
         run = self.get_run(ref)
         r = self._read(sa.select(S.runs).where(S.runs.c.id == run.id))[0]
         dec = self._plain_decoder
-        output = dec(_uj(r.output))
+        output = (self._typed_decoder if typed else dec)(_uj(r.output))
         if output is None:
             # Not stored twice: a run's output is its state after its last completed step.
             done = [s for s in self.list_steps(run.id) if not s.pending]
             if done:
-                output = self.state_at(run.id, done[-1].step)
+                output = self.state_at(run.id, done[-1].step, typed=typed)
+                if not output:
+                    # A functional-API entrypoint keeps no state channels: its output is what it returned.
+                    final = self.state_at(run.id, done[-1].step, typed=typed, internal=True)
+                    output = final.get("__end__", output)
         return RunDetail(
             run=run,
             inputs=dec(_uj(r.inputs)),
@@ -870,6 +939,8 @@ class SqlStore:
                     duration_ms=t.get("ms"),
                     cached=bool(t.get("c")),
                     subgraph_ns=t.get("sub", []),
+                    traceback=valid_frames(t.get("tb")),
+                    attempts=[a for a in t.get("att", []) if isinstance(a, dict)] if isinstance(t.get("att"), list) else [],
                 )
             by_task: dict[Any, list[dict]] = {}
             for d in payload.get("r", []):
@@ -1114,6 +1185,7 @@ class SqlStore:
                 output=o,
                 error_type=r.error_type,
                 error_message=r.error_message,
+                traceback=valid_frames(_uj(r.traceback)) if r.traceback else None,
                 started_at=r.started_at,
                 latency_ms=r.latency_ms,
                 input_tokens=r.input_tokens,
@@ -1577,6 +1649,22 @@ def expand_payload(payload: dict, created_at: float) -> dict:
 
 def _internal_channel(name: str) -> bool:
     return name.startswith("branch:") or name.startswith("__") or ":" in name and name.split(":", 1)[0] in ("join", "start")
+
+
+# An abandoned call (its node stopped waiting: a timeout) is found by the words people search for it.
+ABANDONED_WORDS = ("abandoned", "timeout", "timed out", "time out", "gave up", "unfinished")
+
+
+def _calls_matching(text: str, *, names: bool) -> Any:
+    """Runs with a call that failed or was abandoned matching ``text`` (and, with ``names``, a call named like it)."""
+    c = S.calls.c
+    like = f"%{_escape_like(text)}%"
+    found = [sa.and_(c.error_type.is_not(None), sa.or_(c.error_type.ilike(like, escape="\\"), c.error_message.ilike(like, escape="\\")))]
+    if any(text.lower() in word for word in ABANDONED_WORDS):
+        found.append(c.error_type == "Unfinished")
+    if names:
+        found.append(c.name.ilike(like, escape="\\"))
+    return sa.select(c.run_id).where(sa.or_(*found))
 
 
 def _escape_like(s: str) -> str:

@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from sqlalchemy.exc import OperationalError
 
-from recorder.errors import StoreError
-from recorder.store import Batch, RunStore, _sqlite_path
+from graphtape.recorder.errors import StoreError
+from graphtape.recorder.store import Batch, RunStore, _sqlite_path
 
 Work = Callable[[], Batch | None]
 FaultHandler = Callable[[Exception, Batch | None], None]

@@ -14,14 +14,14 @@ from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
 
-from recorder.capture import model_label
-from recorder.codec import to_plain
-from recorder.session import split_task_ns
+from graphtape.recorder.capture import model_label
+from graphtape.recorder.codec import to_plain
+from graphtape.recorder.session import call_site
 
-from replay.calls import CallBook, LiveCall, Miss, RecordedCall, message_from_plain, normalize_arguments, revive_opaque
-from replay.intercept import Answer
-from replay.modes import ReplayMode
-from replay.normalize import Normalizer, is_message, ns_path
+from graphtape.replay.calls import CallBook, LiveCall, Miss, RecordedCall, adopt_live_ids, message_from_plain, normalize_arguments, revive_command, revive_opaque
+from graphtape.replay.intercept import Answer
+from graphtape.replay.modes import ReplayMode
+from graphtape.replay.normalize import Normalizer, is_message, ns_path
 
 MAX_DELAY_S = 60.0
 
@@ -118,7 +118,10 @@ class RecordingAnswerer:
             if tool.response_format == "content_and_artifact":
                 return Answer(value=(content, out.get("artifact")), delay_s=delay)
             return Answer(value=content, delay_s=delay)
-        return Answer(value=revive_opaque(out), delay_s=delay)
+        value = revive_command(revive_opaque(out))
+        if value is not out and isinstance(tool_input, dict):
+            value = adopt_live_ids(value, _live_messages(tool_input, self._injected_args(tool)))
+        return Answer(value=value, delay_s=delay)
 
     # -- shared ------------------------------------------------------------------
     def _injected_args(self, tool: Any) -> frozenset[str]:
@@ -126,7 +129,7 @@ class RecordingAnswerer:
         hit = self._plain_memo.get(id(tool))
         if hit is not None and hit[0] is tool:
             return hit[1]
-        names = frozenset(tool.args) - frozenset(tool._filter_injected_args(dict.fromkeys(tool.args)) or ())
+        names = frozenset(_fields(tool.get_input_schema())) - frozenset(_fields(tool.tool_call_schema))
         self._plain_memo[id(tool)] = (tool, names)
         return names
 
@@ -157,10 +160,34 @@ class RecordingAnswerer:
 
 
 def _who(metadata: Mapping[str, Any]) -> tuple[int | None, str, str | None]:
-    ns, node, _task = split_task_ns(str(metadata.get("langgraph_checkpoint_ns", "") or ""))
-    return metadata.get("langgraph_step"), ns_path(ns), metadata.get("langgraph_node", node)
+    ns, node, _task, step = call_site(metadata)  # placed as the recorder placed the recorded calls
+    return step, ns_path(ns), node
 
 
 def _plain(value: Any) -> Any:
     """A live value in the plain form recordings decode to (and redacted the same way)."""
     return to_plain(value)
+
+
+def _fields(schema: Any) -> list[str]:
+    """The argument names of a tool schema: a pydantic model, or a JSON schema dict."""
+    if isinstance(schema, dict):
+        return list(schema.get("properties") or {})
+    fields = getattr(schema, "model_fields", None)
+    if isinstance(fields, dict):
+        return list(fields)
+    try:
+        return list((schema.model_json_schema() or {}).get("properties") or {})
+    except Exception:  # noqa: BLE001 - an unusual schema: nothing is stripped from its calls
+        return []
+
+
+def _live_messages(tool_input: dict, injected: frozenset[str]) -> Any:
+    """The live state's messages, when the tool was handed the state (``InjectedState``)."""
+    for name in injected:
+        state = tool_input.get(name)
+        messages = state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+        if isinstance(messages, list):
+            return messages
+    return None
+

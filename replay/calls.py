@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from recorder import CallInfo
+from graphtape.recorder import CallInfo
 
-from replay.normalize import Normalizer, ns_path
+from graphtape.replay.normalize import Normalizer, ns_path
 
 MATCH_FIELDS = ("name", "step", "path", "node", "arguments")
 
@@ -134,9 +134,18 @@ def normalize_arguments(kind: str, inputs: Any, normalize: Normalizer) -> Any:
     if kind == "model" and isinstance(inputs, dict):
         out = {"messages": normalize(inputs.get("messages", inputs.get("prompts")))}
         if inputs.get("tools"):
-            out["tools"] = normalize(inputs["tools"])
+            # The tools offered are a set: some graphs build the list from a set (langgraph-supervisor's
+            # handoff tools), so its order changes from process to process.
+            out["tools"] = sorted(normalize(inputs["tools"]), key=_tool_name)
         return out
     return normalize(inputs)
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, dict):
+        inner = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        return str(inner.get("name", ""))
+    return str(tool)
 
 
 # -- answers --------------------------------------------------------------------
@@ -176,7 +185,7 @@ def rebuild_error(type_name: str | None, message: str | None) -> Exception:
     with _ERROR_LOCK:
         cls = _ERROR_TYPES.get(safe)
         if cls is None:
-            cls = _ERROR_TYPES[safe] = type(safe, (RecordedError,), {"recorded_type": safe, "__module__": "replay.recorded"})
+            cls = _ERROR_TYPES[safe] = type(safe, (RecordedError,), {"recorded_type": safe, "__module__": "graphtape.replay.recorded"})
     return cls(message)
 
 
@@ -193,6 +202,73 @@ def message_from_plain(value: Any) -> Any:
     if value is None:
         return AIMessage(content="")
     return AIMessage(content=str(value))
+
+
+_MESSAGE_CLASSES = {"ai": "AIMessage", "human": "HumanMessage", "system": "SystemMessage", "tool": "ToolMessage", "function": "FunctionMessage", "remove": "RemoveMessage"}
+_COMMAND_FIELDS = ("graph", "update", "resume", "goto")
+
+
+def revive_command(value: Any) -> Any:
+    """A recorded ``Command`` (a tool's or node's return, decoded as plain data) rebuilt, so its
+    ``update`` and ``goto`` happen in the replay; messages in it and ``Send`` packets in its
+    ``goto`` are rebuilt too. Only these allow-listed LangGraph and LangChain types are made,
+    never a name read from the recording; anything else is returned as it is."""
+    if not (isinstance(value, dict) and value.get("__type__") == "Command"):
+        return value
+    from langgraph.types import Command
+
+    fields = {k: value[k] for k in _COMMAND_FIELDS if k in value}
+    if isinstance(fields.get("update"), dict):
+        fields["update"] = {k: _revive_messages(v) if k == "messages" else v for k, v in fields["update"].items()}
+    if "goto" in fields:
+        goto = fields["goto"]
+        fields["goto"] = [_revive_send(g) for g in goto] if isinstance(goto, list) else _revive_send(goto)
+    return Command(**fields)
+
+
+def adopt_live_ids(command: Any, live_messages: Any) -> Any:
+    """A rebuilt ``Command`` whose update carries the state's messages (a handoff does) gets the
+    live run's message ids for them.
+
+    LangGraph gives a message its id when it enters the state, afresh every run. A recorded
+    handoff holds the recording's ids; handed back as they are, ``add_messages`` would take
+    the state's own messages for new ones and add them twice.
+    """
+    update = getattr(command, "update", None)
+    if not isinstance(update, dict) or not isinstance(update.get("messages"), list) or not isinstance(live_messages, list):
+        return command
+    for recorded, live in zip(update["messages"], live_messages):
+        same = type(recorded) is type(live) and getattr(recorded, "content", None) == getattr(live, "content", None)
+        if same and getattr(live, "id", None) is not None:
+            recorded.id = live.id
+    return command
+
+
+def _revive_send(value: Any) -> Any:
+    if isinstance(value, dict) and value.get("__type__") == "Send" and isinstance(value.get("node"), str):
+        from langgraph.types import Send
+
+        return Send(value["node"], value.get("arg"))
+    return value
+
+
+def _revive_messages(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_revive_message(m) for m in value]
+    return _revive_message(value)
+
+
+def _revive_message(value: Any) -> Any:
+    if not isinstance(value, dict) or value.get("type") not in _MESSAGE_CLASSES:
+        return value
+    import langchain_core.messages as lc
+
+    cls = getattr(lc, _MESSAGE_CLASSES[value["type"]])
+    fields = {k: v for k, v in value.items() if k in cls.model_fields and k != "type"}
+    try:
+        return cls(**fields)
+    except Exception:  # noqa: BLE001 - a message that no longer validates stays plain data
+        return value
 
 
 class Opaque:
@@ -224,7 +300,7 @@ def revive_opaque(value: Any) -> Any:
             with _ERROR_LOCK:
                 cls = _OPAQUE_TYPES.get(safe)
                 if cls is None:
-                    cls = _OPAQUE_TYPES[safe] = type(safe, (Opaque,), {"__slots__": (), "__module__": "replay.recorded"})
+                    cls = _OPAQUE_TYPES[safe] = type(safe, (Opaque,), {"__slots__": (), "__module__": "graphtape.replay.recorded"})
             return cls(str(value.get("repr", f"<{safe}>")))
         return {k: revive_opaque(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from recorder import CallInfo, RunStore, StepDetail
+from graphtape.recorder import CallInfo, RunStore, StepDetail
 
-from replay.calls import normalize_arguments
-from replay.modes import ReplayMode
-from replay.normalize import Normalizer, ns_path
-from replay.result import Divergence
+from graphtape.replay.calls import normalize_arguments
+from graphtape.replay.modes import ReplayMode
+from graphtape.replay.normalize import Normalizer, ns_path
+from graphtape.replay.result import Divergence
 
 _MISSING = object()
 

@@ -30,6 +30,7 @@ import json
 import math
 import os
 import re
+import stat
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -39,12 +40,13 @@ from typing import Any
 
 import orjson
 
-from recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, DecodeError, Decoder, blob_hash, collect_refs
-from recorder.errors import GraphtapeError, RunNotFound
-from recorder.frames import FrameState
-from recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
-from recorder.redaction import MARK, Redactor
-from recorder.store import Batch, RunStore, SqlStore, expand_payload, pack, squeeze, unpack
+from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, DecodeError, Decoder, blob_hash, collect_refs
+from graphtape.recorder.errors import GraphtapeError, RunNotFound
+from graphtape.recorder.frames import FrameState
+from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
+from graphtape.recorder.redaction import MARK, Redactor
+from graphtape.recorder.store import Batch, RunStore, SqlStore, expand_payload, pack, squeeze, unpack
+from graphtape.recorder.tracebacks import MAX_FRAMES, scrubbed_frames, valid_frames
 
 __all__ = [
     "FORMAT_KEY",
@@ -91,6 +93,9 @@ _PRIVATE_MODULE = re.compile(r"_graphtape_(?:user|fixture)_(\w+?)_[0-9a-f]{8}\b"
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _MESSAGE_KINDS = {"AIMessage": "ai", "AIMessageChunk": "ai", "HumanMessage": "human", "SystemMessage": "system", "ToolMessage": "tool"}
 _CONFIG_DROP = frozenset({"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map"})
+
+
+SLICE_TAG = "slice-of:"  # on a run imported from a fixture cut short: the step the recording went to
 
 
 class FixtureError(GraphtapeError):
@@ -179,7 +184,7 @@ def _sql(store: RunStore) -> SqlStore:
 def _raw_run(store: SqlStore, run_id: str) -> Any:
     import sqlalchemy as sa
 
-    from recorder import schema as S
+    from graphtape.recorder import schema as S
 
     rows = store._read(sa.select(S.runs.c.inputs, S.runs.c.config).where(S.runs.c.id == run_id))
     if not rows:
@@ -190,7 +195,7 @@ def _raw_run(store: SqlStore, run_id: str) -> Any:
 def _raw_steps(store: SqlStore, run_id: str, ns: str) -> list[Any]:
     import sqlalchemy as sa
 
-    from recorder import schema as S
+    from graphtape.recorder import schema as S
 
     c = S.steps.c
     return store._read(
@@ -203,7 +208,7 @@ def _raw_steps(store: SqlStore, run_id: str, ns: str) -> list[Any]:
 def _raw_calls(store: SqlStore, run_id: str) -> list[Any]:
     import sqlalchemy as sa
 
-    from recorder import schema as S
+    from graphtape.recorder import schema as S
 
     c = S.calls.c
     return store._read(sa.select(S.calls).where(c.run_id == run_id, c.step.is_not(None)).order_by(c.started_at, c.id))
@@ -341,6 +346,10 @@ class _Exporter:
     def text(self, s: str | None) -> str | None:
         return None if s is None else self.redactor.scrub(s)
 
+    def frames(self, frames: list[list[Any]]) -> list[list[Any]]:
+        """A traceback, scrubbed again like every exported string."""
+        return scrubbed_frames(frames, self.redactor.scrub)
+
     def _walk(self, x: Any, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise FixtureError("a recorded value is nested too deeply to export")
@@ -453,6 +462,9 @@ def export_fixture(
     if not done:
         raise FixtureError(f"run {run.id} has no completed step to resume from")
     last_recorded = root[-1].step
+    sliced_of = [int(t[len(SLICE_TAG):]) for t in run.tags if str(t).startswith(SLICE_TAG) and t[len(SLICE_TAG):].lstrip("-").isdigit()]
+    if sliced_of:
+        last_recorded = max(last_recorded, sliced_of[0])  # an imported window of a longer run
     if rng.first is not None and not any(s.step >= rng.first for s in root):
         raise FixtureError(f"run {run.id} has no step {rng.first} (steps {root[0].step}..{last_recorded})")
     if rng.first is None:
@@ -462,7 +474,7 @@ def export_fixture(
         if not before:
             raise FixtureError(f"cannot start at step {rng.first}: run {run.id} has no completed step before it to resume from (its first is {done[0].step})")
         start = before[-1]
-    last = last_recorded if rng.last is None else rng.last
+    last = root[-1].step if rng.last is None else rng.last
     if rng.last is not None and not any(s.step == rng.last for s in root):
         raise FixtureError(f"run {run.id} has no step {rng.last} (steps {root[0].step}..{last_recorded})")
     chosen = [s for s in root if start.step < s.step <= last]
@@ -670,8 +682,13 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[Any],
             task["writes"] = ex.value(t["w"])
         if t.get("et") or t.get("em"):
             task["error"] = {"type": t.get("et"), "message": ex.text(t.get("em"))}
+            if valid_frames(t.get("tb")):
+                task["error"]["traceback"] = ex.frames(valid_frames(t["tb"]))
         if t.get("i"):
             task["interrupts"] = ex.value(t["i"])
+        if isinstance(t.get("att"), list) and t["att"]:
+            # Earlier attempts of a retried task; durations are run to run noise, left out.
+            task["attempts"] = [{"n": a.get("n"), "error": {"type": a.get("et"), "message": ex.text(a.get("em"))} if a.get("et") else None} for a in t["att"] if isinstance(a, dict)]
         if t.get("c"):
             task["cached"] = True
         if t.get("sub"):
@@ -708,6 +725,8 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[Any],
         call["inputs"] = ex.value(_loads(c.inputs))
         if c.error_type:
             call["error"] = {"type": c.error_type, "message": ex.text(c.error_message)}
+            if c.traceback and valid_frames(_loads(c.traceback)):
+                call["error"]["traceback"] = ex.frames(valid_frames(_loads(c.traceback)))
         else:
             call["output"] = ex.value(_loads(c.output))
         if holds.get(c.call_id):
@@ -781,14 +800,22 @@ def dumps_fixture(fixture: Mapping[str, Any]) -> bytes:
     return (json.dumps(fixture, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
-def write_fixture(path: str | os.PathLike, fixture: Mapping[str, Any]) -> int:
-    """Write the fixture to ``path`` (atomically, creating folders); returns the size in bytes."""
+def write_fixture(path: str | os.PathLike, fixture: Mapping[str, Any], *, overwrite: bool = False) -> int:
+    """Write the fixture to ``path`` (atomically, creating folders, mode 0600); returns the size in bytes.
+
+    An existing file is replaced only with ``overwrite=True``: a fixture is
+    usually a committed test expectation, and losing one silently breaks a test.
+    """
     target = Path(path)
     data = dumps_fixture(fixture)
+    if not overwrite and target.exists():
+        raise FixtureError(f"{target} exists: pass --force to replace it, or -o to write another file")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        tmp.write_bytes(data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, target)
     except OSError as exc:
         raise FixtureError(f"cannot write {target}: {exc.strerror or exc}") from None
@@ -796,19 +823,37 @@ def write_fixture(path: str | os.PathLike, fixture: Mapping[str, Any]) -> int:
 
 
 def read_fixture(path: str | os.PathLike) -> dict[str, Any]:
-    """Read and check a fixture file; any problem is a one-line ``FixtureError``."""
+    """Read and check a fixture file; any problem is a one-line ``FixtureError``.
+
+    Only a regular file is read, and never more than the size limit: ``stat``
+    says nothing true of ``/dev/zero`` or a FIFO, so the read itself is capped.
+    """
     p = Path(path)
+    too_big = f"{p} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB: fixtures are limited to that (export fewer steps with --steps)"
     try:
-        size = p.stat().st_size
-        if p.is_dir():
-            raise FixtureError(f"cannot read fixture {p}: it is a directory")
-        if size > MAX_FILE_BYTES:
-            raise FixtureError(f"{p} is {size // (1024 * 1024)} MB: fixtures are limited to {MAX_FILE_BYTES // (1024 * 1024)} MB (export fewer steps with --steps)")
-        data = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise FixtureError(f"no fixture at {p}") from None
+    except IsADirectoryError:
+        raise FixtureError(f"cannot read fixture {p}: it is a directory") from None
     except OSError as exc:
         raise FixtureError(f"cannot read fixture {p}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise FixtureError(f"cannot read fixture {p}: it is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise FixtureError(f"cannot read fixture {p}: not a regular file (a device, a pipe or a socket)")
+        if info.st_size > MAX_FILE_BYTES:
+            raise FixtureError(too_big)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise FixtureError(f"cannot read fixture {p}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise FixtureError(too_big)
     return parse_fixture(data, str(p))
 
 
@@ -977,7 +1022,17 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
             if err is not None:
                 sh.get(err, "type", (str, type(None)), f"{tw}.error")
                 sh.get(err, "message", (str, type(None)), f"{tw}.error", required=False)
+                _check_frames(sh, err, f"{tw}.error")
             sh.value(sh.get(t, "interrupts", (list,), tw, required=False), f"{tw}.interrupts")
+            for k, attempt in enumerate(sh.get(t, "attempts", (list,), tw, required=False) or []):
+                aw = f"{tw}.attempts[{k}]"
+                if not isinstance(attempt, dict):
+                    sh.fail(aw, "expected an object")
+                sh.get(attempt, "n", (int,), aw)
+                err = sh.get(attempt, "error", (dict, type(None)), aw, required=False)
+                if err is not None:
+                    sh.get(err, "type", (str, type(None)), f"{aw}.error")
+                    sh.get(err, "message", (str, type(None)), f"{aw}.error", required=False)
             sh.get(t, "cached", (bool,), tw, required=False)
             for k, sub in enumerate(sh.get(t, "subgraphs", (list,), tw, required=False) or []):
                 if type(sub) is not str or not sub:
@@ -1021,6 +1076,7 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
             if err is not None:
                 sh.get(err, "type", (str,), f"{cw}.error")
                 sh.get(err, "message", (str, type(None)), f"{cw}.error", required=False)
+                _check_frames(sh, err, f"{cw}.error")
             hold = sh.get(c, "hold_ms", (int, float), cw, required=False)
             if hold is not None and not (0 <= hold <= MAX_HOLD_MS):
                 sh.fail(f"{cw}.hold_ms", f"must be between 0 and {MAX_HOLD_MS}")
@@ -1038,6 +1094,13 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
             if s.get("completed") is False:
                 sh.fail(f"{w}.state", "a step that did not complete has no state")
     return n_calls
+
+
+def _check_frames(sh: _Shape, err: dict, where: str) -> None:
+    """An error's traceback, if any: a list of ``[file, line, function, source]`` frames."""
+    frames = sh.get(err, "traceback", (list,), where, required=False)
+    if frames is not None and valid_frames(frames) != frames:
+        sh.fail(f"{where}.traceback", f"expected at most {MAX_FRAMES + 1} frames of [file, line, function, source]")
 
 
 def _task_ref(sh: _Shape, d: dict, ids: set[str], where: str) -> None:
@@ -1190,7 +1253,9 @@ class _Importer:
             "config": _json(self.value(f.get("config") or {}, "config")),
             "graph": None,
             "versions": _json({FORMAT_KEY: f[FORMAT_KEY]}),
-            "tags": _json(["fixture"]),
+            # A fixture cut at step N imports as a run that ends at N; the tag keeps that it is a
+            # window of a longer recording, so exporting the run again cuts it the same way.
+            "tags": _json(["fixture", *([f"{SLICE_TAG}{f['slice']['of']}"] if isinstance(f.get("slice"), dict) else [])]),
             "step_count": max(root_last + 1, 0),
             "redactions": _count(f.get("redacted")),
             "faults": 0,
@@ -1220,7 +1285,7 @@ class _Importer:
         }
 
     def _payload(self, s: dict, w: str) -> tuple[dict, int, str, str, str]:
-        from recorder.session import _summary
+        from graphtape.recorder.session import _summary
 
         flags = 0
         tasks = []
@@ -1235,9 +1300,13 @@ class _Importer:
             if t.get("error"):
                 row["et"] = t["error"].get("type")
                 row["em"] = t["error"].get("message")
+                if t["error"].get("traceback"):
+                    row["tb"] = t["error"]["traceback"]
                 flags |= FLAG_ERROR
             if t.get("interrupts"):
                 row["i"] = self.value(t["interrupts"], f"{tw}.interrupts", typed=True)
+            if t.get("attempts"):
+                row["att"] = [{"n": a.get("n"), "et": (a.get("error") or {}).get("type"), "em": (a.get("error") or {}).get("message")} for a in t["attempts"]]
                 flags |= FLAG_INTERRUPT
             if t.get("cached"):
                 row["c"] = True
@@ -1301,6 +1370,7 @@ class _Importer:
             "output": _json(self.value(c.get("output"), f"{where}.output")),
             "error_type": err.get("type"),
             "error_message": err.get("message"),
+            "traceback": _json(err["traceback"]) if err.get("traceback") else None,
             "started_at": created,
             "latency_ms": None,
             "input_tokens": None,

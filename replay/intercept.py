@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from replay.calls import rebuild_error
+from graphtape.replay.calls import rebuild_error
 
 
 @dataclass(frozen=True, slots=True)

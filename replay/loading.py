@@ -1,8 +1,12 @@
 """Load a user's compiled graph from a reference: ``package.module:attr`` or ``path/to/file.py:attr``.
 
-Used by the CLI (``--graph``, ``--override``) and the pytest plugin (a
-marker's ``graph=``): only references a person wrote are loaded, never one
-read from a recording or a fixture.
+Loading EXECUTES CODE: a file reference runs that file as a module, a module
+reference imports the module (and its packages), with whatever they do at
+import time. So only a reference a person wrote is loaded directly (``--graph``,
+``--override``, a marker's ``graph=``). A reference read from a recording or
+a fixture is shown first, with the file it resolves to
+(:func:`source_of`), and loaded only when the user agrees: a prompt on a
+terminal, ``--trust-recorded-graph``, or a confirmation in the TUI.
 
 Files are loaded by path with importlib under a private module name, so a file
 called ``graph.py`` never shadows or replaces an installed module. Every
@@ -21,9 +25,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from recorder.errors import GraphtapeError
+from graphtape.recorder.errors import GraphtapeError
 
-__all__ = ["GraphLoadError", "load_callable", "load_graph", "load_module_from_path", "split_ref"]
+__all__ = ["GraphLoadError", "load_callable", "load_graph", "load_module_from_path", "source_of", "split_ref"]
 
 
 class GraphLoadError(GraphtapeError):
@@ -107,6 +111,33 @@ def _resolve(ref: str, base: str | os.PathLike | None = None) -> tuple[Any, Modu
     return obj, module, target
 
 
+def source_of(ref: str, base: str | os.PathLike | None = None) -> Path | None:
+    """The file loading ``ref`` would execute, found WITHOUT importing anything; ``None`` if not found.
+
+    A module reference is looked up on ``sys.path`` (and the current
+    directory) by file name, as the import system would, without running a
+    package's ``__init__``.
+    """
+    try:
+        target, _attr = split_ref(ref)
+    except GraphLoadError:
+        return None
+    if _is_path(target):
+        path = Path(target).expanduser()
+        if not path.is_absolute():
+            path = Path(base or os.getcwd()) / path
+        return path.resolve() if path.is_file() else None
+    parts = target.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None
+    for entry in [os.getcwd(), *sys.path]:
+        folder = Path(entry or os.getcwd()).joinpath(*parts[:-1])
+        for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
+            if candidate.is_file():
+                return candidate.resolve()
+    return None
+
+
 def load_callable(ref: str) -> Any:
     """A function named by ``module:attr`` or ``path.py:attr`` (a replay override, given by the user)."""
     obj, _module, _target = _resolve(ref)
@@ -116,9 +147,11 @@ def load_callable(ref: str) -> Any:
 
 
 def load_graph(ref: str, base: str | os.PathLike | None = None) -> Any:
-    """The compiled graph a reference points at; raises :class:`GraphLoadError` with a hint otherwise.
+    """Execute the file or import the module ``ref`` names, and return the compiled graph there.
 
-    A relative file path is taken from ``base`` (default: the current directory).
+    Any code in that file or module runs. Raises :class:`GraphLoadError` with a
+    hint when there is no compiled graph. A relative file path is taken from
+    ``base`` (default: the current directory).
     """
     obj, _module, _target = _resolve(ref, base)
     if not _looks_compiled(obj):

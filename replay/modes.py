@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from recorder.choices import Choice
+from graphtape.recorder.choices import Choice
 
 
 class ReplayMode(Choice):

@@ -12,8 +12,9 @@ it on the marker's graph with every tool and model call answered from the
 fixture. A divergence fails the test with the first one rendered: the step,
 the node, the kind, what was recorded, what happened instead and a diff.
 
-Marker arguments: the fixture path (relative paths are taken from pytest's
-rootdir), ``graph=`` (a ``module:attr`` or ``file.py:attr`` reference, or the
+Marker arguments: the fixture path (a relative path is looked for beside the
+test file first, then from pytest's rootdir; a new recording goes to the
+rootdir's), ``graph=`` (a ``module:attr`` or ``file.py:attr`` reference, or the
 compiled graph itself: never read from the fixture), ``inputs=`` and
 ``config=`` (to record a missing fixture), ``ignore=`` (state paths such as
 ``messages.*.id``), ``state_keys=`` (compare only these keys) and ``mode=``
@@ -34,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from replay.record_mode import RecordMode, in_ci
+from graphtape.replay.record_mode import RecordMode, in_ci
 
 MARKER = "graphtape"
 _MODE_KEY = pytest.StashKey[RecordMode]()
@@ -106,6 +107,8 @@ class _Spec:
     mode: str
     nodeid: str
     rootdir: Path
+    tried: tuple[Path, ...] = ()  # where a relative fixture path was looked for, in order
+    test_dir: Path | None = None
 
 
 def _spec(request: pytest.FixtureRequest) -> _Spec:
@@ -119,7 +122,8 @@ def _spec(request: pytest.FixtureRequest) -> _Spec:
         pytest.fail(f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(_MARKER_KWARGS)}", pytrace=False)
     root = Path(request.config.rootpath)
     path = Path(os.fspath(marker.args[0]))
-    full = path if path.is_absolute() else root / path
+    tried = [path] if path.is_absolute() else list(dict.fromkeys([Path(request.node.path).parent / path, root / path]))
+    full = next((p for p in tried if p.exists()), tried[-1])
     try:
         shown = full.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
@@ -141,6 +145,8 @@ def _spec(request: pytest.FixtureRequest) -> _Spec:
         mode=str(marker.kwargs.get("mode", "strict")),
         nodeid=request.node.nodeid,
         rootdir=root,
+        tried=tuple(tried),
+        test_dir=Path(request.node.path).parent,
     )
 
 
@@ -166,7 +172,7 @@ def graphtape_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     written = request.config.stash.get(_WRITTEN_KEY, [])
 
     def run(*, check: bool = True, **options: Any) -> Any:
-        from recorder.errors import GraphtapeError
+        from graphtape.recorder.errors import GraphtapeError
 
         tmp = tmp_path_factory.mktemp("graphtape")
         try:
@@ -178,9 +184,9 @@ def graphtape_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 
 
 def _run(spec: _Spec, mode: RecordMode, tmp: Path, written: list, check: bool, options: dict[str, Any]) -> Any:
-    from recorder import SqlStore
-    from replay import replay
-    from replay.fixture import import_fixture, read_fixture
+    from graphtape.recorder import SqlStore
+    from graphtape.replay import replay
+    from graphtape.replay.fixture import import_fixture, read_fixture
 
     allowed = {"ignore", "state_keys", "mode", "overrides", "mock_nodes"}
     unknown = sorted(set(options) - allowed)
@@ -192,8 +198,9 @@ def _run(spec: _Spec, mode: RecordMode, tmp: Path, written: list, check: bool, o
 
     if not spec.path.exists():
         if not mode.records:
+            looked = " or ".join(str(p.resolve()) for p in spec.tried) or str(spec.path)
             pytest.fail(
-                f"graphtape: no fixture at {spec.shown}: record it with `pytest --graphtape-record=missing` "
+                f"graphtape: no fixture at {looked}: record it with `pytest --graphtape-record=missing` "
                 "(the marker needs inputs=...), or export a recorded run with `graphtape export RUN -o FILE`",
                 pytrace=False,
             )
@@ -220,10 +227,18 @@ def _run(spec: _Spec, mode: RecordMode, tmp: Path, written: list, check: bool, o
 
 def _graph(spec: _Spec) -> Any:
     if isinstance(spec.graph, str):
-        from replay.loading import load_graph
+        from graphtape.replay.loading import load_graph
 
-        return load_graph(spec.graph, spec.rootdir)
+        return load_graph(spec.graph, _graph_base(spec.graph, spec))
     return spec.graph
+
+
+def _graph_base(ref: str, spec: _Spec) -> Path:
+    """Where a ``file.py:attr`` reference is read from: beside the test file if it is there, else the rootdir."""
+    file = ref.rpartition(":")[0]
+    if file.endswith(".py") and spec.test_dir is not None and not Path(file).is_absolute() and (spec.test_dir / file).is_file():
+        return spec.test_dir
+    return spec.rootdir
 
 
 def _graph_ref(spec: _Spec, fallback: str | None = None) -> str | None:
@@ -232,8 +247,8 @@ def _graph_ref(spec: _Spec, fallback: str | None = None) -> str | None:
 
 def _record_live(spec: _Spec, db: Path) -> None:
     """Run the graph live with the marker's inputs, record it, export the fixture."""
-    from recorder import Recorder
-    from replay.fixture import export_fixture, write_fixture
+    from graphtape.recorder import Recorder
+    from graphtape.replay.fixture import export_fixture, write_fixture
 
     if spec.inputs is None:
         pytest.fail(f"graphtape: cannot record {spec.shown}: the marker has no inputs= to run the graph with", pytrace=False)
@@ -249,14 +264,14 @@ def _record_live(spec: _Spec, db: Path) -> None:
         if rec.last_run_id is None:
             pytest.fail(f"graphtape: cannot record {spec.shown}: the run was not recorded (see the warning above)", pytrace=False)
         fixture = export_fixture(rec.store, rec.last_run_id, base_dir=spec.rootdir)
-    write_fixture(spec.path, fixture)
+    write_fixture(spec.path, fixture, overwrite=True)  # record modes missing/rewrite: writing is asked for
 
 
 def _rewrite(spec: _Spec, db: Path, *, ignore: tuple[str, ...], state_keys: Any) -> None:
     """Re-record a fixture from today's code, answering calls from it where they still match."""
-    from recorder import SqlStore
-    from replay import replay
-    from replay.fixture import StepRange, export_fixture, import_fixture, read_fixture, write_fixture
+    from graphtape.recorder import SqlStore
+    from graphtape.replay import replay
+    from graphtape.replay.fixture import StepRange, export_fixture, import_fixture, read_fixture, write_fixture
 
     old = read_fixture(spec.path)
     store = SqlStore(db)
@@ -277,7 +292,12 @@ def _rewrite(spec: _Spec, db: Path, *, ignore: tuple[str, ...], state_keys: Any)
     finally:
         store.close()
     fixture["name"] = old["name"]
-    write_fixture(spec.path, fixture)
+    # The re-recording starts from values already redacted (markers, often nothing left to scrub):
+    # what was redacted when the run was first recorded still was.
+    before = (old.get("redacted") or {}).get("when_recorded") if isinstance(old.get("redacted"), dict) else None
+    if isinstance(before, int) and isinstance(fixture.get("redacted"), dict):
+        fixture["redacted"]["when_recorded"] = max(before, int(fixture["redacted"].get("when_recorded") or 0))
+    write_fixture(spec.path, fixture, overwrite=True)  # record modes missing/rewrite: writing is asked for
 
 
 def _failure(spec: _Spec, result: Any) -> str:

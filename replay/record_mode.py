@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from recorder.choices import Choice
+from graphtape.recorder.choices import Choice
 
 
 class RecordMode(Choice):

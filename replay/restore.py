@@ -14,7 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from recorder import Checkpoint, RunStore, StepNotFound
+from graphtape.recorder import Checkpoint, RunStore, StepNotFound
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +29,25 @@ class Restored:
     parent_id: str | None
 
 
-def as_langgraph(cp: Checkpoint) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(checkpoint, metadata)`` in LangGraph's shapes."""
-    from langgraph.checkpoint.base import LATEST_VERSION
+def _checkpoint_format() -> int:
+    """The checkpoint format this LangGraph writes (4 in 1.x).
 
+    Not ``langgraph.checkpoint.base.LATEST_VERSION``, which still says 2: a checkpoint
+    marked older is migrated on load, and that migration drops the values of channels a
+    node wrote last (a pydantic state lost its fields on every resume). The recorded
+    channel values are in the running LangGraph's own format, so they are marked as such.
+    """
+    try:
+        from langgraph.pregel._checkpoint import empty_checkpoint
+    except ImportError:  # another layout: LangGraph's public empty checkpoint says what it writes
+        from langgraph.checkpoint.base import empty_checkpoint
+    return int(empty_checkpoint()["v"])
+
+
+def as_langgraph(cp: Checkpoint) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(checkpoint, metadata)`` in LangGraph's shapes, as the running LangGraph writes them."""
     checkpoint = {
-        "v": LATEST_VERSION,
+        "v": _checkpoint_format(),
         "id": cp.checkpoint_id,
         "ts": dt.datetime.now(dt.timezone.utc).isoformat(),
         "channel_values": dict(cp.channel_values),

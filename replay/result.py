@@ -101,9 +101,11 @@ class ReplayResult:
         verb = "fork of" if self.kind == "fork" else "replay of"
         head = f"{verb} run {self.source_run_id} from {where} ({self.mode}) -> run {self.run_id or '(not recorded)'}: "
         served = ", ".join(f"{n} {k} call{'s' if n != 1 else ''}" for k, n in self.served.items() if n)
+        # A miss stops a replay by raising ReplayMiss: the divergences below say what it was.
+        raised = f"\nthe {'fork' if self.kind == 'fork' else 'replay'} raised {self.error}" if self.error and not self.error.startswith("ReplayMiss") else ""
         if not self.divergences:
-            return head + "matches the recording" + (f" ({served} answered from the recording)" if served else "")
-        out = [head + f"{len(self.divergences)} divergence{'s' if len(self.divergences) != 1 else ''}"]
+            return head + "matches the recording" + (f" ({served} answered from the recording)" if served else "") + raised
+        out = [head + f"{len(self.divergences)} divergence{'s' if len(self.divergences) != 1 else ''}" + raised]
         out.extend(d.render() for d in self.divergences)
         return "\n".join(out)
 

@@ -11,23 +11,25 @@ two runs in the store and name every divergence.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import os
 import secrets
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
-from recorder.attach import Lineage
-from recorder.records import FLAG_RESUME
+from graphtape.recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
+from graphtape.recorder.attach import Lineage
+from graphtape.recorder.records import FLAG_RESUME
 
-from replay.answers import RecordingAnswerer, ReplayMiss
-from replay.calls import CallBook, LiveCall, Miss
-from replay.compare import RunComparison, Side
-from replay.intercept import answering
-from replay.modes import ReplayMode
-from replay.normalize import Normalizer, ns_path
-from replay.restore import Restored, replay_saver, restore
-from replay.result import Divergence, ReplayResult, ordered
+from graphtape.replay.answers import RecordingAnswerer, ReplayMiss
+from graphtape.replay.calls import CallBook, LiveCall, Miss
+from graphtape.replay.compare import RunComparison, Side
+from graphtape.replay.intercept import answering
+from graphtape.replay.limits import Limits, recorded_limits
+from graphtape.replay.modes import ReplayMode
+from graphtape.replay.normalize import Normalizer, ns_path
+from graphtape.replay.restore import Restored, replay_saver, restore
+from graphtape.replay.result import Divergence, ReplayResult, ordered
 
 
 class ReplayError(GraphtapeError):
@@ -134,6 +136,7 @@ class _Run:
         self._to_step: int | None = None
         self._span: tuple[int, int] = (0, 0)
         self._resume_limit: int | None = None
+        self._limits: Limits | None = None
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
         self._root_steps_memo: list[Any] | None = None
@@ -161,6 +164,9 @@ class _Run:
         base = self.graph.copy(update={"checkpointer": saver})
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
+        cached = sorted({t.node for d in self._details("") for t in d.tasks if t.cached and t.node in base.nodes and t.node not in self.mock_nodes})
+        if cached:
+            base = _with_mocked_nodes(base, self.store, self.run.id, cached, cached_only=True)
         config = self._config(thread_id, restored)
         if to_step is not None and (ns or to_step <= restored.root_step):
             raise ReplayError(f"to_step must be a root step after {restored.root_step}" + (" (not with a subgraph namespace)" if ns else ""))
@@ -170,10 +176,18 @@ class _Run:
         offset = 0  # a fork's edit is one more step in the namespace it edits
         seed = (restored.checkpoint, restored.metadata, restored.parent_id) if not ns else None
         if update is not None:
+            if not ns:
+                _check_edit_keys(base, update)
+            values, apply_as = update, as_node
+            if not ns and restored.metadata.get("source") == "input" and as_node is None:
+                # The input step: the edit changes the run's input (kept, with the edited keys replaced).
+                values, apply_as = _edited_input(restored.checkpoint, update), "__input__"
+            elif not ns:
+                values, apply_as = self._keep_command_route(step, update, as_node)
             # A subgraph is edited in its own namespace: its checkpoint moves on, the parent's stays.
             target = {"configurable": {**config["configurable"], "checkpoint_ns": ns}} if ns else config
             try:
-                base.update_state(target, update, as_node=as_node)
+                base.update_state(target, values, as_node=apply_as)
             except Exception as exc:  # noqa: BLE001 - the user's edit: say why it does not apply
                 raise ReplayError(f"cannot apply the edit at step {step}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
             if not ns:
@@ -188,11 +202,11 @@ class _Run:
         book = CallBook(self._calls_after(restored.root_step, ns, step), self.arg_normalize, delay=self._delay_test(), offsets=offsets)
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         recorder = Recorder(self.store.url)
-        lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed)
+        lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
         try:
-            with answering(answerer):
+            with answering(answerer), recorded_limits(self._limits):
                 error = self._drive(app, config)
         finally:
             recorder.flush()
@@ -230,7 +244,7 @@ class _Run:
                 found = [d for d in found if d.step is None or d.step <= to_step or d.ns]
                 status = "ok" if error is None else status
             try:
-                final_state = self.store.run_detail(run_id).output
+                final_state = self.store.run_detail(run_id, typed=True).output  # the graph's own types (allow-listed)
             except GraphtapeError:
                 final_state = None
         unused = [
@@ -261,6 +275,30 @@ class _Run:
         )
 
     # -- pieces ------------------------------------------------------------------------
+    def _keep_command_route(self, step: int, update: Any, as_node: str | None) -> tuple[Any, str | None]:
+        """``(values, as_node)`` for an edit after a node that routed with ``Command(goto=...)``.
+
+        LangGraph's ``update_state`` runs the node's writers, not the node: a
+        decision made inside the node (its ``goto``) is not made again, and the
+        edited run would stop right after the edit. The edit is applied as that
+        node's ``Command`` with the recorded ``goto``, so the fork goes where the
+        recording went and the edit flows on from there.
+        """
+        try:
+            detail = self.store.step_detail(self.run.id, step)
+        except GraphtapeError:
+            return update, as_node
+        commands = [r for r in detail.routes if r.kind == "command" and r.destinations and not r.sends]
+        if not commands or not isinstance(update, dict):
+            return update, as_node
+        node = as_node or (commands[0].source if len({r.source for r in commands}) == 1 else None)
+        goto = [d for r in commands if r.source == node for d in r.destinations if d != "__end__"]
+        if node is None or not goto:
+            return update, as_node
+        from langgraph.types import Command
+
+        return Command(update=update, goto=goto if len(goto) > 1 else goto[0]), node
+
     def _entered(self) -> dict[str, int]:
         if self._entered_memo is None:
             self._entered_memo = _entered_at(self._details(""))
@@ -293,6 +331,8 @@ class _Run:
             first = self._root_steps()[0].step
             config["recursion_limit"] = max(1, limit - (restored.root_step - first) - 1)
             self._resume_limit = limit
+            # Only the root run counts from where it resumes: subgraphs and the error keep the recorded limit.
+            self._limits = Limits(recorded=limit, lowered=config["recursion_limit"])
         return config
 
     def _calls_after(self, root_step: int, ns: str, step: int) -> list[CallInfo]:
@@ -420,7 +460,7 @@ class _Run:
         rec_calls = self.store.calls(self.run.id) if live_kinds else []
         rep_calls = self.store.calls(run_id) if live_kinds else []
         rec_root_after = restored.root_step
-        root_offset = 0 if ns else offset
+        root_offset = 0  # a fork's root steps are stored with the original's numbers (Lineage.step_shift)
         cmp.namespace(Side(self.run.id, "", rec_root_after), Side(run_id, "", rec_root_after + root_offset), _in_ns(rec_calls, ""), _in_ns(rep_calls, ""))
         if ns:
             cmp.namespace(Side(self.run.id, ns, step), Side(run_id, ns, step + offset), _in_ns(rec_calls, ns), _in_ns(rep_calls, ns))
@@ -431,6 +471,33 @@ class _Run:
                 continue  # a subgraph that did (not) run shows as a route divergence in its parent
             cmp.namespace(Side(self.run.id, a, None), Side(run_id, b, None), _in_ns(rec_calls, a), _in_ns(rep_calls, b))
         return cmp.found
+
+
+def _state_keys(graph: Any) -> list[str]:
+    """The keys a state update may name: the graph's channels, without LangGraph's own."""
+    return sorted(k for k in getattr(graph, "channels", {}) if not k.startswith("__") and ":" not in k)
+
+
+def _check_edit_keys(graph: Any, update: Any) -> None:
+    """A fork edit naming a key the state does not have is refused before anything runs."""
+    if not isinstance(update, Mapping):
+        return
+    keys = _state_keys(graph)
+    if not keys:
+        raise ReplayError("this graph keeps no state to edit (a functional-API entrypoint keeps only what it returns): replay it instead")
+    unknown = [k for k in update if k not in keys]
+    if keys and unknown:
+        close = difflib.get_close_matches(str(unknown[0]), keys, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ReplayError(f"the state has no key {unknown[0]!r}{hint}: its keys are {', '.join(keys)}")
+
+
+def _edited_input(checkpoint: Mapping[str, Any], update: Mapping[str, Any]) -> Any:
+    """The run's recorded input with the edited keys replaced (an edit at the input step)."""
+    recorded = (checkpoint.get("channel_values") or {}).get("__start__")
+    if isinstance(recorded, Mapping):
+        return {**recorded, **update}
+    return dict(update)
 
 
 def _in_ns(calls: list[CallInfo], ns: str) -> list[CallInfo]:
@@ -519,8 +586,13 @@ def _is_async_only(graph: Any) -> bool:
     return False
 
 
-def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str]) -> Any:
-    """A copy of ``graph`` whose named nodes return their recorded updates instead of running."""
+def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str], *, cached_only: bool = False) -> Any:
+    """A copy of ``graph`` whose named nodes return their recorded updates instead of running.
+
+    With ``cached_only``, only the steps where the recording served the node from LangGraph's
+    cache (a ``CachePolicy`` hit) are answered so; the node runs at its other steps. A recorded
+    cache hit so replays as one, whatever the replay's own cache holds.
+    """
     from langchain_core.runnables import RunnableLambda
     from langgraph.types import Command
 
@@ -528,17 +600,19 @@ def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str
     routes: dict[tuple[int, str], list[str]] = {}
     for d in store.step_details(run_id, "", typed=True):
         for t in d.tasks:
-            if t.node in names:
+            if t.node in names and (t.cached or not cached_only):
                 recorded.setdefault((d.step.step, t.node), []).append(t.writes or {})
         for r in d.routes:
             if r.kind == "command" and r.source in names:
                 routes.setdefault((d.step.step, r.source), []).extend(r.destinations)
 
-    def serve(name: str) -> Callable[..., Any]:
-        def node(_state: Any, config: dict) -> Any:
+    def serve(name: str, original: Any) -> Callable[..., Any]:
+        def node(state: Any, config: dict) -> Any:
             step = (config.get("metadata") or {}).get("langgraph_step")
             updates = recorded.get((step, name))
             if not updates:
+                if cached_only:
+                    return original.invoke(state, config)
                 raise ReplayMiss(Miss(LiveCall("node", name, step, "", name, None)))
             update = updates.pop(0)
             goto = routes.get((step, name))
@@ -548,5 +622,5 @@ def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str
 
     nodes = dict(graph.nodes)
     for name in names:
-        nodes[name] = nodes[name].copy(update={"bound": RunnableLambda(serve(name), name=name)})
+        nodes[name] = nodes[name].copy(update={"bound": RunnableLambda(serve(name, nodes[name].bound), name=name)})
     return graph.copy(update={"nodes": nodes})

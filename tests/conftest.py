@@ -86,7 +86,7 @@ def store_url(request, tmp_path: Path) -> str:
 @pytest.fixture
 def recorder_factory(sqlite_url: str):
     """Recorders on a fresh SQLite file, closed after the test."""
-    from recorder import Recorder
+    from graphtape.recorder import Recorder
 
     made = []
 

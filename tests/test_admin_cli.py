@@ -15,8 +15,9 @@ import pytest
 import sqlalchemy as sa
 
 from conftest import load_agent
-from recorder import Recorder, open_store
-from tui.cli import build_parser, main
+from graphtape.recorder import Recorder, open_store
+from graphtape.recorder import schema as S
+from graphtape.tui.cli import build_parser, main
 
 GRAPHTAPE = Path(sys.executable).with_name("graphtape")
 DAY = 86400.0
@@ -78,8 +79,8 @@ def test_gc_deletes_old_runs_and_only_unshared_blobs(recorded, capsys):
     url, ids = recorded
     store = open_store(url)
     before = store.stats()["tables"]
-    from recorder import schema as S
-    from recorder.store import _no_progress
+    from graphtape.recorder import schema as S
+    from graphtape.recorder.store import _no_progress
 
     with store.engine.connect() as conn:
         def blobs_of(key):
@@ -163,7 +164,7 @@ def test_stats_and_filters_as_json_and_text(recorded, capsys):
     sizes = store.size_report()
     store.close()
     assert {k: v["rows"] for k, v in stats["tables"].items() if k in sizes} == {k: v for k, v in sizes.items() if k != "bytes"}
-    assert stats["runs_by_status"] == {"ok": 4} and stats["schema_version"] == 3
+    assert stats["runs_by_status"] == {"ok": 4} and stats["schema_version"] == S.SCHEMA_VERSION
     assert all(isinstance(t["bytes"], int) and t["bytes"] > 0 for t in stats["tables"].values())
     assert stats["database_bytes"] > 0
     code, out, _ = run(capsys, "--db", url, "stats")
@@ -249,10 +250,11 @@ def test_tui_web_serves_html_then_stops(tmp_path):
     proc = subprocess.Popen([str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         html = None
+        url = proc.stdout.readline().decode().split(" at ", 1)[-1].split()[0]  # printed once the port is bound
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                with urllib.request.urlopen(f"http://localhost:{port}/", timeout=2) as resp:
+                with urllib.request.urlopen(url, timeout=2) as resp:
                     assert resp.status == 200
                     html = resp.read().decode()
                     break
@@ -264,14 +266,16 @@ def test_tui_web_serves_html_then_stops(tmp_path):
         proc.terminate()
         proc.wait(timeout=15)
     assert proc.returncode is not None
-    with socket.socket() as s:  # the port is free again: the server stopped
+    with socket.socket() as s:  # no listener holds the port any more: the server stopped
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection may linger in TIME_WAIT
         s.bind(("127.0.0.1", port))
+        s.listen()
 
 
 def test_tui_web_without_textual_serve_is_one_line(tmp_path):
     db = tmp_path / "g.db"
     open_store(db, create=True).close()
-    code = f"import sys; sys.modules['textual_serve'] = None; from tui.cli import main; sys.exit(main(['--db', {str(db)!r}, 'tui', '--web']))"
+    code = f"import sys; sys.modules['textual_serve'] = None; from graphtape.tui.cli import main; sys.exit(main(['--db', {str(db)!r}, 'tui', '--web']))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == "graphtape: error: --web needs textual-serve: pip install 'graphtape[web]'\n"
@@ -284,7 +288,7 @@ def test_a_long_lived_recorder_rewrites_blobs_that_gc_swept(tmp_path):
 
     from langgraph.graph import END, START, StateGraph
 
-    from recorder import Recorder, open_store
+    from graphtape.recorder import Recorder, open_store
 
     class S(TypedDict, total=False):
         doc: str

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.cli import build_parser, main
+from graphtape.tui.cli import build_parser, main
 
 GRAPHTAPE = Path(sys.executable).with_name("graphtape")
 DEMO_NAMES = ["demo:incident", "demo:react", "demo:loop_limit", "demo:bad_input", "demo:unknown_tool", "demo:happy"]
@@ -71,7 +71,7 @@ def test_demo_records_every_scenario_with_the_incident_last(demo, capsys):
     path, _, attr = incident["graph_ref"].rpartition(":")
     assert attr == "graph_incident" and Path(path).name == "reason_act.py" and Path(path).is_file()
     # The reference names the exact scenario's graph, so a replay loads the right one.
-    from replay.loading import load_graph
+    from graphtape.replay.loading import load_graph
 
     assert load_graph(incident["graph_ref"]).get_graph() is not None
     assert "scenario:incident" in incident["tags"]
@@ -140,7 +140,7 @@ def test_runs_bad_status_is_a_usage_error_naming_the_choices(demo, capsys):
 
 
 def test_runs_on_an_empty_store(tmp_path, capsys):
-    from recorder import open_store
+    from graphtape.recorder import open_store
 
     db = str(tmp_path / "empty.db")
     open_store(db, create=True).close()
@@ -292,19 +292,19 @@ def test_debug_shows_the_traceback(demo, capsys):
 
 
 def test_interrupt_and_unexpected_errors_have_no_traceback(demo, capsys, monkeypatch):
-    import tui.views
+    from graphtape.tui import views
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tui.views, "runs_view", interrupted)
+    monkeypatch.setattr(views, "runs_view", interrupted)
     code, out, err = run(capsys, "--db", demo[0], "runs")
     assert code == 130 and err == "graphtape: interrupted\n"
 
     def broken(*a, **k):
         raise TypeError("something deep\nsecond line")
 
-    monkeypatch.setattr(tui.views, "runs_view", broken)
+    monkeypatch.setattr(views, "runs_view", broken)
     assert_one_line_error(*run(capsys, "--db", demo[0], "runs"), "unexpected TypeError: something deep", "--debug")
 
 
@@ -380,8 +380,8 @@ def test_importing_the_cli_is_light():
 
 
 def test_load_graph_by_path_and_its_errors(tmp_path):
-    from tui.demo import agents_dir
-    from replay.loading import GraphLoadError, load_graph
+    from graphtape.tui.demo import agents_dir
+    from graphtape.replay.loading import GraphLoadError, load_graph
 
     agent = agents_dir() / "reason_act.py"
     graph = load_graph(f"{agent}:graph")

@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ChatMessage, Func
 from langgraph.types import Command, Interrupt, Send
 from pydantic import BaseModel, SecretStr
 
-from recorder.codec import (
+from graphtape.recorder.codec import (
     BLOB_REF,
     ENVELOPE,
     MAX_DEPTH,
@@ -36,8 +36,8 @@ from recorder.codec import (
     register_type,
     to_plain,
 )
-from recorder.errors import RecorderFault
-from recorder.redaction import Redactor
+from graphtape.recorder.errors import RecorderFault
+from graphtape.recorder.redaction import Redactor
 
 
 class Sink:
@@ -454,8 +454,8 @@ HOSTILE_SCRIPT = textwrap.dedent(
     """
     import json, sys
     before = set(sys.modules)
-    from recorder.codec import Decoder
-    import recorder.codec
+    from graphtape.recorder.codec import Decoder
+    import graphtape.recorder.codec
     loaded = set(sys.modules)
     trees = json.loads(sys.argv[1])
     results = []
@@ -527,8 +527,38 @@ def test_cycles_are_marked_not_crashed() -> None:
     d["self"] = d
     faults: list[str] = []
     tree = Encoder(on_fault=faults.append).encode({"list": loop, "dict": d})
-    assert len(faults) == 2
-    orjson.dumps(tree)
+    assert len(faults) == 1 and "cycle" in faults[0]  # one fault per value encoded, each cycle marked
+    assert orjson.dumps(tree).count(b"contains itself") == 2
+
+
+def test_a_tree_with_parent_pointers_encodes_at_once_with_its_cycles_marked() -> None:
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class Node:
+        name: str
+        parent: Any = None
+        kids: list = field(default_factory=list)
+
+    root = node = Node("root")
+    for i in range(50):  # without cycle detection: ~2**50 paths through the parent pointers (a hang)
+        left, right = Node(f"l{i}", node), Node(f"r{i}", node)
+        node.kids += [left, right]
+        node = left
+    faults: list[str] = []
+    tree = Encoder(on_fault=faults.append).encode({"tree": root})
+    assert faults == ["Node: a cycle (the value contains itself)"]
+    assert b'"l49"' in orjson.dumps(tree)
+
+
+def test_a_value_whose_shared_parts_multiply_is_cut_at_the_budget() -> None:
+    value: list = []
+    for _ in range(60):
+        value = [value, value]  # 2**60 paths
+    faults: list[str] = []
+    tree = Encoder(on_fault=faults.append).encode(value)
+    assert len(faults) == 1 and "more than" in faults[0]
+    assert b"over the value budget" in orjson.dumps(tree)
 
 
 def test_deeply_nested_recorded_data_is_refused() -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from recorder import StepNotFound, open_store
+from graphtape.recorder import StepNotFound, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 PROCESSES = 8
@@ -36,7 +36,7 @@ SERVER = textwrap.dedent(
     import json, operator, os, random, sys, threading, time
     from typing import Annotated, TypedDict
     from langgraph.graph import END, START, StateGraph
-    from recorder import Recorder
+    from graphtape.recorder import Recorder
 
     url, out_dir, procs, threads, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 

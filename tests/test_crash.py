@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from recorder import Recorder, open_store
+from graphtape.recorder import Recorder, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS_PER_MODE = 50
@@ -43,7 +43,7 @@ SERVER = textwrap.dedent(
     import operator, os, random, sys, time
     from typing import Annotated, TypedDict
     from langgraph.graph import START, StateGraph
-    from recorder import Recorder
+    from graphtape.recorder import Recorder
 
     class S(TypedDict):
         n: int

@@ -26,7 +26,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 import sqlalchemy as sa
 
-from recorder import Recorder, StoreError, open_store
+from graphtape.recorder import Recorder, StoreError, open_store
 
 NODES = 12
 

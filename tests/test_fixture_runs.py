@@ -30,16 +30,16 @@ def test_incident_replays_against_todays_agent(graphtape_replay):
 @pytest.mark.graphtape(REACT, graph="fixtures/agents/react_agent.py:graph")
 def test_react_parallel_tool_calls_replay(graphtape_replay):
     result = graphtape_replay()
-    assert result.final_state["messages"][-1]["content"].startswith("B-2077 was delivered on 2024-05-01.")
+    assert result.final_state["messages"][-1].content.startswith("B-2077 was delivered on 2024-05-01.")
     assert result.served == {"tool": 3, "model": 3}
 
 
 def test_the_incident_fixture_catches_a_different_agent(tmp_path):
     # Not through the marker: --graphtape-record=rewrite would re-record the incident from this agent.
-    from recorder import SqlStore
-    from replay import replay
-    from replay.fixture import import_fixture, read_fixture
-    from replay.loading import load_graph
+    from graphtape.recorder import SqlStore
+    from graphtape.replay import replay
+    from graphtape.replay.fixture import import_fixture, read_fixture
+    from graphtape.replay.loading import load_graph
 
     store = SqlStore(tmp_path / "store.db")
     try:

@@ -13,11 +13,11 @@ from typing import Annotated, TypedDict
 import pytest
 import sqlalchemy as sa
 
-from recorder import Recorder, SqlStore
-from recorder import schema as S
-from replay import replay
-from replay.normalize import Normalizer
-from replay.fixture import (
+from graphtape.recorder import Recorder, SqlStore
+from graphtape.recorder import schema as S
+from graphtape.replay import replay
+from graphtape.replay.normalize import Normalizer
+from graphtape.replay.fixture import (
     FORMAT_VERSION,
     FixtureError,
     StepRange,
@@ -29,7 +29,7 @@ from replay.fixture import (
     read_fixture,
 )
 from tests.conftest import load_agent
-from tui.cli import main
+from graphtape.tui.cli import main
 
 SECRET = "sk-live-abcdefghijklmnopqrstuvwxyz012345"
 
@@ -260,7 +260,7 @@ def test_import_rebuilds_a_run_replay_accepts(tmp_path, react):
     result = replay(new, react.build_graph(), db=dst)
     assert not result.diverged, result.report()
     assert result.served == {"tool": 3, "model": 3}
-    assert result.final_state["messages"][-1]["content"] == react.FINAL_ANSWER
+    assert result.final_state["messages"][-1].content == react.FINAL_ANSWER
 
 
 def test_importing_twice_finds_the_same_run(tmp_path, react):
@@ -379,7 +379,7 @@ def test_malformed_and_oversized_files_are_refused(tmp_path, monkeypatch, capsys
     path.write_text(json.dumps({"graphtape_fixture": 1, "name": "n", "outcome": {"status": "ok"}, "config": {}, "inputs": deep}))
     code, err = _cli_import(tmp_path, path, capsys)
     assert code == 2 and "nested deeper than" in err
-    import replay.fixture as fx
+    import graphtape.replay.fixture as fx
 
     monkeypatch.setattr(fx, "MAX_FILE_BYTES", 64)
     path.write_text(json.dumps({"graphtape_fixture": 1, "pad": "x" * 100}))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recorder.frames import MAX_CHAIN, FrameBuilder, FrameState
+from graphtape.recorder.frames import MAX_CHAIN, FrameBuilder, FrameState
 
 
 class Item:

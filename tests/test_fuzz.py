@@ -35,9 +35,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recorder import GraphtapeError, Recorder, open_store
-from recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, DecodeError, Decoder
-from recorder.store import MAX_INFLATE, expand_payload, pack, unpack
+from graphtape.recorder import GraphtapeError, Recorder, open_store
+from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, DecodeError, Decoder
+from graphtape.recorder.store import MAX_INFLATE, expand_payload, pack, unpack
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,7 +131,7 @@ BOMB_SCRIPT = textwrap.dedent(
     """
     import resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # a runaway decode fails here, not the machine
-    from recorder.codec import BLOB_REF, Decoder, DecodeError
+    from graphtape.recorder.codec import BLOB_REF, Decoder, DecodeError
     levels, typed = int(sys.argv[1]), sys.argv[2] == "typed"
     blobs = {f"{i:032x}": [{BLOB_REF: f"{i + 1:032x}"}, {BLOB_REF: f"{i + 1:032x}"}] for i in range(levels)}
     blobs[f"{levels:032x}"] = "leaf " * 20
@@ -422,7 +422,7 @@ def mutated_fixtures(draw: st.DrawFn) -> bytes:
 
 def assert_loader_outcome(data: bytes, store_path: Path) -> bool:
     """Parse, import and read back every step (plain and typed); True if all of it worked."""
-    from replay.fixture import import_fixture, parse_fixture
+    from graphtape.replay.fixture import import_fixture, parse_fixture
 
     try:
         with deadline(30):
@@ -451,7 +451,7 @@ def test_the_demo_fixture_imports(tmp_path: Path) -> None:
 @settings(max_examples=150, deadline=None)
 @given(data=st.one_of(st.binary(max_size=200), trees(refs=True).map(orjson.dumps), st.dictionaries(st.text(max_size=10), trees(refs=True), max_size=5).map(lambda d: orjson.dumps({"graphtape_fixture": 1, **d}))))
 def test_fixture_loader_refuses_random_json_in_one_line(data: bytes) -> None:
-    from replay.fixture import parse_fixture
+    from graphtape.replay.fixture import parse_fixture
 
     try:
         parse_fixture(data, "fuzz.json")
@@ -489,7 +489,7 @@ def test_fixture_numbers_past_the_columns_and_hostile_names_fail_or_load_as_data
 
 
 def test_read_fixture_bounds_the_file(tmp_path: Path) -> None:
-    from replay.fixture import MAX_FILE_BYTES, read_fixture
+    from graphtape.replay.fixture import MAX_FILE_BYTES, read_fixture
 
     big = tmp_path / "big.json"
     with big.open("wb") as f:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import recorder
+from graphtape import recorder
 
 
 def test_headless_packages_do_not_import_textual():
-    code = "import sys, recorder, replay, tui, tui.cli; bad = [m for m in ('textual', 'tui.app') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    code = "import sys, graphtape, graphtape.recorder, graphtape.replay, graphtape.tui, graphtape.tui.cli; bad = [m for m in ('textual', 'graphtape.tui.app') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -43,7 +43,7 @@ def test_recorder_public_surface_is_pinned():
 
 
 def test_replay_public_surface_is_pinned_and_lazy():
-    import replay
+    from graphtape import replay
 
     assert replay.__all__ == [
         "Divergence",
@@ -64,6 +64,6 @@ def test_replay_public_surface_is_pinned_and_lazy():
     ]
     for name in replay.__all__:
         assert getattr(replay, name).__doc__, f"replay.{name} needs a docstring"
-    code = "import sys, replay, replay.pytest_plugin, replay.loading; print(sorted(m for m in ('langgraph', 'langchain_core', 'textual') if m in sys.modules))"
+    code = "import sys, graphtape, graphtape.replay, graphtape.replay.pytest_plugin, graphtape.replay.loading; print(sorted(m for m in ('langgraph', 'langchain_core', 'textual') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr

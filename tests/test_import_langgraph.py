@@ -17,9 +17,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
 
 from conftest import load_agent
-from recorder import open_store
-from recorder.import_langgraph import LangGraphImportError, _Source, import_langgraph
-from tui.cli import main
+from graphtape.recorder import open_store
+from graphtape.recorder.import_langgraph import LangGraphImportError, _Source, import_langgraph
+from graphtape.tui.cli import main
 
 
 class State(TypedDict, total=False):

@@ -14,9 +14,9 @@ import langchain_core.language_models  # noqa: F401
 import langgraph.graph  # noqa: F401
 import pytest
 
-import recorder.attach  # noqa: F401 - with the two above: loaded before pytester snapshots
-import replay.runner  # noqa: F401 - sys.modules, so inline sessions share their classes
-from replay.record_mode import RecordMode, in_ci
+import graphtape.recorder.attach  # noqa: F401 - with the two above: loaded before pytester snapshots
+import graphtape.replay.runner  # noqa: F401 - sys.modules, so inline sessions share their classes
+from graphtape.replay.record_mode import RecordMode, in_ci
 
 pytest_plugins = ["pytester"]
 
@@ -184,7 +184,7 @@ def test_a_missing_fixture_fails_in_mode_none(pytester):
     write_test(pytester)
     result = run(pytester)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*graphtape: no fixture at fixtures/runs/refund.json: record it with `pytest --graphtape-record=missing`*"])
+    result.stdout.fnmatch_lines([f"*graphtape: no fixture at {pytester.path.resolve() / 'fixtures' / 'runs' / 'refund.json'}: record it with `pytest --graphtape-record=missing`*"])
     assert not (pytester.path / "fixtures" / "runs" / "refund.json").exists()
 
 
@@ -244,11 +244,11 @@ def test_refund(graphtape_replay):
 
 
 def test_test_gen_writes_a_test_that_passes(pytester, tmp_path):
-    from recorder import Recorder
-    from tui.cli import main
+    from graphtape.recorder import Recorder
+    from graphtape.tui.cli import main
 
     write_agent(pytester)
-    from replay.loading import load_graph
+    from graphtape.replay.loading import load_graph
 
     graph = load_graph(str(pytester.path / "agent.py") + ":graph")
     db = tmp_path / "store.db"
@@ -273,3 +273,21 @@ def test_record_mode_is_a_str_enum_with_a_validator():
     with pytest.raises(ValueError, match="use one of 'none', 'missing', 'rewrite'"):
         RecordMode.parse("all")
     assert in_ci({"CI": "true"}) and in_ci({"CI": "1"}) and not in_ci({}) and not in_ci({"CI": "false"})
+
+
+def test_a_relative_fixture_path_is_found_beside_the_test_file_wherever_pytest_starts(pytester):
+    # Record the fixture at the rootdir, then move the test, its agent and its fixture into a
+    # folder: the marker's relative path now only exists beside the test file.
+    recorded(pytester)
+    sub = pytester.path / "suite"
+    (sub / "fixtures" / "runs").mkdir(parents=True)
+    for name in ("test_refund.py", "agent.py", "fixtures/runs/refund.json"):
+        (pytester.path / name).rename(sub / name)
+    result = run(pytester, "suite/test_refund.py")
+    result.assert_outcomes(passed=1)
+    # Neither beside the test nor from the rootdir: both places are named.
+    (sub / "fixtures" / "runs" / "refund.json").unlink()
+    result = run(pytester, "suite/test_refund.py")
+    result.assert_outcomes(failed=1)
+    beside, root = sub / "fixtures" / "runs" / "refund.json", pytester.path / "fixtures" / "runs" / "refund.json"
+    result.stdout.fnmatch_lines([f"*no fixture at {beside.resolve()} or {root.resolve()}*"])

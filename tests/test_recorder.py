@@ -22,7 +22,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from pydantic import SecretStr
 
-from recorder import Durability, Recorder, RecorderFault, open_store
+from graphtape.recorder import Durability, Recorder, RecorderFault, open_store
 
 
 class S(TypedDict):
@@ -181,7 +181,7 @@ KILLED_SCRIPT = textwrap.dedent(
     import os, sys, time, operator
     from typing import Annotated, TypedDict
     from langgraph.graph import StateGraph, START
-    from recorder import Recorder
+    from graphtape.recorder import Recorder
 
     class S(TypedDict):
         n: int

@@ -30,8 +30,8 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from pydantic import SecretStr
 
-from recorder import Recorder, open_store
-from recorder.redaction import DEFAULT_PATTERNS, MARK
+from graphtape.recorder import Recorder, open_store
+from graphtape.recorder.redaction import DEFAULT_PATTERNS, MARK
 
 ScriptedChatModel = load_agent("scripted_model").ScriptedChatModel
 
@@ -248,8 +248,10 @@ def test_no_planted_secret_reaches_the_database_files(tmp_path: Path, durability
 def test_every_builtin_pattern_is_planted() -> None:
     import re
 
+    from test_redaction_channels import Planted as EveryFormat
+
     p = Planted()
-    text = p.every_pattern("check")
+    text = p.every_pattern("check") + "\n" + EveryFormat().formats("check")  # the two end-to-end tests between them
     for pattern in DEFAULT_PATTERNS:
         assert re.search(pattern, text), pattern
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from test_redaction_e2e import USER_KEY, USER_PATTERN, Planted, build, config, inputs, leaks
 
-from recorder import Recorder, open_store
-from replay import export_fixture, write_fixture
+from graphtape.recorder import Recorder, open_store
+from graphtape.replay import export_fixture, write_fixture
 
 
 def test_exported_fixture_holds_no_planted_secret(tmp_path: Path) -> None:

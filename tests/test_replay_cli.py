@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from recorder import Recorder, open_store
-from tui.cli import main
+from graphtape.recorder import Recorder, open_store
+from graphtape.tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = ROOT / "fixtures" / "agents"
@@ -59,7 +59,7 @@ def project(tmp_path: Path):
     (tmp_path / "agent.py").write_text(GRAPH_FILE.format(threshold=5))
     (tmp_path / "agent_changed.py").write_text(GRAPH_FILE.format(threshold=50))
     db = str(tmp_path / "runs.db")
-    from replay.loading import load_graph
+    from graphtape.replay.loading import load_graph
 
     ref = f"{tmp_path / 'agent.py'}:graph"
     with Recorder(db) as rec:
@@ -71,7 +71,7 @@ def project(tmp_path: Path):
 
 def test_replay_command_exits_0_when_clean_and_1_with_a_report(project, capsys):
     tmp, db, run_id = project
-    assert main(["--db", db, "replay", run_id]) == 0  # --graph defaults to the recorded reference
+    assert main(["--db", db, "replay", run_id, "--trust-recorded-graph"]) == 0  # the recorded reference, loaded as asked
     assert "matches the recording" in capsys.readouterr().out
     code = main(["--db", db, "replay", run_id, "--graph", f"{tmp / 'agent_changed.py'}:graph"])
     out = capsys.readouterr().out
@@ -92,7 +92,7 @@ def test_replay_json_output(project, capsys):
 def test_replay_override_from_the_command_line(project, capsys):
     tmp, db, run_id = project
     (tmp / "fakes.py").write_text("def lookup(q):\n    return 'faked ' + q\n")
-    code = main(["--db", db, "replay", run_id, "--override", f"lookup={tmp / 'fakes.py'}:lookup", "--json"])
+    code = main(["--db", db, "replay", run_id, "--trust-recorded-graph", "--override", f"lookup={tmp / 'fakes.py'}:lookup", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 1
     state = next(d for d in data["divergences"] if d["kind"] == "state")
@@ -101,7 +101,7 @@ def test_replay_override_from_the_command_line(project, capsys):
 
 def test_fork_command_records_a_linked_run(project, capsys):
     tmp, db, run_id = project
-    assert main(["--db", db, "fork", run_id, "--at", "0", "--set", "x=1"]) == 0
+    assert main(["--db", db, "fork", run_id, "--trust-recorded-graph", "--at", "0", "--set", "x=1"]) == 0
     captured = capsys.readouterr()
     assert "fork of run" in captured.out and "fork recorded as run" in captured.err
     store = open_store(db)
@@ -119,13 +119,14 @@ def test_fork_command_records_a_linked_run(project, capsys):
         (["replay", "nosuchrun"], "no run"),
         (["replay", "{run}", "--graph", "nope.py:graph"], "cannot load"),
         (["replay", "{run}", "--graph", "bad-ref"], "bad graph reference"),
-        (["replay", "{run}", "--from", "99"], "no completed step 99"),
-        (["replay", "{run}", "--mode", "loose"], "invalid choice"),
-        (["replay", "{run}", "--override", "lookup"], "bad --override"),
-        (["replay", "{run}", "--mock-node", "ghost"], "cannot mock node"),
-        (["fork", "{run}", "--at", "0"], "at least one --set"),
-        (["fork", "{run}", "--at", "0", "--set", "x=nine"], "not JSON"),
-        (["fork", "{run}", "--at", "0", "--set", "nokey.a=1"], "no key 'nokey'"),
+        (["replay", "{run}", "--trust-recorded-graph", "--from", "99"], "no completed step 99"),
+        (["replay", "{run}", "--trust-recorded-graph", "--mode", "loose"], "invalid choice"),
+        (["replay", "{run}", "--trust-recorded-graph", "--override", "lookup"], "bad --override"),
+        (["replay", "{run}", "--trust-recorded-graph", "--mock-node", "ghost"], "cannot mock node"),
+        (["fork", "{run}", "--trust-recorded-graph", "--at", "0"], "at least one --set"),
+        (["fork", "{run}", "--trust-recorded-graph", "--at", "0", "--set", "x=nine"], "not JSON"),
+        (["fork", "{run}", "--trust-recorded-graph", "--at", "0", "--set", "nokey.a=1"], "no key 'nokey'"),
+        (["fork", "{run}", "--trust-recorded-graph", "--at", "0", "--set", "turnz=1"], "the state has no key 'turnz'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(project, capsys, argv, message):
@@ -137,10 +138,37 @@ def test_bad_input_is_one_line_and_exit_2(project, capsys, argv, message):
     assert "Traceback" not in err
 
 
+def test_a_recorded_graph_reference_is_not_loaded_without_consent(project, capsys):
+    tmp, db, _run_id = project
+    from graphtape.replay.loading import load_graph
+
+    # A run whose recording names a file that plants a marker when executed (never loaded yet).
+    planted = tmp / "planted.py"
+    planted.write_text(f"open({str(tmp / 'pwned')!r}, 'w').close()\n" + GRAPH_FILE.format(threshold=5))
+    with Recorder(db) as rec:
+        rec.attach(load_graph(f"{tmp / 'agent.py'}:graph"), graph_ref=f"{planted}:graph").invoke({"x": 9})
+        run_id = rec.last_run_id
+    for argv in (["replay", run_id], ["fork", run_id, "--at", "0", "--set", "x=1"]):
+        code = main(["--db", db, *argv])  # no terminal here: no prompt, so no
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and "--trust-recorded-graph" in err and "loading runs its code" in err
+        assert not (tmp / "pwned").exists()
+    assert main(["--db", db, "replay", run_id, "--trust-recorded-graph"]) == 0
+    assert (tmp / "pwned").exists()  # agreed to: loaded
+
+
+def test_a_fork_that_raises_says_so_and_exits_1(project, capsys):
+    tmp, db, run_id = project
+    code = main(["--db", db, "fork", run_id, "--trust-recorded-graph", "--at", "0", "--set", "x=null"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.splitlines()[1].startswith("the fork raised TypeError")
+
+
 FRESH = """
 import sys
-from replay import replay
-from replay.loading import load_graph
+from graphtape.replay import replay
+from graphtape.replay.loading import load_graph
 result = replay(sys.argv[1], load_graph(sys.argv[2]), db=sys.argv[3])
 print("CLEAN" if not result.diverged else result.report())
 """
@@ -150,7 +178,7 @@ def test_unchanged_replay_is_clean_in_20_fresh_processes(tmp_path):
     """Nothing volatile leaks into the comparison: message ids, run ids, tool-call ids, dict order, time."""
     db = str(tmp_path / "fresh.db")
     refs = [f"{AGENTS / 'react_agent.py'}:graph", f"{AGENTS / 'reason_act.py'}:graph_unknown_tool"]
-    from replay.loading import load_graph
+    from graphtape.replay.loading import load_graph
 
     runs = []
     with Recorder(db) as rec:
@@ -172,7 +200,7 @@ def test_unchanged_replay_is_clean_in_20_fresh_processes(tmp_path):
 
 
 def _inputs_for(ref: str):
-    from replay.loading import load_module_from_path
+    from graphtape.replay.loading import load_module_from_path
 
     path, _, attr = ref.rpartition(":")
     module = load_module_from_path(path)

@@ -12,10 +12,10 @@ import pytest
 import sqlalchemy as sa
 from conftest import load_agent
 
-from recorder import Recorder
+from graphtape.recorder import Recorder
 from textual.worker import WorkerCancelled
 
-from tui.app import build_app
+from graphtape.tui.app import build_app
 
 T0 = 1_790_000_000.0  # a fixed "now" for every recorded timestamp
 
@@ -155,8 +155,8 @@ def frozen_replay(tmp_path_factory):
     """A recorded triage run replayed on a copy of its graph that routes elsewhere, ids and clocks frozen."""
     from dataclasses import replace
 
-    from replay import replay
-    from replay.loading import load_graph
+    from graphtape.replay import replay
+    from graphtape.replay.loading import load_graph
     from test_tui_replay import TRIAGE
 
     folder = tmp_path_factory.mktemp("snap-replay")
@@ -173,7 +173,7 @@ def frozen_replay(tmp_path_factory):
 
 
 def test_compare_screen(snap_compare, frozen_replay):
-    from tui.screens.compare import CompareScreen
+    from graphtape.tui.screens.compare import CompareScreen
 
     db, result = frozen_replay
 

@@ -33,7 +33,7 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Send
 
-from recorder import (
+from graphtape.recorder import (
     AmbiguousRun,
     Recorder,
     RunNotFound,
@@ -44,10 +44,10 @@ from recorder import (
     StoreError,
     open_store,
 )
-from recorder import schema as S
-from recorder.codec import BLOB_REF, Encoder, blob_hash
-from recorder.frames import MAX_CHAIN
-from recorder.store import MAX_INFLATE, Batch, pack, unpack
+from graphtape.recorder import schema as S
+from graphtape.recorder.codec import BLOB_REF, Encoder, blob_hash
+from graphtape.recorder.frames import MAX_CHAIN
+from graphtape.recorder.store import MAX_INFLATE, Batch, pack, unpack
 
 # ---------------------------------------------------------------------------
 # Graphs

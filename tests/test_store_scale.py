@@ -16,9 +16,9 @@ import pytest
 import sqlalchemy as sa
 
 from conftest import ROOT, load_agent
-from recorder import Recorder, SchemaVersionError, open_store
-from recorder import schema as S
-from tui.cli import main
+from graphtape.recorder import Recorder, SchemaVersionError, open_store
+from graphtape.recorder import schema as S
+from graphtape.tui.cli import main
 
 N = 1200
 
@@ -141,7 +141,7 @@ def test_sqlite_plans_use_the_indexes(tmp_path):
 
 
 def _downgrade_to_v2(url: str) -> None:
-    """Make a v3 store look like one written by the previous graphtape."""
+    """Make a current store look like one written by graphtape's schema v2."""
     engine = sa.create_engine(open_store(url, create=False).url)
     with engine.begin() as conn:
         if conn.dialect.name == "sqlite":
@@ -155,6 +155,8 @@ def _downgrade_to_v2(url: str) -> None:
             conn.exec_driver_sql(f"DROP INDEX {name}")
         conn.exec_driver_sql("CREATE INDEX ix_runs_started ON runs (started_at)")
         conn.exec_driver_sql("CREATE INDEX ix_runs_status ON runs (status)")
+        conn.exec_driver_sql("DROP INDEX ix_calls_failed")
+        conn.exec_driver_sql("ALTER TABLE calls DROP COLUMN traceback")
         conn.execute(sa.update(S.meta).values(value="2"))
     engine.dispose()
 
@@ -172,7 +174,7 @@ def test_v2_store_is_refused_then_migrated(store_url, capsys):
     assert code == 2 and "graphtape migrate" in err and err.count("\n") == 1
 
     assert main(["--db", store_url, "migrate"]) == 0
-    assert "from schema v2 to v3" in capsys.readouterr().out
+    assert f"from schema v2 to v{S.SCHEMA_VERSION}" in capsys.readouterr().out
     store = open_store(store_url)
     want = [r["id"] for r in _expected_for(200) if "vip" in r["tags"]]
     assert [r.id for r in store.list_runs(tag="vip")] == want and want
@@ -189,7 +191,7 @@ def test_v2_store_is_refused_then_migrated(store_url, capsys):
     assert [r.id for r in store.list_runs(tag="after-migrate")] == ["ffffffffffffffff"]
     store.close()
     assert main(["--db", store_url, "migrate"]) == 0
-    assert "already at schema v3" in capsys.readouterr().out
+    assert f"already at schema v{S.SCHEMA_VERSION}" in capsys.readouterr().out
 
 
 def _expected_for(n: int) -> list[dict]:

@@ -6,15 +6,15 @@ import sqlalchemy as sa
 import pytest
 from conftest import load_agent
 
-from recorder import Recorder
+from graphtape.recorder import Recorder, open_store
 from textual.worker import WorkerCancelled
 
-from tui.app import build_app
-from tui.data import count_differences
-from tui.screens.run import RunScreen
-from tui.screens.runs import RunsScreen
-from tui.widgets.diff_view import DiffView
-from tui.widgets.timeline import Timeline
+from graphtape.tui.app import build_app
+from graphtape.tui.data import count_differences
+from graphtape.tui.screens.run import RunScreen
+from graphtape.tui.screens.runs import RunsScreen
+from graphtape.tui.widgets.diff_view import DiffView
+from graphtape.tui.widgets.timeline import Timeline
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +109,8 @@ async def test_stepping_shows_state_routes_and_calls(demo_db):
     app = build_app(demo_db, "last")
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(app, pilot)
+        await pilot.press("G")  # these checks start at the last step (a run opens at its first problem)
+        await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, RunScreen) and screen.run.name == "demo:incident"
         last = len(screen.steps) - 1
@@ -141,6 +143,8 @@ async def test_stepping_shows_state_routes_and_calls(demo_db):
 async def test_diff_default_and_marked(demo_db):
     app = build_app(demo_db, "last")
     async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("G")  # these checks start at the last step (a run opens at its first problem)
         await settle(app, pilot)
         screen = app.screen
         # Default: this step against the previous one; the message list grew by appends.
@@ -184,6 +188,8 @@ async def test_reverse_watch_jumps_to_the_step_that_changed_a_key(demo_db):
     app = build_app(demo_db, "last")
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(app, pilot)
+        await pilot.press("G")  # these checks start at the last step (a run opens at its first problem)
+        await settle(app, pilot)
         screen = app.screen
         screen.watch_key = "retries"
         await pilot.press("left_square_bracket")
@@ -217,6 +223,8 @@ async def test_subgraph_tab_opens_the_child_namespace(tmp_path):
     app = build_app(db, "last")
     async with app.run_test(size=(120, 30)) as pilot:
         await settle(app, pilot)
+        await pilot.press("G")  # these checks start at the last step (a run opens at its first problem)
+        await settle(app, pilot)
         screen = app.screen
         assert screen.payload.step.nodes == ["child"] and screen.payload.subgraphs
         await pilot.press("6")
@@ -226,6 +234,8 @@ async def test_subgraph_tab_opens_the_child_namespace(tmp_path):
         await settle(app, pilot)
         child = app.screen
         assert isinstance(child, RunScreen) and child.ns.startswith("child:")
+        await pilot.press("G")
+        await settle(app, pilot)
         assert child.payload.state == {"n": 6}
         await pilot.press("u")
         await settle(app, pilot)
@@ -258,6 +268,8 @@ async def test_small_terminal_stacks_the_layout(demo_db):
     app = build_app(demo_db, "last")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
+        await pilot.press("G")  # these checks start at the last step (a run opens at its first problem)
+        await settle(app, pilot)
         screen = app.screen
         assert screen.has_class("narrow")
         timeline = screen.query_one(Timeline)
@@ -285,6 +297,8 @@ async def test_timeline_keys_and_clicks_select_steps(demo_db):
     app = build_app(demo_db, "last")
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(app, pilot)
+        await pilot.press("G")  # these checks start at the last step (a run opens at its first problem)
+        await settle(app, pilot)
         screen = app.screen
         timeline = screen.query_one(Timeline)
         last = len(screen.steps) - 1
@@ -301,7 +315,7 @@ async def test_timeline_keys_and_clicks_select_steps(demo_db):
 
 
 def test_long_runs_of_appends_fold_to_their_ends():
-    from tui.data import count_differences, diff_states, fold_appends
+    from graphtape.tui.data import count_differences, diff_states, fold_appends
 
     old = {"messages": [{"type": "human", "content": "hi"}], "n": 1}
     new = {"messages": old["messages"] + [{"type": "ai", "content": f"m{i}"} for i in range(100)], "n": 2}
@@ -327,8 +341,8 @@ def test_long_runs_of_appends_fold_to_their_ends():
 
 def test_deferred_lists_diff_and_show_decoding_only_what_is_shown(tmp_path):
     """A long history read deferred: the step diff decodes the new message, a far diff its ends."""
-    from recorder.deferred import DeferredList
-    from tui.data import count_differences, diff_states, message_lists, short
+    from graphtape.recorder.deferred import DeferredList
+    from graphtape.tui.data import count_differences, diff_states, message_lists, short
 
     decoded: list[int] = []
 
@@ -355,6 +369,8 @@ def test_deferred_lists_diff_and_show_decoding_only_what_is_shown(tmp_path):
 async def test_transcript_shows_the_selected_step_when_its_tab_opens(demo_db):
     app = build_app(demo_db, "last")
     async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("G")  # these checks start at the last step (a run opens at its first problem)
         await settle(app, pilot)
         screen = app.screen
         await pilot.press("left", "left")  # stepped while the Messages tab is hidden
@@ -392,8 +408,8 @@ def _record_long_history(db: str, prefill: int = 300, steps: int = 4) -> str:
 
 def test_deferred_state_reads_the_same_values_as_a_full_read(store_url):
     """On SQLite and PostgreSQL: long lists come back deferred, and read back exactly what a full read gives."""
-    from recorder import open_store
-    from recorder.deferred import DEFER_AT, DeferredList
+    from graphtape.recorder import open_store
+    from graphtape.recorder.deferred import DEFER_AT, DeferredList
 
     run_id = _record_long_history(store_url, prefill=DEFER_AT + 20)
     store = open_store(store_url)
@@ -415,8 +431,8 @@ def test_deferred_state_reads_the_same_values_as_a_full_read(store_url):
 
 
 def test_a_deferred_list_whose_blobs_are_damaged_fails_in_one_line(tmp_path):
-    from recorder import open_store
-    from recorder.errors import StoreError
+    from graphtape.recorder import open_store
+    from graphtape.recorder.errors import StoreError
 
     db = str(tmp_path / "damaged.db")
     run_id = _record_long_history(db)
@@ -438,14 +454,16 @@ async def test_a_long_history_opens_decoding_only_what_is_shown(tmp_path):
     """The run screen reads the history deferred: the transcript's tail, then tree items, copy and save on demand."""
     import json
 
-    from recorder.deferred import DeferredList
-    from tui.step_reader import TRANSCRIPT_TAIL
-    from tui.widgets.state_tree import StateTree
+    from graphtape.recorder.deferred import DeferredList
+    from graphtape.tui.step_reader import TRANSCRIPT_TAIL
+    from graphtape.tui.widgets.state_tree import StateTree
 
     db = str(tmp_path / "long.db")
     run_id = _record_long_history(db)
     app = build_app(db, run_id)
     async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("G")  # these checks start at the last step (a run opens at its first problem)
         await settle(app, pilot)
         screen = app.screen
         messages = screen.payload.state["messages"]
@@ -475,19 +493,29 @@ async def test_a_long_history_opens_decoding_only_what_is_shown(tmp_path):
         await settle(app, pilot)
         copied = json.loads(app.clipboard)
         assert len(copied) == total and copied[0]["content"] == "question 0" and copied[-1]["content"] == "reply 3"
-        monkey_cwd = tmp_path / "out"
-        monkey_cwd.mkdir()
-        import os
-
-        old_cwd = os.getcwd()
-        os.chdir(monkey_cwd)
-        try:
-            await pilot.press("s")
-            await settle(app, pilot)
-        finally:
-            os.chdir(old_cwd)
-        saved = json.loads(next(monkey_cwd.glob("graphtape-*.json")).read_text())
+        # s asks where (the default is in the current directory); the file is private (0600).
+        target = tmp_path / "out" / "state.json"
+        await pilot.press("s")
+        await settle(app, pilot)
+        field = app.screen.query_one("#export-path")
+        assert field.value.startswith("graphtape-") and field.value.endswith(".json")
+        field.value = str(target)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        saved = json.loads(target.read_text())
         assert len(saved["messages"]) == total and saved["n"] == 4
+        assert target.stat().st_mode & 0o777 == 0o600
+        # An existing file is replaced only after a second Enter.
+        target.write_text("{}")
+        await pilot.press("s")
+        await settle(app, pilot)
+        app.screen.query_one("#export-path").value = str(target)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert target.read_text() == "{}" and "exists" in str(app.screen.query_one("#export-error").render())
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert json.loads(target.read_text())["n"] == 4
 
 
 async def test_a_run_screen_keeps_what_it_loaded_out_of_full_collections_while_open(demo_db):
@@ -548,7 +576,7 @@ async def test_keys_pressed_faster_than_steps_load_all_count(demo_db):
 
 
 async def test_small_terminal_help_scrolls_and_keys_read_as_typed(demo_db):
-    from tui.screens.prompts import HelpScreen
+    from graphtape.tui.screens.prompts import HelpScreen
 
     app = build_app(demo_db, "last")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -589,7 +617,7 @@ async def test_step_minus_one_shows_the_input_and_says_what_it_is(demo_db):
         await pilot.press("home")
         await settle(app, pilot)
         assert screen.payload.step.step == -1 and screen.payload.graph_input["input"] == "Has my order A-1042 arrived yet?"
-        from tui.widgets.state_tree import StateTree
+        from graphtape.tui.widgets.state_tree import StateTree
 
         labels = [str(n.label) for n in screen.query_one(StateTree).root.children]
         assert labels[0].startswith("no state yet: step -1 holds the graph's input") and labels[1].startswith("input:")
@@ -600,11 +628,13 @@ async def test_step_minus_one_shows_the_input_and_says_what_it_is(demo_db):
 
 async def test_values_the_views_fold_open_in_full(demo_db):
     """v (or Enter on a leaf) shows a state value whole; on the Diff tab, every entry's values whole."""
-    from tui.screens.prompts import ValueScreen
-    from tui.widgets.state_tree import StateTree
+    from graphtape.tui.screens.prompts import ValueScreen
+    from graphtape.tui.widgets.state_tree import StateTree
 
     app = build_app(demo_db, "last")
     async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("G")  # these checks start at the last step (a run opens at its first problem)
         await settle(app, pilot)
         screen = app.screen
         answer = screen.payload.state["agent_outcome"]["answer"]
@@ -625,7 +655,7 @@ async def test_values_the_views_fold_open_in_full(demo_db):
 
 
 async def test_model_calls_show_their_tokens(tmp_path):
-    from tui.widgets.panels import CallsPanel
+    from graphtape.tui.widgets.panels import CallsPanel
 
     db = str(tmp_path / "react.db")
     react = load_agent("react_agent")
@@ -651,10 +681,56 @@ async def test_model_calls_show_their_tokens(tmp_path):
 
 
 async def test_the_demo_says_what_happened_when_it_opens(demo_db):
-    from tui.cli import demo_welcome
+    from graphtape.tui.cli import demo_welcome
 
     app = build_app(demo_db, "last", welcome=demo_welcome("The status tool times out twice."))
     async with app.run_test(size=(120, 34)) as pilot:
         await settle(app, pilot)
-        shown = [n.message for n in app._notifications]
-        assert any(m.startswith("The status tool times out twice.") and "e jumps to the next failed call" in m for m in shown)
+        screen = app.screen
+        # The hint is a line of the header, not a toast over the status line or the state.
+        header = str(screen.query_one("#run-header").render())
+        assert "The status tool times out twice." in header and "e: next problem" in header
+        assert not list(app._notifications)
+        # The run opens at its first problem (the first timed-out call), and e finds the next one.
+        problems = [s.step for s in screen.steps if screen.call_counts.get(s.step, {}).get("failed")]
+        assert screen.steps[screen.index].step == problems[0]
+        await pilot.press("e")
+        await settle(app, pilot)
+        assert screen.steps[screen.index].step == problems[1]
+
+
+async def test_a_run_without_problems_opens_where_its_story_starts(demo_db):
+    store = open_store(demo_db)
+    happy = next(r.id for r in store.list_runs() if r.name == "demo:happy")
+    store.close()
+    app = build_app(demo_db, happy)
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert screen.run.name == "demo:happy" and screen.steps[screen.index].step == 0
+
+
+async def test_the_transcript_opens_at_its_end_and_end_reaches_the_last_message(demo_db):
+    for size in ((120, 36), (80, 24)):
+        app = build_app(demo_db, "last")
+        async with app.run_test(size=size) as pilot:
+            await settle(app, pilot)
+            await pilot.press("G", "2")
+            await settle(app, pilot)
+            await pilot.pause(0.2)
+            transcript = app.screen.query_one("#transcript")
+            assert transcript.max_scroll_y > 0 and transcript.scroll_y == transcript.max_scroll_y, size
+            # Home/End on the focused transcript scroll it (they step the timeline elsewhere).
+            transcript.focus()
+            await pilot.press("home")
+            await pilot.pause(0.1)
+            assert transcript.scroll_y == 0 and app.screen.index == len(app.screen.steps) - 1
+            await pilot.press("end")
+            await pilot.pause(0.1)
+            assert transcript.scroll_y == transcript.max_scroll_y
+            # The last box's last line (the agent's wrong answer) is on screen at the end.
+            body = transcript.query_one("#transcript-body")
+            lines = body.render_lines(body.region.reset_offset)  # laid out at its own width
+            text = "\n".join(strip.text for strip in lines)
+            assert "2024-05-03." in text.rsplit("╭", 1)[-1]  # "...delivered on 2024-05-03." (wrapped)
+            assert body.region.height == len(lines)

@@ -9,17 +9,19 @@ import sqlalchemy as sa
 from textual.widgets import Input, Static
 from textual.worker import WorkerCancelled
 
-from recorder import Recorder, open_store
-from replay import read_fixture
-from replay.loading import load_graph
-from tui.app import build_app
-from tui.demo import record_demo
-from tui.screens.compare import CompareScreen
-from tui.screens.prompts import ForkPrompt, HelpScreen, ReplayPrompt, RunInfoScreen
-from tui.screens.run import RunScreen
-from tui.screens.runs import RunsScreen
-from tui.widgets.panels import TextPanel
-from tui.widgets.timeline import Timeline
+from graphtape.recorder import Recorder, open_store
+from graphtape.replay import read_fixture
+from graphtape.replay.loading import load_graph
+from graphtape.tui.app import build_app
+from graphtape.tui.demo import agents_dir, record_demo
+from graphtape.tui.screens.compare import CompareScreen
+from graphtape.tui.screens.prompts import ForkPrompt, HelpScreen, ReplayPrompt, RunInfoScreen
+from graphtape.tui.screens.run import RunScreen
+from graphtape.tui.screens.runs import RunsScreen
+from graphtape.tui.widgets.panels import TextPanel
+from graphtape.tui.widgets.timeline import Timeline
+
+AGENTS = agents_dir()
 
 # A ticket router: `triage` asks a tool for a score, then routes on it. LIMIT is the knob a
 # test turns to make today's code disagree with the recording.
@@ -134,7 +136,13 @@ async def test_replay_of_an_unchanged_demo_run_matches(project):
         prompt = app.screen
         assert isinstance(prompt, ReplayPrompt)
         assert prompt.query_one("#graph-input", Input).value.endswith("reason_act.py:graph_happy")  # the recorded reference
-        await pilot.press("enter")  # strict is the default
+        before = len(runs_of(project["db"]))
+        await pilot.press("enter")  # strict is the default; the recorded reference is not loaded yet
+        await settle(pilot)
+        assert app.screen is prompt and len(runs_of(project["db"])) == before
+        consent = str(prompt.query_one("#graph-consent", Static).render())
+        assert "read from the recording" in consent and str(AGENTS / "reason_act.py") in consent.replace("\n", "")
+        await pilot.press("enter")  # seen and agreed: now it loads
         await settle(pilot, lambda: isinstance(app.screen, CompareScreen))
         compare = app.screen
         assert isinstance(compare, CompareScreen)
@@ -145,6 +153,12 @@ async def test_replay_of_an_unchanged_demo_run_matches(project):
         assert new.parent_run_id == project["demo"]
         original = compare.query_one("#compare-original", Timeline)
         assert len(original.steps) == len(compare.query_one("#compare-new", Timeline).steps)
+        await pilot.press("o")  # the replay's own run opens on top (the app opens it: screens never import each other)
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen))
+        assert isinstance(app.screen, RunScreen) and app.screen.run_id == compare.result.run_id
+        await pilot.press("escape")
+        await settle(pilot, lambda: app.screen is compare)
+        assert app.screen is compare
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, RunScreen) and "matches the recording" in str(app.screen.query_one("#run-status", Static).render())
@@ -247,6 +261,9 @@ async def test_fork_checks_the_json_before_running_then_opens_the_fork(project):
 
         prompt.query_one("#fork-edits", Input).value = 'ticket="hi"'
         await pilot.press("enter")
+        await settle(pilot)
+        assert app.screen is prompt and "read from the recording" in str(prompt.query_one("#graph-consent", Static).render())
+        await pilot.press("enter")  # the recorded graph, agreed to
         await settle(pilot, lambda: isinstance(app.screen, CompareScreen))
         compare = app.screen
         assert isinstance(compare, CompareScreen)

@@ -17,18 +17,18 @@ from textual.widgets import Input, Static
 from textual.widgets._footer import FooterKey
 from textual.worker import WorkerCancelled
 
-from recorder import Recorder, open_store
-from replay import fork, replay
-from tui.app import build_app
-from tui.screens.prompts import HelpScreen
-from tui.screens.run import RunScreen
-from tui.screens.runs import COLUMNS, RunsScreen
-from tui.widgets.runs_table import RunsTable
+from graphtape.recorder import Recorder, open_store
+from graphtape.replay import fork, replay
+from graphtape.tui.app import build_app
+from graphtape.tui.screens.prompts import HelpScreen
+from graphtape.tui.screens.run import RunScreen
+from graphtape.tui.screens.runs import COLUMNS, RunsScreen
+from graphtape.tui.widgets.runs_table import RunsTable
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_store  # noqa: E402  (the benchmark's synthetic runs, shaped like recorded ones)
 
-ALL_LABELS = ["name", "status", "from", "steps", "started", "duration", "id", "graph", "redacted", "faults"]
+ALL_LABELS = ["name", "id", "status", "steps", "started", "duration", "from", "graph", "redacted", "faults"]
 
 
 class Count(TypedDict):
@@ -94,13 +94,18 @@ def empty_db(tmp_path):
 
 
 async def settle(app, pilot) -> None:
-    for _ in range(40):
+    """Until the store is open and no worker has run for a few ticks (a screen's worker may start
+    a tick after the one before it ends: the store opening, then the runs loading)."""
+    quiet = 0
+    for _ in range(200):
         await pilot.pause(0.02)
         try:
             await app.workers.wait_for_complete()
         except WorkerCancelled:
             continue  # an exclusive worker replaced by a newer one
-        if not any(w.is_running for w in app.workers):
+        busy = any(w.is_running for w in app.workers) or type(app.screen).__name__ == "LoadingScreen"
+        quiet = 0 if busy else quiet + 1
+        if quiet >= 3:
             break
     await pilot.pause(0.05)
 
@@ -140,7 +145,9 @@ async def test_every_column_fits_at_120_and_the_lead_columns_at_80(lineage_db):
 
         await pilot.resize_terminal(80, 24)
         await settle(app, pilot)
-        assert header(table).split()[:7] == ["name", "status", "from", "steps", "started", "▼", "duration"]
+        # The id (what every command takes) stays in view, whole, beside the name.
+        assert header(table).split()[:7] == ["name", "id", "status", "steps", "started", "▼", "duration"]
+        assert cell(table, lineage_db["fork"], "id") == lineage_db["fork"][:8]
         assert table.scrollable_content_region.width <= 80
 
 
@@ -199,7 +206,7 @@ async def test_o_sorts_by_every_column_and_O_reverses_each(lineage_db):
             await pilot.press("o")
         assert sorted(seen) == sorted(SORTS) and screen.sort_key == "started"
         # The extremes each sort puts first are the runs a person sorts to find.
-        await pilot.press("o", "o", "o", "o", "o")  # duration, id, graph, redacted, faults
+        await pilot.press("o", "o", "o", "o", "o")  # duration, from, graph, redacted, faults
         assert screen.sort_key == "faults" and screen.runs[0].faults == 2
         await pilot.press("O")
         assert screen.runs[-1].faults == 2
@@ -368,7 +375,9 @@ async def test_thousands_of_runs_load_sort_and_the_last_is_reached_with_end(many
         table = screen.query_one(RunsTable)
         assert len(screen.runs) == 3000 and table.virtual_size.height == 3001
         assert "3000 shown" in title(screen)
-        assert header(table).split()[:7] == ["name", "status", "from", "steps", "started", "▼", "duration"]
+        # The id (what every command takes) stays in view, whole, beside the name.
+        assert header(table).split()[:7] == ["name", "id", "status", "steps", "started", "▼", "duration"]
+        assert cell(table, screen.runs[0].id, "id") == screen.runs[0].id[:8]
         await pilot.press("pagedown", "pagedown")
         assert table.cursor_row == 2 * (table.scrollable_content_region.height - 2) and table.cursor_row in shown_rows(table)
         await pilot.press("end")

@@ -1,7 +1,7 @@
-"""``python -m tui``: the same command line as ``graphtape``."""
+"""``python -m graphtape.tui``: the same command line as ``graphtape``."""
 
 import sys
 
-from tui.cli import main
+from graphtape.tui.cli import main
 
 sys.exit(main())

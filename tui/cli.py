@@ -11,6 +11,7 @@ stderr, traceback with ``--debug``), 130 interrupted, 141 output pipe closed.
 from __future__ import annotations
 
 import argparse
+import io
 import importlib.util
 import json
 import os
@@ -18,7 +19,9 @@ import shutil
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
+
+from graphtape.tui.cli_args import non_negative, step_number
 
 __all__ = ["build_parser", "main"]
 
@@ -44,16 +47,6 @@ def _version() -> str:
         return "unknown"
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
 def _global_options(parser: argparse.ArgumentParser, *, on_subcommand: bool) -> None:
     # On subcommands the defaults are SUPPRESS, so `graphtape --db X runs` is not undone by `runs`.
     keep = argparse.SUPPRESS if on_subcommand else None
@@ -71,9 +64,16 @@ def _global_options(parser: argparse.ArgumentParser, *, on_subcommand: bool) -> 
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming what to fix and where help is (not the usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every command (also used by the help tests)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="graphtape",
         description="A flight recorder for LangGraph agents: record runs, then inspect them step by step.",
         epilog="Start with `graphtape demo`, then `graphtape show last`.",
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(parser, on_subcommand=False)
     common = argparse.ArgumentParser(add_help=False)
     _global_options(common, on_subcommand=True)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", parser_class=_Parser)
 
     def command(name: str, summary: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=summary, description=summary, parents=[common])
@@ -96,15 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     runs = command("runs", "List recorded runs, newest first.", cmd_runs)
     runs.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     runs.add_argument("--status", choices=RUN_STATUSES, help="only runs with this status")
-    runs.add_argument("--limit", type=_non_negative, default=DEFAULT_LIMIT, metavar="N", help=f"at most N runs (default {DEFAULT_LIMIT}; 0 for all)")
-    runs.add_argument("--search", metavar="TEXT", help="only runs whose name, graph, error, tags or id prefix contain TEXT")
-    from tui.cli_admin import add_run_filters, add_web_flags
+    runs.add_argument("--limit", type=non_negative, default=DEFAULT_LIMIT, metavar="N", help=f"at most N runs (default {DEFAULT_LIMIT}; 0 for all)")
+    runs.add_argument("--search", metavar="TEXT", help="only runs whose name, graph, error, tags, id prefix, a call name, or a failed or abandoned (timed-out) call contain TEXT")
+    from graphtape.tui.cli_admin import add_run_filters, add_web_flags
 
     add_run_filters(runs)
 
     show = command("show", "Show a run's supersteps, or one step in full with --step.", cmd_show)
     show.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, or last~N (N runs before the last)")
-    show.add_argument("--step", type=int, metavar="N", help="show step N in full: tasks, routes, calls, events and state")
+    show.add_argument("--step", type=step_number, metavar="N", help="show step N in full: tasks, routes, calls, events and state")
     show.add_argument("--ns", default="", metavar="NS", help="subgraph namespace (default: the root graph)")
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.add_argument("--full", action="store_true", help="do not fold long strings in updates and state")
@@ -112,11 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("run", metavar="RUN", nargs="?", help="run to open: id, unique prefix, last or last~N")
     add_web_flags(tui)
 
-    from tui import cli_admin, cli_fixtures, cli_replay
+    from graphtape.tui import cli_admin, cli_fixtures, cli_replay
 
     cli_replay.register(command)
     cli_fixtures.register(command)
     cli_admin.register(command)
+    parser.set_defaults(root_parser=parser)  # completion reads the whole tree without importing this module
     return parser
 
 
@@ -133,27 +134,29 @@ def _print_json(value: Any) -> None:
 
 def _read_store(db: str | None) -> Any:
     """Open the store for reading: a missing database is an error, never created."""
-    from recorder import open_store
+    from graphtape.recorder import open_store
 
     return open_store(db, create=False)
 
 
 def _tui_available() -> bool:
     try:
-        return importlib.util.find_spec("tui.app") is not None
+        return importlib.util.find_spec("graphtape.tui.app") is not None
     except (ImportError, ValueError):
         return False
 
 
 def _where(url: str) -> str:
-    return url[len("sqlite:///") :] if url.startswith("sqlite:///") else "the database"
+    from graphtape.recorder.store import shown_url
+
+    return shown_url(url)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Record the demo agents; open the TUI on the incident, or print its summary."""
-    from tui.demo import INCIDENT, record_demo
-    from tui.render import clip, run_text
-    from tui.views import run_view
+    from graphtape.tui.demo import INCIDENT, record_demo
+    from graphtape.tui.render import clip, run_text
+    from graphtape.tui.views import run_view
 
     width = _width()
 
@@ -168,7 +171,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     url, runs = record_demo(args.db, args.scenario, on_start=start, on_run=report)
     focus = next((d for d in runs if d.scenario == INCIDENT), runs[-1])
     if not args.no_tui and _tui_available() and sys.stdin.isatty() and sys.stdout.isatty():
-        from tui.app import run_app  # type: ignore[import-not-found]  # written by the TUI issue
+        from graphtape.tui.app import run_app  # type: ignore[import-not-found]  # written by the TUI issue
 
         result = run_app(url, focus.run.id, welcome=demo_welcome(focus.description))
         return result if isinstance(result, int) else EXIT_OK
@@ -183,13 +186,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def demo_welcome(description: str) -> str:
-    """What the demo's first screen says: the story, and the keys that find where it went wrong."""
-    return (
-        f"{description}\n\n"
-        "e jumps to the next failed call or error (E back); ← → step; the status line and the "
-        "Routes tab (4) say why each route was taken, the Calls tab (5) what each tool and model "
-        "call got and returned. ? lists every key."
-    )
+    """The demo's hint, one line in the run header: the story, and the keys that find where it went wrong."""
+    return f"{description}  e: next problem (E back) · ← →: step · 4: routes · 5: calls · ?: keys"
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
@@ -202,22 +200,22 @@ def cmd_tui(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if getattr(args, "web", False):
-        from tui.cli_admin import serve_web
+        from graphtape.tui.cli_admin import serve_web
 
-        return serve_web(url, args.run, args.port)
+        return serve_web(url, args.run, args.port, allow_writes=args.web_allow_writes, sessions=args.web_sessions)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("graphtape: error: the TUI needs a terminal (try graphtape show RUN)", file=sys.stderr)
         return 2
-    from tui.app import run_app
+    from graphtape.tui.app import run_app
 
     return run_app(url, args.run)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """List runs as a table or JSON."""
-    from tui.cli_admin import run_filters
-    from tui.render import runs_table
-    from tui.views import run_dict, runs_view
+    from graphtape.tui.cli_admin import run_filters
+    from graphtape.tui.render import runs_table
+    from graphtape.tui.views import run_dict, runs_view
 
     store = _read_store(args.db)
     try:
@@ -244,8 +242,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Show a run's steps, or one step in full."""
-    from tui.render import run_text, step_text
-    from tui.views import run_view, step_view
+    from graphtape.tui.render import run_text, step_text
+    from graphtape.tui.views import run_view, step_view
 
     store = _read_store(args.db)
     try:
@@ -276,8 +274,53 @@ def _silence_stdout() -> None:
         pass
 
 
+class _TerminalSafe(io.TextIOBase):
+    """A text stream that passes everything on with control characters shown as ``?``.
+
+    Everything the CLI prints (run names, errors, tool output read from a
+    store or a fixture) goes through here, so recorded text can never drive
+    the terminal. The TUI writes through Textual's own driver, not this.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        from graphtape.tui.render import printable
+
+        self.inner.write(printable(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def buffer(self) -> Any:  # bytes written on purpose (export -o -) pass as they are
+        return self.inner.buffer
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", "utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code instead of exiting (tests call this)."""
+    streams = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, _TerminalSafe):
+        sys.stdout, sys.stderr = _TerminalSafe(sys.stdout), _TerminalSafe(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -288,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     debug = args.debug
     try:
-        from recorder.errors import GraphtapeError
+        from graphtape.recorder.errors import GraphtapeError
 
         try:
             code = args.func(args)

@@ -23,6 +23,7 @@ Command = Callable[[str, str, Callable[[argparse.Namespace], int]], argparse.Arg
 EXIT_OK = 0
 EXIT_ERROR = 2
 SHELLS = ("bash", "zsh", "fish")
+DEFAULT_WEB_SESSIONS = 4
 DEFAULT_WEB_PORT = 8000
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -30,7 +31,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 def CliError(message: str) -> Exception:  # noqa: N802 - raised like an exception class
     """A user error: a ``GraphtapeError``, so ``main`` prints it as one line (imported late: the CLI loads fast)."""
-    from recorder.errors import GraphtapeError
+    from graphtape.recorder.errors import GraphtapeError
 
     return GraphtapeError(message)
 
@@ -71,7 +72,7 @@ def add_run_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tag", metavar="TAG", help="only runs with this tag")
     parser.add_argument("--tool", metavar="NAME", help="only runs that called this tool")
     parser.add_argument("--node", metavar="NAME", help="only runs in which this node ran")
-    parser.add_argument("--error", metavar="TEXT", help="only failed runs whose error type or message contains TEXT")
+    parser.add_argument("--error", metavar="TEXT", help="only runs whose error, or a failed or abandoned (timed-out) call's error, contains TEXT")
 
 
 def run_filters(args: argparse.Namespace) -> dict[str, str]:
@@ -130,7 +131,7 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int | None], Non
 
 
 def _open_for_writing(db: str | None) -> Any:
-    from recorder import open_store
+    from graphtape.recorder import open_store
 
     return open_store(db, create=False)
 
@@ -170,7 +171,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print the size report."""
-    from recorder import open_store
+    from graphtape.recorder import open_store
 
     store = open_store(args.db, create=False)
     try:
@@ -200,8 +201,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     import sqlalchemy as sa
     from sqlalchemy.exc import SQLAlchemyError
 
-    from recorder import schema as S
-    from recorder.store import _sqlite_path, resolve_url
+    from graphtape.recorder import schema as S
+    from graphtape.recorder.store import _sqlite_path, resolve_url
 
     url = resolve_url(args.db)
     path = _sqlite_path(url)
@@ -231,8 +232,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_import_langgraph(args: argparse.Namespace) -> int:
     """Import LangGraph checkpoint threads as runs."""
-    from recorder import open_store
-    from recorder.import_langgraph import import_langgraph
+    from graphtape.recorder import open_store
+    from graphtape.recorder.import_langgraph import import_langgraph
 
     store = open_store(args.db, create=True)
     try:
@@ -264,9 +265,7 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
 
 def cmd_completion(args: argparse.Namespace) -> int:
     """Print the completion script for a shell."""
-    from tui.cli import build_parser
-
-    print(completion_script(build_parser(), args.shell))
+    print(completion_script(args.root_parser, args.shell))
     return EXIT_OK
 
 
@@ -441,6 +440,18 @@ def add_web_flags(parser: argparse.ArgumentParser) -> None:
     """``graphtape tui --web [--port N]``."""
     parser.add_argument("--web", action="store_true", help="serve the TUI in a browser instead (needs graphtape[web])")
     parser.add_argument("--port", type=_port, default=DEFAULT_WEB_PORT, metavar="N", help=f"port for --web (default {DEFAULT_WEB_PORT})")
+    parser.add_argument("--web-allow-writes", action="store_true", help="let browser sessions replay, fork, export and save (read-only by default)")
+    parser.add_argument("--web-sessions", type=_sessions, default=DEFAULT_WEB_SESSIONS, metavar="N", help=f"at most N browser sessions at once (default {DEFAULT_WEB_SESSIONS})")
+
+
+def _sessions(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError("between 1 and 64 sessions")
+    return value
 
 
 def _port(text: str) -> int:
@@ -453,23 +464,25 @@ def _port(text: str) -> int:
     return value
 
 
-def serve_web(url: str, run: str | None, port: int) -> int:
-    """Serve the TUI over HTTP with textual-serve; each browser tab gets its own app process."""
+def serve_web(url: str, run: str | None, port: int, *, allow_writes: bool = False, sessions: int = DEFAULT_WEB_SESSIONS) -> int:
+    """Serve the TUI over HTTP on localhost: one app process per browser tab, behind a token (see tui.web)."""
     import os
 
     try:
-        from textual_serve.server import Server
+        from graphtape.tui.web import GuardedServer, app_command
     except ImportError:
         raise CliError("--web needs textual-serve: pip install 'graphtape[web]'") from None
 
     # The store URL travels in the environment, not on a command line other users can read.
     os.environ["GRAPHTAPE_DB"] = url
-    code = "import sys; from tui.app import run_app; sys.exit(run_app(None, sys.argv[1] or None))"
-    command = shlex.join([sys.executable, "-c", code, run or ""])
-    server = Server(command, host="localhost", port=port, title="graphtape")
-    print(f"serving the graphtape TUI at http://localhost:{port} (Ctrl+C stops it)", flush=True)
+    server = GuardedServer(app_command(run, read_only=not allow_writes), host="localhost", port=port, max_sessions=sessions)
+
+    def ready(s: GuardedServer) -> None:
+        mode = "replay, fork, export and save allowed" if allow_writes else "read-only: --web-allow-writes to replay, fork, export or save"
+        print(f"serving the graphtape TUI at {s.url} ({mode}; at most {sessions} sessions; Ctrl+C stops it)", flush=True)
+
     try:
-        server.serve()
+        server.serve(on_ready=ready)
     except OSError as exc:
-        raise CliError(f"cannot serve on port {port}: {exc.strerror or exc}") from None
+        raise CliError(f"cannot serve on port {port}: {exc.strerror or exc} (try --port N)") from None
     return EXIT_OK

@@ -9,6 +9,7 @@ file that replays it. None of them imports the graph a fixture names.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ def register(command: Command) -> None:
     ex = command("export", "Write a recorded run as a regression fixture (JSON) that a test replays.", cmd_export)
     ex.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, or last~N")
     ex.add_argument("-o", "--output", metavar="FILE", help=f"where to write it (default: {DEFAULT_DIR.as_posix()}/<run name>.json; - for stdout)")
+    ex.add_argument("--force", action="store_true", help="replace the file if it exists (a fixture is a test's expectation: not replaced by default)")
     _export_options(ex)
 
     im = command("import", "Load a fixture file into the store as a run, to open it in the TUI or replay it.", cmd_import)
@@ -34,7 +36,7 @@ def register(command: Command) -> None:
     tg.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, or last~N")
     tg.add_argument("-o", "--output-dir", metavar="DIR", default=str(DEFAULT_DIR), help=f"folder for both files (default: {DEFAULT_DIR.as_posix()})")
     tg.add_argument("--name", metavar="NAME", help="base name of the files (default: from the run's name)")
-    tg.add_argument("--force", action="store_true", help="overwrite an existing test file")
+    tg.add_argument("--force", action="store_true", help="overwrite an existing fixture and test file")
     _export_options(tg, graph_required=True)
 
 
@@ -51,8 +53,8 @@ def _export_options(p: argparse.ArgumentParser, graph_required: bool = False) ->
 
 
 def _export(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
-    from recorder import open_store
-    from replay.fixture import FixtureError, export_fixture
+    from graphtape.recorder import open_store
+    from graphtape.replay.fixture import FixtureError, export_fixture
 
     store = open_store(args.db, create=False)
     try:
@@ -67,13 +69,13 @@ def _export(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 
 
 def _default_path(folder: Path, run: Any, name: str | None) -> Path:
-    from replay.testgen import slug
+    from graphtape.replay.testgen import slug
 
     return folder / f"{slug(name or run.name)}.json"
 
 
 def _warn_machine_path(fixture: dict[str, Any]) -> None:
-    from replay.fixture import is_machine_path
+    from graphtape.replay.fixture import is_machine_path
 
     if is_machine_path(fixture.get("graph")):
         print(
@@ -92,7 +94,7 @@ def _summary(fixture: dict[str, Any]) -> str:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a run as a fixture file (or to stdout with ``-o -``)."""
-    from replay.fixture import dumps_fixture, write_fixture
+    from graphtape.replay.fixture import dumps_fixture, write_fixture
 
     fixture, run = _export(args)
     _warn_machine_path(fixture)
@@ -100,7 +102,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(dumps_fixture(fixture))
         return 0
     path = Path(args.output) if args.output else _default_path(DEFAULT_DIR, run, None)
-    size = write_fixture(path, fixture)
+    size = write_fixture(path, fixture, overwrite=args.force)
     print(f"wrote {path} ({_kb(size)}; {_summary(fixture)}) from run {run.id}")
     print(f"replay it in a test: @pytest.mark.graphtape({path.as_posix()!r}, graph={fixture.get('graph') or 'module:attr'!r})")
     return 0
@@ -110,14 +112,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     """Load a fixture into the store; importing the same file twice finds the same run."""
     import json
 
-    from recorder import open_store
-    from replay.fixture import import_fixture, read_fixture
+    from graphtape.recorder import open_store
+    from graphtape.recorder.store import shown_url
+    from graphtape.replay.fixture import import_fixture, read_fixture
 
     fixture = read_fixture(args.file)
     store = open_store(args.db, create=True)
     try:
         imported = import_fixture(store, fixture, label=args.file)
-        url = store.url
+        url = shown_url(store.url)  # printed: never the password
     finally:
         store.close()
     if args.json:
@@ -125,26 +128,28 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 0
     verb = "already in the store as" if imported.already else "imported as"
     print(f"{args.file}: {verb} run {imported.run_id} ({imported.name}, {imported.steps} steps, {imported.calls} calls)")
-    graph = imported.graph or "module:attr"
+    # The fixture's graph field is the fixture author's text: quoted, so pasting the hint runs nothing else.
+    graph = shlex.quote(imported.graph) if imported.graph else "module:attr"
     print(f"open it: graphtape tui {imported.run_id} · replay it: graphtape replay {imported.run_id} --graph {graph}")
     if imported.graph:
-        print("(the fixture's graph reference is not loaded until you pass it yourself)")
+        print("(the fixture's graph reference is not loaded until you pass it yourself: check what it names first)")
     return 0
 
 
 def cmd_test_gen(args: argparse.Namespace) -> int:
     """Export the fixture and write ``test_<name>.py`` next to it."""
-    from replay.fixture import FixtureError, write_fixture
-    from replay.testgen import render_test, slug
+    from graphtape.replay.fixture import FixtureError, write_fixture
+    from graphtape.replay.testgen import render_test, slug
 
     fixture, run = _export(args)
     _warn_machine_path(fixture)
     folder = Path(args.output_dir)
     fixture_path = _default_path(folder, run, args.name)
     test_path = folder / f"test_{slug(args.name or run.name).replace('-', '_')}.py"
-    if test_path.exists() and not args.force:
-        raise FixtureError(f"{test_path} exists: pass --force to overwrite it, or --name to write another")
-    size = write_fixture(fixture_path, fixture)
+    for existing in (test_path, fixture_path):
+        if existing.exists() and not args.force:
+            raise FixtureError(f"{existing} exists: pass --force to overwrite it, or --name to write another")
+    size = write_fixture(fixture_path, fixture, overwrite=True)
     source = render_test(fixture, fixture_path, test_path, args.graph)
     try:
         test_path.write_text(source, encoding="utf-8")

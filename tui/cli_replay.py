@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from graphtape.tui.cli_args import step_number
+
 Command = Callable[[str, str, Callable[[argparse.Namespace], int]], argparse.ArgumentParser]
 
 EXIT_OK, EXIT_DIVERGED = 0, 1
@@ -24,14 +26,14 @@ def register(command: Command) -> None:
     """Add ``replay`` and ``fork`` to the ``graphtape`` parser."""
     rp = command("replay", "Re-run a recorded run from a step with tools and models answered from the recording; exit 1 if it diverges.", cmd_replay)
     _common(rp)
-    rp.add_argument("--from", dest="from_step", type=int, metavar="N", help="resume after step N (default: the run's first step, a full replay)")
+    rp.add_argument("--from", dest="from_step", type=step_number, metavar="N", help="resume after step N (default: the run's first step, a full replay)")
     rp.add_argument("--mode", choices=MODES, default="strict", help="strict: answer every tool and model call from the recording (default); tools: answer tools, run models live; live: mock nothing")
     rp.add_argument("--mock-node", action="append", default=[], metavar="NODE", help="serve NODE's recorded updates instead of running it (for nodes that do their own I/O); repeatable")
     rp.add_argument("--require-all-used", action="store_true", help="report recorded calls the replay never made")
 
     fk = command("fork", "Edit the state after a step and continue as a new run linked to the original.", cmd_fork)
     _common(fk)
-    fk.add_argument("--at", dest="at_step", type=int, required=True, metavar="N", help="fork after step N")
+    fk.add_argument("--at", dest="at_step", type=step_number, required=True, metavar="N", help="fork after step N")
     fk.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=JSON", help="state edit: a top-level key (or dotted path into it) and a JSON value; repeatable")
     fk.add_argument("--as-node", metavar="NODE", help="apply the edit as if NODE wrote it (through the reducers, like update_state)")
     fk.add_argument("--mode", choices=MODES, default="live", help="how calls after the fork are answered (default: live)")
@@ -39,7 +41,8 @@ def register(command: Command) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, or last~N")
-    p.add_argument("--graph", metavar="REF", help="the graph to run: module:attr or path/to/file.py:attr (default: the one recorded with the run)")
+    p.add_argument("--graph", metavar="REF", help="the graph to run: module:attr or path/to/file.py:attr (default: the one recorded with the run, once you agree to load it)")
+    p.add_argument("--trust-recorded-graph", action="store_true", help="load the graph reference recorded with the run without asking (loading runs that file's code)")
     p.add_argument("--ns", default="", metavar="NS", help="subgraph namespace: replay it from its own step")
     p.add_argument("--override", action="append", default=[], metavar="NAME=REF", help="answer tool (or model) NAME with the function at module:func instead of the recording; repeatable")
     p.add_argument("--ignore", action="append", default=[], metavar="PATH", help="state path to leave out of comparisons, like messages.*.id; repeatable")
@@ -48,8 +51,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
     """Open the store, resolve the run, load the graph and the overrides (all errors one line)."""
-    from recorder import GraphtapeError, open_store
-    from replay.loading import GraphLoadError, load_callable, load_graph
+    from graphtape.recorder import GraphtapeError, open_store
+    from graphtape.replay.loading import GraphLoadError, load_callable, load_graph
 
     store = open_store(args.db, create=False)
     try:
@@ -61,6 +64,9 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
     if not ref:
         store.close()
         raise GraphLoadError(f"run {run.id} was recorded without a graph reference: pass --graph module:attr or path/to/file.py:attr")
+    if not args.graph and not args.trust_recorded_graph and not _agreed(run.id, ref):
+        store.close()
+        raise GraphLoadError(f"not loading the graph recorded with run {run.id} ({_shown(ref)}): loading runs its code; pass --graph {_shown(ref)} (or --trust-recorded-graph) to run it")
     overrides = {}
     for item in args.override:
         name, sep, target = item.partition("=")
@@ -76,6 +82,32 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
     return store, run.id, graph, overrides
 
 
+def _shown(ref: str) -> str:
+    """A recorded reference as it may be shown and pasted: control characters out, quoted for a shell."""
+    import shlex
+
+    from graphtape.tui.render import printable
+
+    return shlex.quote(printable(ref))
+
+
+def _agreed(run_id: str, ref: str) -> bool:
+    """Ask on a terminal before loading a graph reference read from a recording; no terminal, no."""
+    from graphtape.replay.loading import source_of
+
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return False
+    source = source_of(ref)
+    where = f"the file {source}" if source else "a module graphtape cannot find without importing it"
+    print(f"run {run_id} names its graph as {_shown(ref)} ({where}).", file=sys.stderr)
+    print("Loading it runs that code. Load it? [y/N] ", end="", file=sys.stderr, flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
 def _print(result: Any, as_json: bool) -> None:
     if as_json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
@@ -85,8 +117,8 @@ def _print(result: Any, as_json: bool) -> None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay and report; exit 1 when the replay diverges."""
-    from replay import replay
-    from tui.cli_admin import progress_bar
+    from graphtape.replay import replay
+    from graphtape.tui.cli_admin import progress_bar
 
     store, run_id, graph, overrides = _setup(args)
     try:
@@ -103,67 +135,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_fork(args: argparse.Namespace) -> int:
     """Fork with the edits applied; prints the new run and how it went."""
-    from replay import fork
+    from graphtape.replay import fork
+    from graphtape.replay.edits import parse_edits
 
     store, run_id, graph, overrides = _setup(args)
     try:
-        update = parse_sets(args.sets, lambda: store.state_at(run_id, args.at_step, args.ns))
+        update = parse_edits(args.sets, lambda: store.state_at(run_id, args.at_step, args.ns))
         result = fork(run_id, graph, args.at_step, update, as_node=args.as_node, mode=args.mode, ns=args.ns, store=store, overrides=overrides, ignore=args.ignore)
     finally:
         store.close()
     _print(result, args.json)
     if not args.json:
         print(f"fork recorded as run {result.run_id} (open it with: graphtape tui {result.run_id})", file=sys.stderr)
-    return EXIT_OK
-
-
-def parse_sets(sets: list[str], state: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``["a.b=1", "c=\\"x\\""]`` -> an update of top-level keys; a dotted path edits a copy of the key's value."""
-    from replay import ReplayError
-
-    if not sets:
-        raise ReplayError("nothing to fork with: give at least one --set KEY=JSON")
-    update: dict[str, Any] = {}
-    current: dict[str, Any] | None = None
-    for item in sets:
-        path, sep, text = item.partition("=")
-        if not sep or not path:
-            raise ReplayError(f"bad --set {item!r}: use KEY=JSON, like answer='\"no\"' or retries=0")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ReplayError(f"bad --set {item!r}: the value is not JSON ({exc.msg} at column {exc.colno}); quote strings: key='\"text\"'") from None
-        key, *rest = path.split(".")
-        if not rest:
-            update[key] = value
-            continue
-        if current is None:
-            current = state()
-        if key not in update:
-            if key not in current:
-                raise ReplayError(f"bad --set {item!r}: the state has no key {key!r} (keys: {', '.join(sorted(current)) or 'none'})")
-            update[key] = json.loads(json.dumps(current[key], default=str))
-        _set_path(update, [key, *rest], value, item)
-    return update
-
-
-def _set_path(root: dict[str, Any], path: list[str], value: Any, item: str) -> None:
-    from replay import ReplayError
-
-    node: Any = root
-    for i, part in enumerate(path[:-1]):
-        nxt = path[i + 1]
-        try:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        except (KeyError, IndexError, ValueError, TypeError):
-            raise ReplayError(f"bad --set {item!r}: no {'.'.join(path[: i + 1])!r} in the state") from None
-        if not isinstance(node, (dict, list)):
-            raise ReplayError(f"bad --set {item!r}: {'.'.join(path[: i + 1])!r} holds a {type(node).__name__}, cannot set {nxt!r} in it")
-    last = path[-1]
-    try:
-        if isinstance(node, list):
-            node[int(last)] = value
-        else:
-            node[last] = value
-    except (IndexError, ValueError):
-        raise ReplayError(f"bad --set {item!r}: no index {last!r} in {'.'.join(path[:-1])!r}") from None
+    return EXIT_DIVERGED if result.error else EXIT_OK  # the edited run failed: say so in the exit code too

@@ -12,8 +12,9 @@ from typing import Any
 import orjson
 from deepdiff import DeepDiff
 
-from recorder.deferred import DeferredList, is_list, json_default, materialized
-from recorder.records import StepDetail, StepInfo
+from graphtape.recorder.deferred import DeferredList, is_list, json_default, materialized
+from graphtape.recorder.records import StepDetail, StepInfo
+from graphtape.tui.render import printable
 
 FOLD_AT = 160
 FOLD_KEEP = 2  # appends kept at each end of a long run of them
@@ -178,8 +179,8 @@ def changed_keys(detail: StepDetail | None) -> set[str]:
 
 
 def fold(text: str, limit: int = FOLD_AT) -> str:
-    """Shorten long strings for a one-line view."""
-    text = text.replace("\n", "⏎ ")
+    """Shorten long strings for a one-line view (control characters shown as "?")."""
+    text = printable(text.replace("\n", "⏎ "))
     return text if len(text) <= limit else f"{text[: limit - 12]}… (+{len(text) - limit + 12} chars)"
 
 
@@ -224,7 +225,7 @@ def short(value: Any, limit: int = 60) -> str:
 def content_text(content: Any) -> str:
     """Message content as text (LangChain content may be a list of blocks)."""
     if isinstance(content, str):
-        return content
+        return printable(content)
     if isinstance(content, list):
         parts = []
         for block in content:
@@ -232,8 +233,8 @@ def content_text(content: Any) -> str:
                 parts.append(str(block.get("text", block.get("type", ""))))
             else:
                 parts.append(str(block))
-        return " ".join(parts)
-    return "" if content is None else str(content)
+        return printable(" ".join(parts))
+    return "" if content is None else printable(str(content))
 
 
 def is_message(value: Any) -> bool:

@@ -1,7 +1,7 @@
 """Record the bundled demo agents, so a first ``graphtape demo`` has runs worth looking at.
 
-The agents are plain files (``fixtures/agents`` in the repository, ``tui/demo_agents``
-in an installed wheel), loaded by path. The incident is recorded last, so
+The agents are plain files (``fixtures/agents`` in the repository, which the
+build maps to ``graphtape/fixtures/agents``), loaded by path. The incident is recorded last, so
 ``graphtape show last`` opens it.
 """
 
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tui
-from recorder import Recorder, RunInfo
-from recorder.errors import GraphtapeError
-from replay.loading import load_module_from_path
+from graphtape import tui
+from graphtape.recorder import Recorder, RunInfo
+from graphtape.recorder.errors import GraphtapeError
+from graphtape.replay.loading import load_module_from_path
 
 __all__ = ["DemoError", "DemoRun", "agents_dir", "demo_names", "record_demo"]
 
@@ -38,14 +38,11 @@ class DemoRun:
 
 
 def agents_dir() -> Path:
-    """Where the demo agent files live: the installed wheel's copy, else the repository's."""
-    here = Path(tui.__file__).resolve().parent
-    candidates = [here / "demo_agents", here.parent / "fixtures" / "agents"]
-    for folder in candidates:
-        if (folder / "reason_act.py").is_file() and (folder / "react_agent.py").is_file():
-            return folder
-    looked = " and ".join(str(c) for c in candidates)
-    raise DemoError(f"cannot find the bundled demo agents (looked in {looked}): reinstall graphtape")
+    """Where the demo agent files live: ``fixtures/agents`` beside ``tui`` (the repository and the wheel agree)."""
+    folder = Path(tui.__file__).resolve().parent.parent / "fixtures" / "agents"
+    if (folder / "reason_act.py").is_file() and (folder / "react_agent.py").is_file():
+        return folder
+    raise DemoError(f"cannot find the bundled demo agents (looked in {folder}): reinstall graphtape")
 
 
 def _agents() -> tuple[Path, Any, Any]:
@@ -103,4 +100,18 @@ def record_demo(
             done.append(DemoRun(name, names[name], run))
             if on_run is not None:
                 on_run(done[-1])
+        _drop_older_demo_runs(rec.store, {d.scenario for d in done}, {d.run.id for d in done})
     return url, done
+
+
+def _drop_older_demo_runs(store: Any, scenarios: set[str], keep: set[str]) -> None:
+    """Each ``graphtape demo`` replaces the demo's earlier runs, so the list holds one of each.
+
+    A run something was replayed or forked from stays, so that lineage never points nowhere.
+    """
+    runs = store.list_runs()
+    parents = {r.parent_run_id for r in runs if r.parent_run_id}
+    for r in runs:
+        scenario = next((t.split(":", 1)[1] for t in r.tags if t.startswith("scenario:")), None)
+        if "demo" in r.tags and scenario in scenarios and r.id not in keep and r.id not in parents and r.parent_run_id is None:
+            store.delete_run(r.id)

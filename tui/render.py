@@ -6,9 +6,12 @@ to fit the width; a step's update and state are JSON with long strings folded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
+
+from graphtape.recorder.tracebacks import format_frames
 
 __all__ = ["fold", "run_text", "runs_table", "short", "step_text"]
 
@@ -49,6 +52,36 @@ def fmt_ms(ms: float | None) -> str:
 def compact(value: Any) -> str:
     """One-line JSON (non-JSON leftovers shown with ``str``)."""
     return json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+
+
+# C0 controls (but newline and tab), DEL, C1 controls and the bidirectional overrides: a
+# recorded string carrying them could move the cursor, set the clipboard (OSC 52), retitle
+# the terminal or reorder what is shown. They print as "?".
+_UNSAFE = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: control characters and bidi overrides shown as ``?``."""
+    return text.translate(_UNSAFE)
+
+
+def clean(value: Any) -> Any:
+    """``value`` (a record, a list, a dict, a string) with every string made :func:`printable`.
+
+    For the records the TUI shows as text (runs, steps, routes, calls, events): Textual
+    writes a string's characters to the terminal as they are, escape sequences included.
+    """
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(clean(v) for v in value)
+    if isinstance(value, dict):
+        return {clean(k) if isinstance(k, str) else k: clean(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: clean(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init})
+    return value
 
 
 def clip(text: str, width: int) -> str:
@@ -218,9 +251,17 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
     field("status", _status(run))
     if run.get("error_type") or run.get("error_message"):
         field("error", f"{run.get('error_type') or 'error'}: {run.get('error_message') or ''}")
-    field("graph", f"{run['graph_name']}   {run['graph_ref']}" if run.get("graph_ref") else run["graph_name"])
+        where = _failed_at(view)
+        if where is not None:
+            step, frame = where
+            field("at", f"{frame[0]}:{frame[1]} in {frame[2]}" + (f": {frame[3]}" if frame[3] else ""))
+            field("traceback", f"graphtape show {run['id'][:8]} --step {step}")
+    ref = run.get("graph_ref")
+    field("graph", f"{run['graph_name']}   {ref}" if ref and ref != run["graph_name"] else run["graph_name"] + ("" if ref else "   (no graph reference: replay needs --graph module:attr)"))
     if run.get("parent_run_id"):
         field("forked", f"from {run['parent_run_id']} at step {run.get('fork_step')}")
+        if view.get("fork_edit"):
+            field("edit", describe_edit(view["fork_edit"]))
     field("thread", run.get("thread_id") or "-")
     ended = f"   duration {fmt_duration(run['duration_s'])}" if run.get("ended_at") else "   (still running, or killed)"
     field("started", fmt_time(run["started_at"]) + ended)
@@ -329,8 +370,9 @@ def _call_lines(call: dict[str, Any], width: int) -> list[str]:
             msgs = [m for batch in msgs for m in batch]
         inputs = msgs
     lines.append(clip(f"      in   {short(inputs)}", width))
-    if call.get("error_type"):
-        lines.append(clip(f"      error {call['error_type']}: {call.get('error_message') or ''}", width))
+    outcome = call_outcome(call.get("error_type"), call.get("error_message"), call.get("waited_ms"))
+    if outcome is not None:
+        lines.append(clip(f"      {outcome[0]} {outcome[1]}", width))
     else:
         lines.append(clip(f"      out  {short(call.get('output'))}", width))
     return lines
@@ -356,8 +398,15 @@ def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str
         if task.get("cached"):
             head.append("cached")
         out.append("  ".join(h for h in head if h))
+        for attempt in task.get("attempts") or []:
+            outcome = f"failed {attempt.get('et')}: {attempt.get('em') or ''}" if attempt.get("et") else "ended"
+            out.append(clip(f"    attempt {attempt.get('n')} {outcome} ({fmt_ms(attempt.get('ms'))}), retried", width))
+        if task.get("attempts"):
+            last = len(task["attempts"]) + 1
+            out.append(f"    attempt {last} " + ("failed too" if task.get("error_type") else "succeeded"))
         if task.get("error_type"):
             out.append(clip(f"    error {task['error_type']}: {task.get('error_message') or ''}", width))
+            out += traceback_lines(task.get("traceback"), 6, width, full)
         for value in task.get("interrupts") or []:
             out.append(clip(f"    interrupt {short(value)}", width))
         if task.get("subgraph_ns"):
@@ -373,6 +422,7 @@ def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str
     out += ["", "calls" if view["calls"] else "calls: none"]
     for call in view["calls"]:
         out += _call_lines(call, width)
+        out += traceback_lines(call.get("traceback"), 6, width, full)
 
     if view["events"]:
         out += ["", "events"]
@@ -391,3 +441,78 @@ def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str
     if nav:
         out += ["", f"neighbours: graphtape show {run['id'][:8]} {' / '.join(nav)}"]
     return "\n".join(out)
+
+
+ABANDONED = "Unfinished"  # the recorder's marker for a call still running when its run ended
+
+
+def call_outcome(error_type: str | None, error_message: str | None, waited_ms: float | None = None) -> tuple[str, str] | None:
+    """``(label, text)`` for a call that did not simply return: ``abandoned`` (its node gave up
+    waiting after ``waited_ms``, a timeout, while the call went on) or ``error``; ``None`` for a
+    call that returned."""
+    if error_type == ABANDONED:
+        if waited_ms is not None:
+            return "abandoned", f"its node stopped waiting after {waited_ms:.0f} ms and went on; the call had not returned when the run ended"
+        return "abandoned", error_message or "the call had not returned when the run ended"
+    if error_type:
+        return "error", f"{error_type}: {error_message or ''}".rstrip()
+    return None
+
+
+def node_waits(calls: list[Any], tasks: list[Any]) -> dict[str, float]:
+    """Call id -> how long its node waited before giving up, for calls still running when their node ended.
+
+    Works on dicts or records alike (``call_id``, ``task_id``, ``started_at``;
+    a task's ``task_id``, ``started_at``, ``duration_ms``).
+    """
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+    ends = {}
+    for t in tasks:
+        start, ms = get(t, "started_at"), get(t, "duration_ms")
+        if start is not None and ms is not None:
+            ends[get(t, "task_id")] = start + ms / 1000
+    waits = {}
+    for c in calls:
+        end = ends.get(get(c, "task_id"))
+        if get(c, "error_type") == ABANDONED and end is not None and get(c, "started_at") is not None:
+            waits[get(c, "call_id")] = max(0.0, (end - get(c, "started_at")) * 1000)
+    return waits
+
+
+TRACE_SHOWN = 6  # innermost frames of a traceback shown without --full
+
+
+def traceback_lines(frames: list | None, indent: int, width: int, full: bool = False) -> list[str]:
+    """A stored traceback, innermost frames last (the last ``TRACE_SHOWN`` unless ``full``)."""
+    if not frames:
+        return []
+    pad = " " * indent
+    lines = [pad + "traceback (innermost last)" + ("" if full or len(frames) <= TRACE_SHOWN else "; --full for every frame")]
+    return lines + [clip(pad + "  " + line, width) for line in format_frames(frames, last=None if full else TRACE_SHOWN)]
+
+
+def _failed_at(view: dict[str, Any]) -> tuple[int, list] | None:
+    """(step, frame) where the run's error was raised: the innermost frame outside installed packages."""
+    for step in view.get("steps") or []:
+        for task in step.get("tasks") or []:
+            frames = task.get("traceback")
+            if task.get("error_type") and frames:
+                own = [f for f in frames if not f[0].startswith("site-packages/")]
+                return step["step"], (own or frames)[-1]
+    return None
+
+
+def describe_edit(edit: Any) -> str:
+    """A fork's edit or a replay's mode in one line: ``fork (live): retries=5 as node act``."""
+    if not isinstance(edit, dict):
+        return short(edit)
+    if edit.get("kind") != "fork":
+        return f"{edit.get('kind') or 'replay'} ({edit.get('mode') or '?'})" + (f" in {edit['ns']}" if edit.get("ns") else "")
+    update = edit.get("update")
+    changes = ", ".join(f"{k}={short(v)}" for k, v in update.items()) if isinstance(update, dict) else short(update)
+    where = f" as node {edit['as_node']}" if edit.get("as_node") else ""
+    return f"fork ({edit.get('mode') or '?'}): {changes}{where}" + (f" in {edit['ns']}" if edit.get("ns") else "")
+

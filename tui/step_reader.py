@@ -15,9 +15,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from recorder.records import CallInfo, StepDetail, StepInfo
-from recorder.store import RunStore
-from tui.data import DiffEntry, changed_keys, diff_states, first_of, message_lists
+from graphtape.recorder.records import CallInfo, StepDetail, StepInfo
+from graphtape.recorder.store import RunStore
+from graphtape.tui.render import clean
+from graphtape.tui.data import DiffEntry, changed_keys, diff_states, first_of, message_lists
 
 START_CHANNEL = "__start__"  # where LangGraph holds the input until the first step reads it
 TRANSCRIPT_TAIL = 200  # the transcript shows this many of the latest messages
@@ -84,7 +85,8 @@ class StepReader:
             for ns in t.subgraph_ns:
                 n = len(store.list_steps(self.run_id, ns))
                 subgraphs.append((ns, f"{t.node} → subgraph {ns}  ({n} steps)"))
-        payload = StepPayload(index, step, detail, state, changed_keys(detail), calls, title, diff_states(old, state), subgraphs)
+        # What shows as text is made printable here (the state shows through repr and JSON, which escape).
+        payload = StepPayload(index, clean(step), clean(detail), state, changed_keys(detail), clean(calls), title, diff_states(old, state), clean(subgraphs))
         if step.step < 0 and not state:
             payload.graph_input = store.state_at(self.run_id, step.step, self.ns, internal=True).get(START_CHANNEL)
         lists = message_lists(state)

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from recorder import RunInfo, RunStore, StepDetail, StepInfo
-from recorder.errors import StepNotFound
-from recorder.records import FLAG_RESUME
+from graphtape.recorder import RunInfo, RunStore, StepDetail, StepInfo
+from graphtape.recorder.errors import StepNotFound
+from graphtape.recorder.records import FLAG_RESUME
+from graphtape.tui.render import node_waits
 
 __all__ = ["ROOT", "run_dict", "run_view", "runs_view", "step_view"]
 
@@ -102,6 +103,11 @@ def step_view(store: RunStore, ref: str, step: int, ns: str = ROOT) -> dict[str,
     detail = store.step_detail(run.id, step, ns)
     all_rows = store.list_steps(run.id, ns)
     steps = [s.step for s in all_rows]
+    calls = [asdict(c) for c in store.calls(run.id, step=step, ns=ns)]
+    waits = node_waits(calls, detail.tasks)
+    for call in calls:
+        if call["call_id"] in waits:
+            call["waited_ms"] = round(waits[call["call_id"]], 1)  # its node gave up on it (a timeout)
     return {
         "run": run_dict(run),
         "ns": ns,
@@ -109,6 +115,6 @@ def step_view(store: RunStore, ref: str, step: int, ns: str = ROOT) -> dict[str,
         "first_step": min(steps) if steps else None,
         "last_step": max(steps) if steps else None,
         **_detail_dict(detail),
-        "calls": [asdict(c) for c in store.calls(run.id, step=step, ns=ns)],
+        "calls": calls,
         "state": store.state_at(run.id, step, ns),
     }

@@ -14,13 +14,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from recorder.errors import GraphtapeError
-from recorder.records import StepInfo
-from tui.data import DiffEntry, diff_states
-from tui.screens.runs import status_text
-from tui.widgets.diff_view import DiffView
-from tui.widgets.panels import TextPanel
-from tui.widgets.timeline import Timeline
+from graphtape.recorder.errors import GraphtapeError
+from graphtape.recorder.records import StepInfo
+from graphtape.tui.data import DiffEntry, diff_states
+from graphtape.tui.render import clean
+from graphtape.tui.screens.runs import status_text
+from graphtape.tui.widgets.diff_view import DiffView
+from graphtape.tui.widgets.panels import TextPanel
+from graphtape.tui.widgets.timeline import Timeline
 
 NARROW = 110
 _KIND_STYLE = {"route": "magenta", "call": "cyan", "arguments": "cyan", "state": "yellow", "error": "red", "missing": "red", "extra": "red", "fork": "green"}
@@ -86,6 +87,14 @@ class CompareScreen(Screen):
             self.title = title
             self.entries = entries
 
+    class OpenRun(Message):
+        """Asks the app to open the re-run's own run screen (screens never import each other)."""
+
+        def __init__(self, run_id: str, ns: str) -> None:
+            super().__init__()
+            self.run_id = run_id
+            self.ns = ns
+
     def __init__(self, result: Any) -> None:
         super().__init__()
         self.result = result
@@ -137,7 +146,7 @@ class CompareScreen(Screen):
                 if run_id is None:
                     sides.append((None, [], {}))
                     continue
-                sides.append((store.get_run(run_id), store.list_steps(run_id, r.ns), store.call_counts(run_id, r.ns)))
+                sides.append((clean(store.get_run(run_id)), clean(store.list_steps(run_id, r.ns)), store.call_counts(run_id, r.ns)))
         except GraphtapeError as exc:
             self.post_message(self.RunsLoaded(None, str(exc)))
             return
@@ -232,7 +241,7 @@ class CompareScreen(Screen):
 
     @work(thread=True, exclusive=True, group="compare-diff")
     def load_pair(self, pair: tuple[int | None, int | None]) -> None:
-        from replay.normalize import Normalizer
+        from graphtape.replay.normalize import Normalizer
 
         store, r = self.app.store, self.result
         src_step, new_step = pair
@@ -267,9 +276,7 @@ class CompareScreen(Screen):
         if not self.result.run_id:
             self.notify("The re-run was not recorded.", severity="warning")
             return
-        from tui.screens.run import RunScreen
-
-        self.app.push_screen(RunScreen(self.result.run_id, self.result.ns, back_pops=True))
+        self.post_message(self.OpenRun(self.result.run_id, self.result.ns))
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -14,8 +17,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from recorder.records import RunInfo
-from tui.data import split_edits
+from graphtape.recorder.records import RunInfo
+from graphtape.tui.data import split_edits
+from graphtape.tui.render import describe_edit, printable
 
 MODES = (
     ("strict", "strict: every tool and model call answered from the recording"),
@@ -49,19 +53,24 @@ class _RunPrompt(ModalScreen):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_MODE = "strict"
 
-    def __init__(self, step: int, graph_ref: str | None) -> None:
+    def __init__(self, step: int, graph_ref: str | None, *, recorded_ref: str | None = None) -> None:
         super().__init__()
         self.step = step
-        self.graph_ref = graph_ref or ""
+        # What the user typed before wins; else the reference recorded with the run, shown
+        # but loaded only once the user has seen where it points and confirmed it.
+        self.recorded_ref = printable(recorded_ref) if recorded_ref and not graph_ref else None
+        self.graph_ref = graph_ref or self.recorded_ref or ""
+        self._confirmed: str | None = None
 
     def _mode_list(self) -> OptionList:
         modes = OptionList(*(Option(label, id=mode) for mode, label in MODES), id="mode-options")
         return modes
 
     def _graph_widgets(self) -> ComposeResult:
-        note = "" if self.graph_ref else "  (this run was recorded without one: type it)"
+        note = "  (recorded with the run: check it before loading)" if self.recorded_ref else "" if self.graph_ref else "  (this run was recorded without one: type it)"
         yield Static(f"Graph to run ({GRAPH_HINT}){note}:")
-        yield Input(self.graph_ref, placeholder=GRAPH_HINT, id="graph-input")
+        yield Input(self.graph_ref, placeholder=GRAPH_HINT, id="graph-input", select_on_focus=False)
+        yield Static(id="graph-consent", classes="prompt-warning")
 
     def on_mount(self) -> None:
         modes = self.query_one("#mode-options", OptionList)
@@ -77,7 +86,23 @@ class _RunPrompt(ModalScreen):
             self._error(f"Name the graph to run: {GRAPH_HINT}.")
             self.query_one("#graph-input", Input).focus()
             return None
+        if ref == self.recorded_ref and self._confirmed != ref:
+            from graphtape.replay.loading import source_of
+
+            source = source_of(ref)
+            where = f"runs the file {source}" if source else "imports a module graphtape cannot locate without importing it"
+            self.query_one("#graph-consent", Static).update(
+                Text(f"This reference was read from the recording: loading it {where}. Press Enter again to load it, or type another.", style="bold yellow")
+            )
+            self._confirmed = ref
+            self.query_one("#graph-input", Input).focus()
+            return None
         return ref
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "graph-input" and self._confirmed is not None and event.value.strip() != self._confirmed:
+            self._confirmed = None  # another reference: it is the user's own now, or asks again
+            self.query_one("#graph-consent", Static).update("")
 
     def _error(self, text: str) -> None:
         self.query_one(".prompt-error", Static).update(text)
@@ -85,6 +110,14 @@ class _RunPrompt(ModalScreen):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.submit()
+
+    def on_key(self, event: events.Key) -> None:
+        # Text typed while the mode list has the focus belongs in a field, not nowhere.
+        if isinstance(self.focused, OptionList) and event.is_printable and event.character:
+            event.stop()
+            field = self.query(Input).first()
+            field.focus()
+            field.insert_text_at_cursor(event.character)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
@@ -132,10 +165,10 @@ class ForkPrompt(_RunPrompt):
         with Vertical(classes="prompt"):
             yield Static(Text(f"Fork after step {self.step}: edit the state, continue as a new run", style="bold"))
             yield Static('Edits: KEY=JSON or dotted.path=JSON, space-separated (answer="no" plan.retries=0)')
-            yield Input(placeholder='key="value" other=3', id="fork-edits")
+            yield Input(placeholder='key="value" other=3', id="fork-edits", select_on_focus=False)
             yield Static(id="fork-error", classes="prompt-error")
             yield Static("As node (optional: the edit goes through that node's reducers):")
-            yield Input(placeholder="node name", id="fork-as-node")
+            yield Input(placeholder="node name", id="fork-as-node", select_on_focus=False)
             yield Static("Mode:")
             yield self._mode_list()
             yield from self._graph_widgets()
@@ -158,32 +191,53 @@ class ForkPrompt(_RunPrompt):
         self.dismiss(ForkRequest(edits, as_node, self._mode(), ref))
 
 
-class ExportPrompt(ModalScreen[str | None]):
-    """Asks where to write the run's fixture file; dismisses with the path typed (or None)."""
+@dataclass(frozen=True)
+class ExportRequest:
+    """Where to write the fixture, and whether an existing file there may be replaced."""
+
+    path: str
+    overwrite: bool = False
+
+
+class PathPrompt(ModalScreen[ExportRequest | None]):
+    """Asks where to write a file; an existing file is replaced only when confirmed."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, default: str) -> None:
+    def __init__(self, default: str, title: str = "Export this run as a regression fixture") -> None:
         super().__init__()
         self.default = default
+        self.title_text = title
+        self._confirm: str | None = None  # the existing path the user was warned about
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="prompt"):
-            yield Static(Text("Export this run as a regression fixture", style="bold"))
+            yield Static(Text(self.title_text, style="bold"))
             yield Static("Path (relative to the current directory):")
             yield Input(self.default, id="export-path")
             yield Static(id="export-error", classes="prompt-error")
 
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._confirm = None  # a new path: a new warning if it exists too
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         path = event.value.strip()
+        error = self.query_one("#export-error", Static)
         if not path:
-            self.query_one("#export-error", Static).update("Type a file path, like fixtures/runs/my-run.json.")
+            error.update("Type a file path, like fixtures/runs/my-run.json.")
             return
-        self.dismiss(path)
+        if Path(path).expanduser().exists() and self._confirm != path:
+            self._confirm = path
+            error.update(f"{path} exists: press Enter again to replace it, or type another path.")
+            return
+        self.dismiss(ExportRequest(path, overwrite=self._confirm == path))
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+ExportPrompt = PathPrompt  # the fixture export's prompt (its default title)
 
 
 class RunInfoScreen(ModalScreen[None]):
@@ -191,11 +245,12 @@ class RunInfoScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,i,q", "close", "Close")]
 
-    def __init__(self, run: RunInfo, fault_log: list[str] | None, error: str | None = None) -> None:
+    def __init__(self, run: RunInfo, fault_log: list[str] | None, error: str | None = None, edit: Any = None) -> None:
         super().__init__()
         self.run = run
         self.fault_log = fault_log or []
         self.error = error
+        self.edit = edit  # a fork's edit (or a replay's mode), as recorded
 
     def compose(self) -> ComposeResult:
         r = self.run
@@ -208,6 +263,7 @@ class RunInfoScreen(ModalScreen[None]):
             ("status", r.status + (f" ({r.status_reason})" if r.status_reason else "")),
             ("thread", r.thread_id or "—"),
             ("parent", f"{r.parent_run_id} at step {r.fork_step}" if r.parent_run_id else "—"),
+            ("edit", describe_edit(self.edit) if self.edit else "—"),
             ("tags", ", ".join(r.tags) or "—"),
             ("redactions", f"{r.redactions} value(s) redacted while recording" if r.redactions else "none"),
             ("faults", f"{r.faults} recorder fault(s): parts of this run may be missing" if r.faults else "none"),

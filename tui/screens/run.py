@@ -14,20 +14,22 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
 
-from recorder.errors import GraphtapeError
-from recorder.records import RunInfo, StepInfo
-from tui.data import DiffEntry, diff_text, first_of, to_json
-from tui.screens.compare import CompareScreen
-from tui.screens.prompts import ExportPrompt, ForkPrompt, ForkRequest, JumpPrompt, ReplayPrompt, ReplayRequest, RunInfoScreen, ValueScreen, WatchPicker
-from tui.screens.runs import status_text, when
-from tui.step_reader import StepPayload, StepReader
-from tui.widgets.diff_view import DiffView
-from tui.widgets.panels import CallsPanel, SubgraphList, TextPanel, routes_renderable
-from tui.widgets.state_tree import StateTree
-from tui.widgets.timeline import Timeline
-from tui.widgets.transcript import Transcript
+from graphtape.recorder.errors import GraphtapeError
+from graphtape.recorder.records import RunInfo, StepInfo
+from graphtape.tui.data import DiffEntry, diff_text, first_of, to_json
+from graphtape.tui.files import clipboard_blocked, write_private
+from graphtape.tui.render import ABANDONED, clean
+from graphtape.tui.screens.compare import CompareScreen
+from graphtape.tui.screens.prompts import ExportPrompt, ExportRequest, ForkPrompt, PathPrompt, ForkRequest, JumpPrompt, ReplayPrompt, ReplayRequest, RunInfoScreen, ValueScreen, WatchPicker
+from graphtape.tui.screens.runs import status_text, when
+from graphtape.tui.step_reader import StepPayload, StepReader
+from graphtape.tui.widgets.diff_view import DiffView
+from graphtape.tui.widgets.panels import CallsPanel, SubgraphList, TextPanel, routes_renderable
+from graphtape.tui.widgets.state_tree import StateTree
+from graphtape.tui.widgets.timeline import Timeline
+from graphtape.tui.widgets.transcript import Transcript
 
 NARROW = 120
 SLOW_LOAD_S = 0.3
@@ -41,21 +43,21 @@ class RunScreen(Screen):
         Binding("right,l", "step(1)", "Next", priority=True, tooltip="the step after this one"),
         Binding("home,g", "first", "First", show=False, priority=True, tooltip="the run's first step"),
         Binding("end,G", "last", "Last", show=False, priority=True, tooltip="the run's last step"),
-        Binding("colon", "jump", "Jump", tooltip="go to a step by its number"),
+        Binding("colon", "jump", "Jump", show=False, tooltip="go to a step by its number"),
         Binding("e", "next_problem(1)", "Next problem", tooltip="the next step with an error, a failed call or an interrupt"),
         Binding("E", "next_problem(-1)", "Prev problem", show=False, tooltip="the previous step with an error, a failed call or an interrupt"),
-        Binding("m", "mark", "Mark", tooltip="mark this step to diff another against it"),
-        Binding("d", "diff_marked", "Diff", tooltip="the marked step's state against this step's"),
-        Binding("w", "watch", "Watch", tooltip="pick a state key; [ and ] then find the steps that changed it"),
+        Binding("m", "mark", "Mark", show=False, tooltip="mark this step to diff another against it"),
+        Binding("d", "diff_marked", "Diff", show=False, tooltip="the marked step's state against this step's"),
+        Binding("w", "watch", "Watch", show=False, tooltip="pick a state key; [ and ] then find the steps that changed it"),
         Binding("left_square_bracket", "watch_jump(-1)", "Last change", show=False, tooltip="the step before this one that changed the watched key"),
         Binding("right_square_bracket", "watch_jump(1)", "Next change", show=False, tooltip="the next step that changes the watched key"),
-        Binding("v", "view_value", "View", tooltip="the selected state value (or the whole diff) in full"),
+        Binding("v", "view_value", "View", show=False, tooltip="the selected state value (or the whole diff) in full"),
         Binding("c", "copy_value", "Copy", tooltip="the selected state value as JSON, to the clipboard"),
-        Binding("s", "save_state", "Save", show=False, tooltip="this step's state as a JSON file in the current directory"),
+        Binding("s", "save_state", "Save", show=False, tooltip="this step's state as a JSON file (asks where)"),
         Binding("r", "replay", "Replay", tooltip="re-run from this step, calls answered from the recording"),
         Binding("f", "fork", "Fork", tooltip="edit the state here and continue as a new run"),
         Binding("x", "export", "Export", tooltip="save the run as a regression fixture"),
-        Binding("i", "info", "Info", tooltip="the run's details and the recorder's fault log"),
+        Binding("i", "info", "Info", show=False, tooltip="the run's details and the recorder's fault log"),
         Binding("u,backspace", "up", "Up", show=False, tooltip="back to the parent graph (in a subgraph)"),
         Binding("1", "tab('state')", "State tab", show=False),
         Binding("2", "tab('messages')", "Messages tab", show=False),
@@ -132,14 +134,16 @@ class RunScreen(Screen):
             self.text = text
 
     class InfoLoaded(Message):
-        def __init__(self, fault_log: list[str] | None, error: str | None = None) -> None:
+        def __init__(self, fault_log: list[str] | None, error: str | None = None, edit: Any = None) -> None:
             super().__init__()
             self.fault_log = fault_log
             self.error = error
+            self.edit = edit
 
-    def __init__(self, run_id: str, ns: str = "", start_step: int | None = None, *, back_pops: bool = False) -> None:
+    def __init__(self, run_id: str, ns: str = "", start_step: int | None = None, *, back_pops: bool = False, welcome: str | None = None) -> None:
         super().__init__()
         self.run_id = run_id
+        self.welcome = welcome  # what to look for (graphtape demo): a line in the header, never over the views
         self.ns = ns
         self.back_pops = back_pops  # opened from another screen (a comparison): escape returns there
         self.graph_ref: str | None = None  # the graph last typed into a replay or fork prompt
@@ -180,6 +184,10 @@ class RunScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        # Tab moves between the timeline and the open tab's view; the tab strip itself is
+        # switched with 1-6 (or a click), so focus never lands where Down does nothing.
+        for tabs in self.query(Tabs):
+            tabs.can_focus = False
         self.reader = StepReader(self.app.store, self.run_id, self.ns)
         self._layout(self.app.size.width)
         self.query_one("#run-header", Static).update(Text(f"loading run {self.run_id}…", style="dim"))
@@ -199,8 +207,8 @@ class RunScreen(Screen):
     def load_steps(self) -> None:
         store = self.app.store
         try:
-            run = store.get_run(self.run_id)
-            steps = store.list_steps(run.id, self.ns)
+            run = clean(store.get_run(self.run_id))  # recorded text shows as text, never as escape sequences
+            steps = clean(store.list_steps(run.id, self.ns))
             calls = store.call_counts(run.id, self.ns)
         except GraphtapeError as exc:
             self.post_message(self.StepsLoaded(None, [], {}, str(exc)))
@@ -224,17 +232,21 @@ class RunScreen(Screen):
         if not self.steps:
             self._status(Text("This run recorded no steps.", style="yellow"))
             return
-        target = len(self.steps) - 1
+        target = self._opening_index(message.calls)
         if self.start_step is not None:
             found = [i for i, s in enumerate(self.steps) if s.step == self.start_step]
             target = found[-1] if found else target
-        elif self.run.status == "error":
-            first_err = first_of(self.steps, -1, 1, lambda s: s.has_error)
-            target = first_err if first_err is not None else target
         timeline.focus()
         timeline.cursor = target  # posts StepChosen, which selects it
         # Rows arrive before the layout settles: scroll again once it has.
         self.call_after_refresh(timeline.reveal_cursor)
+
+    def _opening_index(self, calls: dict) -> int:
+        """Where a run opens: its first problem (error, failed call, interrupt), else where the story starts."""
+        problem = first_of(self.steps, -1, 1, lambda s: s.has_error or s.has_interrupt or bool(calls.get(s.step, {}).get("failed")))
+        if problem is not None:
+            return problem
+        return next((i for i, s in enumerate(self.steps) if s.step >= 0), 0)
 
     def on_tree_node_selected(self, message: StateTree.NodeSelected) -> None:
         if not message.node.allow_expand and message.node.data is not None:
@@ -287,8 +299,8 @@ class RunScreen(Screen):
         self.query_one(Transcript).show_messages(p.transcript_key, p.transcript, p.transcript_total)
         self.diff_title = p.diff_title
         self.query_one(DiffView).show(p.diff_title, p.diff)
-        self.query_one("#routes-panel", TextPanel).show(routes_renderable(p.detail.routes, p.detail.next, p.step.step))
-        self.query_one(CallsPanel).show_calls(p.calls)
+        self.query_one("#routes-panel", TextPanel).show(routes_renderable(p.detail.routes, p.detail.next, p.step.step, p.detail.tasks))
+        self.query_one(CallsPanel).show_calls(p.calls, p.detail.tasks)
         self.query_one(SubgraphList).show_namespaces(p.subgraphs)
         self._status(self._step_status(p))
 
@@ -312,6 +324,8 @@ class RunScreen(Screen):
             text.append(f" · {r.faults} recorder fault{'s' if r.faults != 1 else ''} (i: fault log)", style="bold red")
         if self.ns:
             text.append(f"\nsubgraph {self.ns}  (u: back to parent)", style="bold cyan")
+        if self.welcome:
+            text.append(f"\n{self.welcome}", style="italic yellow")
         self.query_one("#run-header", Static).update(text)
 
     def _step_status(self, p: StepPayload) -> Text:
@@ -325,9 +339,12 @@ class RunScreen(Screen):
             text.append(f"  {s.summary}", style="magenta")
         if s.duration_ms is not None:
             text.append(f"  {s.duration_ms:.0f} ms", style="dim")
-        failed = [c for c in p.calls if c.error_type]
+        failed = [c for c in p.calls if c.error_type and c.error_type != ABANDONED]
+        abandoned = [c for c in p.calls if c.error_type == ABANDONED]
         if failed:
             text.append(f"  ✗ {len(failed)} call(s) failed: {failed[0].name} {failed[0].error_type}", style="bold red")
+        if abandoned:
+            text.append(f"  {len(abandoned)} call(s) timed out (their node stopped waiting): {abandoned[0].name}", style="bold yellow")
         for t in p.detail.tasks:
             if t.error_type:
                 text.append(f"  ✗ {t.node}: {t.error_type}: {t.error_message}", style="bold red")
@@ -353,10 +370,25 @@ class RunScreen(Screen):
         # From the cursor, which moves at once: keys pressed faster than steps load all count.
         self._move(self.query_one(Timeline).cursor + delta)
 
+    def _focused_pane(self) -> Any:
+        """The focused scrollable view other than the timeline: Home/End scroll it instead of stepping."""
+        focused = self.focused
+        if focused is None or isinstance(focused, Timeline) or not focused.allow_vertical_scroll:
+            return None
+        return focused
+
     def action_first(self) -> None:
+        pane = self._focused_pane()
+        if pane is not None:
+            pane.scroll_home(animate=False)
+            return
         self._move(0)
 
     def action_last(self) -> None:
+        pane = self._focused_pane()
+        if pane is not None:
+            pane.scroll_end(animate=False)
+            return
         self._move(len(self.steps) - 1)
 
     def action_jump(self) -> None:
@@ -490,18 +522,26 @@ class RunScreen(Screen):
         self.app.push_screen(ValueScreen(message.title, message.text))
 
     def action_save_state(self) -> None:
+        if self._refused():
+            return
         if not self.payload:
             return
-        path = Path.cwd() / f"graphtape-{self.run_id[:8]}-step{self.payload.step.step}.json"
-        self.write_json(self.payload.state, f"the state of step {self.payload.step.step}", path)
+        payload = self.payload
+        default = f"graphtape-{self.run_id[:8]}-step{payload.step.step}.json"
+
+        def done(request: ExportRequest | None) -> None:
+            if request is not None:
+                self.write_json(payload.state, f"the state of step {payload.step.step}", Path(request.path).expanduser(), request.overwrite)
+
+        self.app.push_screen(PathPrompt(default, f"Save the state of step {payload.step.step} as JSON"), done)
 
     @work(thread=True, group="json")
-    def write_json(self, value: Any, label: str, path: Path | None) -> None:
-        """``value`` as JSON to the clipboard, or to ``path``: in a worker, as long lists decode here."""
+    def write_json(self, value: Any, label: str, path: Path | None, overwrite: bool = False) -> None:
+        """``value`` as JSON to the clipboard, or to ``path`` (mode 0600): in a worker, as long lists decode here."""
         try:
             data = to_json(value).encode()
             if path is not None:
-                path.write_bytes(data)
+                write_private(path, data, overwrite=overwrite)
         except GraphtapeError as exc:
             self.post_message(self.JsonWritten(label, error=str(exc)))
             return
@@ -514,10 +554,14 @@ class RunScreen(Screen):
         if message.error:
             self.notify(message.error, severity="error")
         elif message.path is not None:
-            self.notify(f"Saved {message.label} to {message.path.name}")
+            self.notify(f"Saved {message.label} to {_relative(message.path.resolve())}")
         else:
             self.app.copy_to_clipboard(message.text)
-            self.notify(f"Copied {message.label} as JSON ({len(message.text)} chars).")
+            blocked = clipboard_blocked()
+            if blocked:
+                self.notify(f"{blocked}; s saves {message.label} to a file instead.", title="Copy may not arrive", severity="warning")
+            else:
+                self.notify(f"Copied {message.label} as JSON ({len(message.text)} chars) through the terminal (OSC 52); if nothing arrives, the terminal does not take it: s saves to a file.")
 
     def on_subgraph_list_opened(self, message: SubgraphList.Opened) -> None:
         self.app.push_screen(RunScreen(self.run_id, message.ns))
@@ -533,6 +577,13 @@ class RunScreen(Screen):
         self.app.show_runs()
 
     # -- replay, fork, export, info ------------------------------------------------
+    def _refused(self) -> bool:
+        """Replay, fork, export and save write files or run code: not in a read-only (web) session."""
+        if getattr(self.app, "read_only", False):
+            self.notify("This is a read-only web session: replay, fork, export and save need `graphtape tui --web --web-allow-writes`.", severity="warning")
+            return True
+        return False
+
     def _selected_step(self) -> StepInfo | None:
         if not (0 <= self.index < len(self.steps)) or self.run is None:
             self.notify("Wait for the run to load, then pick a step.", severity="warning")
@@ -550,6 +601,8 @@ class RunScreen(Screen):
         return True
 
     def action_replay(self) -> None:
+        if self._refused():
+            return
         step = self._selected_step()
         if step is None or not self._can_rerun():
             return
@@ -559,9 +612,11 @@ class RunScreen(Screen):
                 self._start_rerun(f"replaying from step {step.step} ({request.mode})", request.graph_ref)
                 self.run_replay(step.step, request)
 
-        self.app.push_screen(ReplayPrompt(step.step, self.graph_ref or self.run.graph_ref), done)
+        self.app.push_screen(ReplayPrompt(step.step, self.graph_ref, recorded_ref=self.run.graph_ref), done)
 
     def action_fork(self) -> None:
+        if self._refused():
+            return
         step = self._selected_step()
         if step is None or not self._can_rerun():
             return
@@ -571,7 +626,7 @@ class RunScreen(Screen):
                 self._start_rerun(f"forking after step {step.step} ({request.mode})", request.graph_ref)
                 self.run_fork(step.step, request)
 
-        self.app.push_screen(ForkPrompt(step.step, self.graph_ref or self.run.graph_ref), done)
+        self.app.push_screen(ForkPrompt(step.step, self.graph_ref, recorded_ref=self.run.graph_ref), done)
 
     def _start_rerun(self, what: str, graph_ref: str) -> None:
         self.rerunning = True
@@ -580,7 +635,7 @@ class RunScreen(Screen):
         self._status(Text(f"{what}… (loading the graph)", style="bold cyan"))
 
     def _load_graph(self, ref: str) -> Any:
-        from replay.loading import load_graph
+        from graphtape.replay.loading import load_graph
 
         return load_graph(ref)
 
@@ -590,17 +645,17 @@ class RunScreen(Screen):
 
     @work(thread=True, exclusive=True, group="rerun")
     def run_replay(self, step: int, request: ReplayRequest) -> None:
-        from replay import replay
+        from graphtape.replay import replay
 
         self._rerun(lambda graph: replay(self.run_id, graph, from_step=step, mode=request.mode, ns=self.ns, store=self.app.store, progress=self._progress), request.graph_ref)
 
     @work(thread=True, exclusive=True, group="rerun")
     def run_fork(self, step: int, request: ForkRequest) -> None:
-        from replay import fork
-        from tui.cli_replay import parse_sets
+        from graphtape.replay import fork
+        from graphtape.replay.edits import parse_edits
 
         def go(graph: Any) -> Any:
-            update = parse_sets(request.edits, lambda: self.app.store.state_at(self.run_id, step, self.ns))
+            update = parse_edits(request.edits, lambda: self.app.store.state_at(self.run_id, step, self.ns))
             return fork(self.run_id, graph, step, update, as_node=request.as_node, mode=request.mode, ns=self.ns, store=self.app.store)
 
         self._rerun(go, request.graph_ref)
@@ -635,25 +690,27 @@ class RunScreen(Screen):
         self.app.push_screen(CompareScreen(result))
 
     def action_export(self) -> None:
+        if self._refused():
+            return
         if self.run is None:
             return
-        from replay.testgen import slug
+        from graphtape.replay.testgen import slug
 
-        def done(path: str | None) -> None:
-            if path:
-                self._status(Text(f"exporting run {self.run_id} to {path}…", style="cyan"))
-                self.export_run(path)
+        def done(request: ExportRequest | None) -> None:
+            if request is not None:
+                self._status(Text(f"exporting run {self.run_id} to {request.path}…", style="cyan"))
+                self.export_run(request.path, request.overwrite)
 
         self.app.push_screen(ExportPrompt(f"fixtures/runs/{slug(self.run.name)}.json"), done)
 
     @work(thread=True, exclusive=True, group="export")
-    def export_run(self, path: str) -> None:
-        from replay.fixture import export_fixture, is_machine_path, write_fixture
+    def export_run(self, path: str, overwrite: bool = False) -> None:
+        from graphtape.replay.fixture import export_fixture, is_machine_path, write_fixture
 
         target = Path(path).expanduser()
         try:
             fixture = export_fixture(self.app.store, self.run_id)
-            size = write_fixture(target, fixture)
+            size = write_fixture(target, fixture, overwrite=overwrite)
         except GraphtapeError as exc:
             self.post_message(self.Exported(None, error=_one_line(str(exc))))
             return
@@ -684,15 +741,15 @@ class RunScreen(Screen):
     @work(thread=True, exclusive=True, group="info")
     def load_info(self) -> None:
         try:
-            fault_log = self.app.store.run_detail(self.run_id).fault_log
+            detail = self.app.store.run_detail(self.run_id)
         except GraphtapeError as exc:
             self.post_message(self.InfoLoaded(None, str(exc)))
             return
-        self.post_message(self.InfoLoaded(list(fault_log or [])))
+        self.post_message(self.InfoLoaded(clean(list(detail.fault_log or [])), edit=clean(detail.fork_edit)))
 
     def on_run_screen_info_loaded(self, message: InfoLoaded) -> None:
         if self.run is not None:
-            self.app.push_screen(RunInfoScreen(self.run, message.fault_log, message.error))
+            self.app.push_screen(RunInfoScreen(self.run, message.fault_log, message.error, message.edit))
 
 
 def _one_line(text: str) -> str:

@@ -16,9 +16,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from recorder.errors import GraphtapeError
-from recorder.records import RunInfo
-from tui.widgets.runs_table import PAD, RunsTable, TableColumn
+from graphtape.recorder.errors import GraphtapeError
+from graphtape.recorder.records import RunInfo
+from graphtape.tui.render import clean
+from graphtape.tui.widgets.runs_table import PAD, RunsTable, TableColumn
 
 FORKED = "forked"  # not a stored status: runs with a parent (forks and replays), filtered here
 STATUSES = (None, "ok", "error", "interrupted", "running")
@@ -86,17 +87,18 @@ class Column:
         return Text(self.text(run), style=self.style(run))
 
 
-# What tells runs apart comes first, so a narrow terminal shows name, status, origin,
-# steps, start and duration; the id, graph and the redacted and fault counts (always
-# last) are then a scroll away.
+# What tells runs apart comes first, so a narrow terminal shows name, id (what commands
+# take), status, steps, start and duration; the origin (fork of, replay of), the graph
+# and the redacted and fault counts (always last) are then a scroll away.
 COLUMNS = (
     Column("name", "name", lambda r: r.name, lambda r: r.name.lower()),
+    Column("id", "id", lambda r: r.id[:ID_CHARS], lambda r: r.id),
     Column("status", "status", status_word, lambda r: (r.status, status_word(r)), style=lambda r: _STATUS_STYLE.get(r.status, "")),
-    Column("from", "from", lineage, lambda r: (r.parent_run_id is None, lineage(r)), style=lambda r: "magenta"),  # forks and replays first
     Column("steps", "steps", lambda r: str(r.step_count), lambda r: r.step_count, descending=True),
     Column("started", "started", lambda r: when(r.started_at), lambda r: r.started_at, descending=True),
     Column("duration", "duration", duration, lambda r: -1.0 if r.duration_s is None else r.duration_s, descending=True),
-    Column("id", "id", lambda r: r.id[:ID_CHARS], lambda r: r.id),
+    # A fixed colour, not an ANSI name a terminal's (or the browser's) palette may turn red.
+    Column("from", "from", lineage, lambda r: (r.parent_run_id is None, lineage(r)), style=lambda r: "italic #8fb9d8"),  # forks and replays first
     Column("graph", "graph", lambda r: r.graph_name, lambda r: r.graph_name.lower()),
     Column("red", "redacted", lambda r: str(r.redactions or ""), lambda r: r.redactions, descending=True),
     Column("faults", "faults", lambda r: str(r.faults) if r.faults else "", lambda r: r.faults, descending=True, style=lambda r: "bold red"),
@@ -228,7 +230,7 @@ class RunsScreen(Screen):
     def load_runs(self, status: str | None, text: str) -> None:
         stored = None if status == FORKED else status
         try:
-            runs = self.app.store.list_runs(status=stored, text=text or None, limit=20_000)
+            runs = clean(self.app.store.list_runs(status=stored, text=text or None, limit=20_000))  # names print as text
         except GraphtapeError as exc:
             self.post_message(self.Loaded(None, str(exc), status=status, text=text))
             return

@@ -15,7 +15,8 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.data import DiffEntry, count_differences, short
+from graphtape.tui.render import printable
+from graphtape.tui.data import DiffEntry, count_differences, short
 
 MARKS = {"added": ("+", "green"), "appended": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow"), "skipped": ("⋮", "dim")}
 PATH_SHARE = 0.35  # at most this much of the width goes to paths
@@ -31,7 +32,7 @@ def entry_text(entry: DiffEntry, part: int, path_width: int, width: int) -> Text
     """
     mark, style = MARKS.get(entry.kind, ("?", ""))
     text = Text(f"{mark} " if part == 0 else "  ", style=style)
-    path = Text(entry.path if part == 0 else "", style=style)
+    path = Text(printable(entry.path) if part == 0 else "", style=style)
     path.truncate(path_width, overflow="ellipsis", pad=True)
     text.append_text(path)
     text.append("  ")

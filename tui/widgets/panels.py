@@ -11,8 +11,9 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from recorder.records import CallInfo, RouteInfo
-from tui.data import fold, short, to_json
+from graphtape.recorder.records import CallInfo, RouteInfo
+from graphtape.tui.data import fold, short, to_json
+from graphtape.tui.render import call_outcome, node_waits, traceback_lines
 
 _KIND_STYLE = {"conditional": "bold magenta", "static": "dim", "send": "bold cyan", "command": "bold yellow", "parent-command": "bold yellow"}
 
@@ -37,12 +38,24 @@ class TextPanel(VerticalScroll):
 SEND_LINES = 12  # a Send packet's payload shows this many lines of JSON here (v shows it whole)
 
 
-def routes_renderable(routes: list[RouteInfo], nxt: list[str], step: int = 0) -> Any:
+def error_rows(tasks: list[Any]) -> list[Text]:
+    """Each failed node of the step: its error and where it was raised."""
+    rows = []
+    for t in tasks:
+        if t.error_type:
+            rows.append(Text(f"✗ {t.node} raised {t.error_type}: {t.error_message or ''}", style="bold red"))
+            rows.extend(Text(line, style="red") for line in traceback_lines(t.traceback, 2, 10_000, full=True))
+            rows.append(Text(""))
+    return rows
+
+
+def routes_renderable(routes: list[RouteInfo], nxt: list[str], step: int = 0, tasks: list[Any] = ()) -> Any:
+    errors = error_rows(list(tasks))
     if not routes and step < 0:
         return Text(f"Step {step} holds the graph's input; the first nodes run in step 0." + (f"\n\nnext: {', '.join(nxt)}" if nxt else ""), style="dim")
     if not routes:
-        return Text("No route decisions in this step (it ended, failed or was interrupted).", style="dim")
-    rows = []
+        return Group(*errors, Text("No route decisions in this step (it ended, failed or was interrupted).", style="dim"))
+    rows = list(errors)
     for r in routes:
         head = Text()
         head.append(f"{r.kind:<14}", style=_KIND_STYLE.get(r.kind, ""))
@@ -73,13 +86,13 @@ def tokens_text(call: CallInfo) -> str:
     return f"{call.input_tokens or 0} in / {call.output_tokens or 0} out tokens"
 
 
-def call_detail(call: CallInfo) -> Any:
-    latency = "no return" if call.latency_ms is None else f"{call.latency_ms:.1f} ms"
+def call_detail(call: CallInfo, waited_ms: float | None = None) -> Any:
+    latency = "never returned" if call.latency_ms is None else f"{call.latency_ms:.1f} ms"
     tokens = tokens_text(call)
     head = f"{call.kind} {call.name}  node={call.node} step={call.step}  {latency}{'  streamed' if call.streamed else ''}{'  ' + tokens if tokens else ''}"
     parts = [Text(head, style="bold")]
     if call.kind == "model" and isinstance(call.inputs, dict):
-        from tui.widgets.transcript import render_message
+        from graphtape.tui.widgets.transcript import render_message
 
         msgs = call.inputs.get("messages") or []
         parts.append(Text(f"input: {len(msgs)} messages", style="bold"))
@@ -94,8 +107,10 @@ def call_detail(call: CallInfo) -> Any:
         parts.append(Text(pretty(call.inputs)))
         parts.append(Text("output:", style="bold"))
         parts.append(Text(pretty(call.output)))
-    if call.error_type:
-        parts.append(Text(f"error: {call.error_type}: {call.error_message}", style="bold red"))
+    outcome = call_outcome(call.error_type, call.error_message, waited_ms)
+    if outcome is not None:
+        parts.append(Text(f"{outcome[0]}: {outcome[1]}", style="bold yellow" if outcome[0] == "abandoned" else "bold red"))
+        parts.extend(Text(line, style="red") for line in traceback_lines(call.traceback, 0, 10_000, full=True))
     return Group(*parts)
 
 
@@ -111,8 +126,9 @@ class CallsPanel(VerticalScroll):
         yield OptionList(id="call-list")
         yield Static(id="call-detail")
 
-    def show_calls(self, calls: list[CallInfo]) -> None:
+    def show_calls(self, calls: list[CallInfo], tasks: list[Any] = ()) -> None:
         self.calls = calls
+        self.waits = node_waits(calls, list(tasks))
         options = self.query_one("#call-list", OptionList)
         options.clear_options()
         detail = self.query_one("#call-detail", Static)
@@ -125,15 +141,23 @@ class CallsPanel(VerticalScroll):
             label = Text(f"{c.kind:<5} {c.name:<28} {c.node or '':<10} {ms} ms  ")
             if c.total_tokens is not None or c.input_tokens is not None:
                 label.append(f"{c.input_tokens or 0}→{c.output_tokens or 0} tok  ", style="cyan")
-            label.append(f"{c.error_type}" if c.error_type else short(c.output, 50), style="red" if c.error_type else "dim")
+            outcome = call_outcome(c.error_type, c.error_message)
+            if outcome is None:
+                label.append(short(c.output, 50), style="dim")
+            elif outcome[0] == "abandoned":
+                waited = self.waits.get(c.call_id)
+                label.append(f"gave up after {waited:.0f} ms" if waited is not None else "abandoned by its node", style="yellow")
+            else:
+                label.append(c.error_type or "", style="red")
             options.add_option(Option(label, id=str(i)))
         options.highlighted = 0
-        detail.update(call_detail(calls[0]))
+        detail.update(call_detail(calls[0], self.waits.get(calls[0].call_id)))
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()
         if event.option_id is not None and getattr(self, "calls", None):
-            self.query_one("#call-detail", Static).update(call_detail(self.calls[int(event.option_id)]))
+            call = self.calls[int(event.option_id)]
+            self.query_one("#call-detail", Static).update(call_detail(call, self.waits.get(call.call_id)))
 
 
 class SubgraphList(OptionList):

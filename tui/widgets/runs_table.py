@@ -17,8 +17,8 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.strip import Strip
 
-from recorder.records import RunInfo
-from tui.widgets.rows_view import CURSOR, RowsView
+from graphtape.recorder.records import RunInfo
+from graphtape.tui.widgets.rows_view import CURSOR, RowsView
 
 PAD = 1  # blank cells either side of every column
 

@@ -8,9 +8,10 @@ from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode, UnknownNodeID
 
-from recorder.deferred import DeferredList, is_list
-from recorder.errors import GraphtapeError
-from tui.data import fold, is_message, short
+from graphtape.recorder.deferred import DeferredList, is_list
+from graphtape.recorder.errors import GraphtapeError
+from graphtape.tui.render import printable
+from graphtape.tui.data import fold, is_message, short
 
 _CHILD_LIMIT = 500
 
@@ -53,7 +54,7 @@ class StateTree(Tree):
         self.root.expand()
 
     def _label(self, key: str, value: Any) -> Text:
-        text = Text(f"{key}", style="bold")
+        text = Text(printable(f"{key}"), style="bold")
         text.append(" " if is_message(value) else ": ")  # a message's summary starts with its role
         if isinstance(value, dict) or is_list(value):
             text.append(short(value, 70), style="dim")

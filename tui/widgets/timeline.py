@@ -14,9 +14,9 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.strip import Strip
 
-from recorder.records import FLAG_RESUME, StepInfo
-from tui.render import fmt_ms
-from tui.widgets.rows_view import RowsView
+from graphtape.recorder.records import FLAG_RESUME, StepInfo
+from graphtape.tui.render import fmt_ms
+from graphtape.tui.widgets.rows_view import RowsView
 
 # (header, width, justify); the route column takes what is left.
 COLUMNS = (("step", 4, "right"), ("", 2, "left"), ("nodes", 12, "left"), ("calls", 8, "left"), ("time", 7, "right"))
@@ -50,7 +50,8 @@ def step_cells(step: StepInfo, counts: dict[str, int]) -> list[Text]:
     nodes = Text(", ".join(step.nodes) or ("input" if step.step < 0 else "—"), style="bold red" if step.has_error else "")
     duration = Text(fmt_ms(step.duration_ms).replace(" ms", "ms"), style="dim")
     summary = Text(step.summary or ("(interrupted here)" if step.pending and step.has_interrupt else ""))
-    return [label, step_markers(step), nodes, calls_text({} if step.pending else counts), duration, summary]
+    # An interrupted step shows again once resumed: its calls count there. A failed step stays pending: count them here.
+    return [label, step_markers(step), nodes, calls_text(counts if step.has_error or not step.pending else {}), duration, summary]
 
 
 class Timeline(RowsView):

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from tui.data import content_text
+from graphtape.tui.data import content_text
 
 _ROLE_STYLE = {"human": "bold cyan", "ai": "bold magenta", "tool": "bold yellow", "system": "bold blue"}
 
@@ -66,4 +66,6 @@ class Transcript(VerticalScroll):
         if total > len(shown):
             head.append(f" (showing the last {len(shown)})", style="dim")
         body.update(Group(head, *(render_message(m) for m in shown)))
-        self.scroll_end(animate=False)
+        # A transcript opens at its end, like a chat: once the new text is laid out
+        # (its wrapped height known), not before, or the end lands short of the last box.
+        self.call_after_refresh(self.scroll_end, animate=False, immediate=True)

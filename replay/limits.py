@@ -1,0 +1,143 @@
+"""Keep a replayed graph's view of its recursion limit the recorded one.
+
+A replay resumes at a recorded step, and LangGraph counts a resumed run's
+limit from where it resumes (``stop = step + recursion_limit + 1``). To end
+where the recording ended, the root run is given a lower limit. Two things
+must not see that lower number:
+
+- subgraphs, which inherit the caller's config: their own stop, and so the
+  ``remaining_steps`` a prebuilt agent puts into its ``Send`` packets, would
+  differ from the recording's;
+- the ``GraphRecursionError`` a runaway loop ends with, whose message quotes
+  the limit.
+
+LangGraph has no seam for either, so while a replay runs ``Pregel.stream`` and
+``astream`` are wrapped at the class level (as ``intercept`` wraps models and
+tools, and removed when the last replay ends): a subgraph call gets the
+recorded limit back, and the root run's recursion error quotes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+_NS_KEY = "checkpoint_ns"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limit the recording ran with, and the one the resumed root run is given."""
+
+    recorded: int
+    lowered: int
+
+
+_current: contextvars.ContextVar[Limits | None] = contextvars.ContextVar("graphtape_replay_limits", default=None)
+_active = 0
+_lock = threading.Lock()
+_originals: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def recorded_limits(limits: Limits | None) -> Iterator[None]:
+    """While the block runs (in this context), subgraphs and recursion errors see ``limits.recorded``."""
+    global _active
+    if limits is None:
+        yield
+        return
+    with _lock:
+        if _active == 0:
+            _install()
+        _active += 1
+    token = _current.set(limits)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                _uninstall()
+
+
+def _install() -> None:
+    from langgraph.pregel import Pregel
+
+    _originals["stream"], _originals["astream"] = Pregel.stream, Pregel.astream
+    Pregel.stream, Pregel.astream = _stream, _astream  # type: ignore[method-assign]
+
+
+def _uninstall() -> None:
+    from langgraph.pregel import Pregel
+
+    Pregel.stream, Pregel.astream = _originals.pop("stream"), _originals.pop("astream")  # type: ignore[method-assign]
+
+
+def _split(args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:
+    """The call's config, and the arguments without it (config is the second positional or a keyword)."""
+    if len(args) >= 2:
+        return args[1], args[:1] + args[2:], kwargs
+    return kwargs.get("config"), args, {k: v for k, v in kwargs.items() if k != "config"}
+
+
+def _adjust(config: Any, limits: Limits) -> tuple[Any, bool]:
+    """``(config, is_root)``: a subgraph's config with the recorded limit."""
+    conf = (config or {}).get("configurable") or {} if isinstance(config, dict) else {}
+    if not conf.get(_NS_KEY):
+        return config, True
+    return {**config, "recursion_limit": limits.recorded}, False
+
+
+def _recorded_error(exc: BaseException, limits: Limits) -> BaseException:
+    from langgraph.errors import GraphRecursionError
+
+    text = str(exc)
+    lowered = f"Recursion limit of {limits.lowered} "
+    if isinstance(exc, GraphRecursionError) and lowered in text:
+        return GraphRecursionError(text.replace(lowered, f"Recursion limit of {limits.recorded} ", 1))
+    return exc
+
+
+def _stream(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+    original = _originals["stream"]
+    limits = _current.get()
+    if limits is None:
+        yield from original(self, *args, **kwargs)
+        return
+    config, rest, kw = _split(args, kwargs)
+    config, is_root = _adjust(config, limits)
+    try:
+        yield from original(self, rest[0] if rest else kw.pop("input", None), config, *rest[1:], **kw)
+    except Exception as exc:
+        if not is_root:
+            raise
+        replaced = _recorded_error(exc, limits)
+        if replaced is exc:
+            raise
+        raise replaced from exc
+
+
+async def _astream(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+    original = _originals["astream"]
+    limits = _current.get()
+    if limits is None:
+        async for chunk in original(self, *args, **kwargs):
+            yield chunk
+        return
+    config, rest, kw = _split(args, kwargs)
+    config, is_root = _adjust(config, limits)
+    try:
+        async for chunk in original(self, rest[0] if rest else kw.pop("input", None), config, *rest[1:], **kw):
+            yield chunk
+    except Exception as exc:
+        if not is_root:
+            raise
+        replaced = _recorded_error(exc, limits)
+        if replaced is exc:
+            raise
+        raise replaced from exc

@@ -1,0 +1,252 @@
+"""What a newcomer meets first, checked end to end: the demo's store, search, tracebacks,
+export, graph references and one-line errors (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from graphtape.recorder import Recorder, open_store
+from graphtape.tui.cli import main
+from graphtape.tui.demo import record_demo
+
+GRAPHTAPE = Path(sys.executable).with_name("graphtape")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("newcomer") / "demo.db")
+    _, runs = record_demo(db)
+    return db, {d.scenario: d.run.id for d in runs}
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_second_demo_replaces_the_first_runs(demo, tmp_path):
+    db, first = demo
+    copy = tmp_path / "again.db"
+    copy.write_bytes(Path(db).read_bytes())
+    _, again = record_demo(str(copy))
+    store = open_store(copy)
+    try:
+        names = sorted(r.name for r in store.list_runs())
+    finally:
+        store.close()
+    assert names == sorted({f"demo:{s}" for s in first}) and len(names) == len(first)
+    assert set(d.run.id for d in again).isdisjoint(first.values())
+
+
+@pytest.mark.parametrize("flag, words", [("--search", ["timeout", "timed out", "abandoned", "lookup_order_status"]), ("--error", ["timeout", "abandoned"])])
+def test_the_readme_search_examples_find_the_incident(demo, capsys, flag, words):
+    db, ids = demo
+    for word in words:
+        code, out, _ = run_cli(capsys, "--db", db, "runs", flag, word, "--json")
+        assert code == 0
+        found = {r["id"] for r in json.loads(out)}
+        assert ids["incident"] in found, (flag, word)
+        assert ids["happy"] not in found or word == "lookup_order_status", (flag, word)
+    code, out, _ = run_cli(capsys, "--db", db, "runs", flag, "no-such-thing-anywhere")
+    assert code == 0 and out.strip() == "no runs match"
+
+
+def test_a_timed_out_call_says_its_node_gave_up(demo, capsys):
+    db, ids = demo
+    code, out, _ = run_cli(capsys, "--db", db, "show", ids["incident"], "--step", "2")
+    assert code == 0
+    assert "abandoned its node stopped waiting after" in out and "ms and went on" in out
+    assert "Unfinished" not in out
+
+
+TRACEBACK_AGENT = textwrap.dedent(
+    '''
+    from typing import TypedDict
+
+    from langchain_core.tools import tool
+    from langgraph.graph import END, START, StateGraph
+
+
+    @tool
+    def charge(amount: int) -> str:
+        """Charge a card."""
+        token = "sk-live-abcdefghijklmnopqrstuvwx0123456789"; raise ValueError("card declined")
+
+
+    class S(TypedDict, total=False):
+        amount: int
+        note: str
+
+
+    def pay(state):
+        try:
+            charge.invoke({"amount": state["amount"]})
+        except ValueError:
+            pass
+        return {"note": "tried"}
+
+
+    def settle(state):
+        raise RuntimeError("ledger is locked")
+
+
+    b = StateGraph(S)
+    b.add_node("pay", pay)
+    b.add_node("settle", settle)
+    b.add_edge(START, "pay")
+    b.add_edge("pay", "settle")
+    b.add_edge("settle", END)
+    graph = b.compile()
+    '''
+)
+
+
+@pytest.fixture
+def failing_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "payments.py").write_text(TRACEBACK_AGENT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    module = importlib.import_module("payments")
+    db = str(tmp_path / "runs.db")
+    with Recorder(db) as rec:
+        with pytest.raises(RuntimeError):
+            rec.attach(module.graph, graph_ref="payments:graph").invoke({"amount": 3})
+        run_id = rec.last_run_id
+    sys.modules.pop("payments", None)
+    return tmp_path, db, run_id
+
+
+def _line_of(text: str) -> int:
+    return next(i for i, line in enumerate(TRACEBACK_AGENT.splitlines(), 1) if text in line)
+
+
+def test_node_and_tool_errors_keep_their_traceback_everywhere(failing_run, capsys):
+    tmp, db, run_id = failing_run
+    tool_line, node_line = _line_of('raise ValueError("card declined")'), _line_of('raise RuntimeError("ledger is locked")')
+    store = open_store(db)
+    try:
+        call = next(c for c in store.calls(run_id) if c.name == "charge")
+        failed = next(t for s in store.list_steps(run_id) for t in store.step_detail(run_id, s.step).tasks if t.error_type)
+    finally:
+        store.close()
+    assert call.traceback[-1][:3] == ["payments.py", tool_line, "charge"] and "[REDACTED]" in call.traceback[-1][3]
+    assert failed.traceback[-1][:3] == ["payments.py", node_line, "settle"]
+    assert all("sk-live" not in str(f) for f in call.traceback + failed.traceback)
+
+    code, out, _ = run_cli(capsys, "--db", db, "show", run_id)
+    assert code == 0 and f'at        payments.py:{node_line} in settle: raise RuntimeError("ledger is locked")' in out
+    code, out, _ = run_cli(capsys, "--db", db, "show", run_id, "--step", "1")
+    assert f'File "payments.py", line {tool_line}, in charge' in out
+    code, out, _ = run_cli(capsys, "--db", db, "show", run_id, "--step", "2")
+    assert f'File "payments.py", line {node_line}, in settle' in out
+
+    fixture_path = tmp / "fx.json"
+    assert run_cli(capsys, "--db", db, "export", run_id, "-o", str(fixture_path))[0] == 0
+    fixture = json.loads(fixture_path.read_text())
+    frames = [t["error"]["traceback"] for s in fixture["steps"] for t in s["tasks"] if t.get("error")]
+    assert frames and frames[0][-1][:3] == ["payments.py", node_line, "settle"]
+    # The frames survive an import: the imported run shows them too.
+    other = str(tmp / "other.db")
+    assert run_cli(capsys, "--db", other, "import", str(fixture_path))[0] == 0
+    code, out, _ = run_cli(capsys, "--db", other, "show", "last")
+    assert f"payments.py:{node_line} in settle" in out
+
+
+def test_export_never_replaces_a_fixture_without_force(demo, tmp_path, capsys):
+    db, ids = demo
+    target = tmp_path / "incident.json"
+    assert run_cli(capsys, "--db", db, "export", ids["incident"], "-o", str(target))[0] == 0
+    assert target.stat().st_mode & 0o777 == 0o600
+    target.write_text("my edited fixture")
+    code, _, err = run_cli(capsys, "--db", db, "export", ids["incident"], "-o", str(target))
+    assert code == 2 and err.count("\n") == 1 and "exists: pass --force" in err
+    assert target.read_text() == "my edited fixture"
+    assert run_cli(capsys, "--db", db, "export", ids["incident"], "-o", str(target), "--force")[0] == 0
+    assert json.loads(target.read_text())["graphtape_fixture"]
+
+
+def test_a_graph_built_at_import_time_is_found_again_by_replay(tmp_path):
+    (tmp_path / "shop.py").write_text(
+        textwrap.dedent(
+            """
+            from typing import TypedDict
+            from langgraph.graph import END, START, StateGraph
+            from graphtape import Recorder
+
+            class S(TypedDict):
+                n: int
+
+            b = StateGraph(S)
+            b.add_node("bump", lambda s: {"n": s["n"] + 1})
+            b.add_edge(START, "bump")
+            b.add_edge("bump", END)
+            recorder = Recorder("runs.db")
+            checkout = recorder.attach(b.compile())
+
+            if __name__ == "__main__":
+                checkout.invoke({"n": 1})
+                recorder.close()
+            """
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
+    for argv in (["shop.py"], ["-c", "import shop; shop.checkout.invoke({'n': 2}); shop.recorder.close()"]):
+        proc = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**env, "PYTHONPATH": str(tmp_path)})
+        assert proc.returncode == 0, proc.stderr
+    store = open_store(tmp_path / "runs.db")
+    try:
+        runs = store.list_runs()
+    finally:
+        store.close()
+    assert sorted(r.graph_ref for r in runs) == ["shop.py:checkout", "shop:checkout"]
+    assert {r.graph_name for r in runs} == {"shop:checkout"} and {r.name for r in runs} == {"shop:checkout"}
+    proc = subprocess.run(
+        [str(GRAPHTAPE), "--db", "runs.db", "replay", "last", "--trust-recorded-graph"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**env, "PYTHONPATH": str(tmp_path)},
+    )
+    assert proc.returncode == 0 and "matches the recording" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        ("mysql://u:hunter2@localhost/x", "graphtape stores runs in SQLite"),
+        ("postgresql+asyncpg://u:hunter2@localhost/x", "driver 'asyncpg' is not installed"),
+    ],
+)
+def test_a_store_url_graphtape_cannot_use_is_one_line_without_the_password(capsys, url, words):
+    code, out, err = run_cli(capsys, "--db", url, "runs")
+    assert code == 2 and out == "" and err.count("\n") == 1 and words in err
+    assert "hunter2" not in err and "***" in err
+
+
+def test_recorded_text_never_drives_the_terminal(tmp_path, capsys):
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    db = str(tmp_path / "runs.db")
+    hostile = "run\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\u202eevil"
+    with Recorder(db) as rec:
+        rec.attach(b.compile(), name=hostile, tags=["t\x1b[31m"]).invoke({"n": 1})
+    for argv in (["runs"], ["show", "last"], ["runs", "--json"]):
+        code, out, err = run_cli(capsys, "--db", db, *argv)
+        assert code == 0
+        assert "\x1b" not in out + err and "\x07" not in out and "\u202e" not in out, argv

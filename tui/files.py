@@ -1,0 +1,36 @@
+"""Where the TUI's copies and saves go: private files, and a word on when a copy cannot arrive."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+
+def write_private(path: Path, data: bytes, *, overwrite: bool = False) -> None:
+    """Write ``data`` to ``path`` readable by its owner only (0600): saved states hold recorded data.
+
+    An existing file is replaced only with ``overwrite``; raises ``OSError`` (``FileExistsError``) otherwise.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def clipboard_blocked() -> str | None:
+    """Why a copy (OSC 52) will not reach the clipboard, when that can be told; ``None`` otherwise.
+
+    tmux passes OSC 52 from programs on only with ``set-clipboard on``.
+    """
+    if not os.environ.get("TMUX") or shutil.which("tmux") is None:
+        return None
+    try:
+        setting = subprocess.run(["tmux", "show-options", "-gv", "set-clipboard"], capture_output=True, text=True, timeout=2).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if setting == "on":
+        return None
+    return f"tmux does not pass copies on (set-clipboard is {setting or 'unset'}: add `set -g set-clipboard on` to ~/.tmux.conf)"

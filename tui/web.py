@@ -1,0 +1,131 @@
+"""``graphtape tui --web``: the TUI in a browser, for this user only.
+
+textual-serve runs one TUI process per browser connection. On its own it
+answers any page that can reach the port; here every request must come from
+the address served (``Host`` checked, so a DNS-rebound name is refused), a
+browser connection must come from that origin (``Origin`` checked, so
+another site cannot open the websocket), the page and the websocket need the
+token printed at launch, and at most ``max_sessions`` TUI processes run at
+once. The app itself starts read-only unless writes were asked for: no
+replay, fork, export or save from a browser by default.
+
+The page is graphtape's own, with textual-serve's terminal script and the
+font it ships: nothing is loaded from the internet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import secrets
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from textual_serve.server import Server
+
+PAGE = Path(__file__).with_name("web_page.html")
+COOKIE = "graphtape_token"
+
+
+class GuardedServer(Server):
+    """A textual-serve ``Server`` that checks host, origin and token, and caps its sessions."""
+
+    def __init__(self, command: str, *, host: str, port: int, max_sessions: int, token: str | None = None) -> None:
+        super().__init__(command, host=host, port=port, title="graphtape")
+        self.token = token or secrets.token_urlsafe(24)
+        self.max_sessions = max_sessions
+        self.sessions = 0
+        names = {host, "localhost", "127.0.0.1", "[::1]"} if host in ("localhost", "127.0.0.1", "::1") else {host}
+        self.allowed_hosts = {f"{n}:{port}" for n in names} | ({*names} if port == 80 else set())
+        self.allowed_origins = {f"http://{h}" for h in self.allowed_hosts}
+
+    @property
+    def url(self) -> str:
+        """What to open: the page, with this launch's token."""
+        return f"{self.public_url}/?token={self.token}"
+
+    # -- requests ------------------------------------------------------------------
+    async def _make_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._guard])
+        app.add_routes(
+            [
+                web.get("/", self._index),
+                web.get("/ws/{token}", self._websocket),
+                web.get("/download/{key}", self.handle_download),
+                web.static("/static", self.statics_path, show_index=False, name="static"),
+            ]
+        )
+        return app
+
+    def _token_ok(self, given: str | None) -> bool:
+        return bool(given) and hmac.compare_digest(str(given), self.token)
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.headers.get("Host", "") not in self.allowed_hosts:
+            return web.Response(status=421, text="graphtape: wrong Host for this server")
+        origin = request.headers.get("Origin")
+        if origin is not None and origin not in self.allowed_origins:
+            return web.Response(status=403, text="graphtape: requests from other sites are refused")
+        path = request.path
+        if path.startswith("/static/"):
+            return await handler(request)
+        token = request.match_info.get("token") if path.startswith("/ws/") else request.query.get("token") or request.cookies.get(COOKIE)
+        if not self._token_ok(token):
+            return web.Response(status=403, text="graphtape: open the URL printed by `graphtape tui --web` (it carries this launch's token)")
+        return await handler(request)
+
+    async def _index(self, request: web.Request) -> web.Response:
+        ws = f"ws://{request.headers['Host']}/ws/{self.token}"
+        page = PAGE.read_text(encoding="utf-8").replace("{{WEBSOCKET_URL}}", ws).replace("{{STATIC}}", "/static/")
+        response = web.Response(text=page, content_type="text/html")
+        response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict")
+        response.headers["Content-Security-Policy"] = "default-src 'self'; connect-src 'self' ws: ; style-src 'self' 'unsafe-inline'; font-src 'self'; img-src 'self' data:"
+        return response
+
+    async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        if self.sessions >= self.max_sessions:
+            return web.Response(status=503, text=f"graphtape: {self.max_sessions} sessions are open already; close one first")
+        self.sessions += 1
+        try:
+            return await self.handle_websocket(request)
+        finally:
+            self.sessions -= 1
+
+    # -- running -----------------------------------------------------------------
+    def serve(self, debug: bool = False, on_ready: Any = None) -> None:  # type: ignore[override]
+        """Bind first (a busy port fails before anything is printed), then say where, then serve."""
+        self.debug = debug
+        asyncio.run(self._serve(on_ready))
+
+    async def _serve(self, on_ready: Any) -> None:
+        runner = web.AppRunner(await self._make_app(), handle_signals=False)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port).start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+        if on_ready is not None:
+            on_ready(self)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+
+def app_command(run: str | None, *, read_only: bool) -> str:
+    """The command each browser session runs: the same app, read-only unless writes were asked for."""
+    code = "import sys; from graphtape.tui.app import run_app; sys.exit(run_app(None, sys.argv[1] or None, read_only=sys.argv[2] == 'read-only'))"
+    return shlex.join([sys.executable, "-c", code, run or "", "read-only" if read_only else "writes"])
