@@ -1,11 +1,16 @@
 """Secret redaction applied to every value before it is encoded.
 
 Three nets: values under keys that name a secret (password, token, api_key,
-authorization, ...), pydantic ``SecretStr`` values, and strings that look like
-a credential wherever they appear (``sk-...`` keys, bearer tokens, AWS and
-GitHub keys, private key blocks), plus patterns the user adds. Keys are also
-honoured inside text that holds a serialized mapping (JSON, or the Python
-repr LangChain puts in a ``ToolMessage`` when a tool returns a dict).
+authorization, database_url, *_key ...), pydantic ``SecretStr`` values, and
+strings that look like a credential wherever they appear (the formats of
+``secret_formats``: a catalogue's and graphtape's own), plus patterns the user
+adds. Keys are also honoured inside text: a serialized mapping (JSON, or the
+Python repr LangChain puts in a ``ToolMessage`` when a tool returns a dict) and
+``key=value`` / ``key: value`` text (environment files, YAML, URL queries,
+libpq strings, HTTP headers).
+
+Every pattern runs under RE2 (``linear_regex``): scrubbing any text takes time
+linear in its length, whatever the text (``benchmarks/bench_redaction.py``).
 """
 
 from __future__ import annotations
@@ -14,34 +19,28 @@ import functools
 import re
 import threading
 from collections.abc import Iterable
+from typing import Any
+
+from graphtape.recorder.linear_regex import compile_linear
 
 try:  # Python 3.11+
     from re import _parser as _sre_parse
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre_parse  # type: ignore[no-redef]
+from graphtape.recorder.secret_formats import OWN_PATTERNS, catalogue_patterns
 
 MARK = "[REDACTED]"
 
-# Built-in credential patterns. scrub() only runs them on text holding one of the
-# literals it checks first (a substring test is ~20x cheaper than the regex), so a
-# new pattern needs its literal added there and an example in tests/test_redaction.py.
-DEFAULT_PATTERNS = (
-    r"sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}",
-    r"(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*",
-    r"AKIA[0-9A-Z]{16}",
-    r"gh[pousr]_[A-Za-z0-9]{30,}",
-    r"github_pat_[A-Za-z0-9_]{22,}",
-    r"xox[abprs]-[A-Za-z0-9\-]{10,}",
-    r"AIza[0-9A-Za-z_\-]{35}",
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-)
+# The formats graphtape itself writes (each has an example in tests/test_redaction.py);
+# the catalogue's are added when a redactor is made (secret_formats.catalogue_patterns).
+DEFAULT_PATTERNS = OWN_PATTERNS
 
 # -- secret keys ---------------------------------------------------------------
 # Keys are judged by their words (split on _ - . space and camelCase), so
 # "passage" or "num_tokens" are not secrets while "dbPassword" and "x-api-key" are.
 
 # A word that is, or ends with, one of these names a secret: "pwd", "clientsecret", "JSESSIONID".
-_SECRET_WORDS = frozenset({"pass", "pwd", "auth"})
+_SECRET_WORDS = frozenset({"pass", "pwd", "auth", "jwt", "bearer", "dsn", "pgpassword"})
 _SECRET_ENDINGS = (
     "password",
     "passwords",
@@ -64,18 +63,45 @@ _SECRET_ENDINGS = (
     "accesskey",
     "secretkey",
 )
-# Two words that together name a secret: api_key, aws_access_key_id, sessionId.
+# Two words that together name a secret: api_key, aws_access_key_id, sessionId, database_url.
 _SECRET_PAIRS = frozenset(
     {
         ("api", "key"),
         ("api", "keys"),
         ("access", "key"),
+        ("access", "keys"),
+        ("private", "keys"),
+        ("secret", "keys"),
+        ("signing", "keys"),
+        ("encryption", "keys"),
         ("private", "key"),
         ("secret", "key"),
         ("signing", "key"),
         ("encryption", "key"),
         ("session", "key"),
         ("session", "id"),
+        ("database", "url"),
+        ("db", "url"),
+        ("connection", "string"),
+        ("conn", "string"),
+        ("connection", "url"),
+        ("webhook", "url"),
+        ("webhook", "secret"),
+    }
+)
+# "<something>_key" names a secret (ssh_key, hmac_key, subscription_key, AccountKey) unless the
+# something says it is a lookup key: these never hold credentials.
+_PLAIN_KEY_WORDS = frozenset(
+    {
+        "primary", "foreign", "sort", "cache", "partition", "routing", "idempotency", "unique", "composite",
+        "lookup", "map", "dict", "hash", "object", "row", "group", "message", "public", "dedup", "dedupe",
+        "order", "index", "table", "column", "field", "metadata", "shard", "join", "entity", "record",
+        "item", "node", "state", "config", "setting", "ref", "reference", "natural", "surrogate", "tool",
+        "run", "thread", "checkpoint", "step", "task", "trace", "span", "request", "query", "search",
+        "result", "cursor", "page", "event", "dedupe", "s3", "blob", "file", "storage", "path", "bucket",
+        "memory", "namespace", "cluster", "element", "list", "sorting", "unique", "grouping", "foreign",
+        "input", "output", "stream", "channel", "interrupt", "model", "prompt", "content", "label", "name",
+        "type", "format", "template", "translation", "locale", "schema", "version", "display", "hot", "short",
     }
 )
 # With one of these, "token" means model tokens: token_count, input_token_details, token_usage.
@@ -107,15 +133,9 @@ _TOKEN_COUNT_WORDS = frozenset(
         "logprobs",
     }
 )
-# A quoted key, ":" or "=", then a quoted value or a bare number: "password": "x",
-# 'api_key': 'x', \"token\": \"x\" (JSON inside JSON), "pin": 1234.
-_KEY_VALUE = re.compile(
-    r"""(?P<q>\\?["'])(?P<key>[A-Za-z0-9_.\- ]{1,64})(?P=q)\s*[:=]\s*"""
-    r"""(?:(?P<vq>\\?["'])(?P<val>.*?)(?P=vq)|(?P<bare>-?[0-9][0-9A-Za-z.\-]*))"""
-)
 # Every built-in secret key holds one of these (see names_secret): text without any
 # of them cannot hold a secret key, and the key/value scan is skipped.
-_KEY_FRAGMENTS = ("pass", "pwd", "auth", "secret", "token", "key", "credential", "cookie", "session")
+_KEY_FRAGMENTS = ("pass", "pwd", "auth", "secret", "token", "key", "credential", "cookie", "session", "jwt", "bearer", "dsn", "url", "string")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _KEY_CACHE_SIZE = 10_000
 
@@ -127,11 +147,11 @@ def names_secret(key: str) -> bool:
     secret = False
     only_token = True
     prev = ""
-    for w in words:
+    for i, w in enumerate(words):
         if w in _SECRET_WORDS or w.endswith(_SECRET_ENDINGS):
             secret = True
             only_token = only_token and w == "token"
-        elif (prev, w) in _SECRET_PAIRS:
+        elif (prev, w) in _SECRET_PAIRS or (w == "key" and i > 0 and prev not in _PLAIN_KEY_WORDS and not prev.isdigit()):
             secret = True
             only_token = False
         prev = w
@@ -140,85 +160,96 @@ def names_secret(key: str) -> bool:
     return secret
 
 
+# -- keys in text ----------------------------------------------------------------
+# A quoted key, ":" or "=", then a quoted value or a bare number ("password": "x", 'api_key': 'x',
+# \"token\": \"x\" inside JSON inside JSON, "pin": 1234), or an unquoted key=value / key: value
+# (.env files, YAML, URL queries, libpq strings, HTTP headers). RE2 has no backreferences:
+# each quoting style is an alternative of its own.
+_KEY = r"[A-Za-z0-9_.\- ]+"  # unbounded repeats: counted ones ({1,64}) blow up RE2's automaton
+_BARE_KEY = r"[A-Za-z][A-Za-z0-9_.\-]*"
+_NUMBER = r"-?[0-9][0-9A-Za-z.\-]*"
+_QUOTED_KEY_VALUE = compile_linear(
+    rf'"(?P<k1>{_KEY})"\s*[:=]\s*(?:"(?P<v1>[^"\n]*)"|(?P<n1>{_NUMBER}))'
+    rf"|'(?P<k2>{_KEY})'\s*[:=]\s*(?:'(?P<v2>[^'\n]*)'|(?P<n2>{_NUMBER}))"
+    rf'|\\"(?P<k3>{_KEY})\\"\s*[:=]\s*\\"(?P<v3>(?:[^"\\\n]|\\[^"\n])*)\\"'
+)
+# A second pass, so an assignment inside a quoted value that is not a secret is still seen.
+_BARE_KEY_VALUE = compile_linear(rf"(?:^|[\s?&;,{{(\[]|\\[nrt])(?P<k4>{_BARE_KEY})[ \t]*[:=][ \t]*(?P<v4>[^\s\"',;&}}\])\\]+)")
+_KV_GROUPS = (("k1", "v1", "n1"), ("k2", "v2", "n2"), ("k3", "v3", None), ("k4", "v4", None))
+
+
 # -- user patterns -------------------------------------------------------------
-_LEADING_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
-_FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"), (re.ASCII, "a"))
-# Backreferences and conditionals count groups, which joining patterns renumbers.
-_GROUP_REFERENCE = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
+_LEADING_FLAGS = re.compile(r"\(\?([imsU]+)\)")
+_FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"))
 
 
-def _min_width(pattern: str) -> int | None:
-    # The length of the shortest text the pattern matches; None if unknown (re's parser is internal).
-    try:
-        return int(_sre_parse.parse(pattern).getwidth()[0])
-    except Exception:  # noqa: BLE001 - only an optimisation
-        return None
-
-
-def _user_pattern(p: str | re.Pattern[str]) -> tuple[str, re.Pattern[str], int]:
-    """Check one user pattern; return it rewritten to be joinable, compiled alone, and its minimum length."""
+def _user_pattern(p: str | re.Pattern[str]) -> str:
+    """Check one user pattern (it must run under RE2 and never match empty text); return it scoped to be joined."""
     if isinstance(p, re.Pattern):
         if not isinstance(p.pattern, str):
             raise ValueError(f"bad redaction pattern {p.pattern!r}: it must match text, not bytes")
-        text, flags, alone = p.pattern, "".join(letter for flag, letter in _FLAG_LETTERS if p.flags & flag), p
+        if p.flags & re.VERBOSE:
+            raise ValueError(f"bad redaction pattern {p.pattern!r}: verbose mode (re.X) is not RE2 syntax; write it on one line")
+        text, flags = p.pattern, "".join(letter for flag, letter in _FLAG_LETTERS if p.flags & flag)
     elif isinstance(p, str):
         text, flags = p, ""
-        try:
-            alone = re.compile(p)
-        except re.error as exc:
-            raise ValueError(f"bad redaction pattern {p!r}: {exc}") from None
     else:
         raise ValueError(f"bad redaction pattern {p!r}: expected a regular expression string")
     # A global flag like (?i) is legal only at the start of the whole regex: scope it to this pattern.
     while m := _LEADING_FLAGS.match(text):
         flags += m.group(1)
         text = text[m.end() :]
-    if flags:
-        # A trailing comment in verbose mode would swallow the closing parenthesis.
-        text = f"(?{''.join(dict.fromkeys(flags))}:{text}{chr(10) if 'x' in flags else ''})"
-    width = _min_width(text)
-    if width == 0 or alone.match("") is not None:
-        raise ValueError(f"bad redaction pattern {alone.pattern!r}: it can match empty text")
-    return text, alone, width or 1
+    scoped = f"(?{''.join(dict.fromkeys(flags))}:{text})" if flags else text
+    shown = p.pattern if isinstance(p, re.Pattern) else p
+    if re.match(r"\(\?[^:)]*x", text) or "(?x)" in text:
+        raise ValueError(f"bad redaction pattern {shown!r}: verbose mode (?x) is not RE2 syntax; write it on one line")
+    try:
+        alone = compile_linear(scoped)
+    except ValueError as exc:
+        raise ValueError(f"bad redaction pattern {shown!r}: {exc}") from None
+    if alone.search("") is not None or _min_width(scoped) == 0:
+        raise ValueError(f"bad redaction pattern {shown!r}: it can match empty text")
+    return scoped
 
 
-_BUILTIN_MIN_LEN = min(_min_width(p) or 1 for p in DEFAULT_PATTERNS)
+def _min_width(pattern: str) -> int | None:
+    """The length of the shortest text ``pattern`` matches (read by Python's parser); ``None`` if unknown."""
+    try:
+        return int(_sre_parse.parse(pattern).getwidth()[0])
+    except Exception:  # noqa: BLE001 - RE2-only syntax: the empty-text search above decides
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(user: tuple[str, ...]) -> tuple[Any, Any]:
+    """``(every pattern, the user's alone)`` as two RE2 alternations (cached: a redactor is made per run)."""
+    builtin = (*DEFAULT_PATTERNS, *catalogue_patterns())
+    every = compile_linear("|".join(f"(?:{p})" for p in (*builtin, *user)))
+    return every, compile_linear("|".join(f"(?:{p})" for p in user)) if user else None
 
 
 class Redactor:
     """Scrubs secrets and counts how many values it redacted.
 
-    ``patterns`` are extra regular expressions (strings or compiled) to scrub
-    from any text; ``keys`` are extra key fragments whose values are redacted
-    whole (matched case-insensitively anywhere in a key). An invalid pattern
-    raises ``ValueError`` here, before anything is recorded.
+    ``patterns`` are extra regular expressions (strings or compiled, in RE2
+    syntax: no lookarounds, no backreferences) to scrub from any text; ``keys``
+    are extra key fragments whose values are redacted whole (matched
+    case-insensitively anywhere in a key). An invalid pattern raises
+    ``ValueError`` here, before anything is recorded.
     """
+
+    #: Text shorter than this is never changed by the built-in formats (callers may skip it).
+    min_length = 8
 
     def __init__(self, patterns: Iterable[str | re.Pattern[str]] = (), keys: Iterable[str] = ()) -> None:
         if isinstance(patterns, (str, re.Pattern)):
             patterns = (patterns,)
         if isinstance(keys, str):
             keys = (keys,)
-        joined: list[str] = []
-        alone: list[re.Pattern[str]] = []
-        min_len = _BUILTIN_MIN_LEN
-        for p in patterns:
-            text, compiled, width = _user_pattern(p)
-            min_len = min(min_len, width)
-            # Joining renumbers groups: keep patterns that refer to theirs on their own.
-            if compiled.groups and (compiled.groupindex or _GROUP_REFERENCE.search(text)):
-                alone.append(compiled)
-            else:
-                joined.append(text)
-        try:
-            self._all = re.compile("|".join(f"(?:{p})" for p in (*DEFAULT_PATTERNS, *joined)))
-            self._user = re.compile("|".join(f"(?:{p})" for p in joined)) if joined else None
-        except re.error as exc:  # each compiled alone, so this would be our bug; still say which
-            raise ValueError(f"bad redaction patterns {joined!r}: {exc}") from None
-        self._alone = tuple(alone)
-        self._min_len = min_len
-        #: Text shorter than this is never changed by :meth:`scrub` (callers may skip it).
-        self.min_length = min_len
+        user = tuple(_user_pattern(p) for p in patterns)
+        self._all, self._user = _compiled(user)
+        if user:
+            self.min_length = 1  # a user pattern may match short text
         user_keys = []
         for k in keys:
             if not isinstance(k, str) or not k.strip():
@@ -278,31 +309,17 @@ class Redactor:
         self._bump(hit[1])
         return hit[0]
 
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where credential formats are in ``text`` (nothing counted or changed)."""
+        return [] if len(text) < self.min_length else [m.span() for m in self._all.finditer(text)]
+
     def scrub(self, text: str) -> str:
-        """Replace credential-looking substrings of ``text``."""
-        if len(text) < self._min_len:
+        """Replace credential-looking substrings of ``text`` (in time linear in its length)."""
+        if len(text) < self.min_length:
             return text
-        # Each built-in pattern needs one of these literals (see DEFAULT_PATTERNS); without
-        # any, only the user's patterns can match, and the big alternation is skipped.
-        low = text.lower()
-        if (
-            "sk-" in text
-            or "AKIA" in text
-            or "AIza" in text
-            or "xox" in text
-            or "PRIVATE KEY-----" in text
-            or ("_" in text and "gh" in text)
-            or "bearer" in low
-        ):
-            new, n = self._all.subn(MARK, text)
-        elif self._user is not None:
-            new, n = self._user.subn(MARK, text)
-        else:
-            new, n = text, 0
-        for rx in self._alone:
-            new, k = rx.subn(MARK, new)
-            n += k
-        if ('"' in text or "'" in text) and any(f in low for f in self._fragments):
+        new, n = self._all.subn(MARK, text)
+        low = new.lower()
+        if ("=" in new or ":" in new) and any(f in low for f in self._fragments):
             new, k = self._scrub_keyed(new)
             n += k
         if n:
@@ -310,18 +327,31 @@ class Redactor:
         return new
 
     def _scrub_keyed(self, text: str) -> tuple[str, int]:
-        """Redact the values of secret keys in serialized mappings inside ``text``."""
+        """Redact the values of secret keys written into ``text`` (quoted mappings, then assignments)."""
+        text, quoted = self._scrub_with(_QUOTED_KEY_VALUE, text)
+        text, bare = self._scrub_with(_BARE_KEY_VALUE, text)
+        return text, quoted + bare
+
+    def _scrub_with(self, rx: Any, text: str) -> tuple[str, int]:
         hits = 0
 
-        def replace(m: re.Match[str]) -> str:
+        def replace(m: Any) -> str:
             nonlocal hits
-            value = m.group("val") if m.group("vq") else m.group("bare")
-            if not value or value == MARK or not self.is_secret_key(m.group("key")):
-                return m.group(0)
-            hits += 1
-            start, end = m.span("val") if m.group("vq") else m.span("bare")
-            base = m.start()
-            whole = m.group(0)
-            return whole[: start - base] + MARK + whole[end - base :]
+            for key_group, value_group, number_group in _KV_GROUPS:
+                if key_group not in rx.groupindex:
+                    continue
+                key = m.group(key_group)
+                if key is None:
+                    continue
+                group = value_group if m.group(value_group) is not None else number_group
+                value = m.group(group) if group else None
+                if not value or value == MARK or value.startswith(MARK) or not self.is_secret_key(key.strip()):
+                    return m.group(0)
+                hits += 1
+                start, end = m.span(rx.groupindex[group])  # RE2 spans take group numbers
+                base = m.start()
+                whole = m.group(0)
+                return whole[: start - base] + MARK + whole[end - base :]
+            return m.group(0)
 
-        return _KEY_VALUE.sub(replace, text), hits
+        return rx.sub(replace, text), hits

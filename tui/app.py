@@ -12,11 +12,12 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static
 
-from recorder.errors import GraphtapeError
-from recorder.store import RunStore, open_store
-from tui.screens.prompts import HelpScreen
-from tui.screens.run import RunScreen
-from tui.screens.runs import RunsScreen
+from graphtape.recorder.errors import GraphtapeError
+from graphtape.recorder.store import RunStore, open_store, shown_url
+from graphtape.tui.screens.compare import CompareScreen
+from graphtape.tui.screens.prompts import HelpScreen
+from graphtape.tui.screens.run import RunScreen
+from graphtape.tui.screens.runs import RunsScreen
 
 
 class LoadingScreen(Screen):
@@ -42,13 +43,14 @@ class GraphtapeApp(App):
             self.error = error
             self.run_id = run_id
 
-    def __init__(self, db: str | None = None, run: str | None = None, *, store: RunStore | None = None, welcome: str | None = None) -> None:
+    def __init__(self, db: str | None = None, run: str | None = None, *, store: RunStore | None = None, welcome: str | None = None, read_only: bool = False) -> None:
         super().__init__()
+        self.read_only = read_only  # a browser session (--web) without --web-allow-writes: look, never write or run
         self.welcome = welcome  # said once the named run opens (graphtape demo: what to look for)
         self.db = db
         self.run_ref = run
         self.store: Any = store
-        self.store_label = str(db or "the store")
+        self.store_label = shown_url(str(db)) if db else "the store"  # never the password
         self.load_error: str | None = None
 
     def on_mount(self) -> None:
@@ -71,20 +73,21 @@ class GraphtapeApp(App):
             self.screen.query_one("#loading", Static).update(f"graphtape: {message.error}\n\nPress q to quit.")
             return
         self.store = message.store
-        if not self.db:
-            self.store_label = getattr(self.store, "url", self.store_label).replace("sqlite:///", "")
+        if self.db is None:  # opened on a store object: name it by its URL (never the password)
+            self.store_label = shown_url(getattr(self.store, "url", self.store_label))
         if message.run_id:
             # A run named on the command line opens straight away: the runs list (a query
             # over every run and a table) is built only if the user goes back to it.
-            self.switch_screen(RunScreen(message.run_id))
-            if self.welcome:
-                self.notify(self.welcome, title="What happened in this run", timeout=20)
+            self.switch_screen(RunScreen(message.run_id, welcome=self.welcome))
         else:
             self.switch_screen(RunsScreen())
 
     def open_run(self, run_id: str) -> None:
         """Open a run's timeline on top of the runs list."""
         self.push_screen(RunScreen(run_id))
+
+    def on_compare_screen_open_run(self, message: CompareScreen.OpenRun) -> None:
+        self.push_screen(RunScreen(message.run_id, message.ns, back_pops=True))
 
     def show_runs(self) -> None:
         """Back to the runs list (built now if the app opened on a named run)."""
@@ -126,13 +129,13 @@ def _bindings(screen: Screen) -> Iterable[Binding]:
     return (b for b in getattr(screen, "BINDINGS", []) if isinstance(b, Binding) and b.description)
 
 
-def build_app(db: str | None = None, run: str | None = None, *, store: RunStore | None = None, welcome: str | None = None) -> GraphtapeApp:
-    """The one way to make the app: used by ``graphtape tui``, ``graphtape demo`` and the tests."""
-    return GraphtapeApp(db, run, store=store, welcome=welcome)
+def build_app(db: str | None = None, run: str | None = None, *, store: RunStore | None = None, welcome: str | None = None, read_only: bool = False) -> GraphtapeApp:
+    """The one way to make the app: used by ``graphtape tui``, ``graphtape demo``, ``--web`` and the tests."""
+    return GraphtapeApp(db, run, store=store, welcome=welcome, read_only=read_only)
 
 
-def run_app(db: str | None = None, run: str | None = None, welcome: str | None = None) -> int:
-    """Run the TUI in this terminal; returns an exit code."""
-    app = build_app(db, run, welcome=welcome)
+def run_app(db: str | None = None, run: str | None = None, welcome: str | None = None, *, read_only: bool = False) -> int:
+    """Run the TUI in this terminal (or a browser session); returns an exit code."""
+    app = build_app(db, run, welcome=welcome, read_only=read_only)
     app.run()
     return 2 if app.load_error else 0
