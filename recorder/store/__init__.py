@@ -48,9 +48,10 @@ from graphtape.recorder.records import (
     TaskInfo,
 )
 
-DEFAULT_DB = "graphtape.db"
+from graphtape.recorder.store.connection import DEFAULT_DB, ENV_DB, resolve_url, shown_url, _sqlite_path, _on_sqlite_connect, _one_line, Connection  # noqa: F401
+from graphtape.recorder.store.schema_version import SchemaGate  # noqa: F401
+
 MAX_INT = 2**63 - 1  # the store's integer columns (and so step numbers, offsets, limits) stop here
-ENV_DB = "GRAPHTAPE_DB"
 STALE_HEARTBEAT_S = 600.0
 KEYFRAMES_KEPT = 4  # parsed keyframes kept for state reads (stepping reuses one for many steps)
 SHARED_REFS = 200_000  # blob references kept shared between deferred state reads (then started afresh)
@@ -236,51 +237,6 @@ class RunStore(Protocol):
 # ---------------------------------------------------------------------------
 
 
-def resolve_url(db: str | os.PathLike | None = None) -> str:
-    """A SQLAlchemy URL from a URL, a file path, ``GRAPHTAPE_DB`` or the default."""
-    if db is None:
-        db = os.environ.get(ENV_DB) or DEFAULT_DB
-    db = os.fspath(db)
-    if "://" in db:
-        if db.startswith("postgres://"):
-            db = "postgresql+psycopg://" + db[len("postgres://") :]
-        elif db.startswith("postgresql://"):
-            db = "postgresql+psycopg://" + db[len("postgresql://") :]
-        return db
-    return "sqlite:///" + str(Path(db).expanduser().resolve())
-
-
-def shown_url(url: str) -> str:
-    """A store URL as it may be shown (screens, JSON, errors): a SQLite file as its path, any password masked."""
-    if url.startswith("sqlite:///"):
-        return url[len("sqlite:///") :]
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a URL we can parse: show nothing of it
-        return "the database"
-
-
-def _sqlite_path(url: str) -> Path | None:
-    try:
-        parsed = sa.engine.make_url(url)
-    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy understands, so not a SQLite file either
-        return None
-    if parsed.get_backend_name() != "sqlite":
-        return None
-    p = parsed.database
-    if not p or p == ":memory:" or p.startswith("file:"):
-        return None
-    return Path(p)
-
-
-def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA busy_timeout=10000")
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.close()
-
-
 # ---------------------------------------------------------------------------
 # SQLAlchemy implementation
 # ---------------------------------------------------------------------------
@@ -317,7 +273,7 @@ def _damage_is_a_store_error(method: Any) -> Any:
     return read
 
 
-class SqlStore:
+class SqlStore(Connection, SchemaGate):
     """``RunStore`` over SQLAlchemy (SQLite or PostgreSQL)."""
 
     def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True) -> None:
@@ -341,106 +297,7 @@ class SqlStore:
         self._check_schema(create)
 
     # -- opening -------------------------------------------------------------
-    def _connect(self, create: bool) -> Engine:
-        path = _sqlite_path(self.url)
-        if path is not None:
-            if not path.parent.is_dir():
-                raise StoreError(f"cannot open database {path}: directory {path.parent} does not exist")
-            if path.is_dir():
-                raise StoreError(f"cannot open database {path}: it is a directory")
-            if not path.exists():
-                if not create:
-                    raise StoreError(f"no database at {path} (record a run first, or pass --db)")
-                try:
-                    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-                    os.close(fd)
-                except OSError as exc:
-                    raise StoreError(f"cannot create database {path}: {exc.strerror}") from None
-        try:
-            backend = sa.engine.make_url(self.url).get_backend_name()
-        except (SQLAlchemyError, ValueError):
-            raise StoreError(f"cannot open {self._safe_url()}: not a database path or a SQLAlchemy URL") from None
-        if backend not in ("sqlite", "postgresql"):
-            raise StoreError(f"cannot open {self._safe_url()}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
-        try:
-            if path is not None or self.url.startswith("sqlite"):
-                engine = sa.create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 10})
-                event.listen(engine, "connect", _on_sqlite_connect)
-            else:
-                engine = sa.create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10)
-            with engine.connect() as conn:
-                conn.execute(sa.text("SELECT 1"))
-        except StoreError:
-            raise
-        except ModuleNotFoundError as exc:
-            hint = "pip install 'graphtape[postgres]'" if exc.name == "psycopg" else "graphtape's PostgreSQL driver is psycopg: use postgresql+psycopg://... after pip install 'graphtape[postgres]'"
-            raise StoreError(f"cannot open {self._safe_url()}: driver {exc.name!r} is not installed ({hint})") from None
-        except (SQLAlchemyError, OSError, ValueError) as exc:
-            raise StoreError(f"cannot open {self._safe_url()}: {_one_line(exc)}") from None
-        return engine
 
-    def _safe_url(self) -> str:
-        return shown_url(self.url)
-
-    def _check_schema(self, create: bool) -> None:
-        try:
-            insp = sa.inspect(self.engine)
-            tables = set(insp.get_table_names())
-        except (SQLAlchemyError, DBAPIError) as exc:
-            raise StoreError(f"{self._safe_url()} is not a readable graphtape database: {_one_line(exc)}") from None
-        if S.meta.name not in tables:
-            if tables & {"runs", "steps", "calls", "blobs"}:
-                raise SchemaVersionError(
-                    f"{self._safe_url()} has tables named like graphtape's (runs, steps, ...) but no graphtape_meta schema version: "
-                    "it is another program's database, or a damaged one; point graphtape at a different file"
-                )
-            if not create:
-                raise StoreError(f"{self._safe_url()} is not a graphtape database (no graphtape_meta table): point graphtape at a different file")
-            try:
-                with self.engine.begin() as conn:
-                    S.metadata.create_all(conn)
-                    conn.execute(sa.insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
-            except SQLAlchemyError as exc:
-                if not self._version_ok_after_race():
-                    raise StoreError(f"cannot create the graphtape schema in {self._safe_url()}: {_one_line(exc)}") from None
-            return
-        self._version_ok_after_race(strict=True)
-
-    def _version_ok_after_race(self, strict: bool = False) -> bool:
-        try:
-            with self.engine.connect() as conn:
-                row = conn.execute(sa.select(S.meta.c.value).where(S.meta.c.key == "schema_version")).first()
-        except SQLAlchemyError:
-            if strict:
-                raise StoreError(f"{self._safe_url()}: cannot read the schema version (database damaged?)") from None
-            return False
-        if row is None:
-            if strict:
-                raise SchemaVersionError(f"{self._safe_url()} has no graphtape schema version: damaged or not a graphtape database")
-            return False
-        try:
-            version = int(row[0])
-        except ValueError:
-            raise SchemaVersionError(f"{self._safe_url()} has an unknown schema version {row[0]!r}") from None
-        if version > S.SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{self._safe_url()} was written by a newer graphtape (schema v{version}; this one reads v{S.SCHEMA_VERSION}): upgrade graphtape to open it"
-            )
-        if version < S.SCHEMA_VERSION and version in S.MIGRATES_FROM:
-            raise SchemaVersionError(
-                f"{self._safe_url()} uses schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: run `graphtape migrate` to upgrade it in place"
-            )
-        if version < S.SCHEMA_VERSION:
-            raise SchemaVersionError(f"{self._safe_url()} uses old schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: re-record, or open it with the graphtape that wrote it")
-        return True
-
-    def reset_connections(self) -> None:
-        """Drop every open connection (say after os.fork); new ones open on demand."""
-        self._close_writer()
-        self.engine.dispose()
-
-    def close(self) -> None:
-        self.reset_connections()
 
     def _close_writer(self) -> None:
         with self._wlock:
@@ -538,12 +395,6 @@ class SqlStore:
         if c.name not in ("inputs", "output", "config", "graph", "versions", "fork_edit", "fault_log")
     ]
 
-    def _read(self, stmt: Any) -> list[Any]:
-        try:
-            with self.engine.connect() as conn:
-                return conn.execute(stmt).all()
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read {self._safe_url()}: {_one_line(exc)}") from None
 
     def mark_dead_runs(self) -> int:
         """Mark runs whose recording process is gone as interrupted (killed).
@@ -1681,11 +1532,6 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def open_store(db: str | os.PathLike | None = None, *, create: bool = False) -> SqlStore:

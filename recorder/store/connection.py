@@ -1,0 +1,136 @@
+"""Where a store's database is and how it is reached: URLs, the engine, and reads.
+
+A path or URL becomes a SQLAlchemy URL (``GRAPHTAPE_DB``, else
+``./graphtape.db``). A SQLite file is created 0600 and opened in WAL mode
+with a busy timeout; PostgreSQL goes through psycopg with a small pool.
+Every failure to open or to read is one ``StoreError`` line, passwords masked.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from graphtape.recorder.errors import StoreError
+
+DEFAULT_DB = "graphtape.db"
+ENV_DB = "GRAPHTAPE_DB"
+
+
+def resolve_url(db: str | os.PathLike | None = None) -> str:
+    """A SQLAlchemy URL from a URL, a file path, ``GRAPHTAPE_DB`` or the default."""
+    if db is None:
+        db = os.environ.get(ENV_DB) or DEFAULT_DB
+    db = os.fspath(db)
+    if "://" in db:
+        if db.startswith("postgres://"):
+            db = "postgresql+psycopg://" + db[len("postgres://") :]
+        elif db.startswith("postgresql://"):
+            db = "postgresql+psycopg://" + db[len("postgresql://") :]
+        return db
+    return "sqlite:///" + str(Path(db).expanduser().resolve())
+
+
+def shown_url(url: str) -> str:
+    """A store URL as it may be shown (screens, JSON, errors): a SQLite file as its path, any password masked."""
+    if url.startswith("sqlite:///"):
+        return url[len("sqlite:///") :]
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL we can parse: show nothing of it
+        return "the database"
+
+
+def _sqlite_path(url: str) -> Path | None:
+    try:
+        parsed = sa.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy understands, so not a SQLite file either
+        return None
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    p = parsed.database
+    if not p or p == ":memory:" or p.startswith("file:"):
+        return None
+    return Path(p)
+
+
+def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class Connection:
+    """Opens the engine and runs reads; every part of ``SqlStore`` reads through ``_read``."""
+
+    url: str
+    engine: Engine
+
+    def _connect(self, create: bool) -> Engine:
+        path = _sqlite_path(self.url)
+        if path is not None:
+            if not path.parent.is_dir():
+                raise StoreError(f"cannot open database {path}: directory {path.parent} does not exist")
+            if path.is_dir():
+                raise StoreError(f"cannot open database {path}: it is a directory")
+            if not path.exists():
+                if not create:
+                    raise StoreError(f"no database at {path} (record a run first, or pass --db)")
+                try:
+                    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+                    os.close(fd)
+                except OSError as exc:
+                    raise StoreError(f"cannot create database {path}: {exc.strerror}") from None
+        try:
+            backend = sa.engine.make_url(self.url).get_backend_name()
+        except (SQLAlchemyError, ValueError):
+            raise StoreError(f"cannot open {self._safe_url()}: not a database path or a SQLAlchemy URL") from None
+        if backend not in ("sqlite", "postgresql"):
+            raise StoreError(f"cannot open {self._safe_url()}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
+        try:
+            if path is not None or self.url.startswith("sqlite"):
+                engine = sa.create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 10})
+                event.listen(engine, "connect", _on_sqlite_connect)
+            else:
+                engine = sa.create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+            with engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        except StoreError:
+            raise
+        except ModuleNotFoundError as exc:
+            hint = "pip install 'graphtape[postgres]'" if exc.name == "psycopg" else "graphtape's PostgreSQL driver is psycopg: use postgresql+psycopg://... after pip install 'graphtape[postgres]'"
+            raise StoreError(f"cannot open {self._safe_url()}: driver {exc.name!r} is not installed ({hint})") from None
+        except (SQLAlchemyError, OSError, ValueError) as exc:
+            raise StoreError(f"cannot open {self._safe_url()}: {_one_line(exc)}") from None
+        return engine
+
+    def _safe_url(self) -> str:
+        return shown_url(self.url)
+
+    def _read(self, stmt: Any) -> list[Any]:
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(stmt).all()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read {self._safe_url()}: {_one_line(exc)}") from None
+
+    def reset_connections(self) -> None:
+        """Drop every open connection (say after os.fork); new ones open on demand."""
+        self._close_writer()
+        self.engine.dispose()
+
+    def close(self) -> None:
+        self.reset_connections()

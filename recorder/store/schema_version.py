@@ -1,0 +1,72 @@
+"""The schema gate: a new store gets graphtape's tables, an existing one opens only at the version this graphtape reads.
+
+An older version that ``graphtape migrate`` upgrades says so; a newer one
+asks for a newer graphtape; a database with tables named like graphtape's
+but no version is refused as another program's. Two processes creating the
+same new store at once both end up with one schema.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from graphtape.recorder import schema as S
+from graphtape.recorder.errors import SchemaVersionError, StoreError
+from graphtape.recorder.store.connection import _one_line
+
+
+class SchemaGate:
+    """Creates the schema in a new store, or checks the version of an existing one, when a store opens."""
+
+    def _check_schema(self, create: bool) -> None:
+        try:
+            insp = sa.inspect(self.engine)
+            tables = set(insp.get_table_names())
+        except (SQLAlchemyError, DBAPIError) as exc:
+            raise StoreError(f"{self._safe_url()} is not a readable graphtape database: {_one_line(exc)}") from None
+        if S.meta.name not in tables:
+            if tables & {"runs", "steps", "calls", "blobs"}:
+                raise SchemaVersionError(
+                    f"{self._safe_url()} has tables named like graphtape's (runs, steps, ...) but no graphtape_meta schema version: "
+                    "it is another program's database, or a damaged one; point graphtape at a different file"
+                )
+            if not create:
+                raise StoreError(f"{self._safe_url()} is not a graphtape database (no graphtape_meta table): point graphtape at a different file")
+            try:
+                with self.engine.begin() as conn:
+                    S.metadata.create_all(conn)
+                    conn.execute(sa.insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
+            except SQLAlchemyError as exc:
+                if not self._version_ok_after_race():
+                    raise StoreError(f"cannot create the graphtape schema in {self._safe_url()}: {_one_line(exc)}") from None
+            return
+        self._version_ok_after_race(strict=True)
+
+    def _version_ok_after_race(self, strict: bool = False) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(S.meta.c.value).where(S.meta.c.key == "schema_version")).first()
+        except SQLAlchemyError:
+            if strict:
+                raise StoreError(f"{self._safe_url()}: cannot read the schema version (database damaged?)") from None
+            return False
+        if row is None:
+            if strict:
+                raise SchemaVersionError(f"{self._safe_url()} has no graphtape schema version: damaged or not a graphtape database")
+            return False
+        try:
+            version = int(row[0])
+        except ValueError:
+            raise SchemaVersionError(f"{self._safe_url()} has an unknown schema version {row[0]!r}") from None
+        if version > S.SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self._safe_url()} was written by a newer graphtape (schema v{version}; this one reads v{S.SCHEMA_VERSION}): upgrade graphtape to open it"
+            )
+        if version < S.SCHEMA_VERSION and version in S.MIGRATES_FROM:
+            raise SchemaVersionError(
+                f"{self._safe_url()} uses schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: run `graphtape migrate` to upgrade it in place"
+            )
+        if version < S.SCHEMA_VERSION:
+            raise SchemaVersionError(f"{self._safe_url()} uses old schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: re-record, or open it with the graphtape that wrote it")
+        return True
