@@ -89,7 +89,7 @@ def test_test_gen_holds_recorded_text_only_as_inert_text_and_literals(tmp_path, 
 def test_a_crafted_store_cannot_make_one_read_inflate_without_bound(tmp_path, monkeypatch):
     from langgraph.graph import END, START, StateGraph
 
-    from graphtape.recorder import store as store_module
+    from graphtape.recorder.store import payloads, read_guard
 
     class S(TypedDict):
         n: int
@@ -113,8 +113,8 @@ def test_a_crafted_store_cannot_make_one_read_inflate_without_bound(tmp_path, mo
         conn.execute(sa.text("UPDATE steps SET payload = :p, is_key = 0 WHERE run_id = :r AND step >= 0"), {"p": bomb, "r": run_id})
     engine.dispose()
     assert db.stat().st_size < 1024 * 1024  # the crafted store is small
-    monkeypatch.setattr(store_module, "MAX_READ_BYTES", 10 * 1024 * 1024)
-    monkeypatch.setattr(store_module, "MAX_INFLATE", 8 * 1024 * 1024)
+    monkeypatch.setattr(read_guard, "MAX_READ_BYTES", 10 * 1024 * 1024)
+    monkeypatch.setattr(payloads, "MAX_INFLATE", 8 * 1024 * 1024)
     store = open_store(db)
     try:
         with pytest.raises(StoreError, match="would inflate more than 10 MB"):

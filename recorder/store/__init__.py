@@ -50,6 +50,8 @@ from graphtape.recorder.records import (
 
 from graphtape.recorder.store.connection import DEFAULT_DB, ENV_DB, resolve_url, shown_url, _sqlite_path, _on_sqlite_connect, _one_line, Connection  # noqa: F401
 from graphtape.recorder.store.schema_version import SchemaGate  # noqa: F401
+from graphtape.recorder.store.read_guard import MAX_READ_BYTES, ReadBudget, _READ_BUDGET, read_budget, _DAMAGE, _damage_is_a_store_error  # noqa: F401
+from graphtape.recorder.store.payloads import squeeze, pack, MAX_INFLATE, unpack, _uj, expand_payload  # noqa: F401
 
 MAX_INT = 2**63 - 1  # the store's integer columns (and so step numbers, offsets, limits) stop here
 STALE_HEARTBEAT_S = 600.0
@@ -60,104 +62,6 @@ SHARED_REFS = 200_000  # blob references kept shared between deferred state read
 # ---------------------------------------------------------------------------
 # Payload bytes
 # ---------------------------------------------------------------------------
-
-
-def squeeze(raw: bytes) -> tuple[bool, bytes]:
-    """``(zipped, data)``: zlib-compressed only when that saves space."""
-    if len(raw) > 160:
-        z = zlib.compress(raw, 6)
-        if len(z) < len(raw) - 16:
-            return True, z
-    return False, raw
-
-
-def pack(obj: Any) -> bytes:
-    """orjson, compressed when that saves space; first byte says which."""
-    zipped, data = squeeze(orjson.dumps(obj))
-    return (b"z" if zipped else b"j") + data
-
-
-MAX_INFLATE = 256 * 1024 * 1024
-MAX_READ_BYTES = 512 * 1024 * 1024  # bytes one store read may inflate in all (all its payloads and blobs)
-
-
-class ReadBudget:
-    """What one store read (one call of a public read method) may still inflate.
-
-    Each payload is bounded on its own (``MAX_INFLATE``), but a read touches many:
-    a crafted 4 MB store of many compressed payloads made one ``show --step`` build
-    gigabytes. The budget is shared by everything a read unpacks.
-    """
-
-    def __init__(self, limit: int | None = None) -> None:
-        self.limit = limit if limit is not None else MAX_READ_BYTES
-        self.left = self.limit
-
-    def spend(self, n: int) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise StoreError(f"this read would inflate more than {self.limit // (1024 * 1024)} MB of stored data (a damaged or crafted store?); refusing it")
-
-
-_READ_BUDGET: contextvars.ContextVar[ReadBudget | None] = contextvars.ContextVar("graphtape_read_budget", default=None)
-
-
-@contextlib.contextmanager
-def read_budget(limit: int | None = None) -> Iterator[ReadBudget]:
-    """The budget of the read in progress, or a new one for a read starting now."""
-    current = _READ_BUDGET.get()
-    if current is not None:
-        yield current
-        return
-    budget = ReadBudget(limit)
-    token = _READ_BUDGET.set(budget)
-    try:
-        yield budget
-    finally:
-        _READ_BUDGET.reset(token)
-
-
-def unpack(data: bytes, *, max_size: int = MAX_INFLATE) -> Any:
-    """Inverse of :func:`pack`; refuses anything else.
-
-    A compressed payload must be one complete zlib stream that inflates to at
-    most ``max_size`` bytes, so a damaged or hostile file cannot exhaust memory.
-    """
-    data = bytes(data)
-    if not data:
-        raise StoreError("empty payload in the database (file damaged?)")
-    head, body = data[:1], data[1:]
-    try:
-        if head == b"z":
-            d = zlib.decompressobj()
-            body = d.decompress(body, max_size + 1)
-            if len(body) > max_size:
-                raise StoreError(f"a stored payload inflates beyond {max_size} bytes; refusing to read it")
-            if not d.eof:
-                raise StoreError("damaged payload in the database: compressed data is truncated")
-            if d.unused_data:
-                raise StoreError("damaged payload in the database: data after the compressed stream")
-        elif head != b"j":
-            raise StoreError("unknown payload encoding in the database (file damaged or not graphtape's)")
-        budget = _READ_BUDGET.get()
-        if budget is not None:
-            budget.spend(len(body))
-        return orjson.loads(body)
-    except (zlib.error, orjson.JSONDecodeError) as exc:
-        raise StoreError(f"damaged payload in the database: {exc}") from None
-
-
-def _j(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
-
-
-def _uj(text: str | None, default: Any = None) -> Any:
-    if text is None:
-        return default
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return default
 
 
 # ---------------------------------------------------------------------------
@@ -240,37 +144,6 @@ class RunStore(Protocol):
 # ---------------------------------------------------------------------------
 # SQLAlchemy implementation
 # ---------------------------------------------------------------------------
-
-
-_DAMAGE = (TypeError, ValueError, AttributeError, KeyError, IndexError)
-
-
-def _damage_is_a_store_error(method: Any) -> Any:
-    """Reads trust nothing they load: a damaged or hand-edited store (SQLite keeps any type in
-    any column; a payload can be JSON of another shape) fails as one ``StoreError`` line."""
-    def explain(self: Any, exc: BaseException) -> StoreError:
-        return StoreError(f"{self._safe_url()} holds damaged data ({method.__name__}: {type(exc).__name__}: {_one_line(exc)})")
-
-    if inspect.isgeneratorfunction(method):
-
-        @functools.wraps(method)
-        def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                yield from method(self, *args, **kwargs)  # each payload stays bounded by MAX_INFLATE
-            except _DAMAGE as exc:
-                raise explain(self, exc) from None
-
-        return generator
-
-    @functools.wraps(method)
-    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            with read_budget():
-                return method(self, *args, **kwargs)
-        except _DAMAGE as exc:
-            raise explain(self, exc) from None
-
-    return read
 
 
 class SqlStore(Connection, SchemaGate):
@@ -1470,32 +1343,6 @@ def _insert_rows(conn: Any, table: sa.Table, rows: list[dict]) -> None:
             end += 1
         conn.execute(sa.insert(table), rows[start:end])
         start = end
-
-
-def expand_payload(payload: dict, created_at: float) -> dict:
-    """Undo the compact forms of a step payload: task indexes and start offsets.
-
-    Rows store a route's or event's task as its index among the step's tasks
-    ("ti") and a task's start as milliseconds before the checkpoint ("dt"),
-    which keeps repeated 36-character ids and full timestamps out of every row.
-    """
-    if not isinstance(payload, dict) or not all(isinstance(payload.get(k, []), list) for k in ("t", "r", "e")):
-        raise StoreError("damaged step payload: not a step's tasks, routes and events")
-    if not all(isinstance(item, dict) for k in ("t", "r", "e") for item in payload.get(k, [])):
-        raise StoreError("damaged step payload: a task, route or event is not a record")
-    tasks = payload.get("t", [])
-    for t in tasks:
-        if "dt" in t:
-            dt = t.pop("dt")
-            if not isinstance(dt, (int, float)) or not isinstance(created_at, (int, float)):
-                raise StoreError("damaged step payload: a task's start time is not a number")
-            t["t0"] = created_at - dt / 1000
-    ids = [t.get("id") for t in tasks]
-    for item in (*payload.get("r", []), *payload.get("e", [])):
-        if "ti" in item:
-            i = item.pop("ti")
-            item["task"] = ids[i] if isinstance(i, int) and 0 <= i < len(ids) else None
-    return payload
 
 
 def _internal_channel(name: str) -> bool:

@@ -1,0 +1,100 @@
+"""The bytes of a stored payload or blob: orjson, zlib-compressed where that saves space.
+
+The first byte says which. Reading refuses anything else, inflates at most
+``MAX_INFLATE`` bytes per payload and charges the read's budget
+(``read_guard``). Step payloads keep a route's task as an index and a task's
+start as an offset; ``expand_payload`` undoes both.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import orjson
+
+from graphtape.recorder.errors import StoreError
+from graphtape.recorder.store.read_guard import _READ_BUDGET
+
+
+def squeeze(raw: bytes) -> tuple[bool, bytes]:
+    """``(zipped, data)``: zlib-compressed only when that saves space."""
+    if len(raw) > 160:
+        z = zlib.compress(raw, 6)
+        if len(z) < len(raw) - 16:
+            return True, z
+    return False, raw
+
+
+def pack(obj: Any) -> bytes:
+    """orjson, compressed when that saves space; first byte says which."""
+    zipped, data = squeeze(orjson.dumps(obj))
+    return (b"z" if zipped else b"j") + data
+
+
+MAX_INFLATE = 256 * 1024 * 1024
+
+
+def unpack(data: bytes, *, max_size: int = MAX_INFLATE) -> Any:
+    """Inverse of :func:`pack`; refuses anything else.
+
+    A compressed payload must be one complete zlib stream that inflates to at
+    most ``max_size`` bytes, so a damaged or hostile file cannot exhaust memory.
+    """
+    data = bytes(data)
+    if not data:
+        raise StoreError("empty payload in the database (file damaged?)")
+    head, body = data[:1], data[1:]
+    try:
+        if head == b"z":
+            d = zlib.decompressobj()
+            body = d.decompress(body, max_size + 1)
+            if len(body) > max_size:
+                raise StoreError(f"a stored payload inflates beyond {max_size} bytes; refusing to read it")
+            if not d.eof:
+                raise StoreError("damaged payload in the database: compressed data is truncated")
+            if d.unused_data:
+                raise StoreError("damaged payload in the database: data after the compressed stream")
+        elif head != b"j":
+            raise StoreError("unknown payload encoding in the database (file damaged or not graphtape's)")
+        budget = _READ_BUDGET.get()
+        if budget is not None:
+            budget.spend(len(body))
+        return orjson.loads(body)
+    except (zlib.error, orjson.JSONDecodeError) as exc:
+        raise StoreError(f"damaged payload in the database: {exc}") from None
+
+
+def _uj(text: str | None, default: Any = None) -> Any:
+    if text is None:
+        return default
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return default
+
+
+def expand_payload(payload: dict, created_at: float) -> dict:
+    """Undo the compact forms of a step payload: task indexes and start offsets.
+
+    Rows store a route's or event's task as its index among the step's tasks
+    ("ti") and a task's start as milliseconds before the checkpoint ("dt"),
+    which keeps repeated 36-character ids and full timestamps out of every row.
+    """
+    if not isinstance(payload, dict) or not all(isinstance(payload.get(k, []), list) for k in ("t", "r", "e")):
+        raise StoreError("damaged step payload: not a step's tasks, routes and events")
+    if not all(isinstance(item, dict) for k in ("t", "r", "e") for item in payload.get(k, [])):
+        raise StoreError("damaged step payload: a task, route or event is not a record")
+    tasks = payload.get("t", [])
+    for t in tasks:
+        if "dt" in t:
+            dt = t.pop("dt")
+            if not isinstance(dt, (int, float)) or not isinstance(created_at, (int, float)):
+                raise StoreError("damaged step payload: a task's start time is not a number")
+            t["t0"] = created_at - dt / 1000
+    ids = [t.get("id") for t in tasks]
+    for item in (*payload.get("r", []), *payload.get("e", [])):
+        if "ti" in item:
+            i = item.pop("ti")
+            item["task"] = ids[i] if isinstance(i, int) and 0 <= i < len(ids) else None
+    return payload
