@@ -19,10 +19,8 @@ import time
 import weakref
 from collections.abc import Callable
 
-from sqlalchemy.exc import OperationalError
-
 from graphtape.recorder.errors import StoreError
-from graphtape.recorder.store import Batch, RunStore, _sqlite_path
+from graphtape.recorder.store import Batch, RunStore, _sqlite_path, is_lock_conflict
 
 Work = Callable[[], Batch | None]
 FaultHandler = Callable[[Exception, Batch | None], None]
@@ -103,15 +101,12 @@ class Writer:
             try:
                 self.store.write(batch)
                 return
-            except OperationalError as exc:
+            except Exception as exc:  # noqa: BLE001 - counted, never raised into the graph
                 quick = time.monotonic() - started < _QUICK_FAILURE_S
-                if "locked" in str(exc).lower() and quick and attempt < _RETRIES - 1:
+                if is_lock_conflict(exc) and quick and attempt < _RETRIES - 1:
                     time.sleep(delay)
                     delay *= 2
                     continue
-                self.on_fault(exc, batch)
-                return
-            except Exception as exc:  # noqa: BLE001
                 self.on_fault(exc, batch)
                 return
 

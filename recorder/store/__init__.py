@@ -52,6 +52,7 @@ from graphtape.recorder.store.connection import DEFAULT_DB, ENV_DB, resolve_url,
 from graphtape.recorder.store.schema_version import SchemaGate  # noqa: F401
 from graphtape.recorder.store.read_guard import MAX_READ_BYTES, ReadBudget, _READ_BUDGET, read_budget, _DAMAGE, _damage_is_a_store_error  # noqa: F401
 from graphtape.recorder.store.payloads import squeeze, pack, MAX_INFLATE, unpack, _uj, expand_payload  # noqa: F401
+from graphtape.recorder.store.writing import Batch, Writing, _insert_rows, is_lock_conflict  # noqa: F401
 
 MAX_INT = 2**63 - 1  # the store's integer columns (and so step numbers, offsets, limits) stop here
 STALE_HEARTBEAT_S = 600.0
@@ -67,30 +68,6 @@ SHARED_REFS = 200_000  # blob references kept shared between deferred state read
 # ---------------------------------------------------------------------------
 # Write operations (produced by the recorder, applied in batches)
 # ---------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Batch:
-    """Rows to write in one transaction."""
-
-    runs_new: list[dict] = field(default_factory=list)
-    runs_update: list[tuple[str, dict]] = field(default_factory=list)
-    steps: list[dict] = field(default_factory=list)
-    calls: list[dict] = field(default_factory=list)
-    # (call_id, fields): a call that returned after its row was written as unfinished
-    calls_update: list[tuple[str, dict]] = field(default_factory=list)
-    blobs: dict[str, tuple[bool, bytes]] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.runs_new or self.runs_update or self.steps or self.calls or self.calls_update or self.blobs)
-
-    def merge(self, other: Batch) -> None:
-        self.runs_new.extend(other.runs_new)
-        self.runs_update.extend(other.runs_update)
-        self.steps.extend(other.steps)
-        self.calls.extend(other.calls)
-        self.calls_update.extend(other.calls_update)
-        self.blobs.update(other.blobs)
 
 
 # ---------------------------------------------------------------------------
@@ -146,7 +123,7 @@ class RunStore(Protocol):
 # ---------------------------------------------------------------------------
 
 
-class SqlStore(Connection, SchemaGate):
+class SqlStore(Connection, SchemaGate, Writing):
     """``RunStore`` over SQLAlchemy (SQLite or PostgreSQL)."""
 
     def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True) -> None:
@@ -172,69 +149,8 @@ class SqlStore(Connection, SchemaGate):
     # -- opening -------------------------------------------------------------
 
 
-    def _close_writer(self) -> None:
-        with self._wlock:
-            if self._wconn is not None:
-                try:
-                    self._wconn.close()
-                except Exception:  # noqa: BLE001 - closing a broken connection
-                    pass
-                self._wconn = None
-
     # -- writing -------------------------------------------------------------
-    def write(self, batch: Batch) -> None:
-        """Apply a batch in one transaction (blobs deduplicated by hash)."""
-        if not batch:
-            return
-        new_blobs = [h for h in batch.blobs if h not in self._known_blobs]
-        conn = self._writer_conn()
-        try:
-            self._write_in(conn, batch, new_blobs)
-        except BaseException:
-            # A failed connection (disk full, file gone) is not reused.
-            self._wconn = None
-            try:
-                conn.invalidate()
-                conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-            raise
-        self._known_blobs.update(new_blobs)
-        if len(self._known_blobs) > 500_000:
-            self._known_blobs.clear()
 
-    def forget_written_blobs(self) -> None:
-        """Stop trusting that blobs written earlier are still there (``gc`` may have swept them).
-
-        Called when a run starts: its first reference to each blob inserts it
-        again (a no-op when present), in the same transaction as the row that
-        references it, so a sweep can never leave that row dangling.
-        """
-        self._known_blobs.clear()
-
-    def _writer_conn(self) -> Any:
-        # Writes are serialized by the recorder's writer, so one connection serves
-        # them all: no pool checkout per superstep.
-        with self._wlock:
-            if self._wconn is None or self._wconn.closed:
-                self._wconn = self.engine.connect()
-            return self._wconn
-
-    def _write_in(self, conn: Any, batch: Batch, new_blobs: list[str]) -> None:
-        with conn.begin():
-            if new_blobs:
-                rows = [{"hash": h, "zipped": batch.blobs[h][0], "data": batch.blobs[h][1]} for h in new_blobs]
-                conn.execute(self._blob_insert, rows)
-            if batch.runs_new:
-                _insert_rows(conn, S.runs, batch.runs_new)
-            if batch.steps:
-                _insert_rows(conn, S.steps, batch.steps)
-            if batch.calls:
-                _insert_rows(conn, S.calls, batch.calls)
-            for call_id, fields in batch.calls_update:
-                conn.execute(sa.update(S.calls).where(S.calls.c.call_id == call_id).values(**fields))
-            for run_id, fields in batch.runs_update:
-                conn.execute(sa.update(S.runs).where(S.runs.c.id == run_id).values(**fields))
 
     # -- runs ----------------------------------------------------------------
     def _run_info(self, r: Any) -> RunInfo:
@@ -1327,22 +1243,6 @@ class GcReport:
     kept_fork_parents: int
     dry_run: bool
     run_ids: list[str] = field(default_factory=list)
-
-
-def _insert_rows(conn: Any, table: sa.Table, rows: list[dict]) -> None:
-    """Insert rows in order, one executemany per run of rows with the same keys.
-
-    An executemany takes its columns from the first row, so a later row with
-    more keys would silently lose them; grouping keeps every value.
-    """
-    start = 0
-    while start < len(rows):
-        keys = rows[start].keys()
-        end = start + 1
-        while end < len(rows) and rows[end].keys() == keys:
-            end += 1
-        conn.execute(sa.insert(table), rows[start:end])
-        start = end
 
 
 def _internal_channel(name: str) -> bool:

@@ -1,0 +1,142 @@
+"""Where runs, supersteps, calls and blobs are written: a ``Batch`` of rows, applied in one transaction.
+
+The recorder (``attach``, ``session``) and the imports (LangGraph
+checkpoints, fixtures) build rows and hand them over as a ``Batch``. A blob
+is inserted once per hash (a second insert is a no-op); one this store wrote
+already is not sent again until a run starts (``forget_written_blobs``).
+Writes are serialized by the recorder's writer thread, so one connection
+serves them all.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import OperationalError
+
+from graphtape.recorder import schema as S
+
+
+@dataclass(slots=True)
+class Batch:
+    """Rows to write in one transaction."""
+
+    runs_new: list[dict] = field(default_factory=list)
+    runs_update: list[tuple[str, dict]] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)
+    calls: list[dict] = field(default_factory=list)
+    # (call_id, fields): a call that returned after its row was written as unfinished
+    calls_update: list[tuple[str, dict]] = field(default_factory=list)
+    blobs: dict[str, tuple[bool, bytes]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.runs_new or self.runs_update or self.steps or self.calls or self.calls_update or self.blobs)
+
+    def merge(self, other: Batch) -> None:
+        self.runs_new.extend(other.runs_new)
+        self.runs_update.extend(other.runs_update)
+        self.steps.extend(other.steps)
+        self.calls.extend(other.calls)
+        self.calls_update.extend(other.calls_update)
+        self.blobs.update(other.blobs)
+
+
+class Writing:
+    """Applies batches through the store's one writing connection."""
+
+    def _init_writing(self) -> None:
+        self._known_blobs: set[str] = set()
+        self._wlock = threading.Lock()
+        self._wconn: Any = None
+        if self.is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        self._blob_insert = dialect_insert(S.blobs).on_conflict_do_nothing(index_elements=["hash"])
+
+    def write(self, batch: Batch) -> None:
+        """Apply a batch in one transaction (blobs deduplicated by hash)."""
+        if not batch:
+            return
+        new_blobs = [h for h in batch.blobs if h not in self._known_blobs]
+        conn = self._writer_conn()
+        try:
+            self._write_in(conn, batch, new_blobs)
+        except BaseException:
+            # A failed connection (disk full, file gone) is not reused.
+            self._wconn = None
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+            raise
+        self._known_blobs.update(new_blobs)
+        if len(self._known_blobs) > 500_000:
+            self._known_blobs.clear()
+
+    def forget_written_blobs(self) -> None:
+        """Stop trusting that blobs written earlier are still there (``gc`` may have swept them).
+
+        Called when a run starts: its first reference to each blob inserts it
+        again (a no-op when present), in the same transaction as the row that
+        references it, so a sweep can never leave that row dangling.
+        """
+        self._known_blobs.clear()
+
+    def _writer_conn(self) -> Any:
+        # Writes are serialized by the recorder's writer, so one connection serves
+        # them all: no pool checkout per superstep.
+        with self._wlock:
+            if self._wconn is None or self._wconn.closed:
+                self._wconn = self.engine.connect()
+            return self._wconn
+
+    def _write_in(self, conn: Any, batch: Batch, new_blobs: list[str]) -> None:
+        with conn.begin():
+            if new_blobs:
+                rows = [{"hash": h, "zipped": batch.blobs[h][0], "data": batch.blobs[h][1]} for h in new_blobs]
+                conn.execute(self._blob_insert, rows)
+            if batch.runs_new:
+                _insert_rows(conn, S.runs, batch.runs_new)
+            if batch.steps:
+                _insert_rows(conn, S.steps, batch.steps)
+            if batch.calls:
+                _insert_rows(conn, S.calls, batch.calls)
+            for call_id, fields in batch.calls_update:
+                conn.execute(sa.update(S.calls).where(S.calls.c.call_id == call_id).values(**fields))
+            for run_id, fields in batch.runs_update:
+                conn.execute(sa.update(S.runs).where(S.runs.c.id == run_id).values(**fields))
+
+    def _close_writer(self) -> None:
+        with self._wlock:
+            if self._wconn is not None:
+                try:
+                    self._wconn.close()
+                except Exception:  # noqa: BLE001 - closing a broken connection
+                    pass
+                self._wconn = None
+
+
+def _insert_rows(conn: Any, table: sa.Table, rows: list[dict]) -> None:
+    """Insert rows in order, one executemany per run of rows with the same keys.
+
+    An executemany takes its columns from the first row, so a later row with
+    more keys would silently lose them; grouping keeps every value.
+    """
+    start = 0
+    while start < len(rows):
+        keys = rows[start].keys()
+        end = start + 1
+        while end < len(rows) and rows[end].keys() == keys:
+            end += 1
+        conn.execute(sa.insert(table), rows[start:end])
+        start = end
+
+
+def is_lock_conflict(exc: BaseException) -> bool:
+    """Whether a write failed on a lock another writer held (SQLite's "database is locked"): worth another try."""
+    return isinstance(exc, OperationalError) and "locked" in str(exc).lower()
