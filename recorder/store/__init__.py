@@ -53,8 +53,9 @@ from graphtape.recorder.store.schema_version import SchemaGate  # noqa: F401
 from graphtape.recorder.store.read_guard import MAX_READ_BYTES, ReadBudget, _READ_BUDGET, read_budget, _DAMAGE, _damage_is_a_store_error  # noqa: F401
 from graphtape.recorder.store.payloads import squeeze, pack, MAX_INFLATE, unpack, _uj, expand_payload  # noqa: F401
 from graphtape.recorder.store.writing import Batch, Writing, _insert_rows, is_lock_conflict  # noqa: F401
+from graphtape.recorder.store.read_runs import MAX_INT, RunReads  # noqa: F401
+from graphtape.recorder.store.listing import RunListing, ABANDONED_WORDS, _calls_matching, _escape_like  # noqa: F401
 
-MAX_INT = 2**63 - 1  # the store's integer columns (and so step numbers, offsets, limits) stop here
 STALE_HEARTBEAT_S = 600.0
 KEYFRAMES_KEPT = 4  # parsed keyframes kept for state reads (stepping reuses one for many steps)
 SHARED_REFS = 200_000  # blob references kept shared between deferred state reads (then started afresh)
@@ -123,7 +124,7 @@ class RunStore(Protocol):
 # ---------------------------------------------------------------------------
 
 
-class SqlStore(Connection, SchemaGate, Writing):
+class SqlStore(Connection, SchemaGate, Writing, RunReads, RunListing):
     """``RunStore`` over SQLAlchemy (SQLite or PostgreSQL)."""
 
     def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True) -> None:
@@ -153,36 +154,6 @@ class SqlStore(Connection, SchemaGate, Writing):
 
 
     # -- runs ----------------------------------------------------------------
-    def _run_info(self, r: Any) -> RunInfo:
-        return RunInfo(
-            id=r.id,
-            name=r.name,
-            graph_name=r.graph_name,
-            status=r.status,
-            started_at=r.started_at,
-            ended_at=r.ended_at,
-            step_count=r.step_count or 0,
-            thread_id=r.thread_id,
-            status_reason=r.status_reason,
-            error_type=r.error_type,
-            error_message=r.error_message,
-            graph_ref=r.graph_ref,
-            tags=_uj(r.tags, []),
-            parent_run_id=r.parent_run_id,
-            fork_step=r.fork_step,
-            redactions=r.redactions or 0,
-            faults=r.faults or 0,
-            durability=r.durability,
-        )
-
-    # Newest first; the id breaks ties so every backend lists (and counts ``last~N``) alike.
-    _NEWEST_FIRST = (S.runs.c.started_at.desc(), S.runs.c.id.desc())
-
-    _RUN_COLS = [
-        c
-        for c in S.runs.c
-        if c.name not in ("inputs", "output", "config", "graph", "versions", "fork_edit", "fault_log")
-    ]
 
 
     def mark_dead_runs(self) -> int:
@@ -234,207 +205,6 @@ class SqlStore(Connection, SchemaGate, Writing):
             return 0  # read-only database: still readable, just not marked
         return len(ended)
 
-    @_damage_is_a_store_error
-    def list_runs(
-        self,
-        *,
-        status: str | None = None,
-        text: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-        name: str | None = None,
-        tag: str | None = None,
-        tool: str | None = None,
-        node: str | None = None,
-        error: str | None = None,
-    ) -> list[RunInfo]:
-        """Runs, newest first, filtered by every criterion given (see ``_run_filters``)."""
-        self.mark_dead_runs()
-        q = sa.select(*self._RUN_COLS).order_by(*self._NEWEST_FIRST)
-        walk = self._facets_to_walk(limit, tag=tag, tool=tool, node=node)
-        q = q.where(*self._run_filters(status=status, text=text, name=name, tag=tag, tool=tool, node=node, error=error, walk=walk))
-        if limit is not None:
-            q = q.limit(limit)
-        if offset:
-            q = q.offset(offset)
-        return [self._run_info(r) for r in self._read(q)]
-
-    @_damage_is_a_store_error
-    def count_runs(self, **filters: Any) -> int:
-        """How many runs match ``filters`` (the keyword filters of ``list_runs``; none counts all)."""
-        q = sa.select(sa.func.count()).select_from(S.runs).where(*self._run_filters(**filters))
-        return int(self._read(q)[0][0])
-
-    # A facet shared by more runs than this is checked run by run, newest first (see _facets_to_walk).
-    FACET_WALK = 2000
-
-    def _facets_to_walk(self, limit: int | None, **facets: str | None) -> set[str]:
-        """Facet filters to test per run while walking runs newest first, instead of collecting their runs.
-
-        Collecting then sorting is fast for a facet few runs share; for one
-        most runs share (env:prod, a node every run has), SQLite would sort
-        tens of thousands of runs to show 50, while walking the newest runs
-        finds 50 matches almost at once. PostgreSQL's planner makes this
-        choice itself.
-        """
-        if not self.is_sqlite or not limit:
-            return set()
-        f = S.run_facets.c
-        walk = set()
-        for kind, value in facets.items():
-            if value:
-                n = self._read(sa.select(sa.func.count()).select_from(S.run_facets).where(f.kind == kind, f.value == value))[0][0]
-                if n > self.FACET_WALK:
-                    walk.add(kind)
-        return walk
-
-    @staticmethod
-    def _run_filters(
-        *,
-        walk: set[str] | frozenset[str] = frozenset(),
-        status: str | None = None,
-        text: str | None = None,
-        name: str | None = None,
-        tag: str | None = None,
-        tool: str | None = None,
-        node: str | None = None,
-        error: str | None = None,
-    ) -> list[Any]:
-        """WHERE clauses for the run filters, each one an index lookup:
-
-        ``status``, ``name`` (exact, or a prefix with a trailing ``*``),
-        ``tag``/``tool``/``node`` (exact, through ``run_facets``) and ``error``
-        (case-insensitive text in a failed run's error type or message).
-        ``text`` searches name, graph, error and tags and reads every run.
-        """
-        where: list[Any] = []
-        r = S.runs.c
-        if status:
-            where.append(r.status == status)
-        if name:
-            if name.endswith("*"):
-                prefix = name[:-1]
-                # The range lets both backends walk ix_runs_name; substr keeps the match exact in any collation.
-                where += [r.name >= prefix, r.name < prefix + "\U0010ffff", sa.func.substr(r.name, 1, len(prefix)) == prefix]
-            else:
-                where.append(r.name == name)
-        f = S.run_facets.c
-        for kind, value in (("tag", tag), ("tool", tool), ("node", node)):
-            if value and kind in walk:
-                where.append(sa.exists().where(f.kind == kind, f.value == value, f.run_id == r.id))
-            elif value:
-                where.append(r.id.in_(sa.select(f.run_id).where(f.kind == kind, f.value == value)))
-        if error:
-            like = f"%{_escape_like(error)}%"
-            # Two small indexes (failed runs, failed calls) unioned: never a walk over every run.
-            failed_runs = sa.select(r.id).where(r.error_message.is_not(None), sa.or_(r.error_message.ilike(like, escape="\\"), r.error_type.ilike(like, escape="\\")))
-            where.append(r.id.in_(sa.union(failed_runs, _calls_matching(error, names=False))))
-        if text:
-            like = f"%{_escape_like(text)}%"
-            where.append(
-                sa.or_(
-                    r.name.ilike(like, escape="\\"),
-                    r.graph_name.ilike(like, escape="\\"),
-                    r.error_message.ilike(like, escape="\\"),
-                    r.tags.ilike(like, escape="\\"),
-                    r.id.ilike(f"{_escape_like(text)}%", escape="\\"),
-                    r.id.in_(_calls_matching(text, names=True)),
-                )
-            )
-        return where
-
-    @_damage_is_a_store_error
-    def resolve_run(self, ref: str) -> str:
-        """A full run id from an id, a unique prefix, ``last`` or ``last~N``.
-
-        Prefixes match case-sensitively on every backend, and an exact id wins
-        even when it is also the prefix of other ids. ``last`` counts recorded
-        runs only: replays and forks (runs with a parent) are reached by id.
-        """
-        ref = (ref or "").strip()
-        if not ref:
-            raise RunNotFound("no run given")
-        if ref == "last" or ref.startswith("last~"):
-            back = 0
-            if ref != "last":
-                text = ref[5:]
-                if not (text.isascii() and text.isdigit()):
-                    raise RunNotFound(f"bad run alias {ref!r}: use last or last~N with N a whole number")
-                back = int(text)
-                if back > MAX_INT:
-                    raise RunNotFound(f"{ref!r} goes back further than the {self.count_runs()} recorded run(s)")
-            rows = self._read(sa.select(S.runs.c.id).where(S.runs.c.parent_run_id.is_(None)).order_by(*self._NEWEST_FIRST).offset(back).limit(1))
-            if not rows and not back:  # only derived runs: the newest of those
-                rows = self._read(sa.select(S.runs.c.id).order_by(*self._NEWEST_FIRST).limit(1))
-            if not rows:
-                if back:
-                    raise RunNotFound(f"{ref!r} goes back further than the {self.count_runs()} recorded run(s)")
-                raise RunNotFound("the store has no runs yet: record one first (graphtape demo)")
-            return rows[0].id
-        if self._read(sa.select(S.runs.c.id).where(S.runs.c.id == ref)):
-            return ref
-        rows = self._read(
-            sa.select(S.runs.c.id)
-            .where(
-                S.runs.c.id.like(_escape_like(ref) + "%", escape="\\"),
-                sa.func.substr(S.runs.c.id, 1, len(ref)) == ref,  # SQLite's LIKE ignores case
-            )
-            .order_by(S.runs.c.id)
-            .limit(4)
-        )
-        if not rows:
-            raise RunNotFound(f"no run matches {ref!r} (graphtape runs lists them)")
-        if len(rows) > 1:
-            shown = ", ".join(r.id for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
-            raise AmbiguousRun(f"{ref!r} matches several runs ({shown}): give more characters")
-        return rows[0].id
-
-    @_damage_is_a_store_error
-    def get_run(self, ref: str) -> RunInfo:
-        run_id = self.resolve_run(ref)
-        self.mark_dead_runs()
-        rows = self._read(sa.select(*self._RUN_COLS).where(S.runs.c.id == run_id))
-        if not rows:
-            raise RunNotFound(f"no run {run_id}")
-        return self._run_info(rows[0])
-
-    @_damage_is_a_store_error
-    def run_detail(self, ref: str, *, typed: bool = False) -> RunDetail:
-        """A run with its inputs, output, config, graph and fault log; ``typed`` rebuilds
-        allow-listed types (messages, documents, registered classes) in the output."""
-        run = self.get_run(ref)
-        r = self._read(sa.select(S.runs).where(S.runs.c.id == run.id))[0]
-        dec = self._plain_decoder
-        output = (self._typed_decoder if typed else dec)(_uj(r.output))
-        if output is None:
-            # Not stored twice: a run's output is its state after its last completed step.
-            done = [s for s in self.list_steps(run.id) if not s.pending]
-            if done:
-                output = self.state_at(run.id, done[-1].step, typed=typed)
-                if not output:
-                    # A functional-API entrypoint keeps no state channels: its output is what it returned.
-                    final = self.state_at(run.id, done[-1].step, typed=typed, internal=True)
-                    output = final.get("__end__", output)
-        return RunDetail(
-            run=run,
-            inputs=dec(_uj(r.inputs)),
-            output=output,
-            config=dec(_uj(r.config)),
-            graph=_uj(r.graph, {}),
-            versions=_uj(r.versions, {}),
-            fork_edit=dec(_uj(r.fork_edit)),
-            fault_log=_uj(r.fault_log, []),
-        )
-
-    @_damage_is_a_store_error
-    def latest_run_for_thread(self, thread_id: str, graph_name: str) -> RunInfo | None:
-        rows = self._read(
-            sa.select(*self._RUN_COLS)
-            .where(S.runs.c.thread_id == thread_id, S.runs.c.graph_name == graph_name)
-            .order_by(*self._NEWEST_FIRST)
-            .limit(1)
-        )
-        return self._run_info(rows[0]) if rows else None
 
     # -- steps ---------------------------------------------------------------
     _STEP_COLS = [c for c in S.steps.c if c.name not in ("payload", "id", "is_key")]
@@ -1247,26 +1017,6 @@ class GcReport:
 
 def _internal_channel(name: str) -> bool:
     return name.startswith("branch:") or name.startswith("__") or ":" in name and name.split(":", 1)[0] in ("join", "start")
-
-
-# An abandoned call (its node stopped waiting: a timeout) is found by the words people search for it.
-ABANDONED_WORDS = ("abandoned", "timeout", "timed out", "time out", "gave up", "unfinished")
-
-
-def _calls_matching(text: str, *, names: bool) -> Any:
-    """Runs with a call that failed or was abandoned matching ``text`` (and, with ``names``, a call named like it)."""
-    c = S.calls.c
-    like = f"%{_escape_like(text)}%"
-    found = [sa.and_(c.error_type.is_not(None), sa.or_(c.error_type.ilike(like, escape="\\"), c.error_message.ilike(like, escape="\\")))]
-    if any(text.lower() in word for word in ABANDONED_WORDS):
-        found.append(c.error_type == "Unfinished")
-    if names:
-        found.append(c.name.ilike(like, escape="\\"))
-    return sa.select(c.run_id).where(sa.or_(*found))
-
-
-def _escape_like(s: str) -> str:
-    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _pid_alive(pid: int) -> bool:

@@ -1,0 +1,144 @@
+"""Reading runs: one run by id, unique prefix or ``last~N``, and its details (inputs, output, config, fault log)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from graphtape.recorder import schema as S
+from graphtape.recorder.errors import AmbiguousRun, RunNotFound
+from graphtape.recorder.records import RunDetail, RunInfo
+from graphtape.recorder.store.listing import _escape_like
+from graphtape.recorder.store.payloads import _uj
+from graphtape.recorder.store.read_guard import _damage_is_a_store_error
+
+MAX_INT = 2**63 - 1  # the store's integer columns (and so step numbers, offsets, limits) stop here
+
+
+class RunReads:
+    """Finds a run and reads it whole."""
+
+    def _run_info(self, r: Any) -> RunInfo:
+        return RunInfo(
+            id=r.id,
+            name=r.name,
+            graph_name=r.graph_name,
+            status=r.status,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            step_count=r.step_count or 0,
+            thread_id=r.thread_id,
+            status_reason=r.status_reason,
+            error_type=r.error_type,
+            error_message=r.error_message,
+            graph_ref=r.graph_ref,
+            tags=_uj(r.tags, []),
+            parent_run_id=r.parent_run_id,
+            fork_step=r.fork_step,
+            redactions=r.redactions or 0,
+            faults=r.faults or 0,
+            durability=r.durability,
+        )
+
+    # Newest first; the id breaks ties so every backend lists (and counts ``last~N``) alike.
+    _NEWEST_FIRST = (S.runs.c.started_at.desc(), S.runs.c.id.desc())
+
+    _RUN_COLS = [
+        c
+        for c in S.runs.c
+        if c.name not in ("inputs", "output", "config", "graph", "versions", "fork_edit", "fault_log")
+    ]
+
+    @_damage_is_a_store_error
+    def resolve_run(self, ref: str) -> str:
+        """A full run id from an id, a unique prefix, ``last`` or ``last~N``.
+
+        Prefixes match case-sensitively on every backend, and an exact id wins
+        even when it is also the prefix of other ids. ``last`` counts recorded
+        runs only: replays and forks (runs with a parent) are reached by id.
+        """
+        ref = (ref or "").strip()
+        if not ref:
+            raise RunNotFound("no run given")
+        if ref == "last" or ref.startswith("last~"):
+            back = 0
+            if ref != "last":
+                text = ref[5:]
+                if not (text.isascii() and text.isdigit()):
+                    raise RunNotFound(f"bad run alias {ref!r}: use last or last~N with N a whole number")
+                back = int(text)
+                if back > MAX_INT:
+                    raise RunNotFound(f"{ref!r} goes back further than the {self.count_runs()} recorded run(s)")
+            rows = self._read(sa.select(S.runs.c.id).where(S.runs.c.parent_run_id.is_(None)).order_by(*self._NEWEST_FIRST).offset(back).limit(1))
+            if not rows and not back:  # only derived runs: the newest of those
+                rows = self._read(sa.select(S.runs.c.id).order_by(*self._NEWEST_FIRST).limit(1))
+            if not rows:
+                if back:
+                    raise RunNotFound(f"{ref!r} goes back further than the {self.count_runs()} recorded run(s)")
+                raise RunNotFound("the store has no runs yet: record one first (graphtape demo)")
+            return rows[0].id
+        if self._read(sa.select(S.runs.c.id).where(S.runs.c.id == ref)):
+            return ref
+        rows = self._read(
+            sa.select(S.runs.c.id)
+            .where(
+                S.runs.c.id.like(_escape_like(ref) + "%", escape="\\"),
+                sa.func.substr(S.runs.c.id, 1, len(ref)) == ref,  # SQLite's LIKE ignores case
+            )
+            .order_by(S.runs.c.id)
+            .limit(4)
+        )
+        if not rows:
+            raise RunNotFound(f"no run matches {ref!r} (graphtape runs lists them)")
+        if len(rows) > 1:
+            shown = ", ".join(r.id for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
+            raise AmbiguousRun(f"{ref!r} matches several runs ({shown}): give more characters")
+        return rows[0].id
+
+    @_damage_is_a_store_error
+    def get_run(self, ref: str) -> RunInfo:
+        run_id = self.resolve_run(ref)
+        self.mark_dead_runs()
+        rows = self._read(sa.select(*self._RUN_COLS).where(S.runs.c.id == run_id))
+        if not rows:
+            raise RunNotFound(f"no run {run_id}")
+        return self._run_info(rows[0])
+
+    @_damage_is_a_store_error
+    def run_detail(self, ref: str, *, typed: bool = False) -> RunDetail:
+        """A run with its inputs, output, config, graph and fault log; ``typed`` rebuilds
+        allow-listed types (messages, documents, registered classes) in the output."""
+        run = self.get_run(ref)
+        r = self._read(sa.select(S.runs).where(S.runs.c.id == run.id))[0]
+        dec = self._plain_decoder
+        output = (self._typed_decoder if typed else dec)(_uj(r.output))
+        if output is None:
+            # Not stored twice: a run's output is its state after its last completed step.
+            done = [s for s in self.list_steps(run.id) if not s.pending]
+            if done:
+                output = self.state_at(run.id, done[-1].step, typed=typed)
+                if not output:
+                    # A functional-API entrypoint keeps no state channels: its output is what it returned.
+                    final = self.state_at(run.id, done[-1].step, typed=typed, internal=True)
+                    output = final.get("__end__", output)
+        return RunDetail(
+            run=run,
+            inputs=dec(_uj(r.inputs)),
+            output=output,
+            config=dec(_uj(r.config)),
+            graph=_uj(r.graph, {}),
+            versions=_uj(r.versions, {}),
+            fork_edit=dec(_uj(r.fork_edit)),
+            fault_log=_uj(r.fault_log, []),
+        )
+
+    @_damage_is_a_store_error
+    def latest_run_for_thread(self, thread_id: str, graph_name: str) -> RunInfo | None:
+        rows = self._read(
+            sa.select(*self._RUN_COLS)
+            .where(S.runs.c.thread_id == thread_id, S.runs.c.graph_name == graph_name)
+            .order_by(*self._NEWEST_FIRST)
+            .limit(1)
+        )
+        return self._run_info(rows[0]) if rows else None
