@@ -1,0 +1,216 @@
+"""Reading supersteps: a namespace's steps in order, one step's tasks, routes and events, or all of them at once.
+
+A step can have several rows (interrupted then resumed, or writes that
+arrived after it was stored); readers see one step with their contents merged.
+The state after a step is read by ``read_state``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from graphtape.recorder import schema as S
+from graphtape.recorder.codec import collect_refs
+from graphtape.recorder.errors import StepNotFound
+from graphtape.recorder.records import FLAG_PENDING, EventInfo, RouteInfo, StepDetail, StepInfo, TaskInfo
+from graphtape.recorder.store.listing import _escape_like
+from graphtape.recorder.store.payloads import expand_payload, unpack
+from graphtape.recorder.store.read_guard import _damage_is_a_store_error
+from graphtape.recorder.tracebacks import valid_frames
+
+
+class StepReads:
+    """Reads the rows of supersteps and merges them into ``StepInfo`` and ``StepDetail``."""
+
+    _STEP_COLS = [c for c in S.steps.c if c.name not in ("payload", "id", "is_key")]
+
+    def _step_info(self, r: Any) -> StepInfo:
+        return StepInfo(
+            run_id=r.run_id,
+            ns=r.ns,
+            seq=r.seq,
+            step=r.step,
+            source=r.source,
+            checkpoint_id=r.checkpoint_id,
+            parent_checkpoint_id=r.parent_checkpoint_id,
+            created_at=r.created_at,
+            duration_ms=r.duration_ms,
+            nodes=[n for n in r.nodes.split(",") if n],
+            summary=r.summary or "",
+            flags=r.flags or 0,
+        )
+
+    @_damage_is_a_store_error
+    def namespaces(self, run_id: str) -> list[str]:
+        """Namespaces with steps in this run: "" is the root graph."""
+        rows = self._read(sa.select(S.steps.c.ns, sa.func.min(S.steps.c.id)).where(S.steps.c.run_id == run_id).group_by(S.steps.c.ns).order_by(sa.func.min(S.steps.c.id)))
+        return [r[0] for r in rows]
+
+    @_damage_is_a_store_error
+    def list_steps(self, run_id: str, ns: str = "") -> list[StepInfo]:
+        """Supersteps of a namespace in order, one entry per step (cheap: no payloads).
+
+        A step can have several rows (interrupted then resumed, or writes that
+        arrived late); they are shown as one step carrying all their flags, at
+        the place of its completed row, as ``step_detail`` merges their contents.
+        """
+        c = S.steps.c
+        q = sa.select(c.seq, c.step, c.source, c.checkpoint_id, c.parent_checkpoint_id, c.created_at, c.duration_ms, c.nodes, c.summary, c.flags)
+        q = q.where(c.run_id == run_id, c.ns == ns).order_by(c.seq)
+        merged: dict[int, StepInfo] = {}
+        node_lists: dict[str, list[str]] = {}  # a run repeats a few node sets thousands of times
+        for seq, step, source, cid, parent_cid, created_at, duration_ms, nodes, summary, flags in self._read(q):
+            names = node_lists.get(nodes)
+            if names is None:
+                names = node_lists[nodes] = [n for n in nodes.split(",") if n]
+            info = StepInfo(run_id, ns, seq, step, source, cid, parent_cid, created_at, duration_ms, list(names), summary or "", flags or 0)
+            prev = merged.pop(step, None)
+            if prev is not None:
+                flags = prev.flags | info.flags
+                if not (prev.pending and info.pending):
+                    flags &= ~FLAG_PENDING
+                keep = info if prev.pending and not info.pending else prev
+                summary = keep.summary or (info.summary if keep is prev else prev.summary)
+                info = dataclasses.replace(keep, flags=flags, summary=summary, nodes=keep.nodes or prev.nodes or info.nodes)
+                if keep is prev:
+                    merged[info.step] = info  # the completed row keeps its place
+                    continue
+            merged[info.step] = info
+        return sorted(merged.values(), key=lambda s: s.seq)
+
+    @_damage_is_a_store_error
+    def steps_writing(self, run_id: str, key: str, ns: str = "") -> list[int]:
+        """Step numbers whose tasks wrote to state key ``key`` (for the reverse watch)."""
+        like = "%," + _escape_like(key) + ",%"
+        rows = self._read(
+            sa.select(S.steps.c.step)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.writes.like(like, escape="\\"))
+            .order_by(S.steps.c.seq)
+        )
+        return [r.step for r in rows]
+
+    def max_seq(self, run_id: str) -> int:
+        """The last row number of a run (a resumed run continues after it)."""
+        rows = self._read(sa.select(sa.func.max(S.steps.c.seq)).where(S.steps.c.run_id == run_id))
+        return int(rows[0][0] or 0)
+
+    @_damage_is_a_store_error
+    def checkpoint_steps(self, run_id: str) -> dict[str, int]:
+        """Checkpoint id -> step number for a run (to continue it on resume)."""
+        rows = self._read(sa.select(S.steps.c.checkpoint_id, S.steps.c.step).where(S.steps.c.run_id == run_id, S.steps.c.checkpoint_id.is_not(None)))
+        return {r.checkpoint_id: r.step for r in rows}
+
+    def _step_row(self, run_id: str, step: int, ns: str) -> Any:
+        """The row that stands for a step: its completed row if it has one, else its latest."""
+        pending = S.steps.c.flags.op("&")(FLAG_PENDING)
+        rows = self._read(
+            sa.select(S.steps)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == step)
+            .order_by(pending, S.steps.c.seq.desc())
+            .limit(1)
+        )
+        if not rows:
+            where = f" in namespace {ns!r}" if ns else ""
+            raise StepNotFound(f"run {run_id} has no step {step}{where}")
+        return rows[0]
+
+    @_damage_is_a_store_error
+    def step_detail(self, run_id: str, step: int, ns: str = "") -> StepDetail:
+        """Tasks, routes, events and next nodes of one superstep.
+
+        A step that was interrupted and later resumed has two rows (the pending
+        one and the completed one); they are merged so the step tells its whole
+        story: the interrupt, the resume value, and what the node then did.
+        """
+        row = self._step_row(run_id, step, ns)
+        rows = self._read(
+            sa.select(S.steps.c.seq, S.steps.c.payload, S.steps.c.created_at)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == step)
+            .order_by(S.steps.c.seq)
+        )
+        following = self._read(
+            sa.select(S.steps.c.step)
+            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq > row.seq, S.steps.c.step > row.step)
+            .order_by(S.steps.c.seq)
+            .limit(1)
+        )
+        nxt: list[str] = []
+        if following:
+            # Every row of the next step: a task's writes can arrive after its step was stored.
+            for r in self._read(
+                sa.select(S.steps.c.nodes).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == following[0].step).order_by(S.steps.c.seq)
+            ):
+                nxt.extend(n for n in r.nodes.split(",") if n)
+        payloads = [expand_payload(unpack(r.payload), r.created_at) for r in rows]
+        return self._detail(self._step_info(row), payloads, list(dict.fromkeys(nxt)))
+
+    def _detail(self, info: StepInfo, payloads: Sequence[dict], nxt: list[str], typed: bool = False, writes: bool = True) -> StepDetail:
+        """Merge the expanded payloads of one step's rows (in seq order) into its StepDetail."""
+        dec = self._typed_decoder if typed else self._plain_decoder
+        tasks_by_id: dict[str, TaskInfo] = {}
+        routes_by_task: dict[Any, list[dict]] = {}
+        events: list[EventInfo] = []
+        for payload in payloads:
+            for t in payload.get("t", []):
+                tasks_by_id[t["id"]] = TaskInfo(
+                    task_id=t["id"],
+                    node=t["node"],
+                    path=t.get("path", ""),
+                    writes=dec(t.get("w", {})) if writes else {},
+                    error_type=t.get("et"),
+                    error_message=t.get("em"),
+                    interrupts=dec(t.get("i", [])),
+                    started_at=t.get("t0"),
+                    duration_ms=t.get("ms"),
+                    cached=bool(t.get("c")),
+                    subgraph_ns=t.get("sub", []),
+                    traceback=valid_frames(t.get("tb")),
+                    attempts=[a for a in t.get("att", []) if isinstance(a, dict)] if isinstance(t.get("att"), list) else [],
+                )
+            by_task: dict[Any, list[dict]] = {}
+            for d in payload.get("r", []):
+                by_task.setdefault(d.get("task"), []).append(d)
+            routes_by_task.update(by_task)  # a task's routes come from its latest row
+            events.extend(EventInfo(kind=e["kind"], value=dec(e.get("v")), task_id=e.get("task"), node=e.get("node")) for e in payload.get("e", []))
+        routes = [
+            RouteInfo(
+                source=d["src"],
+                kind=d["kind"],
+                destinations=d.get("dest", []),
+                router=d.get("router"),
+                returned=dec(d.get("ret")),
+                sends=dec(d.get("sends", [])),
+                task_id=d.get("task"),
+            )
+            for task_routes in routes_by_task.values()
+            for d in task_routes
+        ]
+        return StepDetail(step=info, tasks=list(tasks_by_id.values()), routes=routes, events=events, next=nxt)
+
+    @_damage_is_a_store_error
+    def step_details(self, run_id: str, ns: str = "", *, after: int | None = None, typed: bool = False, writes: bool = True) -> list[StepDetail]:
+        """Every step of a namespace in order, in one read (replay compares whole runs).
+
+        ``typed=True`` rebuilds written values as live objects (messages...), for
+        resuming; ``writes=False`` leaves the tasks' updates out (not decoded).
+        """
+        infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
+        q = sa.select(S.steps.c.step, S.steps.c.seq, S.steps.c.payload, S.steps.c.created_at).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns)
+        if after is not None:
+            q = q.where(S.steps.c.step > after)
+        by_step: dict[int, list[dict]] = {}
+        refs: set[str] = set()
+        for r in self._read(q.order_by(S.steps.c.seq)):
+            payload = expand_payload(unpack(r.payload), r.created_at)
+            by_step.setdefault(r.step, []).append(payload)
+            collect_refs([payload.get("t"), payload.get("r"), payload.get("e")] if writes else [payload.get("r"), payload.get("e")], refs)
+        self.blobs(refs)  # one read for the whole namespace; the steps below decode from the cache
+        out = []
+        for i, info in enumerate(infos):
+            nxt = infos[i + 1].nodes if i + 1 < len(infos) else []
+            out.append(self._detail(info, by_step.get(info.step, []), list(nxt), typed, writes))
+        return out
