@@ -57,6 +57,8 @@ from graphtape.recorder.store.read_runs import MAX_INT, RunReads  # noqa: F401
 from graphtape.recorder.store.listing import RunListing, ABANDONED_WORDS, _calls_matching, _escape_like  # noqa: F401
 from graphtape.recorder.store.read_steps import StepReads  # noqa: F401
 from graphtape.recorder.store.read_state import KEYFRAMES_KEPT, SHARED_REFS, StateReads, _internal_channel  # noqa: F401
+from graphtape.recorder.store.read_calls import CallReads  # noqa: F401
+from graphtape.recorder.store.blobs import BlobReads  # noqa: F401
 
 STALE_HEARTBEAT_S = 600.0
 
@@ -124,7 +126,7 @@ class RunStore(Protocol):
 # ---------------------------------------------------------------------------
 
 
-class SqlStore(Connection, SchemaGate, Writing, RunReads, RunListing, StepReads, StateReads):
+class SqlStore(Connection, SchemaGate, Writing, RunReads, RunListing, StepReads, StateReads, CallReads, BlobReads):
     """``RunStore`` over SQLAlchemy (SQLite or PostgreSQL)."""
 
     def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True) -> None:
@@ -210,193 +212,10 @@ class SqlStore(Connection, SchemaGate, Writing, RunReads, RunListing, StepReads,
 
 
     # -- calls ---------------------------------------------------------------
-    @_damage_is_a_store_error
-    def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None) -> list[CallInfo]:
-        """Tool and model calls of a run, optionally of one step / namespace."""
-        q = sa.select(S.calls).where(S.calls.c.run_id == run_id)
-        if ns is not None:
-            q = q.where(S.calls.c.ns == ns)
-        if step is not None:
-            q = q.where(S.calls.c.step == step)
-        q = q.order_by(S.calls.c.started_at, S.calls.c.id)
-        rows = self._read(q)
-        # One decode for all of them: one blob read, and a message in many calls' inputs decoded once.
-        try:
-            decoded = self.decode([[_uj(r.inputs), _uj(r.output)] for r in rows])
-        except StoreError as exc:
-            raise StoreError(f"cannot decode a recorded call: {str(exc).removeprefix('cannot decode a recorded value: ')}") from None
-        trees = [(i, o) for i, o in decoded]
 
-        return [
-            CallInfo(
-                call_id=r.call_id,
-                kind=r.kind,
-                name=r.name,
-                ns=r.ns,
-                step=r.step,
-                node=r.node,
-                task_id=r.task_id,
-                inputs=i,
-                output=o,
-                error_type=r.error_type,
-                error_message=r.error_message,
-                traceback=valid_frames(_uj(r.traceback)) if r.traceback else None,
-                started_at=r.started_at,
-                latency_ms=r.latency_ms,
-                input_tokens=r.input_tokens,
-                output_tokens=r.output_tokens,
-                total_tokens=r.total_tokens,
-                parent_call_id=r.parent_call_id,
-                streamed=bool(r.streamed),
-            )
-            for r, (i, o) in zip(rows, trees)
-        ]
-
-    @_damage_is_a_store_error
-    def call_counts(self, run_id: str, ns: str = "") -> dict[int, dict[str, int]]:
-        """Per step: how many tool and model calls were made, and how many failed ("failed")."""
-        failed = sa.func.sum(sa.case((S.calls.c.error_type.is_not(None), 1), else_=0))
-        rows = self._read(
-            sa.select(S.calls.c.step, S.calls.c.kind, sa.func.count(), failed)
-            .where(S.calls.c.run_id == run_id, S.calls.c.ns == ns)
-            .group_by(S.calls.c.step, S.calls.c.kind)
-        )
-        out: dict[int, dict[str, int]] = {}
-        for step, kind, n, bad in rows:
-            counts = out.setdefault(step, {})
-            counts[kind] = n
-            if bad:
-                counts["failed"] = counts.get("failed", 0) + int(bad)
-        return out
 
     # -- blobs and decoding --------------------------------------------------
-    def blobs(self, hashes: Iterable[str]) -> dict[str, Any]:
-        """Encoded blob trees by hash (cached; fetched in chunks).
 
-        A blob can reference other blobs (a message whose content is a long
-        string): those references are resolved inside the trees returned, so
-        decoding a blob never needs another. Hashes not in the store are left
-        out, and references to them stay as they are. Damaged nesting (a loop,
-        deeper than the depth bound, or expanding to more than ``MAX_VALUES``
-        values) raises ``StoreError``.
-        """
-        wanted = list(dict.fromkeys(hashes))
-        trees: dict[str, Any] = {}
-        fresh: list[str] = []  # read from the database by this call
-        nesting: dict[str, set[str]] = {}  # fresh blob -> the blobs it references
-        todo = wanted
-        rounds = 0  # one per level of blobs inside blobs
-        while todo:
-            rounds += 1
-            if rounds > MAX_DEPTH:
-                raise StoreError(f"{self._safe_url()} holds damaged data (blobs reference blobs more than {MAX_DEPTH} levels deep)")
-            missing = []
-            with self._blob_lock:
-                for h in todo:
-                    hit = self._blob_cache.get(h)
-                    if hit is not None:
-                        trees[h] = hit  # cached trees are already resolved
-                        self._blob_cache.move_to_end(h)
-                    else:
-                        missing.append(h)
-            for i in range(0, len(missing), 500):
-                chunk = missing[i : i + 500]
-                for r in self._read(sa.select(S.blobs).where(S.blobs.c.hash.in_(chunk))):
-                    data = bytes(r.data)
-                    tree = unpack(b"z" + data if r.zipped else b"j" + data)
-                    trees[r.hash] = tree
-                    fresh.append(r.hash)
-                    # Few blobs hold references: look for one in C before walking the tree in Python.
-                    if type(tree) is not str and b'"$b"' in orjson.dumps(tree):
-                        nesting[r.hash] = collect_refs(tree)
-            todo = list({ref for h in missing for ref in nesting.get(h, ()) if ref not in trees})
-
-        # A hand-edited store could loop, chain or multiply references without end. Loops
-        # are refused; depth is counted across blobs; resolved blobs are shared, so each
-        # costs one walk; and the values each expands to are counted, so that a few blobs
-        # that each reference the next twice are refused rather than handed on.
-        resolved: dict[str, Any] = {}
-        weights: dict[str, int] = {}
-
-        def resolve(h: str, seen: tuple[str, ...], depth: int) -> int:
-            if h not in resolved:
-                if h in nesting:
-                    resolved[h], weights[h] = inline(trees[h], (*seen, h), depth)
-                    if weights[h] > MAX_VALUES:
-                        raise StoreError(f"{self._safe_url()} holds damaged data (blob {h:.16} expands to more than {MAX_VALUES:,} values through the blobs it references)")
-                else:
-                    resolved[h] = trees[h]
-                    weights[h] = self._blob_weights.get(h) or count_values(trees[h])
-            return weights[h]
-
-        def inline(x: Any, seen: tuple[str, ...], depth: int) -> tuple[Any, int]:
-            if depth > 3 * MAX_DEPTH:  # an envelope nests up to three JSON levels for one of the decoder's
-                raise StoreError(f"{self._safe_url()} holds damaged data (blob {seen[0]:.16} nests blobs deeper than {3 * MAX_DEPTH} levels)")
-            t = type(x)
-            if t is list:
-                out, n = [], len(x)
-                for i in x:
-                    v, w = inline(i, seen, depth + 1)
-                    out.append(v)
-                    n += w
-                return out, n
-            if t is not dict:
-                return x, 0
-            ref = x.get(BLOB_REF)
-            if type(ref) is str and len(x) == 1:
-                if ref in seen:  # content addressing makes a loop impossible in honest data
-                    raise StoreError(f"{self._safe_url()} holds damaged data (blob {ref:.16} refers back to itself through {len(seen) - seen.index(ref)} blobs)")
-                if ref not in trees:
-                    return x, 1
-                w = resolve(ref, seen, depth + 1)
-                return resolved[ref], 1 + w
-            d, n = {}, len(x)
-            for k, v in x.items():
-                d[k], w = inline(v, seen, depth + 1)
-                n += w
-            return d, n
-
-        for h in fresh:
-            resolve(h, (), 0)
-        with self._blob_lock:
-            for h in fresh:
-                self._blob_cache[h] = resolved[h]
-                if h in nesting:
-                    self._blob_weights[h] = weights[h]
-            while len(self._blob_cache) > 50_000:
-                old, _ = self._blob_cache.popitem(last=False)
-                self._blob_weights.pop(old, None)
-        return {h: resolved.get(h, trees[h]) for h in wanted if h in trees}
-
-    def decode(self, tree: Any, *, typed: bool = False) -> Any:
-        """Resolve blob references and decode an encoded tree.
-
-        Plain decoding keeps the decoded value of each blob (blobs never
-        change), so neighbouring states decode only the messages they do not
-        share; the values are shared between callers and must not be changed.
-        Malformed recorded data (a damaged or hand-edited store, a registered
-        type that changed) raises ``StoreError`` naming what failed.
-        """
-        refs = collect_refs(tree)
-        try:
-            if typed:
-                return Decoder(self.blobs(refs), typed=True).decode(tree)
-            memo = self._decoded_blobs
-            decoded = memo.lookup(refs)
-            blobs = self.blobs(refs.difference(decoded))
-            value = Decoder(blobs, decoded=decoded).decode(tree)
-            memo.keep({h: decoded[h] for h in blobs if h in decoded})
-            return value
-        except (DecodeError, TypeError, ValueError, AttributeError, KeyError) as exc:
-            raise StoreError(f"cannot decode a recorded value: {_one_line(exc)}") from None
-
-    def _typed_decoder(self, tree: Any) -> Any:
-        return None if tree is None else self.decode(tree, typed=True)
-
-    def _plain_decoder(self, tree: Any) -> Any:
-        if tree is None:
-            return None
-        return self.decode(tree, typed=False)
 
     # -- maintenance ----------------------------------------------------------
     def delete_run(self, run_id: str) -> None:

@@ -1,0 +1,161 @@
+"""Reading blobs: content-addressed values (messages, long strings) fetched once, cached, and decoded.
+
+A blob can refer to other blobs; they are resolved when it is read, within
+bounds (depth, values expanded), so a hand-edited store can neither loop nor
+explode. ``decode`` turns an encoded tree into values: plain data, or live
+objects (messages, registered types) with ``typed``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+
+from graphtape.recorder import schema as S
+from graphtape.recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, DecodedBlobs, DecodeError, Decoder, collect_refs, count_values
+from graphtape.recorder.errors import StoreError
+from graphtape.recorder.store.connection import _one_line
+from graphtape.recorder.store.payloads import unpack
+
+
+class BlobReads:
+    """Reads, caches and decodes blobs."""
+
+    def _init_blob_cache(self) -> None:
+        self._blob_cache: OrderedDict[str, Any] = OrderedDict()
+        self._blob_weights: dict[str, int] = {}  # values a cached blob with nested blobs expands to
+        self._blob_lock = threading.Lock()  # also guards read_state's kept keyframes
+        self._decoded_blobs = DecodedBlobs()
+
+    def blobs(self, hashes: Iterable[str]) -> dict[str, Any]:
+        """Encoded blob trees by hash (cached; fetched in chunks).
+
+        A blob can reference other blobs (a message whose content is a long
+        string): those references are resolved inside the trees returned, so
+        decoding a blob never needs another. Hashes not in the store are left
+        out, and references to them stay as they are. Damaged nesting (a loop,
+        deeper than the depth bound, or expanding to more than ``MAX_VALUES``
+        values) raises ``StoreError``.
+        """
+        wanted = list(dict.fromkeys(hashes))
+        trees: dict[str, Any] = {}
+        fresh: list[str] = []  # read from the database by this call
+        nesting: dict[str, set[str]] = {}  # fresh blob -> the blobs it references
+        todo = wanted
+        rounds = 0  # one per level of blobs inside blobs
+        while todo:
+            rounds += 1
+            if rounds > MAX_DEPTH:
+                raise StoreError(f"{self._safe_url()} holds damaged data (blobs reference blobs more than {MAX_DEPTH} levels deep)")
+            missing = []
+            with self._blob_lock:
+                for h in todo:
+                    hit = self._blob_cache.get(h)
+                    if hit is not None:
+                        trees[h] = hit  # cached trees are already resolved
+                        self._blob_cache.move_to_end(h)
+                    else:
+                        missing.append(h)
+            for i in range(0, len(missing), 500):
+                chunk = missing[i : i + 500]
+                for r in self._read(sa.select(S.blobs).where(S.blobs.c.hash.in_(chunk))):
+                    data = bytes(r.data)
+                    tree = unpack(b"z" + data if r.zipped else b"j" + data)
+                    trees[r.hash] = tree
+                    fresh.append(r.hash)
+                    # Few blobs hold references: look for one in C before walking the tree in Python.
+                    if type(tree) is not str and b'"$b"' in orjson.dumps(tree):
+                        nesting[r.hash] = collect_refs(tree)
+            todo = list({ref for h in missing for ref in nesting.get(h, ()) if ref not in trees})
+
+        # A hand-edited store could loop, chain or multiply references without end. Loops
+        # are refused; depth is counted across blobs; resolved blobs are shared, so each
+        # costs one walk; and the values each expands to are counted, so that a few blobs
+        # that each reference the next twice are refused rather than handed on.
+        resolved: dict[str, Any] = {}
+        weights: dict[str, int] = {}
+
+        def resolve(h: str, seen: tuple[str, ...], depth: int) -> int:
+            if h not in resolved:
+                if h in nesting:
+                    resolved[h], weights[h] = inline(trees[h], (*seen, h), depth)
+                    if weights[h] > MAX_VALUES:
+                        raise StoreError(f"{self._safe_url()} holds damaged data (blob {h:.16} expands to more than {MAX_VALUES:,} values through the blobs it references)")
+                else:
+                    resolved[h] = trees[h]
+                    weights[h] = self._blob_weights.get(h) or count_values(trees[h])
+            return weights[h]
+
+        def inline(x: Any, seen: tuple[str, ...], depth: int) -> tuple[Any, int]:
+            if depth > 3 * MAX_DEPTH:  # an envelope nests up to three JSON levels for one of the decoder's
+                raise StoreError(f"{self._safe_url()} holds damaged data (blob {seen[0]:.16} nests blobs deeper than {3 * MAX_DEPTH} levels)")
+            t = type(x)
+            if t is list:
+                out, n = [], len(x)
+                for i in x:
+                    v, w = inline(i, seen, depth + 1)
+                    out.append(v)
+                    n += w
+                return out, n
+            if t is not dict:
+                return x, 0
+            ref = x.get(BLOB_REF)
+            if type(ref) is str and len(x) == 1:
+                if ref in seen:  # content addressing makes a loop impossible in honest data
+                    raise StoreError(f"{self._safe_url()} holds damaged data (blob {ref:.16} refers back to itself through {len(seen) - seen.index(ref)} blobs)")
+                if ref not in trees:
+                    return x, 1
+                w = resolve(ref, seen, depth + 1)
+                return resolved[ref], 1 + w
+            d, n = {}, len(x)
+            for k, v in x.items():
+                d[k], w = inline(v, seen, depth + 1)
+                n += w
+            return d, n
+
+        for h in fresh:
+            resolve(h, (), 0)
+        with self._blob_lock:
+            for h in fresh:
+                self._blob_cache[h] = resolved[h]
+                if h in nesting:
+                    self._blob_weights[h] = weights[h]
+            while len(self._blob_cache) > 50_000:
+                old, _ = self._blob_cache.popitem(last=False)
+                self._blob_weights.pop(old, None)
+        return {h: resolved.get(h, trees[h]) for h in wanted if h in trees}
+
+    def decode(self, tree: Any, *, typed: bool = False) -> Any:
+        """Resolve blob references and decode an encoded tree.
+
+        Plain decoding keeps the decoded value of each blob (blobs never
+        change), so neighbouring states decode only the messages they do not
+        share; the values are shared between callers and must not be changed.
+        Malformed recorded data (a damaged or hand-edited store, a registered
+        type that changed) raises ``StoreError`` naming what failed.
+        """
+        refs = collect_refs(tree)
+        try:
+            if typed:
+                return Decoder(self.blobs(refs), typed=True).decode(tree)
+            memo = self._decoded_blobs
+            decoded = memo.lookup(refs)
+            blobs = self.blobs(refs.difference(decoded))
+            value = Decoder(blobs, decoded=decoded).decode(tree)
+            memo.keep({h: decoded[h] for h in blobs if h in decoded})
+            return value
+        except (DecodeError, TypeError, ValueError, AttributeError, KeyError) as exc:
+            raise StoreError(f"cannot decode a recorded value: {_one_line(exc)}") from None
+
+    def _typed_decoder(self, tree: Any) -> Any:
+        return None if tree is None else self.decode(tree, typed=True)
+
+    def _plain_decoder(self, tree: Any) -> Any:
+        if tree is None:
+            return None
+        return self.decode(tree, typed=False)

@@ -1,0 +1,75 @@
+"""Reading tool and model calls: a run's calls (of one step or namespace), and counts per step."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from graphtape.recorder import schema as S
+from graphtape.recorder.errors import StoreError
+from graphtape.recorder.records import CallInfo
+from graphtape.recorder.store.payloads import _uj
+from graphtape.recorder.store.read_guard import _damage_is_a_store_error
+from graphtape.recorder.tracebacks import valid_frames
+
+
+class CallReads:
+    """Reads the calls table."""
+
+    @_damage_is_a_store_error
+    def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None) -> list[CallInfo]:
+        """Tool and model calls of a run, optionally of one step / namespace."""
+        q = sa.select(S.calls).where(S.calls.c.run_id == run_id)
+        if ns is not None:
+            q = q.where(S.calls.c.ns == ns)
+        if step is not None:
+            q = q.where(S.calls.c.step == step)
+        q = q.order_by(S.calls.c.started_at, S.calls.c.id)
+        rows = self._read(q)
+        # One decode for all of them: one blob read, and a message in many calls' inputs decoded once.
+        try:
+            decoded = self.decode([[_uj(r.inputs), _uj(r.output)] for r in rows])
+        except StoreError as exc:
+            raise StoreError(f"cannot decode a recorded call: {str(exc).removeprefix('cannot decode a recorded value: ')}") from None
+        trees = [(i, o) for i, o in decoded]
+
+        return [
+            CallInfo(
+                call_id=r.call_id,
+                kind=r.kind,
+                name=r.name,
+                ns=r.ns,
+                step=r.step,
+                node=r.node,
+                task_id=r.task_id,
+                inputs=i,
+                output=o,
+                error_type=r.error_type,
+                error_message=r.error_message,
+                traceback=valid_frames(_uj(r.traceback)) if r.traceback else None,
+                started_at=r.started_at,
+                latency_ms=r.latency_ms,
+                input_tokens=r.input_tokens,
+                output_tokens=r.output_tokens,
+                total_tokens=r.total_tokens,
+                parent_call_id=r.parent_call_id,
+                streamed=bool(r.streamed),
+            )
+            for r, (i, o) in zip(rows, trees)
+        ]
+
+    @_damage_is_a_store_error
+    def call_counts(self, run_id: str, ns: str = "") -> dict[int, dict[str, int]]:
+        """Per step: how many tool and model calls were made, and how many failed ("failed")."""
+        failed = sa.func.sum(sa.case((S.calls.c.error_type.is_not(None), 1), else_=0))
+        rows = self._read(
+            sa.select(S.calls.c.step, S.calls.c.kind, sa.func.count(), failed)
+            .where(S.calls.c.run_id == run_id, S.calls.c.ns == ns)
+            .group_by(S.calls.c.step, S.calls.c.kind)
+        )
+        out: dict[int, dict[str, int]] = {}
+        for step, kind, n, bad in rows:
+            counts = out.setdefault(step, {})
+            counts[kind] = n
+            if bad:
+                counts["failed"] = counts.get("failed", 0) + int(bad)
+        return out
