@@ -198,28 +198,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Upgrade the schema in place, in one transaction."""
-    import sqlalchemy as sa
-    from sqlalchemy.exc import SQLAlchemyError
+    from graphtape.recorder.store import migrate_store
 
-    from graphtape.recorder import schema as S
-    from graphtape.recorder.store import _sqlite_path, resolve_url
-
-    url = resolve_url(args.db)
-    path = _sqlite_path(url)
-    if path is not None and not path.is_file():
-        raise CliError(f"no database at {path} (nothing to migrate)")
-    engine = sa.create_engine(url)
-    label = str(path) if path is not None else sa.engine.make_url(url).render_as_string(hide_password=True)
-    try:
-        with engine.begin() as conn:
-            before, after = S.migrate(conn)
-    except ValueError as exc:
-        raise CliError(f"cannot migrate {label}: {exc}") from None
-    except SQLAlchemyError as exc:
-        line = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        raise CliError(f"cannot migrate {label}: {line[0] if line else type(exc).__name__}") from None
-    finally:
-        engine.dispose()
+    label, before, after = migrate_store(args.db)
     if before == after:
         print(f"{label} is already at schema v{after}")
     else:
