@@ -3,6 +3,8 @@
 Values inside records are already decoded to plain JSON-like data (messages
 are dicts with a ``type``), which is what the TUI, ``show`` and diffs need;
 ``RunStore.state_at(..., typed=True)`` gives live objects for resuming.
+``StepRow`` (and ``calls(..., encoded=True)``) keep values encoded, for
+readers that copy a recording rather than show it.
 """
 
 from __future__ import annotations
@@ -143,6 +145,28 @@ class StepDetail:
     routes: list[RouteInfo]
     events: list[EventInfo]
     next: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """One stored row of a superstep: its payload unpacked, its values still encoded (blob references unresolved).
+
+    A step can have several rows (interrupted then resumed, writes that came
+    late); ``RunStore.step_rows`` hands them over unmerged, in order.
+    """
+
+    seq: int
+    step: int
+    source: str | None
+    checkpoint_id: str | None
+    created_at: float
+    is_key: bool  # its state frame is a keyframe, not a delta
+    flags: int
+    payload: dict[str, Any]  # "t" tasks, "r" routes, "e" events, "s" the state frame (completed rows)
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.flags & FLAG_PENDING)
 
 
 @dataclass(frozen=True, slots=True)

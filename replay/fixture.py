@@ -43,9 +43,9 @@ import orjson
 from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, DecodeError, Decoder, blob_hash, collect_refs
 from graphtape.recorder.errors import GraphtapeError, RunNotFound
 from graphtape.recorder.frames import FrameState
-from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
+from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME, CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
-from graphtape.recorder.store import Batch, RunStore, SqlStore, expand_payload, pack, squeeze, unpack
+from graphtape.recorder.store import Batch, RunStore, pack, squeeze
 from graphtape.recorder.tracebacks import MAX_FRAMES, scrubbed_frames, valid_frames
 
 __all__ = [
@@ -175,54 +175,6 @@ def is_machine_path(ref: str | None) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def _sql(store: RunStore) -> SqlStore:
-    if not isinstance(store, SqlStore):
-        raise FixtureError(f"exporting needs graphtape's SQL store, got {type(store).__name__}")
-    return store
-
-
-def _raw_run(store: SqlStore, run_id: str) -> Any:
-    import sqlalchemy as sa
-
-    from graphtape.recorder import schema as S
-
-    rows = store._read(sa.select(S.runs.c.inputs, S.runs.c.config).where(S.runs.c.id == run_id))
-    if not rows:
-        raise RunNotFound(f"no run {run_id}")
-    return rows[0]
-
-
-def _raw_steps(store: SqlStore, run_id: str, ns: str) -> list[Any]:
-    import sqlalchemy as sa
-
-    from graphtape.recorder import schema as S
-
-    c = S.steps.c
-    return store._read(
-        sa.select(c.seq, c.step, c.source, c.checkpoint_id, c.created_at, c.is_key, c.flags, c.payload)
-        .where(c.run_id == run_id, c.ns == ns)
-        .order_by(c.seq)
-    )
-
-
-def _raw_calls(store: SqlStore, run_id: str) -> list[Any]:
-    import sqlalchemy as sa
-
-    from graphtape.recorder import schema as S
-
-    c = S.calls.c
-    return store._read(sa.select(S.calls).where(c.run_id == run_id, c.step.is_not(None)).order_by(c.started_at, c.id))
-
-
-def _loads(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        raise FixtureError("the store holds a damaged value (not JSON): re-record the run") from None
-
-
 @dataclass
 class _Step:
     """One superstep of one namespace with its rows merged, as ``step_detail`` merges them."""
@@ -236,14 +188,14 @@ class _Step:
     state: tuple[dict, dict, dict] | None  # (values, versions, versions seen) after it, encoded
 
 
-def _read_namespace(store: SqlStore, run_id: str, ns: str) -> list[_Step]:
+def _read_namespace(store: RunStore, run_id: str, ns: str) -> list[_Step]:
     """Every step of ``ns`` in order, with the encoded state after each completed one."""
     order: dict[int, int] = {}
     merged: dict[int, dict] = {}
     frames = FrameState()
-    for r in _raw_steps(store, run_id, ns):
-        payload = expand_payload(unpack(r.payload), r.created_at)
-        pending = bool((r.flags or 0) & FLAG_PENDING)
+    for r in store.step_rows(run_id, ns):
+        payload = r.payload
+        pending = r.pending
         m = merged.get(r.step)
         if m is None:
             m = merged[r.step] = {"tasks": {}, "routes": {}, "events": [], "source": None, "completed": False, "state": None}
@@ -288,7 +240,7 @@ def _public(values: Mapping[str, Any]) -> dict[str, Any]:
 class _Exporter:
     """Turns stored (encoded) values into fixture values: resolved, redacted, renumbered, tabled."""
 
-    def __init__(self, store: SqlStore, redactor: Redactor) -> None:
+    def __init__(self, store: RunStore, redactor: Redactor) -> None:
         self.store = store
         self.redactor = redactor
         self.ids: dict[str, str] = {}
@@ -450,14 +402,13 @@ def export_fixture(
     supersteps checked. ``origin`` names another run in the store whose
     inputs and config to keep (a re-recorded run keeps its fixture's).
     """
-    sql = _sql(store)
     rng = steps if isinstance(steps, StepRange) else StepRange.parse(steps)
-    run = sql.get_run(run_ref)
+    run = store.get_run(run_ref)
     if run.status == "running":
         raise FixtureError(f"run {run.id} is still recording: export it once it has ended")
-    ex = _Exporter(sql, Redactor(tuple(redact_patterns), tuple(redact_keys)))
+    ex = _Exporter(store, Redactor(tuple(redact_patterns), tuple(redact_keys)))
 
-    root = _read_namespace(sql, run.id, "")
+    root = _read_namespace(store, run.id, "")
     done = [s for s in root if s.completed]
     if not done:
         raise FixtureError(f"run {run.id} has no completed step to resume from")
@@ -481,9 +432,9 @@ def export_fixture(
     if not chosen:
         raise FixtureError(f"nothing to check: run {run.id} has no step after {start.step}" + (f" up to {last}" if rng.last is not None else ""))
 
-    raw = _raw_run(sql, origin or run.id)
-    config = _export_config(ex, _loads(raw.config), start.step - root[0].step)
-    inputs = ex.value(_loads(raw.inputs))
+    stored_inputs, stored_config = store.encoded_inputs(origin or run.id)
+    config = _export_config(ex, stored_config, start.step - root[0].step)
+    inputs = ex.value(stored_inputs)
     assert start.state is not None
     values, versions, seen = start.state
     versions, seen = _stable_versions(versions, seen)
@@ -494,8 +445,8 @@ def export_fixture(
         "versions_seen": {n: dict(s) for n, s in seen.items()},
     }
 
-    calls = _raw_calls(sql, run.id)
-    holds = _holds(sql, run.id, calls, run.ended_at)
+    calls = [c for c in store.calls(run.id, encoded=True) if c.step is not None]
+    holds = _holds(store, run.id, calls, run.ended_at)
     calls_by: dict[tuple[str, int], list[Any]] = {}
     for c in calls:
         calls_by.setdefault((c.ns, c.step), []).append(c)
@@ -512,12 +463,12 @@ def export_fixture(
     final_state = prev
 
     subgraphs = []
-    for ns in sql.namespaces(run.id):
+    for ns in store.namespaces(run.id):
         if not ns or ns.split("|")[0] not in entered:
             continue
         sub_prev: dict[str, Any] = {}
         sub_steps = []
-        for s in _read_namespace(sql, run.id, ns):
+        for s in _read_namespace(store, run.id, ns):
             entry, sub_prev = _step_entry(ex, s, sub_prev, calls_by.get((ns, s.step), []), holds)
             sub_steps.append(entry)
         subgraphs.append({"ns": ex.ns(ns), "steps": sub_steps})
@@ -623,7 +574,7 @@ def _stable_versions(versions: dict, seen: dict) -> tuple[dict, dict]:
     return {c: rank[v] for c, v in versions.items()}, {n: {c: rank[v] for c, v in s.items()} for n, s in seen.items()}
 
 
-def _holds(store: SqlStore, run_id: str, calls: list[Any], run_end: float | None) -> dict[str, int]:
+def _holds(store: RunStore, run_id: str, calls: list[CallInfo], run_end: float | None) -> dict[str, int]:
     """Call id -> milliseconds a replay must hold its answer: calls a node stopped waiting for (timeouts).
 
     Mirrors the replay's rule: a call that outlived its task or its run is
@@ -667,7 +618,7 @@ def _task_sort_key(t: dict) -> tuple:
     return (t.get("path", ""), t.get("node", ""))
 
 
-def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[Any], holds: dict[str, int]) -> tuple[dict, dict]:
+def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallInfo], holds: dict[str, int]) -> tuple[dict, dict]:
     """One step as the fixture holds it, and the public state after it."""
     entry: dict[str, Any] = {"step": s.step}
     if s.source and s.source != "loop":
@@ -722,13 +673,13 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[Any],
     out_calls = []
     for c in sorted(calls, key=lambda c: order.get(c.task_id, len(order))):  # stable: started_at order within a task
         call: dict[str, Any] = {"id": ex.calls.setdefault(c.call_id, f"c{len(ex.calls) + 1}"), "kind": c.kind, "name": c.name, "node": c.node, "task": ex.task(c.task_id)}
-        call["inputs"] = ex.value(_loads(c.inputs))
+        call["inputs"] = ex.value(c.inputs)
         if c.error_type:
             call["error"] = {"type": c.error_type, "message": ex.text(c.error_message)}
-            if c.traceback and valid_frames(_loads(c.traceback)):
-                call["error"]["traceback"] = ex.frames(valid_frames(_loads(c.traceback)))
+            if c.traceback:
+                call["error"]["traceback"] = ex.frames(c.traceback)
         else:
-            call["output"] = ex.value(_loads(c.output))
+            call["output"] = ex.value(c.output)
         if holds.get(c.call_id):
             call["hold_ms"] = holds[c.call_id]
         out_calls.append(call)
@@ -1406,5 +1357,5 @@ def import_fixture(store: RunStore, fixture: dict[str, Any], *, label: str = "fi
     except RunNotFound:
         pass
     batch, steps, n_calls = _Importer(fixture, run_id, label).batch()
-    store.write(batch)
-    return ImportedFixture(run_id, fixture["name"], fixture.get("graph"), steps, n_calls)
+    written = store.add_run(batch)
+    return ImportedFixture(run_id, fixture["name"], fixture.get("graph"), steps, n_calls, already=not written)

@@ -8,6 +8,7 @@ reads back is compared with what LangGraph's own checkpointer holds.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import os
 import random
@@ -45,8 +46,8 @@ from graphtape.recorder import (
     open_store,
 )
 from graphtape.recorder import schema as S
-from graphtape.recorder.codec import BLOB_REF, Encoder, blob_hash
-from graphtape.recorder.frames import MAX_CHAIN
+from graphtape.recorder.codec import BLOB_REF, Encoder, blob_hash, collect_refs
+from graphtape.recorder.frames import MAX_CHAIN, FrameState
 from graphtape.recorder.store import MAX_INFLATE, Batch, pack, unpack
 
 # ---------------------------------------------------------------------------
@@ -467,6 +468,42 @@ def test_internal_channels_only_on_request(chat_run) -> None:
     assert all(internal(k) for k in set(full) - set(plain))
 
 
+def test_step_rows_and_encoded_inputs_hand_over_the_recording_as_stored(chat_run) -> None:
+    # What fixture export copies: rows unmerged, values still encoded, and the same run as the readers show.
+    store, run_id, graph, config, out = chat_run
+    rows = store.step_rows(run_id)
+    assert [r.seq for r in rows] == sorted(r.seq for r in rows) and len({r.seq for r in rows}) == len(rows)
+    assert sorted({r.step for r in rows}) == sorted({s.step for s in store.list_steps(run_id)})
+    frames = FrameState()
+    refs: set[str] = set()
+    for r in rows:
+        detail = store.step_detail(run_id, r.step)
+        assert {t["id"] for t in r.payload["t"]} <= {t.task_id for t in detail.tasks}
+        assert all("ti" not in item for item in r.payload["r"] + r.payload["e"])  # compact forms undone
+        assert all(isinstance(t.get("t0"), float) for t in r.payload["t"] if t.get("ms") is not None)
+        if not r.pending and r.payload.get("s") is not None:
+            frames.apply(r.payload["s"], r.is_key)
+            values = {k: v for k, v in frames.values.items() if not internal(k)}
+            collect_refs(values, refs)
+            assert store.decode(values) == store.state_at(run_id, r.step), f"step {r.step}"
+    assert refs and set(store.blobs(refs)) == refs  # messages stay blob references, and the store has them
+    assert any(r.is_key for r in rows) and not all(r.is_key for r in rows if r.payload.get("s") is not None)
+    inputs, config_tree = store.encoded_inputs(run_id)
+    assert collect_refs(inputs)  # the input messages are blobs
+    detail = store.run_detail(run_id)
+    assert store.decode(inputs) == detail.inputs and store.decode(config_tree) == detail.config
+    assert store.step_rows("no-such-run") == []
+    with pytest.raises(RunNotFound):
+        store.encoded_inputs("no-such-run")
+
+
+def test_encoded_reads_refuse_damaged_json(recorder: Recorder, store_url: str) -> None:
+    run_id, _ = record(recorder, chat_graph(), chat_input())
+    raw(store_url, "UPDATE runs SET inputs = :t WHERE id = :r", t='{"messages": [', r=run_id)
+    with pytest.raises(StoreError, match="damaged data"):
+        recorder.store.encoded_inputs(run_id)
+
+
 def test_checkpoint_at_equals_langgraphs_checkpoint(chat_run) -> None:
     store, run_id, graph, config, out = chat_run
     for step, snap in history_by_step(graph, config).items():
@@ -765,6 +802,9 @@ def test_calls_of_a_run(recorder: Recorder) -> None:
     assert store.calls(run_id, ns="") == calls
     assert store.calls(run_id, ns="elsewhere") == []
     assert store.calls("no-such-run") == []
+    encoded = store.calls(run_id, encoded=True)
+    assert [dataclasses.replace(e, inputs=store.decode(e.inputs), output=store.decode(e.output)) for e in encoded] == calls
+    assert collect_refs([e.inputs for e in encoded])  # messages in a model call's inputs stay blob references
 
 
 def test_namespaces_of_subgraphs(recorder: Recorder) -> None:
@@ -785,6 +825,33 @@ def test_namespaces_of_subgraphs(recorder: Recorder) -> None:
         assert store.checkpoint_at(run_id, s.step, child).channel_versions == saved.checkpoint["channel_versions"]
     assert store.state_at(run_id, max(s.step for s in store.list_steps(run_id))) == {"n": 23}
     assert store.namespaces("no-such-run") == []
+
+
+def test_add_run_writes_a_whole_run_once(store_url: str) -> None:
+    store = open_store(store_url, create=True)
+    other = open_store(store_url)
+    try:
+        text = "a long string, stored once " * 10
+        data = orjson.dumps(text)
+        h = blob_hash(data)
+
+        def batch() -> Batch:
+            step = {"run_id": "imp1", "ns": "", "seq": 1, "step": 0, "created_at": 1.0, "is_key": True, "nodes": "a", "writes": "", "summary": "", "flags": 0,
+                    "payload": pack({"t": [], "r": [], "e": [], "s": {"v": {"x": {BLOB_REF: h}}, "cv": {}, "vs": {}}})}
+            return Batch(runs_new=[run_row("imp1", started=1.0)], steps=[step], blobs={h: (False, data)})
+
+        assert store.add_run(batch()) is True
+        assert store.add_run(batch()) is False and other.add_run(batch()) is False
+        assert [r.id for r in store.list_runs()] == ["imp1"] and len(store.step_rows("imp1")) == 1
+        assert store.state_at("imp1", 0) == {"x": text}
+        two = batch()
+        two.runs_new.append(run_row("imp2", started=2.0))
+        with pytest.raises(ValueError, match="one new run"):
+            store.add_run(two)
+        assert store.count_runs() == 1
+    finally:
+        other.close()
+        store.close()
 
 
 # ---------------------------------------------------------------------------

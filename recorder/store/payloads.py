@@ -74,6 +74,11 @@ def _uj(text: str | None, default: Any = None) -> Any:
         return default
 
 
+def _strict_json(text: str | None) -> Any:
+    """A JSON column's value; damaged text raises ``ValueError`` (a read that copies values must not guess)."""
+    return None if text is None else orjson.loads(text)
+
+
 def expand_payload(payload: dict, created_at: float) -> dict:
     """Undo the compact forms of a step payload: task indexes and start offsets.
 

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from graphtape.recorder import schema as S
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.records import CallInfo
-from graphtape.recorder.store.payloads import _uj
+from graphtape.recorder.store.payloads import _strict_json, _uj
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 from graphtape.recorder.tracebacks import valid_frames
 
@@ -16,8 +16,12 @@ class CallReads:
     """Reads the calls table."""
 
     @_damage_is_a_store_error
-    def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None) -> list[CallInfo]:
-        """Tool and model calls of a run, optionally of one step / namespace."""
+    def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None, encoded: bool = False) -> list[CallInfo]:
+        """Tool and model calls of a run, optionally of one step / namespace.
+
+        ``encoded=True`` leaves inputs and outputs as stored (blob references
+        unresolved), for copying a recording rather than showing it.
+        """
         q = sa.select(S.calls).where(S.calls.c.run_id == run_id)
         if ns is not None:
             q = q.where(S.calls.c.ns == ns)
@@ -25,12 +29,15 @@ class CallReads:
             q = q.where(S.calls.c.step == step)
         q = q.order_by(S.calls.c.started_at, S.calls.c.id)
         rows = self._read(q)
-        # One decode for all of them: one blob read, and a message in many calls' inputs decoded once.
-        try:
-            decoded = self.decode([[_uj(r.inputs), _uj(r.output)] for r in rows])
-        except StoreError as exc:
-            raise StoreError(f"cannot decode a recorded call: {str(exc).removeprefix('cannot decode a recorded value: ')}") from None
-        trees = [(i, o) for i, o in decoded]
+        if encoded:
+            trees = [(_strict_json(r.inputs), _strict_json(r.output)) for r in rows]
+        else:
+            # One decode for all of them: one blob read, and a message in many calls' inputs decoded once.
+            try:
+                decoded = self.decode([[_uj(r.inputs), _uj(r.output)] for r in rows])
+            except StoreError as exc:
+                raise StoreError(f"cannot decode a recorded call: {str(exc).removeprefix('cannot decode a recorded value: ')}") from None
+            trees = [(i, o) for i, o in decoded]
 
         return [
             CallInfo(

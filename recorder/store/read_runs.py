@@ -10,7 +10,7 @@ from graphtape.recorder import schema as S
 from graphtape.recorder.errors import AmbiguousRun, RunNotFound
 from graphtape.recorder.records import RunDetail, RunInfo
 from graphtape.recorder.store.listing import _escape_like
-from graphtape.recorder.store.payloads import _uj
+from graphtape.recorder.store.payloads import _strict_json, _uj
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 
 MAX_INT = 2**63 - 1  # the store's integer columns (and so step numbers, offsets, limits) stop here
@@ -142,3 +142,11 @@ class RunReads:
             .limit(1)
         )
         return self._run_info(rows[0]) if rows else None
+
+    @_damage_is_a_store_error
+    def encoded_inputs(self, run_id: str) -> tuple[Any, Any]:
+        """A run's ``(inputs, config)`` as stored: encoded, blob references unresolved (to copy, not to show)."""
+        rows = self._read(sa.select(S.runs.c.inputs, S.runs.c.config).where(S.runs.c.id == run_id))
+        if not rows:
+            raise RunNotFound(f"no run {run_id}")
+        return _strict_json(rows[0].inputs), _strict_json(rows[0].config)

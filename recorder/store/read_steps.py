@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from graphtape.recorder import schema as S
 from graphtape.recorder.codec import collect_refs
 from graphtape.recorder.errors import StepNotFound
-from graphtape.recorder.records import FLAG_PENDING, EventInfo, RouteInfo, StepDetail, StepInfo, TaskInfo
+from graphtape.recorder.records import FLAG_PENDING, EventInfo, RouteInfo, StepDetail, StepInfo, StepRow, TaskInfo
 from graphtape.recorder.store.listing import _escape_like
 from graphtape.recorder.store.payloads import expand_payload, unpack
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
@@ -214,3 +214,21 @@ class StepReads:
             nxt = infos[i + 1].nodes if i + 1 < len(infos) else []
             out.append(self._detail(info, by_step.get(info.step, []), list(nxt), typed, writes))
         return out
+
+    @_damage_is_a_store_error
+    def step_rows(self, run_id: str, ns: str = "") -> list[StepRow]:
+        """Every stored row of a namespace's supersteps in order: payloads unpacked, values still encoded.
+
+        For readers that copy a recording rather than show it (fixture export):
+        rows are not merged and blob references stay unresolved.
+        """
+        c = S.steps.c
+        rows = self._read(
+            sa.select(c.seq, c.step, c.source, c.checkpoint_id, c.created_at, c.is_key, c.flags, c.payload)
+            .where(c.run_id == run_id, c.ns == ns)
+            .order_by(c.seq)
+        )
+        return [
+            StepRow(r.seq, r.step, r.source, r.checkpoint_id, r.created_at, bool(r.is_key), r.flags or 0, expand_payload(unpack(r.payload), r.created_at))
+            for r in rows
+        ]

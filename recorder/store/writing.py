@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from graphtape.recorder import schema as S
 
@@ -77,6 +77,29 @@ class Writing:
         self._known_blobs.update(new_blobs)
         if len(self._known_blobs) > 500_000:
             self._known_blobs.clear()
+
+    def add_run(self, batch: Batch) -> bool:
+        """Write a whole new run (its row, steps, calls and blobs) in one transaction; False if its id is stored already.
+
+        Imports use it: importing the same fixture twice, or from two
+        processes at once, leaves one run and no error.
+        """
+        ids = {row["id"] for row in batch.runs_new}
+        if len(ids) != 1 or batch.runs_update or batch.calls_update:
+            raise ValueError("add_run takes the rows of exactly one new run")
+        (run_id,) = ids
+        if self._has_run(run_id):
+            return False
+        try:
+            self.write(batch)
+        except IntegrityError:
+            if self._has_run(run_id):
+                return False  # another import wrote it meanwhile
+            raise
+        return True
+
+    def _has_run(self, run_id: str) -> bool:
+        return bool(self._read(sa.select(S.runs.c.id).where(S.runs.c.id == run_id)))
 
     def forget_written_blobs(self) -> None:
         """Stop trusting that blobs written earlier are still there (``gc`` may have swept them).
