@@ -379,7 +379,7 @@ def test_malformed_and_oversized_files_are_refused(tmp_path, monkeypatch, capsys
     path.write_text(json.dumps({"graphtape_fixture": 1, "name": "n", "outcome": {"status": "ok"}, "config": {}, "inputs": deep}))
     code, err = _cli_import(tmp_path, path, capsys)
     assert code == 2 and "nested deeper than" in err
-    import graphtape.replay.fixture as fx
+    import graphtape.replay.fixture_format as fx
 
     monkeypatch.setattr(fx, "MAX_FILE_BYTES", 64)
     path.write_text(json.dumps({"graphtape_fixture": 1, "pad": "x" * 100}))

@@ -1,0 +1,682 @@
+"""Exporting a run as a regression fixture: what a replay resumes from, checks and answers from, and nothing volatile.
+
+``export_fixture`` turns a run in the store into a fixture: where to resume
+(the starting checkpoint: values, channel versions, versions seen), then per
+superstep what a replay checks and answers from: the tasks and their
+updates, the route decisions, interrupt and resume values, the tool and
+model calls (inputs, outputs, errors, and how long to hold a call a node
+gave up waiting for), and the state keys that changed. Values stay in the
+codec's typed envelopes, so messages come back as messages; each message is
+stored once in a ``messages`` table and referred to as ``{"$b": key}``.
+
+The run is read through the store's API as it is stored (``step_rows``,
+``encoded_inputs``, ``calls(encoded=True)``, ``blobs``): values keep their
+recorded key order (code may depend on it), volatile ids (task, call,
+message and interrupt ids, checkpoint ids, timestamps) are renumbered or
+dropped, so exporting the same run twice gives the same file. Everything
+passes through the recorder's ``Redactor`` again on the way out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, collect_refs
+from graphtape.recorder.frames import FrameState
+from graphtape.recorder.records import CallInfo
+from graphtape.recorder.redaction import MARK, Redactor
+from graphtape.recorder.store import RunStore
+from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
+from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
+
+DEFAULT_RECURSION_LIMIT = 25
+
+_STRUCTURAL = frozenset({ENVELOPE, "cls", "type"})
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}")
+_PRIVATE_MODULE = re.compile(r"_graphtape_(?:user|fixture)_(\w+?)_[0-9a-f]{8}\b")
+_SAFE_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_MESSAGE_KINDS = {"AIMessage": "ai", "AIMessageChunk": "ai", "HumanMessage": "human", "SystemMessage": "system", "ToolMessage": "tool"}
+_CONFIG_DROP = frozenset({"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map"})
+
+
+# -- step ranges and graph references ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StepRange:
+    """Which supersteps to export: ``first`` to ``last`` inclusive (None: from the start / to the end).
+
+    The replay resumes from the checkpoint before ``first`` and checks every
+    step up to ``last``.
+    """
+
+    first: int | None = None
+    last: int | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> StepRange:
+        """``"A:B"``, ``"A:"``, ``":B"`` or ``"A"``; a bad range raises ``FixtureError``."""
+        if text is None or not text.strip():
+            return cls()
+        head, sep, tail = text.strip().partition(":")
+
+        def num(part: str) -> int | None:
+            part = part.strip()
+            if not part:
+                return None
+            try:
+                return int(part)
+            except ValueError:
+                raise FixtureError(f"bad step range {text!r}: use A:B, A:, :B or A with whole numbers") from None
+
+        first, last = num(head), num(tail) if sep else num(head)
+        if first is not None and last is not None and last < first:
+            raise FixtureError(f"bad step range {text!r}: the last step comes before the first")
+        return cls(first, last)
+
+
+def portable_graph_ref(ref: str | None, base: str | os.PathLike | None = None) -> str | None:
+    """``ref`` with a file path made relative to ``base`` (default: the current directory) when under it.
+
+    ``module:attr`` references stay as they are; a file outside ``base``
+    keeps its absolute path (the caller should warn: it names one machine).
+    """
+    if not ref:
+        return None
+    target, sep, attr = ref.rpartition(":")
+    if not sep or not target or not (target.endswith(".py") or "/" in target or os.sep in target):
+        return ref
+    path = Path(target)
+    if not path.is_absolute():
+        return f"{path.as_posix()}:{attr}"
+    root = Path(base if base is not None else os.getcwd()).resolve()
+    try:
+        rel = path.resolve().relative_to(root)
+    except ValueError:
+        return f"{path.as_posix()}:{attr}"
+    return f"{rel.as_posix()}:{attr}"
+
+
+def is_machine_path(ref: str | None) -> bool:
+    """Whether a graph reference names an absolute file path (so it only works on one machine)."""
+    if not ref:
+        return False
+    target = ref.rpartition(":")[0]
+    return bool(target) and (target.endswith(".py") or "/" in target) and (Path(target).is_absolute() or bool(re.match(r"^[A-Za-z]:[\\/]", target)))
+
+
+# -- reading a run as stored (encoded values, blob references unresolved) ----------
+
+
+@dataclass
+class _Step:
+    """One superstep of one namespace with its rows merged, as ``step_detail`` merges them."""
+
+    step: int
+    source: str | None
+    completed: bool
+    tasks: list[dict]
+    routes: list[dict]
+    events: list[dict]
+    state: tuple[dict, dict, dict] | None  # (values, versions, versions seen) after it, encoded
+
+
+def _read_namespace(store: RunStore, run_id: str, ns: str) -> list[_Step]:
+    """Every step of ``ns`` in order, with the encoded state after each completed one."""
+    order: dict[int, int] = {}
+    merged: dict[int, dict] = {}
+    frames = FrameState()
+    for r in store.step_rows(run_id, ns):
+        payload = r.payload
+        pending = r.pending
+        m = merged.get(r.step)
+        if m is None:
+            m = merged[r.step] = {"tasks": {}, "routes": {}, "events": [], "source": None, "completed": False, "state": None}
+            order[r.step] = r.seq
+        elif not pending and not m["completed"]:
+            order[r.step] = r.seq  # the completed row keeps its place, as list_steps shows it
+        for t in payload.get("t", []):
+            m["tasks"][t["id"]] = t
+        by_task: dict[Any, list[dict]] = {}
+        for d in payload.get("r", []):
+            by_task.setdefault(d.get("task"), []).append(d)
+        m["routes"].update(by_task)
+        m["events"].extend(payload.get("e", []))
+        frame = payload.get("s")
+        if frame is not None and not pending:
+            frames.apply(frame, bool(r.is_key))
+            m["state"] = (dict(frames.values), dict(frames.versions), {k: dict(v) for k, v in frames.seen.items()})
+        if not pending:
+            m["completed"] = True
+            m["source"] = r.source
+    out = []
+    for step in sorted(merged, key=lambda s: order[s]):
+        m = merged[step]
+        routes = [d for rs in m["routes"].values() for d in rs]
+        out.append(_Step(step, m["source"], m["completed"], list(m["tasks"].values()), routes, m["events"], m["state"]))
+    return out
+
+
+def _internal(name: str) -> bool:
+    return name.startswith("branch:") or name.startswith("__") or ":" in name and name.split(":", 1)[0] in ("join", "start")
+
+
+def _public(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if not _internal(k)}
+
+
+# -- export -----------------------------------------------------------------------
+
+
+class _Exporter:
+    """Turns stored (encoded) values into fixture values: resolved, redacted, renumbered, tabled."""
+
+    def __init__(self, store: RunStore, redactor: Redactor) -> None:
+        self.store = store
+        self.redactor = redactor
+        self.ids: dict[str, str] = {}
+        self.counts: Counter[str] = Counter()
+        self.tasks: dict[str, str] = {}
+        self.calls: dict[str, str] = {}
+        self.table: dict[str, Any] = {}
+        self.table_keys: dict[bytes, str] = {}
+        self._raw_blobs: dict[str, Any] = {}
+        self._done_blobs: dict[str, Any] = {}
+
+    # -- ids -----------------------------------------------------------------------
+    def stable(self, original: str, prefix: str) -> str:
+        """A stable stand-in for a volatile id, numbered in order of first appearance."""
+        got = self.ids.get(original)
+        if got is None:
+            self.counts[prefix] += 1
+            got = self.ids[original] = f"{prefix}-{self.counts[prefix]}"
+        return got
+
+    def task(self, task_id: str | None) -> str | None:
+        if task_id is None:
+            return None
+        got = self.tasks.get(task_id)
+        if got is None:
+            got = self.tasks[task_id] = f"t{len(self.tasks) + 1}"
+        return got
+
+    def ns(self, ns: str) -> str:
+        """A namespace with its task ids renumbered (``"child:<uuid>"`` -> ``"child:t4"``)."""
+        if not ns:
+            return ""
+        parts = []
+        for part in ns.split("|"):
+            node, sep, tid = part.partition(":")
+            parts.append(f"{node}:{self.task(tid)}" if sep and tid else part)
+        return "|".join(parts)
+
+    # -- values ----------------------------------------------------------------------
+    def value(self, tree: Any) -> Any:
+        """A stored value as the fixture holds it."""
+        refs = collect_refs(tree).difference(self._raw_blobs)
+        if refs:
+            self._raw_blobs.update(self.store.blobs(refs))
+        return self._walk(tree, 0)
+
+    def channels(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """State channels by name: the recorder encodes each channel's value on its own,
+        so (as when recording) channel names are not judged as secret keys; their values are."""
+        refs = collect_refs(list(values.values())).difference(self._raw_blobs)
+        if refs:
+            self._raw_blobs.update(self.store.blobs(refs))
+        return {k: self._walk(v, 1) for k, v in values.items()}
+
+    def text(self, s: str | None) -> str | None:
+        return None if s is None else self.redactor.scrub(s)
+
+    def frames(self, frames: list[list[Any]]) -> list[list[Any]]:
+        """A traceback, scrubbed again like every exported string."""
+        return scrubbed_frames(frames, self.redactor.scrub)
+
+    def _walk(self, x: Any, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise FixtureError("a recorded value is nested too deeply to export")
+        t = type(x)
+        if t is str:
+            return self.redactor.scrub(x)
+        if t is list:
+            return [self._walk(i, depth + 1) for i in x]
+        if t is not dict:
+            return x
+        ref = x.get(BLOB_REF)
+        if type(ref) is str and len(x) == 1:
+            return self._blob(ref, depth)
+        kind = x.get(ENVELOPE)
+        secret = self.redactor.is_secret_key
+        if kind is None:
+            out = {}
+            for k, v in x.items():  # recorded order: user code may depend on it (json.dumps)
+                if secret(k) and v is not None and v != "":
+                    out[self.redactor.scrub(k)] = self.redactor.mark()
+                else:
+                    out[self.redactor.scrub(k)] = self._walk(v, depth + 1)
+            return out
+        if kind == "dict" and type(x.get("v")) is list:
+            pairs = []
+            for pair in x["v"]:
+                if type(pair) is list and len(pair) == 2:
+                    k, v = pair
+                    hidden = type(k) is str and secret(k) and v is not None and v != ""
+                    pairs.append([self._walk(k, depth + 1), self.redactor.mark() if hidden else self._walk(v, depth + 1)])
+                else:
+                    pairs.append(self._walk(pair, depth + 1))
+            return {ENVELOPE: "dict", "v": pairs}
+        out = {k: (v if k in _STRUCTURAL else self._walk(v, depth + 1)) for k, v in x.items()}
+        if kind in ("lc.msg", "lc.doc"):
+            return self._tabled(out, kind)
+        if kind == "unserializable":
+            # Only its class name is ever used (a stand-in when replayed): drop what varies
+            # between runs and machines, the object's address and a file-loaded module's private name.
+            for k in ("type", "repr"):
+                if type(out.get(k)) is str:
+                    out[k] = _ADDRESS.sub("", _PRIVATE_MODULE.sub(r"\1", out[k]))
+        if kind == "lg.interrupt":
+            v = out.get("v")
+            if isinstance(v, dict) and type(v.get("id")) is str and v["id"]:
+                v["id"] = self.stable(v["id"], "interrupt")
+        return out
+
+    def _blob(self, h: str, depth: int) -> Any:
+        done = self._done_blobs.get(h)
+        if done is not None:
+            return done
+        if h not in self._raw_blobs:
+            raise FixtureError(f"the run refers to a value the store no longer holds (blob {h}): the store was damaged or collected")
+        done = self._done_blobs[h] = self._walk(self._raw_blobs[h], depth + 1)
+        return done
+
+    def _tabled(self, env: dict, kind: str) -> dict:
+        v = env.get("v")
+        ident = v.get("id") if isinstance(v, dict) else None
+        if type(ident) is str and ident:
+            # Every id, not only minted ones: a re-recorded run holds ids a fixture gave it
+            # (answers keep theirs), which must number like the fresh ones they stand for.
+            ident = v["id"] = self.stable(ident, "msg" if kind == "lc.msg" else "doc")
+        canonical = orjson.dumps(env)
+        key = self.table_keys.get(canonical)
+        if key is None:
+            if type(ident) is str and _SAFE_KEY.match(ident):
+                base = ident
+            else:
+                label = _MESSAGE_KINDS.get(str(env.get("cls")), "msg") if kind == "lc.msg" else "doc"
+                base = f"{label}-{hashlib.blake2b(canonical, digest_size=4).hexdigest()}"
+            key, n = base, 1
+            while key in self.table:
+                n += 1
+                key = f"{base}~{n}"
+            self.table[key] = env
+            self.table_keys[canonical] = key
+        return {BLOB_REF: key}
+
+
+def export_fixture(
+    store: RunStore,
+    run_ref: str,
+    *,
+    graph: str | None = None,
+    steps: StepRange | str | None = None,
+    redact_patterns: Iterable[str] = (),
+    redact_keys: Iterable[str] = (),
+    origin: str | None = None,
+    base_dir: str | os.PathLike | None = None,
+) -> dict[str, Any]:
+    """The fixture of run ``run_ref`` (a dict; ``dumps_fixture`` gives its bytes).
+
+    ``graph`` is the import path written into the fixture (default: the run's
+    recorded one), made relative to ``base_dir`` (default: the current
+    directory) when it points at a file under it. ``steps`` limits the
+    supersteps checked. ``origin`` names another run in the store whose
+    inputs and config to keep (a re-recorded run keeps its fixture's).
+    """
+    rng = steps if isinstance(steps, StepRange) else StepRange.parse(steps)
+    run = store.get_run(run_ref)
+    if run.status == "running":
+        raise FixtureError(f"run {run.id} is still recording: export it once it has ended")
+    ex = _Exporter(store, Redactor(tuple(redact_patterns), tuple(redact_keys)))
+
+    root = _read_namespace(store, run.id, "")
+    done = [s for s in root if s.completed]
+    if not done:
+        raise FixtureError(f"run {run.id} has no completed step to resume from")
+    last_recorded = root[-1].step
+    sliced_of = [int(t[len(SLICE_TAG):]) for t in run.tags if str(t).startswith(SLICE_TAG) and t[len(SLICE_TAG):].lstrip("-").isdigit()]
+    if sliced_of:
+        last_recorded = max(last_recorded, sliced_of[0])  # an imported window of a longer run
+    if rng.first is not None and not any(s.step >= rng.first for s in root):
+        raise FixtureError(f"run {run.id} has no step {rng.first} (steps {root[0].step}..{last_recorded})")
+    if rng.first is None:
+        start = done[0]
+    else:
+        before = [s for s in done if s.step < rng.first]
+        if not before:
+            raise FixtureError(f"cannot start at step {rng.first}: run {run.id} has no completed step before it to resume from (its first is {done[0].step})")
+        start = before[-1]
+    last = root[-1].step if rng.last is None else rng.last
+    if rng.last is not None and not any(s.step == rng.last for s in root):
+        raise FixtureError(f"run {run.id} has no step {rng.last} (steps {root[0].step}..{last_recorded})")
+    chosen = [s for s in root if start.step < s.step <= last]
+    if not chosen:
+        raise FixtureError(f"nothing to check: run {run.id} has no step after {start.step}" + (f" up to {last}" if rng.last is not None else ""))
+
+    stored_inputs, stored_config = store.encoded_inputs(origin or run.id)
+    config = _export_config(ex, stored_config, start.step - root[0].step)
+    inputs = ex.value(stored_inputs)
+    assert start.state is not None
+    values, versions, seen = start.state
+    versions, seen = _stable_versions(versions, seen)
+    start_entry = {
+        "after_step": start.step,
+        "values": ex.channels(values),
+        "versions": dict(versions),
+        "versions_seen": {n: dict(s) for n, s in seen.items()},
+    }
+
+    calls = [c for c in store.calls(run.id, encoded=True) if c.step is not None]
+    holds = _holds(store, run.id, calls, run.ended_at)
+    calls_by: dict[tuple[str, int], list[Any]] = {}
+    for c in calls:
+        calls_by.setdefault((c.ns, c.step), []).append(c)
+
+    prev = _public(start_entry["values"])
+    step_entries = []
+    entered: dict[str, int] = {}
+    for s in chosen:
+        entry, prev = _step_entry(ex, s, prev, calls_by.get(("", s.step), []), holds)
+        step_entries.append(entry)
+        for t in s.tasks:
+            for sub in t.get("sub", []):
+                entered.setdefault(sub.split("|")[0], s.step)
+    final_state = prev
+
+    subgraphs = []
+    for ns in store.namespaces(run.id):
+        if not ns or ns.split("|")[0] not in entered:
+            continue
+        sub_prev: dict[str, Any] = {}
+        sub_steps = []
+        for s in _read_namespace(store, run.id, ns):
+            entry, sub_prev = _step_entry(ex, s, sub_prev, calls_by.get((ns, s.step), []), holds)
+            sub_steps.append(entry)
+        subgraphs.append({"ns": ex.ns(ns), "steps": sub_steps})
+
+    outcome: dict[str, Any] = {"status": run.status}
+    if run.status_reason:
+        outcome["reason"] = run.status_reason
+    if run.error_type or run.error_message:
+        outcome["error"] = {"type": run.error_type, "message": ex.text(run.error_message)}
+
+    fixture: dict[str, Any] = {
+        FORMAT_KEY: FORMAT_VERSION,
+        "about": ABOUT,
+        "name": run.name,
+        "graph": portable_graph_ref(graph or run.graph_ref, base_dir),
+        "graph_name": run.graph_name,
+        "outcome": outcome,
+        "inputs": inputs,
+        "config": config,
+    }
+    if last < last_recorded:
+        fixture["slice"] = {"to": last, "of": last_recorded}
+    fixture["start"] = start_entry
+    fixture["steps"] = step_entries
+    if subgraphs:
+        fixture["subgraphs"] = subgraphs
+    fixture["final_state"] = final_state
+    fixture["messages"] = _fold_idless(fixture, ex.table)
+    fixture["redacted"] = {"when_recorded": run.redactions, "in_this_file": _marked(fixture)}
+    return fixture
+
+
+def _fold_idless(fixture: dict[str, Any], table: dict[str, Any]) -> dict[str, Any]:
+    """Point references to an id-less message at the one stored copy of it that has an id.
+
+    The recorder encodes values after the node returned, racing LangGraph's
+    ``add_messages``, which gives new messages their ids in place: the same
+    message may be recorded with or without its id. Folding the id-less copy
+    into its only id'd twin makes the file the same whichever way the race went.
+    """
+    twins: dict[bytes, list[str]] = {}
+    idless: list[tuple[str, bytes]] = []
+    for key, env in table.items():
+        v = env.get("v")
+        if not isinstance(v, dict):
+            continue
+        content = orjson.dumps({**env, "v": {k: x for k, x in v.items() if k != "id"}})
+        if v.get("id") is None:
+            idless.append((key, content))
+        else:
+            twins.setdefault(content, []).append(key)
+    alias = {key: twins[content][0] for key, content in idless if len(twins.get(content, ())) == 1}
+    if alias:
+
+        def walk(x: Any) -> Any:
+            if type(x) is list:
+                return [walk(i) for i in x]
+            if type(x) is not dict:
+                return x
+            if len(x) == 1 and x.get(BLOB_REF) in alias:
+                return {BLOB_REF: alias[x[BLOB_REF]]}
+            return {k: walk(v) for k, v in x.items()}
+
+        for part in ("inputs", "config", "start", "steps", "subgraphs", "final_state"):
+            if part in fixture:
+                fixture[part] = walk(fixture[part])
+    return {k: v for k, v in sorted(table.items()) if k not in alias}
+
+
+def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
+    """What a replay forwards: configurable (no thread or checkpoint keys), recursion limit, tags, metadata."""
+    config = config if isinstance(config, dict) and ENVELOPE not in config else {}
+    out: dict[str, Any] = {}
+    conf = config.get("configurable")
+    if isinstance(conf, dict) and ENVELOPE not in conf:
+        kept = {k: v for k, v in conf.items() if k not in _CONFIG_DROP and not k.startswith("__")}
+        if kept:
+            out["configurable"] = ex.value(kept)
+    limit = config.get("recursion_limit")
+    if offset > 0:
+        # LangGraph counts the limit from where a run starts: a fixture that starts later keeps the recorded end.
+        limit = max(1, (limit if type(limit) is int else DEFAULT_RECURSION_LIMIT) - offset)
+    if type(limit) is int:
+        out["recursion_limit"] = limit
+    for key in ("tags", "metadata"):
+        if config.get(key):
+            out[key] = ex.value(config[key])
+    return dict(sorted(out.items()))
+
+
+def _stable_versions(versions: dict, seen: dict) -> tuple[dict, dict]:
+    """Channel versions as they are when whole numbers; others (random suffixes) as their rank, order kept."""
+    every = list(versions.values()) + [v for s in seen.values() for v in s.values()]
+    if all(type(v) is int for v in every):
+        return versions, seen
+    if all(type(v) in (int, float) for v in every):
+        ranked = sorted(set(every))
+    elif all(type(v) is str for v in every):
+        ranked = sorted(set(every))
+    else:
+        return versions, seen
+    rank = {v: i + 1 for i, v in enumerate(ranked)}
+    return {c: rank[v] for c, v in versions.items()}, {n: {c: rank[v] for c, v in s.items()} for n, s in seen.items()}
+
+
+def _holds(store: RunStore, run_id: str, calls: list[CallInfo], run_end: float | None) -> dict[str, int]:
+    """Call id -> milliseconds a replay must hold its answer: calls a node stopped waiting for (timeouts).
+
+    Mirrors the replay's rule: a call that outlived its task or its run is
+    replayed as slow as it was (rounded up to 10 ms). One that never returned
+    is held until 50 ms after its node stopped waiting (its task ended),
+    rounded up to 50 ms: what the node saw, without the run's timing jitter,
+    so re-recording the same behaviour writes the same number.
+    """
+    ends: dict[str, float] = {}
+    for ns in store.namespaces(run_id):
+        for s in _read_namespace(store, run_id, ns):
+            for t in s.tasks:
+                if t.get("t0") is not None and t.get("ms") is not None:
+                    ends[t["id"]] = t["t0"] + t["ms"] / 1000
+    out = {}
+    for c in calls:
+        task_end = ends.get(c.task_id or "")
+        if c.error_type == "Unfinished":
+            if task_end is not None:
+                hold = _ceil(task_end - c.started_at + 0.05, 0.05)
+            else:
+                hold = _ceil((run_end - c.started_at + 0.05) if run_end is not None else 1.0, 0.01)
+        elif c.latency_ms is None:
+            continue
+        else:
+            finished = c.started_at + c.latency_ms / 1000
+            late = (task_end is not None and finished > task_end + 0.001) or (run_end is not None and finished > run_end + 0.001)
+            hold = _ceil(c.latency_ms / 1000, 0.01) if late else 0.0
+        if hold > 0:
+            out[c.call_id] = min(MAX_HOLD_MS, int(round(hold * 1000)))
+    return out
+
+
+def _ceil(seconds: float, quantum: float) -> float:
+    return max(quantum, math.ceil(seconds / quantum - 1e-9) * quantum)
+
+
+def _task_sort_key(t: dict) -> tuple:
+    # A step's tasks are stored by (path, task id); ids change every run, paths do not (a
+    # Send's path holds its index). Imported runs have no paths: their stored order stands.
+    return (t.get("path", ""), t.get("node", ""))
+
+
+def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallInfo], holds: dict[str, int]) -> tuple[dict, dict]:
+    """One step as the fixture holds it, and the public state after it."""
+    entry: dict[str, Any] = {"step": s.step}
+    if s.source and s.source != "loop":
+        entry["source"] = s.source
+    if not s.completed:
+        entry["completed"] = False
+    tasks = sorted(s.tasks, key=_task_sort_key)
+    entry["tasks"] = []
+    for t in tasks:
+        task: dict[str, Any] = {"id": ex.task(t["id"]), "node": t.get("node", "?")}
+        if t.get("w"):
+            task["writes"] = ex.value(t["w"])
+        if t.get("et") or t.get("em"):
+            task["error"] = {"type": t.get("et"), "message": ex.text(t.get("em"))}
+            if valid_frames(t.get("tb")):
+                task["error"]["traceback"] = ex.frames(valid_frames(t["tb"]))
+        if t.get("i"):
+            task["interrupts"] = ex.value(t["i"])
+        if isinstance(t.get("att"), list) and t["att"]:
+            # Earlier attempts of a retried task; durations are run to run noise, left out.
+            task["attempts"] = [{"n": a.get("n"), "error": {"type": a.get("et"), "message": ex.text(a.get("em"))} if a.get("et") else None} for a in t["att"] if isinstance(a, dict)]
+        if t.get("c"):
+            task["cached"] = True
+        if t.get("sub"):
+            task["subgraphs"] = [ex.ns(n) for n in t["sub"]]
+        entry["tasks"].append(task)
+    routes = []
+    for d in sorted(s.routes, key=lambda d: (d.get("src") or "", d.get("kind") or "", orjson.dumps(d.get("dest")))):
+        route: dict[str, Any] = {"from": d.get("src"), "kind": d.get("kind"), "to": list(d.get("dest") or [])}
+        if d.get("router"):
+            route["router"] = d["router"]
+        if "ret" in d:
+            route["returned"] = ex.value(d["ret"])
+        if d.get("sends"):
+            route["sends"] = ex.value(d["sends"])
+        if d.get("task"):
+            route["task"] = ex.task(d["task"])
+        routes.append(route)
+    if routes:
+        entry["routes"] = routes
+    events = []
+    for e in s.events:
+        event: dict[str, Any] = {"kind": e.get("kind"), "value": ex.value(e.get("v"))}
+        if e.get("task"):
+            event["task"] = ex.task(e["task"])
+        if e.get("node"):
+            event["node"] = e["node"]
+        events.append(event)
+    if events:
+        entry["events"] = events
+    order = {t["id"]: i for i, t in enumerate(tasks)}
+    out_calls = []
+    for c in sorted(calls, key=lambda c: order.get(c.task_id, len(order))):  # stable: started_at order within a task
+        call: dict[str, Any] = {"id": ex.calls.setdefault(c.call_id, f"c{len(ex.calls) + 1}"), "kind": c.kind, "name": c.name, "node": c.node, "task": ex.task(c.task_id)}
+        call["inputs"] = ex.value(c.inputs)
+        if c.error_type:
+            call["error"] = {"type": c.error_type, "message": ex.text(c.error_message)}
+            if c.traceback:
+                call["error"]["traceback"] = ex.frames(c.traceback)
+        else:
+            call["output"] = ex.value(c.output)
+        if holds.get(c.call_id):
+            call["hold_ms"] = holds[c.call_id]
+        out_calls.append(call)
+    if out_calls:
+        entry["calls"] = out_calls
+    if s.completed and s.state is not None:
+        now = ex.channels(_public(s.state[0]))
+        entry["state"] = _state_change(prev, now)
+        prev = now
+    return entry, prev
+
+
+def _state_change(prev: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """The keys a step changed: set (new value), append (items added to a list), drop (removed)."""
+    set_: dict[str, Any] = {}
+    append: dict[str, Any] = {}
+    for k, new in now.items():
+        old = prev.get(k, _MISSING)
+        if old is not _MISSING and old == new:
+            continue
+        if type(old) is list and type(new) is list and len(new) > len(old) and new[: len(old)] == old:
+            append[k] = new[len(old) :]
+        else:
+            set_[k] = new
+    drop = sorted(k for k in prev if k not in now)
+    out: dict[str, Any] = {}
+    if set_:
+        out["set"] = set_
+    if append:
+        out["append"] = append
+    if drop:
+        out["drop"] = drop
+    return out
+
+
+_MISSING = object()
+
+
+def _marked(fixture: dict[str, Any], limit: int = 50) -> list[str]:
+    """Where the file holds a redaction mark (``steps[3].calls[0].inputs.api_key``), at most ``limit``."""
+    found: list[str] = []
+
+    def walk(x: Any, path: str, depth: int) -> None:
+        if len(found) >= limit or depth > MAX_DEPTH + 20:
+            return
+        if type(x) is str:
+            if MARK in x:
+                found.append(path or "(top)")
+        elif type(x) is dict:
+            for k, v in x.items():
+                walk(v, f"{path}.{k}" if path else str(k), depth + 1)
+        elif type(x) is list:
+            for i, v in enumerate(x):
+                walk(v, f"{path}[{i}]", depth + 1)
+
+    for key in ("inputs", "config", "start", "steps", "subgraphs", "messages", "outcome"):
+        if key in fixture:
+            walk(fixture[key], key, 0)
+    return found
