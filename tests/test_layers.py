@@ -1,4 +1,4 @@
-"""The import graph: no cycles, and every module imports only from its own layer or below.
+"""The import graph: no cycles, every module imports only from its own layer or below, and only the store speaks SQL.
 
 Layers, bottom up: the recorder; replay; the TUI's plain helpers (data,
 rendering, views, the demo); widgets; screens; the app; the command line.
@@ -44,6 +44,11 @@ MODULES = _modules()
 
 
 def _imports(name: str, path: Path) -> set[str]:
+    return {m for m in _every_import(name, path) if m in MODULES and m != name}
+
+
+def _every_import(name: str, path: Path) -> set[str]:
+    """Every module (and ``module.name``) the file imports, graphtape's own or not."""
     here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     seen: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -55,7 +60,7 @@ def _imports(name: str, path: Path) -> set[str]:
                 module = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
             seen.add(module)
             seen.update(f"{module}.{alias.name}" for alias in node.names)
-    return {m for m in seen if m in MODULES and m != name}
+    return seen
 
 
 GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
@@ -110,3 +115,27 @@ def test_the_import_graph_has_no_cycles():
         if v not in index:
             visit(v)
     assert cycles == []
+
+
+SQL = ("sqlalchemy", "sqlite3", "psycopg", "psycopg2")
+STORE = ("graphtape.recorder.store", "graphtape.recorder.schema")
+# Reads LangGraph's own checkpoint database, read-only, never graphtape's tables;
+# the runs it makes are written through RunStore.
+READS_ANOTHER_DATABASE = {"graphtape.recorder.import_langgraph"}
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_only_the_store_speaks_sql():
+    """Everything else reads and writes runs through RunStore: no SQLAlchemy, database driver or table outside it."""
+    assert {"graphtape.recorder.store.writing", "graphtape.recorder.store.read_steps", "graphtape.replay.fixture_export"} <= set(MODULES)
+    spoken = sorted(
+        f"{module} imports {target}"
+        for module, path in MODULES.items()
+        if not _in(module, STORE) and module not in READS_ANOTHER_DATABASE
+        for target in _every_import(module, path)
+        if _in(target, SQL) or _in(target, ("graphtape.recorder.schema",))
+    )
+    assert spoken == []
