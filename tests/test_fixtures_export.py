@@ -28,7 +28,7 @@ from graphtape.replay.fixture import (
     portable_graph_ref,
     read_fixture,
 )
-from tests.conftest import load_agent
+from conftest import load_agent
 from graphtape.tui.cli import main
 
 SECRET = "sk-live-abcdefghijklmnopqrstuvwxyz012345"
