@@ -41,20 +41,32 @@ def divergence_label(d: Any) -> Text:
 
 
 def verdict(result: Any) -> Text:
-    """The header: what was re-run, from where, into which run, and whether it matched."""
+    """The header: what was re-run, from where, into which run, and how it went (an error first)."""
     verb = "fork" if result.kind == "fork" else "replay"
     where = f"step {result.from_step}" + (f" of {result.ns}" if result.ns else "")
     text = Text(f"{verb} of run {result.source_run_id} from {where} ({result.mode}) → run {result.run_id or '(not recorded)'}: ", style="bold")
     n = len(result.divergences)
-    if not n:
+    error = raised(result)
+    if error:
+        # The graph raised: that is the news; the differences it left come after.
+        text.append(f"the {verb} raised {error}", style="bold red")
+        if n:
+            text.append(f" ({n} difference{'s' if n != 1 else ''} from the original)", style="yellow")
+    elif not n:
         text.append("matches the recording", style="bold green")
     elif result.kind == "fork":
         text.append(f"{n} difference{'s' if n != 1 else ''} from the original", style="bold yellow")
     else:
         text.append(f"{n} divergence{'s' if n != 1 else ''}", style="bold red")
-    if result.error:
-        text.append(f"\nthe re-run failed: {result.error}", style="red")
+    for note in getattr(result, "notes", None) or []:
+        text.append(f"\nnote: {note}", style="yellow")
     return text
+
+
+def raised(result: Any) -> str | None:
+    """What the re-run's graph raised, if it did (a strict miss is a divergence, not this)."""
+    error = getattr(result, "error", None)
+    return error if error and not error.startswith("ReplayMiss") else None
 
 
 class CompareScreen(Screen):
@@ -166,8 +178,9 @@ class CompareScreen(Screen):
             label = Text(title, style="bold")
             if run is not None:
                 label.append(f"  {run.id}  ", style="dim")
-                label.append_text(status_text(run))
-                label.append(f"  {len(steps)} steps", style="dim")
+                label.append_text(status_text(run, with_lineage=False))  # the header says where it comes from
+                if steps:
+                    label.append(f"  steps {steps[0].step}..{steps[-1].step}", style="dim")
             else:
                 label.append("  (not recorded)", style="dim")
             self.query_one(label_id, Static).update(label)

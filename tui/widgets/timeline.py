@@ -47,7 +47,9 @@ def calls_text(counts: dict[str, int]) -> Text:
 def step_cells(step: StepInfo, counts: dict[str, int]) -> list[Text]:
     """The cells of one row, in ``COLUMNS`` order followed by the route."""
     label = Text(str(step.step), style="dim" if step.step < 0 else "")
-    nodes = Text(", ".join(step.nodes) or ("input" if step.step < 0 else "—"), style="bold red" if step.has_error else "")
+    # A step no node ran in says where it came from: "(update)" is an edit (a fork's, or update_state).
+    quiet = "input" if step.step < 0 else f"({step.source})" if step.source and step.source != "loop" else "—"
+    nodes = Text(", ".join(step.nodes) or quiet, style="bold red" if step.has_error else "")
     duration = Text(fmt_ms(step.duration_ms).replace(" ms", "ms"), style="dim")
     summary = Text(step.summary or ("(interrupted here)" if step.pending and step.has_interrupt else ""))
     # An interrupted step shows again once resumed: its calls count there. A failed step stays pending: count them here.
