@@ -22,7 +22,7 @@ from graphtape.tui.files import clipboard_blocked
 from graphtape.tui.screens.compare import CompareScreen, verdict
 from graphtape.tui.screens.prompts import ForkPrompt, PathPrompt, ReplayPrompt, RunInfoScreen, ValueScreen
 from graphtape.tui.screens.run import RunScreen
-from graphtape.tui.screens.runs import LINEAGE_STYLE, status_text
+from graphtape.tui.screens.runs import COLUMNS, LINEAGE_STYLE, status_text
 from graphtape.tui.widgets.panels import CallsPanel, TextPanel
 from graphtape.tui.widgets.state_tree import StateTree
 from graphtape.tui.widgets.timeline import Timeline, step_cells
@@ -300,6 +300,9 @@ def test_a_fork_that_raised_says_so_first_and_lineage_is_never_error_red():
     label = status_text(failed_fork)
     lineage = next(span for span in label.spans if "fork of" in label.plain[span.start : span.end])
     assert label.plain == "error  fork of aaaaaaaa at step 3" and str(lineage.style) == LINEAGE_STYLE
+    # The runs list's "from" column too (what the web page showed in red).
+    cell = next(c for c in COLUMNS if c.key == "from").cell(failed_fork)
+    assert cell.plain == "fork of aaaaaaaa" and str(cell.style) == LINEAGE_STYLE and "red" not in LINEAGE_STYLE
 
 
 async def test_at_80x24_the_footer_keeps_copy_replay_fork_and_export(incident):
