@@ -21,6 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
 GRAPHTAPE = Path(sys.executable).with_name("graphtape")
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def readme_commands() -> list[str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
@@ -56,13 +64,16 @@ def test_every_readme_command_runs(tmp_path):
     for line in commands:
         argv = shlex.split(line)[1:]
         if argv[:1] == ["tui"] and "--web" in argv:
+            # As written but on a free port: 8765 may be taken on the machine running the tests.
+            port = str(_free_port())
+            argv = [port if a == "8765" else a for a in argv]
             proc = subprocess.Popen([str(GRAPHTAPE), *argv], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             try:
                 first = proc.stdout.readline()
             finally:
                 proc.terminate()
-                proc.wait(timeout=15)
-            assert "serving the graphtape TUI at http://localhost:8765/?token=" in first, line
+                _, err = proc.communicate(timeout=15)
+            assert f"serving the graphtape TUI at http://localhost:{port}/?token=" in first, f"{line}\n{err}"
             continue
         proc = run(argv)
         where = f"{line}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
