@@ -143,6 +143,11 @@ def test_node_and_tool_errors_keep_their_traceback_everywhere(failing_run, capsy
     assert failed.traceback[-1][:3] == ["payments.py", node_line, "settle"]
     assert all("sk-live" not in str(f) for f in call.traceback + failed.traceback)
 
+    # A tool's error text is searched too, though the run failed with another error.
+    for flag in ("--search", "--error"):
+        code, out, _ = run_cli(capsys, "--db", db, "runs", flag, "card declined", "--json")
+        assert code == 0 and [r["id"] for r in json.loads(out)] == [run_id], flag
+
     code, out, _ = run_cli(capsys, "--db", db, "show", run_id)
     assert code == 0 and f'at        payments.py:{node_line} in settle: raise RuntimeError("ledger is locked")' in out
     code, out, _ = run_cli(capsys, "--db", db, "show", run_id, "--step", "1")
