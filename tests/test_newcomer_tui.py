@@ -380,3 +380,26 @@ async def test_the_routes_tab_points_at_the_users_own_frame_first(tmp_path, monk
     head = text.splitlines()
     assert head[0].startswith("✗ settle raised RuntimeError: ledger is locked")
     assert head[1].strip().startswith("at test_newcomer_tui.py:") and "in settle_ledger: raise RuntimeError" in head[1]
+
+
+async def test_a_replay_opens_on_the_state_it_resumed_named_as_such(incident):
+    from graphtape.replay import replay
+    from graphtape.replay.loading import load_graph
+
+    db, run_id = incident
+    store = open_store(db)
+    try:
+        ref = store.get_run(run_id).graph_ref
+    finally:
+        store.close()
+    result = replay(run_id, load_graph(ref), from_step=5, db=db)
+    assert not result.diverged, result.report()
+    app = build_app(db, result.run_id)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        header = str(screen.query_one("#run-header", Static).render())
+        timeline = screen.query_one(Timeline)
+        first = timeline.steps[0]
+        assert f"replay of {run_id[:8]}" in header and "at step" not in header.split("replay of")[1].split("·")[0]
+        assert first.step == 5 and str(step_cells(first, {}, timeline.resumed_at)[2]) == "(resumed)"

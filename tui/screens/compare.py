@@ -141,7 +141,7 @@ class CompareScreen(Screen):
         if self.divergences:
             listing.add_options([Option(divergence_label(d), id=str(i)) for i, d in enumerate(self.divergences)])
         else:
-            listing.add_option(Option(Text("no divergences: the replay did what the recording did", style="green"), disabled=True))
+            listing.add_option(Option(Text(f"no divergences: the {self.result.kind} did what the recording did", style="green"), disabled=True))
         self._show_divergence_text()
         self.load_runs()
 
@@ -184,7 +184,8 @@ class CompareScreen(Screen):
             else:
                 label.append("  (not recorded)", style="dim")
             self.query_one(label_id, Static).update(label)
-            self.query_one(timeline_id, Timeline).show_steps(steps, calls)
+            resumed = run.fork_step if run is not None and run.parent_run_id and not self.result.ns else None
+            self.query_one(timeline_id, Timeline).show_steps(steps, calls, resumed)
         listing = self.query_one("#divergence-list", OptionList)
         if self.divergences:
             listing.focus()
@@ -209,7 +210,7 @@ class CompareScreen(Screen):
     def _show_divergence_text(self) -> None:
         panel = self.query_one("#divergence-text", TextPanel)
         if not self.divergences:
-            summary = Text("The replay matches the recording: no divergence to show.", style="green")
+            summary = Text(f"The {self.result.kind} matches the recording: no divergence to show.", style="green")
             if self.result.error:
                 summary = Text(f"The re-run failed: {self.result.error}", style="red")
             panel.show(summary)

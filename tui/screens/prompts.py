@@ -30,11 +30,18 @@ MODES = (
 GRAPH_HINT = "module:attr or path/to/file.py:attr"
 
 
+class PromptBody(VerticalScroll, can_focus=False):
+    """A prompt's fields, scrolling on a small terminal; Tab skips it for the fields inside."""
+
+
 def copy_and_say(widget: Any, text: str, label: str) -> None:
     """Copy ``text`` through the terminal (OSC 52) and say so, or say why it may not arrive."""
     app = widget.app
     app.copy_to_clipboard(text)
-    blocked = None if app.is_web else clipboard_blocked()  # a browser takes the copy itself
+    if app.is_web:  # the page hands it to the browser's clipboard
+        widget.notify(f"Copied {label} ({len(text):,} chars) to the browser's clipboard; if nothing arrives, the browser did not allow it.")
+        return
+    blocked = clipboard_blocked()
     if blocked:
         widget.notify(f"{blocked}; s saves {label} to a file instead.", title="Copy may not arrive", severity="warning")
     else:
@@ -146,7 +153,7 @@ class ReplayPrompt(_RunPrompt):
     """Asks how to replay from a step: the mode (strict by default) and the graph; dismisses with a ReplayRequest."""
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="prompt"):
+        with PromptBody(classes="prompt"):
             yield Static(Text(f"Replay from step {self.step}", style="bold"))
             yield Static("Mode (↑↓ to pick, Enter runs):")
             yield self._mode_list()
@@ -182,7 +189,7 @@ class ForkPrompt(_RunPrompt):
 
     def compose(self) -> ComposeResult:
         again = self.again
-        with Vertical(classes="prompt"):
+        with PromptBody(classes="prompt"):
             yield Static(Text(f"Fork after step {self.step}: edit the state, continue as a new run", style="bold"))
             yield Static('Edits: KEY=JSON or dotted.path=JSON, space-separated (answer="no" plan.retries=0)')
             yield Input(" ".join(again.edits) if again else "", placeholder='key="value" other=3', id="fork-edits", select_on_focus=False)

@@ -229,7 +229,7 @@ class RunScreen(Screen):
         gc.freeze()
         self._header()
         timeline = self.query_one(Timeline)
-        timeline.show_steps(self.steps, message.calls)
+        timeline.show_steps(self.steps, message.calls, self.run.fork_step if self.run.parent_run_id and not self.ns else None)
         if not self.steps:
             self._status(Text("This run recorded no steps.", style="yellow"))
             return
