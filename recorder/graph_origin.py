@@ -27,24 +27,58 @@ class Origin:
     module: str | None
     file: str | None
     targets: tuple[int, ...]  # id() of the original graph and of its recorded copy
+    scanned: bool = False  # the other loaded modules were searched once already
 
     def reference(self) -> str | None:
-        """``module:attr`` (or ``path.py:attr``) of a module-level attribute holding the graph, if one does."""
+        """``module:attr`` (or ``path.py:attr``) of a module-level attribute holding the graph, if one does.
+
+        The caller's module is looked at first. A script (``__main__``) is the last
+        resort, since loading it runs it again: an importable module holding the
+        original graph (``from agent import graph`` in the script) is preferred, and
+        it is also what a caller without such an attribute (``attach`` inside a
+        function) gets. Several: the one imported last, usually where the graph is built.
+        """
+        own = self._own()
+        if own is not None and self.module != "__main__":
+            return own
+        if not self.scanned:
+            self.scanned = True
+            found = _importable_holder(self.targets[0], skip=self.module)
+            if found is not None:
+                return found
+        return own
+
+    def _own(self) -> str | None:
         module = sys.modules.get(self.module or "")
-        if module is None:
-            return None
-        try:
-            names = [name for name, value in list(vars(module).items()) if id(value) in self.targets and not name.startswith("_")]
-        except Exception:  # noqa: BLE001 - an odd module namespace: no reference, recording goes on
-            return None
+        names = _names_holding(module, set(self.targets)) if module is not None else []
         if not names:
             return None
-        attr = sorted(names)[0]
+        attr = names[0]
         if self.module != "__main__":
             return f"{self.module}:{attr}"
         if not self.file:
             return None
         return f"{_portable(self.file)}:{attr}"
+
+
+def _names_holding(module: Any, targets: set[int]) -> list[str]:
+    """Public attribute names of ``module`` whose value is one of ``targets`` (by identity), sorted."""
+    try:
+        return sorted(name for name, value in list(vars(module).items()) if id(value) in targets and not name.startswith("_"))
+    except Exception:  # noqa: BLE001 - an odd module namespace: no reference, recording goes on
+        return []
+
+
+def _importable_holder(target: int, skip: str | None) -> str | None:
+    """``module:attr`` of the last-imported module (not a script, not graphtape) holding ``target``."""
+    found = None
+    for name, module in list(sys.modules.items()):
+        if module is None or name == skip or name == "__main__" or name.startswith("graphtape.") or name.startswith("_"):
+            continue
+        names = _names_holding(module, {target})
+        if names:
+            found = f"{name}:{names[0]}"
+    return found
 
 
 def origin_of(graph: Any, copy: Any, depth: int = 2) -> Origin:

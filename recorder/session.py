@@ -281,7 +281,7 @@ class RunSession:
             )
             self._ready.setdefault(ns, {})[step] = info
             if ns == "":
-                self.max_step = max(self.max_step, step)
+                self.max_step = max(self.max_step, step - self.step_shift)  # as stored: a fork keeps the original's numbers
             if self._loose_events:
                 self._place_events()
             self._drain(ns, force=False)

@@ -4,13 +4,14 @@ A frame is ``[file, line, function, source line]``: what a reader needs to
 find the failing code, and nothing that runs. The source line is scrubbed
 like every recorded string (a key pasted into code shows up here). Paths
 are shortened so a fixture does not carry the recording machine's layout:
-installed packages from ``site-packages/`` on, files under the working
-directory relative to it.
+installed packages from ``site-packages/`` on, Python's own modules from
+``stdlib/`` on, files under the working directory relative to it.
 """
 
 from __future__ import annotations
 
 import os
+import sysconfig
 import traceback
 from collections.abc import Callable
 from types import TracebackType
@@ -56,12 +57,23 @@ def _frames(tb: TracebackType | None) -> list[Frame] | None:
     return frames
 
 
+def _stdlib_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple(sorted({os.path.normpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib") if paths.get(k)}, key=len, reverse=True))
+
+
+_STDLIB = _stdlib_dirs()
+
+
 def short_path(path: str) -> str:
-    """``site-packages/pkg/mod.py`` for installed code, a relative path under the working directory."""
+    """``site-packages/pkg/mod.py`` for installed code, ``stdlib/mod.py`` for Python's own, a relative path under the working directory."""
     for marker in _INSTALLED:
         at = path.rfind(marker)
         if at >= 0:
             return "site-packages/" + path[at + len(marker) :].replace(os.sep, "/")
+    for prefix in _STDLIB:
+        if path.startswith(prefix):
+            return "stdlib/" + path[len(prefix) :].replace(os.sep, "/")
     try:
         here = os.getcwd()
     except OSError:

@@ -86,6 +86,7 @@ class ReplayResult:
     served: dict[str, int] = field(default_factory=dict)
     unused_calls: list[dict[str, Any]] = field(default_factory=list)
     kind: str = "replay"  # or "fork": then divergences are what the edit changed
+    notes: list[str] = field(default_factory=list)  # how a fork's edit went in, where it needs saying
 
     @property
     def diverged(self) -> bool:
@@ -103,6 +104,7 @@ class ReplayResult:
         served = ", ".join(f"{n} {k} call{'s' if n != 1 else ''}" for k, n in self.served.items() if n)
         # A miss stops a replay by raising ReplayMiss: the divergences below say what it was.
         raised = f"\nthe {'fork' if self.kind == 'fork' else 'replay'} raised {self.error}" if self.error and not self.error.startswith("ReplayMiss") else ""
+        raised += "".join(f"\nnote: {note}" for note in self.notes)
         if not self.divergences:
             return head + "matches the recording" + (f" ({served} answered from the recording)" if served else "") + raised
         out = [head + f"{len(self.divergences)} divergence{'s' if len(self.divergences) != 1 else ''}" + raised]
@@ -123,6 +125,7 @@ class ReplayResult:
             "divergences": [d.to_dict() for d in self.divergences],
             "served": self.served,
             "unused_calls": self.unused_calls,
+            "notes": self.notes,
         }
 
 

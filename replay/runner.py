@@ -173,6 +173,7 @@ class _Run:
         self._to_step = to_step
         self._span = (restored.root_step, max((s.step for s in self._root_steps()), default=restored.root_step))
         edit = None
+        notes: list[str] = []  # what the reader should know about how the edit went in
         offset = 0  # a fork's edit is one more step in the namespace it edits
         seed = (restored.checkpoint, restored.metadata, restored.parent_id) if not ns else None
         if update is not None:
@@ -183,7 +184,8 @@ class _Run:
                 # The input step: the edit changes the run's input (kept, with the edited keys replaced).
                 values, apply_as = _edited_input(restored.checkpoint, update), "__input__"
             elif not ns:
-                values, apply_as = self._keep_command_route(step, update, as_node)
+                values, apply_as, note = self._keep_command_route(step, update, as_node)
+                notes += [note] if note else []
             # A subgraph is edited in its own namespace: its checkpoint moves on, the parent's stays.
             target = {"configurable": {**config["configurable"], "checkpoint_ns": ns}} if ns else config
             try:
@@ -272,32 +274,37 @@ class _Run:
             served=dict(answerer.served),
             unused_calls=unused,
             kind=edit["kind"],
+            notes=notes,
         )
 
     # -- pieces ------------------------------------------------------------------------
-    def _keep_command_route(self, step: int, update: Any, as_node: str | None) -> tuple[Any, str | None]:
-        """``(values, as_node)`` for an edit after a node that routed with ``Command(goto=...)``.
+    def _keep_command_route(self, step: int, update: Any, as_node: str | None) -> tuple[Any, str | None, str | None]:
+        """``(values, as_node, note)`` for an edit after a node that routed with ``Command(goto=...)``.
 
         LangGraph's ``update_state`` runs the node's writers, not the node: a
         decision made inside the node (its ``goto``) is not made again, and the
         edited run would stop right after the edit. The edit is applied as that
         node's ``Command`` with the recorded ``goto``, so the fork goes where the
-        recording went and the edit flows on from there.
+        recording went and the edit flows on from there. When that cannot be
+        done, ``note`` says why (the report shows it).
         """
         try:
             detail = self.store.step_detail(self.run.id, step)
         except GraphtapeError:
-            return update, as_node
+            return update, as_node, None
         commands = [r for r in detail.routes if r.kind == "command" and r.destinations and not r.sends]
         if not commands or not isinstance(update, dict):
-            return update, as_node
-        node = as_node or (commands[0].source if len({r.source for r in commands}) == 1 else None)
+            return update, as_node, None
+        sources = sorted({r.source for r in commands})
+        node = as_node or (sources[0] if len(sources) == 1 else None)
         goto = [d for r in commands if r.source == node for d in r.destinations if d != "__end__"]
         if node is None or not goto:
-            return update, as_node
+            went = "; ".join(f"{r.source} → {', '.join(r.destinations)}" for r in commands)
+            why = f"the edit is applied as {as_node!r}, so the fork goes on from {as_node}'s edges" if as_node else f"several nodes routed with Command in step {step} ({', '.join(sources)}): name one with as_node to follow its goto"
+            return update, as_node, f"step {step} routed with Command(goto=...) ({went}), which LangGraph does not take again after an edit: {why}"
         from langgraph.types import Command
 
-        return Command(update=update, goto=goto if len(goto) > 1 else goto[0]), node
+        return Command(update=update, goto=goto if len(goto) > 1 else goto[0]), node, None
 
     def _entered(self) -> dict[str, int]:
         if self._entered_memo is None:

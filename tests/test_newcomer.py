@@ -143,6 +143,11 @@ def test_node_and_tool_errors_keep_their_traceback_everywhere(failing_run, capsy
     assert failed.traceback[-1][:3] == ["payments.py", node_line, "settle"]
     assert all("sk-live" not in str(f) for f in call.traceback + failed.traceback)
 
+    # A tool's error text is searched too, though the run failed with another error.
+    for flag in ("--search", "--error"):
+        code, out, _ = run_cli(capsys, "--db", db, "runs", flag, "card declined", "--json")
+        assert code == 0 and [r["id"] for r in json.loads(out)] == [run_id], flag
+
     code, out, _ = run_cli(capsys, "--db", db, "show", run_id)
     assert code == 0 and f'at        payments.py:{node_line} in settle: raise RuntimeError("ledger is locked")' in out
     code, out, _ = run_cli(capsys, "--db", db, "show", run_id, "--step", "1")
@@ -250,3 +255,247 @@ def test_recorded_text_never_drives_the_terminal(tmp_path, capsys):
         code, out, err = run_cli(capsys, "--db", db, *argv)
         assert code == 0
         assert "\x1b" not in out + err and "\x07" not in out and "\u202e" not in out, argv
+
+
+# -- fork: the edit, the input, Command routes, step numbers (item 6) ---------------------------
+
+
+@pytest.fixture(scope="module")
+def cmd_run(tmp_path_factory):
+    import replay_graphs as G
+
+    folder = tmp_path_factory.mktemp("fork")
+    (folder / "router_agent.py").write_text("from replay_graphs import cmd_graph\n\ngraph = cmd_graph(threshold=5)\n")
+    db = str(folder / "runs.db")
+    with Recorder(db) as rec:
+        rec.attach(G.cmd_graph(threshold=5), name="router", graph_ref=f"{folder / 'router_agent.py'}:graph").invoke({"x": 9})
+        run_id = rec.last_run_id
+    return db, run_id
+
+
+def test_a_fork_after_a_command_goto_goes_where_the_recording_went(cmd_run):
+    import replay_graphs as G
+
+    from graphtape import fork
+
+    db, run_id = cmd_run
+    result = fork(run_id, G.cmd_graph(threshold=5), 1, {"x": 1}, db=db)  # step 1: router said goto big
+    assert result.error is None and result.notes == []
+    assert result.final_state == {"x": 1, "path": ["router", "big"]}
+    store = open_store(db)
+    try:
+        steps = store.list_steps(result.run_id)
+        assert [(s.step, s.nodes) for s in steps] == [(1, []), (2, ["big"])]  # the original's numbers
+        assert store.get_run(result.run_id).step_count == store.get_run(run_id).step_count == 3
+    finally:
+        store.close()
+
+
+def test_a_fork_that_cannot_follow_the_recorded_goto_says_why(cmd_run):
+    import replay_graphs as G
+
+    from graphtape import fork
+
+    db, run_id = cmd_run
+    result = fork(run_id, G.cmd_graph(threshold=5), 1, {"x": 1}, as_node="big", db=db)
+    assert result.notes and "routed with Command(goto=...) (router → big)" in result.notes[0] and "applied as 'big'" in result.notes[0]
+    assert f"\nnote: {result.notes[0]}" in result.report()
+    assert result.to_dict()["notes"] == result.notes
+
+
+def test_a_fork_shows_its_edit_and_that_it_resumed_rather_than_took_input(cmd_run, capsys):
+    db, run_id = cmd_run
+    code, _, err = run_cli(capsys, "--db", db, "fork", run_id, "--trust-recorded-graph", "--at", "0", "--set", "x=2")
+    assert code == 0, err
+    fork_id = err.split("fork recorded as run ")[1].split()[0]
+    code, out, _ = run_cli(capsys, "--db", db, "show", fork_id)
+    assert code == 0
+    assert f"forked    from {run_id} at step 0" in out and "edit      fork (live): x=2" in out
+    assert f"input     none: it resumed run {run_id[:8]} after step 0, with the edit applied" in out
+
+
+def test_a_fork_at_the_input_step_keeps_the_rest_of_the_input(tmp_path, capsys):
+    db = str(tmp_path / "demo.db")
+    _, runs = record_demo(db, "happy")
+    run_id = runs[0].run.id
+    code, out, err = run_cli(capsys, "--db", db, "fork", run_id, "--trust-recorded-graph", "--at", "-1", "--set", "retries=5", "--mode", "strict")
+    assert code == 0, err
+    fork_id = err.split("fork recorded as run ")[1].split()[0]
+    store = open_store(db)
+    try:
+        recorded_input = store.run_detail(run_id).inputs
+        first = store.state_at(fork_id, 0)
+    finally:
+        store.close()
+    assert recorded_input["input"] and first["input"] == recorded_input["input"] and first["retries"] == 5
+
+
+# -- a timeout told as what happened, also when the call came back late (item 3) -----------------
+
+LATE_AGENT = textwrap.dedent(
+    '''
+    import concurrent.futures
+    import contextvars
+    import time
+    from typing import TypedDict
+
+    from langchain_core.tools import tool
+    from langgraph.graph import END, START, StateGraph
+
+
+    @tool
+    def slow_status(order_id: str) -> str:
+        """A status service that answers late."""
+        time.sleep(0.3)
+        return "shipped"
+
+
+    class S(TypedDict, total=False):
+        order_id: str
+        status: str
+
+
+    def ask(state, config):
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        future = pool.submit(contextvars.copy_context().run, slow_status.invoke, {"order_id": state["order_id"]}, config)
+        pool.shutdown(wait=False)
+        try:
+            return {"status": future.result(timeout=0.05)}
+        except concurrent.futures.TimeoutError:
+            return {"status": "unknown"}
+
+
+    b = StateGraph(S)
+    b.add_node("ask", ask)
+    b.add_edge(START, "ask")
+    b.add_edge("ask", END)
+    graph = b.compile()
+    '''
+)
+
+
+def test_a_call_that_returns_after_its_node_gave_up_is_still_told_as_a_timeout(tmp_path, capsys, monkeypatch):
+    import time
+
+    (tmp_path / "late_agent.py").write_text(LATE_AGENT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    module = importlib.import_module("late_agent")
+    db = str(tmp_path / "runs.db")
+    with Recorder(db) as rec:
+        rec.attach(module.graph).invoke({"order_id": "A-1"})
+        time.sleep(0.5)  # the recorder is still open when the call comes back
+        rec.flush()
+    sys.modules.pop("late_agent", None)
+    store = open_store(db)
+    try:
+        (call,) = store.calls(store.resolve_run("last"))
+    finally:
+        store.close()
+    assert call.error_type is None and call.latency_ms >= 250  # it returned, long after its node moved on
+    code, out, _ = run_cli(capsys, "--db", db, "show", "last", "--step", "1")
+    assert code == 0
+    assert "abandoned its node stopped waiting after" in out and "the call returned after" in out and "too late to count" in out
+    assert '"shipped"' in out and "came too late" in out
+
+
+# -- the runs table at 80 columns (item 12) ----------------------------------------------------------
+
+
+def test_the_runs_table_fits_an_80_column_terminal_with_usable_ids(demo, capsys, monkeypatch):
+    db, ids = demo
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, "--db", db, "runs")
+    assert code == 0
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    shown = [line.split()[0] for line in lines[1:]]
+    assert all(len(s) >= 8 for s in shown)
+    for prefix in shown:  # every id shown opens its run
+        assert run_cli(capsys, "--db", db, "show", prefix)[0] == 0
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, _ = run_cli(capsys, "--db", db, "runs")
+    assert ids["incident"] in out and "REDACTIONS" in out  # with room, the full table
+
+
+# -- where the graph came from (item 8) ----------------------------------------------------------------
+
+
+def test_a_script_attaching_an_imported_graph_records_the_module_not_the_script(tmp_path):
+    (tmp_path / "agent.py").write_text(
+        textwrap.dedent(
+            """
+            from typing import TypedDict
+            from langgraph.graph import END, START, StateGraph
+
+            class S(TypedDict):
+                n: int
+
+            b = StateGraph(S)
+            b.add_node("bump", lambda s: {"n": s["n"] + 1})
+            b.add_edge(START, "bump")
+            b.add_edge("bump", END)
+            graph = b.compile()
+            """
+        )
+    )
+    # The script is not guarded by __main__: loading it again would record another run.
+    (tmp_path / "run_it.py").write_text(
+        textwrap.dedent(
+            """
+            from graphtape import Recorder
+            import agent
+
+            with Recorder("runs.db") as rec:
+                for g in (agent.graph,):
+                    rec.attach(g).invoke({"n": 1})
+            """
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
+    proc = subprocess.run([sys.executable, "run_it.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**env, "PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    store = open_store(tmp_path / "runs.db")
+    try:
+        (run,) = store.list_runs()
+    finally:
+        store.close()
+    assert run.graph_ref == "agent:graph" and run.name == "agent:graph"
+
+
+def test_frames_name_no_path_of_the_recording_machine(tmp_path, monkeypatch):
+    """Installed packages, Python's own modules and the project's files all have short names."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    @tool
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        raise ConnectionError("payments API unreachable")
+
+    b = StateGraph(MessagesState)
+    b.add_node("agent", lambda s: {"messages": [AIMessage("refunding", tool_calls=[{"name": "refund", "args": {"order_id": "A1"}, "id": "c1"}])]})
+    b.add_node("tools", ToolNode([refund], handle_tool_errors=False))  # runs the tool in a thread pool
+    b.add_edge(START, "agent")
+    b.add_edge("agent", "tools")
+    b.add_edge("tools", END)
+    db = str(tmp_path / "runs.db")
+    monkeypatch.chdir(Path(__file__).parent)
+    with Recorder(db) as rec:
+        with pytest.raises(ConnectionError):
+            rec.attach(b.compile()).invoke({"messages": [("user", "refund A1")]})
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        steps = store.list_steps(run_id)
+        failed = [t for s in steps for t in store.step_detail(run_id, s.step).tasks if t.error_type]
+        calls = store.calls(run_id)
+    finally:
+        store.close()
+    frames = failed[0].traceback + calls[0].traceback
+    files = [f[0] for f in frames]
+    assert any(f.startswith("stdlib/concurrent/futures/") for f in files)
+    assert "test_newcomer.py" in files and not any(f.startswith("/") for f in files)

@@ -163,6 +163,21 @@ def test_rewrite_mode_re_records_from_todays_code(pytester):
     run(pytester).assert_outcomes(passed=1)
 
 
+def test_rewrite_keeps_what_was_redacted_when_the_run_was_first_recorded(pytester):
+    recorded(pytester)
+    path = pytester.path / "fixtures" / "runs" / "refund.json"
+    fixture = json.loads(path.read_text())
+    # As if the incident had held three secrets when it was recorded: the file keeps only markers.
+    fixture["redacted"]["when_recorded"] = 3
+    path.write_text(json.dumps(fixture, indent=2))
+    write_agent(pytester, "agent_v2", limit=1000, amount=999)
+    write_test(pytester, graph="agent_v2.py:graph", verdict="approved")
+    run(pytester, "--graphtape-record=rewrite").assert_outcomes(passed=1)
+    rewritten = json.loads(path.read_text())
+    assert rewritten["final_state"]["verdict"] == "approved"  # it was re-recorded
+    assert rewritten["redacted"]["when_recorded"] == 3
+
+
 def test_rewrite_keeps_the_bytes_when_nothing_changed(pytester):
     before = recorded(pytester)
     run(pytester, "--graphtape-record=rewrite").assert_outcomes(passed=1)

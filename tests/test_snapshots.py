@@ -41,8 +41,9 @@ def _freeze(db: str) -> None:
         )
         # Parallel calls race: order them by what they are, not by when they started.
         ids = conn.execute(sa.text("SELECT id FROM calls ORDER BY run_id, step, kind, name, inputs")).scalars().all()
+        # (a second after every step's tasks, which are frozen at T0: no call looks like it outlived its node)
         for rank, call in enumerate(ids):
-            conn.execute(sa.text("UPDATE calls SET latency_ms=12.0, started_at=:t WHERE id=:id"), {"t": T0 + rank, "id": call})
+            conn.execute(sa.text("UPDATE calls SET latency_ms=12.0, started_at=:t WHERE id=:id"), {"t": T0 + 1 + rank, "id": call})
         conn.execute(sa.text("UPDATE steps SET duration_ms=3.0, created_at=:t"), {"t": T0})
     engine.dispose()
 

@@ -57,7 +57,7 @@ def server(tmp_path):
 async def _get(url: str, **headers: str) -> tuple[int, str]:
     async with aiohttp.ClientSession() as session:
         async with session.get(url, headers=headers, allow_redirects=False) as resp:
-            return resp.status, await resp.text()
+            return resp.status, (await resp.read()).decode("utf-8", "replace")  # a font is bytes
 
 
 async def _ws_status(url: str, origin: str) -> int | str:
@@ -78,10 +78,13 @@ def test_the_printed_url_carries_a_token_and_says_read_only(server):
     assert asyncio.run(_get(f"{base}/?token=wrong"))[0] == 403
     status, html = asyncio.run(_get(f"{base}/?token={token}"))
     assert status == 200 and f"/ws/{token}" in html
-    # Works offline: everything the page loads comes from this server.
-    assert not re.search(r"(src|href)=\"https?://", html) and "googleapis" not in html
-    status, _ = asyncio.run(_get(f"{base}/static/js/textual.js"))
-    assert status == 200
+    # Works offline: everything the page loads (scripts, styles, the font) comes from this server.
+    assert not re.search(r"(src|href)=\"https?://", html) and "googleapis" not in html and "@import" not in html
+    loaded = re.findall(r"(?:src|href)=\"([^\"]+)\"", html) + re.findall(r"url\(\"?([^\")]+)\"?\)", html)
+    assert any(u.endswith(".ttf") for u in loaded) and any(u.endswith(".js") for u in loaded)
+    for url in loaded:
+        assert url.startswith("/"), url
+        assert asyncio.run(_get(f"{base}{url}"))[0] == 200, url
 
 
 def test_other_hosts_and_origins_are_refused(server):

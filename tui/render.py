@@ -171,22 +171,46 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[s
 
 
 def runs_table(runs: list[dict[str, Any]], width: int = 120) -> str:
-    """The ``graphtape runs`` table."""
-    rows = [
-        [
-            r["id"],
-            clip(r["name"], 40),
-            _status(r),
-            str(r["step_count"]),
-            fmt_time(r["started_at"]),
-            fmt_duration(r["duration_s"]),
-            str(r["redactions"]),
-            str(r["faults"]),
-        ]
-        for r in runs
+    """The ``graphtape runs`` table, made to fit ``width``.
+
+    Narrower than the full table, it gives up in this order: full ids (a unique
+    8-character prefix is what every command takes), the year and seconds of the
+    start, the redaction and fault columns when they are all zero, then name length.
+    """
+    ids = [r["id"] for r in runs]
+    short_ids = [_unique_prefix(i, ids) for i in ids]
+    zero = {key for key in ("redactions", "faults") if not any(r.get(key) for r in runs)}
+    attempts = ((ids, "%Y-%m-%d %H:%M:%S", set()), (short_ids, "%Y-%m-%d %H:%M:%S", set()), (short_ids, "%m-%d %H:%M", set()), (short_ids, "%m-%d %H:%M", zero))
+    for shown_ids, time_format, dropped in attempts:
+        lines = _runs_lines(runs, shown_ids, time_format, dropped, 40)
+        if max(len(line) for line in lines) <= width:
+            return "\n".join(lines)
+    over = max(len(line) for line in lines) - width
+    name_width = max(8, max([len(r["name"]) for r in runs] or [4]) - over)
+    return "\n".join(_runs_lines(runs, short_ids, "%m-%d %H:%M", zero, min(40, name_width)))
+
+
+def _unique_prefix(run_id: str, ids: list[str], length: int = 8) -> str:
+    while length < len(run_id) and sum(1 for other in ids if other.startswith(run_id[:length])) > 1:
+        length += 4
+    return run_id[:length]
+
+
+def _runs_lines(runs: list[dict[str, Any]], ids: list[str], time_format: str, dropped: set[str], name_width: int) -> list[str]:
+    columns = [
+        ("ID", lambda i, r: ids[i]),
+        ("NAME", lambda i, r: clip(r["name"], name_width)),
+        ("STATUS", lambda i, r: _status(r)),
+        ("STEPS", lambda i, r: str(r["step_count"])),
+        ("STARTED", lambda i, r: "-" if r["started_at"] is None else time.strftime(time_format, time.localtime(r["started_at"]))),
+        ("DURATION", lambda i, r: fmt_duration(r["duration_s"])),
+        ("REDACTIONS", lambda i, r: str(r["redactions"])),
+        ("FAULTS", lambda i, r: str(r["faults"])),
     ]
-    headers = ["ID", "NAME", "STATUS", "STEPS", "STARTED", "DURATION", "REDACTIONS", "FAULTS"]
-    return "\n".join(_table(headers, rows, right={3, 5, 6, 7}))
+    kept = [(h, cell) for h, cell in columns if h.lower() not in dropped]
+    rows = [[cell(i, r) for _, cell in kept] for i, r in enumerate(runs)]
+    headers = [h for h, _ in kept]
+    return _table(headers, rows, right={i for i, h in enumerate(headers) if h in ("STEPS", "DURATION", "REDACTIONS", "FAULTS")})
 
 
 # -- one run ------------------------------------------------------------------
@@ -254,18 +278,24 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
         where = _failed_at(view)
         if where is not None:
             step, frame = where
-            field("at", f"{frame[0]}:{frame[1]} in {frame[2]}" + (f": {frame[3]}" if frame[3] else ""))
+            field("at", frame_text(frame))
             field("traceback", f"graphtape show {run['id'][:8]} --step {step}")
     ref = run.get("graph_ref")
     field("graph", f"{run['graph_name']}   {ref}" if ref and ref != run["graph_name"] else run["graph_name"] + ("" if ref else "   (no graph reference: replay needs --graph module:attr)"))
-    if run.get("parent_run_id"):
-        field("forked", f"from {run['parent_run_id']} at step {run.get('fork_step')}")
-        if view.get("fork_edit"):
+    parent = run.get("parent_run_id")
+    replayed = any(str(t).startswith("replay-of:") for t in run.get("tags") or [])
+    if parent:
+        field("replayed" if replayed else "forked", f"from {parent} at step {run.get('fork_step')}")
+        if view.get("fork_edit") and not replayed:
             field("edit", describe_edit(view["fork_edit"]))
     field("thread", run.get("thread_id") or "-")
     ended = f"   duration {fmt_duration(run['duration_s'])}" if run.get("ended_at") else "   (still running, or killed)"
     field("started", fmt_time(run["started_at"]) + ended)
-    field("input", short(view.get("inputs")))
+    if view.get("inputs") is None and parent:
+        # A replay or fork resumes the parent's checkpoint: the graph was given no input of its own.
+        field("input", f"none: it resumed run {parent[:8]} after step {run.get('fork_step')}" + ("" if replayed else ", with the edit applied"))
+    else:
+        field("input", short(view.get("inputs")))
     if view.get("output") is not None:
         field("output", short(view["output"]))
     totals = view.get("call_totals") or {}
@@ -370,9 +400,11 @@ def _call_lines(call: dict[str, Any], width: int) -> list[str]:
             msgs = [m for batch in msgs for m in batch]
         inputs = msgs
     lines.append(clip(f"      in   {short(inputs)}", width))
-    outcome = call_outcome(call.get("error_type"), call.get("error_message"), call.get("waited_ms"))
+    outcome = call_outcome(call.get("error_type"), call.get("error_message"), call.get("waited_ms"), call.get("latency_ms"))
     if outcome is not None:
         lines.append(clip(f"      {outcome[0]} {outcome[1]}", width))
+        if outcome[0] == "abandoned" and call.get("output") is not None:
+            lines.append(clip(f"      out  {short(call.get('output'))}  (came too late: the node had gone on)", width))
     else:
         lines.append(clip(f"      out  {short(call.get('output'))}", width))
     return lines
@@ -446,39 +478,53 @@ def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str
 ABANDONED = "Unfinished"  # the recorder's marker for a call still running when its run ended
 
 
-def call_outcome(error_type: str | None, error_message: str | None, waited_ms: float | None = None) -> tuple[str, str] | None:
+def call_outcome(error_type: str | None, error_message: str | None, waited_ms: float | None = None, latency_ms: float | None = None) -> tuple[str, str] | None:
     """``(label, text)`` for a call that did not simply return: ``abandoned`` (its node gave up
     waiting after ``waited_ms``, a timeout, while the call went on) or ``error``; ``None`` for a
-    call that returned."""
+    call that returned in time."""
+    if waited_ms is not None and error_type in (None, ABANDONED):
+        gave_up = f"its node stopped waiting after {waited_ms:.0f} ms and went on; "
+        if error_type == ABANDONED or latency_ms is None:
+            return "abandoned", gave_up + "the call had not returned when the run ended"
+        return "abandoned", gave_up + f"the call returned after {latency_ms:.0f} ms, too late to count"
     if error_type == ABANDONED:
-        if waited_ms is not None:
-            return "abandoned", f"its node stopped waiting after {waited_ms:.0f} ms and went on; the call had not returned when the run ended"
         return "abandoned", error_message or "the call had not returned when the run ended"
     if error_type:
         return "error", f"{error_type}: {error_message or ''}".rstrip()
     return None
 
 
-def node_waits(calls: list[Any], tasks: list[Any]) -> dict[str, float]:
-    """Call id -> how long its node waited before giving up, for calls still running when their node ended.
+LATE_SLACK_S = 0.001  # a call ending this much after its task still ended with it (as replay counts it)
 
-    Works on dicts or records alike (``call_id``, ``task_id``, ``started_at``;
+
+def node_waits(calls: list[Any], tasks: list[Any]) -> dict[str, float]:
+    """Call id -> how long its node waited before giving up on it (a timeout): calls still running
+    when their node's task ended, whether they never returned or returned too late.
+
+    Works on dicts or records alike (``call_id``, ``task_id``, ``started_at``, ``latency_ms``;
     a task's ``task_id``, ``started_at``, ``duration_ms``).
     """
 
     def get(obj: Any, name: str) -> Any:
         return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
-    ends = {}
+    spans = {}
     for t in tasks:
         start, ms = get(t, "started_at"), get(t, "duration_ms")
         if start is not None and ms is not None:
-            ends[get(t, "task_id")] = start + ms / 1000
+            spans[get(t, "task_id")] = (start, start + ms / 1000)
     waits = {}
     for c in calls:
-        end = ends.get(get(c, "task_id"))
-        if get(c, "error_type") == ABANDONED and end is not None and get(c, "started_at") is not None:
-            waits[get(c, "call_id")] = max(0.0, (end - get(c, "started_at")) * 1000)
+        span, started, latency = spans.get(get(c, "task_id")), get(c, "started_at"), get(c, "latency_ms")
+        if span is None or started is None:
+            continue
+        end = span[1]
+        unfinished = get(c, "error_type") == ABANDONED
+        # Late: it began while its node ran and came back after the node had finished.
+        began_inside = span[0] - LATE_SLACK_S <= started <= end + LATE_SLACK_S
+        late = latency is not None and get(c, "error_type") is None and began_inside and started + latency / 1000 > end + LATE_SLACK_S
+        if unfinished or late:
+            waits[get(c, "call_id")] = max(0.0, (end - started) * 1000)
     return waits
 
 
@@ -495,14 +541,24 @@ def traceback_lines(frames: list | None, indent: int, width: int, full: bool = F
 
 
 def _failed_at(view: dict[str, Any]) -> tuple[int, list] | None:
-    """(step, frame) where the run's error was raised: the innermost frame outside installed packages."""
+    """(step, frame) where the run's error was raised: the innermost frame of the user's own code."""
     for step in view.get("steps") or []:
         for task in step.get("tasks") or []:
             frames = task.get("traceback")
             if task.get("error_type") and frames:
-                own = [f for f in frames if not f[0].startswith("site-packages/")]
-                return step["step"], (own or frames)[-1]
+                return step["step"], raised_at(frames)
     return None
+
+
+def raised_at(frames: list) -> list:
+    """The frame to point at: the innermost outside installed packages and Python's own modules."""
+    own = [f for f in frames if not f[0].startswith(("site-packages/", "stdlib/", "…"))]
+    return (own or frames)[-1]
+
+
+def frame_text(frame: list) -> str:
+    """``agent.py:12 in act: raise X``: one frame on one line."""
+    return f"{frame[0]}:{frame[1]} in {frame[2]}" + (f": {frame[3]}" if frame[3] else "")
 
 
 def describe_edit(edit: Any) -> str:

@@ -41,20 +41,32 @@ def divergence_label(d: Any) -> Text:
 
 
 def verdict(result: Any) -> Text:
-    """The header: what was re-run, from where, into which run, and whether it matched."""
+    """The header: what was re-run, from where, into which run, and how it went (an error first)."""
     verb = "fork" if result.kind == "fork" else "replay"
     where = f"step {result.from_step}" + (f" of {result.ns}" if result.ns else "")
     text = Text(f"{verb} of run {result.source_run_id} from {where} ({result.mode}) → run {result.run_id or '(not recorded)'}: ", style="bold")
     n = len(result.divergences)
-    if not n:
+    error = raised(result)
+    if error:
+        # The graph raised: that is the news; the differences it left come after.
+        text.append(f"the {verb} raised {error}", style="bold red")
+        if n:
+            text.append(f" ({n} difference{'s' if n != 1 else ''} from the original)", style="yellow")
+    elif not n:
         text.append("matches the recording", style="bold green")
     elif result.kind == "fork":
         text.append(f"{n} difference{'s' if n != 1 else ''} from the original", style="bold yellow")
     else:
         text.append(f"{n} divergence{'s' if n != 1 else ''}", style="bold red")
-    if result.error:
-        text.append(f"\nthe re-run failed: {result.error}", style="red")
+    for note in getattr(result, "notes", None) or []:
+        text.append(f"\nnote: {note}", style="yellow")
     return text
+
+
+def raised(result: Any) -> str | None:
+    """What the re-run's graph raised, if it did (a strict miss is a divergence, not this)."""
+    error = getattr(result, "error", None)
+    return error if error and not error.startswith("ReplayMiss") else None
 
 
 class CompareScreen(Screen):
@@ -129,7 +141,7 @@ class CompareScreen(Screen):
         if self.divergences:
             listing.add_options([Option(divergence_label(d), id=str(i)) for i, d in enumerate(self.divergences)])
         else:
-            listing.add_option(Option(Text("no divergences: the replay did what the recording did", style="green"), disabled=True))
+            listing.add_option(Option(Text(f"no divergences: the {self.result.kind} did what the recording did", style="green"), disabled=True))
         self._show_divergence_text()
         self.load_runs()
 
@@ -166,12 +178,14 @@ class CompareScreen(Screen):
             label = Text(title, style="bold")
             if run is not None:
                 label.append(f"  {run.id}  ", style="dim")
-                label.append_text(status_text(run))
-                label.append(f"  {len(steps)} steps", style="dim")
+                label.append_text(status_text(run, with_lineage=False))  # the header says where it comes from
+                if steps:
+                    label.append(f"  steps {steps[0].step}..{steps[-1].step}", style="dim")
             else:
                 label.append("  (not recorded)", style="dim")
             self.query_one(label_id, Static).update(label)
-            self.query_one(timeline_id, Timeline).show_steps(steps, calls)
+            resumed = run.fork_step if run is not None and run.parent_run_id and not self.result.ns else None
+            self.query_one(timeline_id, Timeline).show_steps(steps, calls, resumed)
         listing = self.query_one("#divergence-list", OptionList)
         if self.divergences:
             listing.focus()
@@ -196,7 +210,7 @@ class CompareScreen(Screen):
     def _show_divergence_text(self) -> None:
         panel = self.query_one("#divergence-text", TextPanel)
         if not self.divergences:
-            summary = Text("The replay matches the recording: no divergence to show.", style="green")
+            summary = Text(f"The {self.result.kind} matches the recording: no divergence to show.", style="green")
             if self.result.error:
                 summary = Text(f"The re-run failed: {self.result.error}", style="red")
             panel.show(summary)

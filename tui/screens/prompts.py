@@ -19,6 +19,7 @@ from textual.widgets.option_list import Option
 
 from graphtape.recorder.records import RunInfo
 from graphtape.tui.data import split_edits
+from graphtape.tui.files import clipboard_blocked
 from graphtape.tui.render import describe_edit, printable
 
 MODES = (
@@ -27,6 +28,24 @@ MODES = (
     ("live", "live: nothing mocked, the graph calls out for real"),
 )
 GRAPH_HINT = "module:attr or path/to/file.py:attr"
+
+
+class PromptBody(VerticalScroll, can_focus=False):
+    """A prompt's fields, scrolling on a small terminal; Tab skips it for the fields inside."""
+
+
+def copy_and_say(widget: Any, text: str, label: str) -> None:
+    """Copy ``text`` through the terminal (OSC 52) and say so, or say why it may not arrive."""
+    app = widget.app
+    app.copy_to_clipboard(text)
+    if app.is_web:  # the page hands it to the browser's clipboard
+        widget.notify(f"Copied {label} ({len(text):,} chars) to the browser's clipboard; if nothing arrives, the browser did not allow it.")
+        return
+    blocked = clipboard_blocked()
+    if blocked:
+        widget.notify(f"{blocked}; s saves {label} to a file instead.", title="Copy may not arrive", severity="warning")
+    else:
+        widget.notify(f"Copied {label} ({len(text):,} chars) through the terminal (OSC 52); if nothing arrives, the terminal does not take it: s saves to a file.")
 
 
 @dataclass(frozen=True)
@@ -134,13 +153,13 @@ class ReplayPrompt(_RunPrompt):
     """Asks how to replay from a step: the mode (strict by default) and the graph; dismisses with a ReplayRequest."""
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="prompt"):
+        with PromptBody(classes="prompt"):
             yield Static(Text(f"Replay from step {self.step}", style="bold"))
             yield Static("Mode (↑↓ to pick, Enter runs):")
             yield self._mode_list()
             yield from self._graph_widgets()
             yield Static(id="replay-error", classes="prompt-error")
-            yield Static(Text("The graph runs in the background; the result opens beside the recording. Esc cancels.", style="dim"))
+            yield Static(Text("The graph runs in the background; the result opens beside the recording. Enter runs · Tab moves between the fields · Esc cancels.", style="dim"))
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -156,25 +175,36 @@ class ForkPrompt(_RunPrompt):
     """Asks for state edits (KEY=JSON), an optional as-node, the mode (live by default) and the graph.
 
     The JSON of every edit is checked here, before anything runs; a bad one is
-    named in the prompt, which stays open.
+    named in the prompt, which stays open. An edit the graph refuses (a key its
+    state does not have) reopens the prompt with what was typed and why
+    (``again`` and ``error``).
     """
 
     DEFAULT_MODE = "live"
 
+    def __init__(self, step: int, graph_ref: str | None, *, recorded_ref: str | None = None, again: ForkRequest | None = None, error: str | None = None) -> None:
+        super().__init__(step, graph_ref, recorded_ref=recorded_ref)
+        self.again = again
+        self.error = error
+
     def compose(self) -> ComposeResult:
-        with Vertical(classes="prompt"):
+        again = self.again
+        with PromptBody(classes="prompt"):
             yield Static(Text(f"Fork after step {self.step}: edit the state, continue as a new run", style="bold"))
             yield Static('Edits: KEY=JSON or dotted.path=JSON, space-separated (answer="no" plan.retries=0)')
-            yield Input(placeholder='key="value" other=3', id="fork-edits", select_on_focus=False)
-            yield Static(id="fork-error", classes="prompt-error")
+            yield Input(" ".join(again.edits) if again else "", placeholder='key="value" other=3', id="fork-edits", select_on_focus=False)
+            yield Static(self.error or "", id="fork-error", classes="prompt-error")
             yield Static("As node (optional: the edit goes through that node's reducers):")
-            yield Input(placeholder="node name", id="fork-as-node", select_on_focus=False)
+            yield Input((again.as_node or "") if again else "", placeholder="node name", id="fork-as-node", select_on_focus=False)
             yield Static("Mode:")
             yield self._mode_list()
             yield from self._graph_widgets()
+            yield Static(Text("Enter forks · Tab moves between the fields · Esc cancels", style="dim"))
 
     def on_mount(self) -> None:
         super().on_mount()
+        if self.again is not None:
+            self.query_one("#mode-options", OptionList).highlighted = [m for m, _ in MODES].index(self.again.mode)
         self.query_one("#fork-edits", Input).focus()
 
     def submit(self) -> None:
@@ -200,7 +230,11 @@ class ExportRequest:
 
 
 class PathPrompt(ModalScreen[ExportRequest | None]):
-    """Asks where to write a file; an existing file is replaced only when confirmed."""
+    """Asks where to write a file, showing where it will land; an existing file is replaced only when confirmed.
+
+    A relative path is taken from the working directory (named in the prompt); a
+    folder, or a path ending in ``/``, keeps the suggested file name.
+    """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
@@ -213,25 +247,54 @@ class PathPrompt(ModalScreen[ExportRequest | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="prompt"):
             yield Static(Text(self.title_text, style="bold"))
-            yield Static("Path (relative to the current directory):")
+            yield Static(Text(f"Path: relative to {printable(str(Path.cwd()))}, or absolute (~ is your home; a folder keeps the name):"))
             yield Input(self.default, id="export-path")
+            yield Static(id="export-where", classes="prompt-where")
             yield Static(id="export-error", classes="prompt-error")
+            yield Static(Text("Enter writes the file (readable by you only) · Esc cancels", style="dim"))
+
+    def on_mount(self) -> None:
+        self._show_where(self.default)
+
+    def target(self, text: str) -> Path | None:
+        """The file ``text`` names: a folder (or a path ending in ``/``) gets the suggested file name."""
+        text = text.strip()
+        if not text:
+            return None
+        path = Path(text).expanduser()
+        if text.endswith(("/", "\\")) or path.is_dir():
+            path = path / Path(self.default).name
+        return path if path.is_absolute() else Path.cwd() / path
+
+    def _show_where(self, text: str) -> None:
+        path = self.target(text)
+        where = self.query_one("#export-where", Static)
+        if path is None:
+            where.update("")
+            return
+        note = Text(f"→ {printable(str(path))}", style="dim")
+        if path.exists():
+            note.append("  (exists)", style="yellow")
+        where.update(note)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._confirm = None  # a new path: a new warning if it exists too
+        self.query_one("#export-error", Static).update("")
+        self._show_where(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        path = event.value.strip()
+        path = self.target(event.value)
         error = self.query_one("#export-error", Static)
-        if not path:
-            error.update("Type a file path, like fixtures/runs/my-run.json.")
+        if path is None:
+            error.update(f"Type a file path, like {self.default}.")
             return
-        if Path(path).expanduser().exists() and self._confirm != path:
-            self._confirm = path
-            error.update(f"{path} exists: press Enter again to replace it, or type another path.")
+        key = str(path)
+        if path.exists() and self._confirm != key:
+            self._confirm = key
+            error.update(f"{printable(key)} exists: press Enter again to replace it, or type another path.")
             return
-        self.dismiss(ExportRequest(path, overwrite=self._confirm == path))
+        self.dismiss(ExportRequest(key, overwrite=self._confirm == key))
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -386,8 +449,7 @@ class ValueScreen(ModalScreen[None]):
         self.query_one("#value-body").focus()
 
     def action_copy(self) -> None:
-        self.app.copy_to_clipboard(self.text)
-        self.notify(f"Copied {self.title_text} ({len(self.text):,} characters).")
+        copy_and_say(self, self.text, self.title_text)
 
     def action_close(self) -> None:
         self.dismiss(None)

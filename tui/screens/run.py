@@ -19,10 +19,10 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
 from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.records import RunInfo, StepInfo
 from graphtape.tui.data import DiffEntry, diff_text, first_of, to_json
-from graphtape.tui.files import clipboard_blocked, write_private
-from graphtape.tui.render import ABANDONED, clean
-from graphtape.tui.screens.compare import CompareScreen
-from graphtape.tui.screens.prompts import ExportPrompt, ExportRequest, ForkPrompt, PathPrompt, ForkRequest, JumpPrompt, ReplayPrompt, ReplayRequest, RunInfoScreen, ValueScreen, WatchPicker
+from graphtape.tui.files import write_private
+from graphtape.tui.render import ABANDONED, clean, node_waits
+from graphtape.tui.screens.compare import CompareScreen, raised
+from graphtape.tui.screens.prompts import ExportPrompt, ExportRequest, ForkPrompt, PathPrompt, ForkRequest, copy_and_say, JumpPrompt, ReplayPrompt, ReplayRequest, RunInfoScreen, ValueScreen, WatchPicker
 from graphtape.tui.screens.runs import status_text, when
 from graphtape.tui.step_reader import StepPayload, StepReader
 from graphtape.tui.widgets.diff_view import DiffView
@@ -148,6 +148,7 @@ class RunScreen(Screen):
         self.back_pops = back_pops  # opened from another screen (a comparison): escape returns there
         self.graph_ref: str | None = None  # the graph last typed into a replay or fork prompt
         self.rerunning = False
+        self._fork_asked: tuple[int, ForkRequest] | None = None  # the fork running now: its step and request
         self.start_step = start_step
         self.run: RunInfo | None = None
         self.steps: list[StepInfo] = []
@@ -228,7 +229,7 @@ class RunScreen(Screen):
         gc.freeze()
         self._header()
         timeline = self.query_one(Timeline)
-        timeline.show_steps(self.steps, message.calls)
+        timeline.show_steps(self.steps, message.calls, self.run.fork_step if self.run.parent_run_id and not self.ns else None)
         if not self.steps:
             self._status(Text("This run recorded no steps.", style="yellow"))
             return
@@ -339,8 +340,9 @@ class RunScreen(Screen):
             text.append(f"  {s.summary}", style="magenta")
         if s.duration_ms is not None:
             text.append(f"  {s.duration_ms:.0f} ms", style="dim")
+        waits = node_waits(p.calls, p.detail.tasks)
         failed = [c for c in p.calls if c.error_type and c.error_type != ABANDONED]
-        abandoned = [c for c in p.calls if c.error_type == ABANDONED]
+        abandoned = [c for c in p.calls if c.error_type == ABANDONED or c.call_id in waits]
         if failed:
             text.append(f"  ✗ {len(failed)} call(s) failed: {failed[0].name} {failed[0].error_type}", style="bold red")
         if abandoned:
@@ -556,12 +558,7 @@ class RunScreen(Screen):
         elif message.path is not None:
             self.notify(f"Saved {message.label} to {_relative(message.path.resolve())}")
         else:
-            self.app.copy_to_clipboard(message.text)
-            blocked = clipboard_blocked()
-            if blocked:
-                self.notify(f"{blocked}; s saves {message.label} to a file instead.", title="Copy may not arrive", severity="warning")
-            else:
-                self.notify(f"Copied {message.label} as JSON ({len(message.text)} chars) through the terminal (OSC 52); if nothing arrives, the terminal does not take it: s saves to a file.")
+            copy_and_say(self, message.text, message.label)
 
     def on_subgraph_list_opened(self, message: SubgraphList.Opened) -> None:
         self.app.push_screen(RunScreen(self.run_id, message.ns))
@@ -621,12 +618,18 @@ class RunScreen(Screen):
         if step is None or not self._can_rerun():
             return
 
+        self._ask_fork(step.step)
+
+    def _ask_fork(self, step: int, again: ForkRequest | None = None, error: str | None = None) -> None:
+        """The fork prompt; after a refused edit it opens again with what was typed and why."""
+
         def done(request: ForkRequest | None) -> None:
             if request is not None:
-                self._start_rerun(f"forking after step {step.step} ({request.mode})", request.graph_ref)
-                self.run_fork(step.step, request)
+                self._start_rerun(f"forking after step {step} ({request.mode})", request.graph_ref)
+                self._fork_asked = (step, request)
+                self.run_fork(step, request)
 
-        self.app.push_screen(ForkPrompt(step.step, self.graph_ref, recorded_ref=self.run.graph_ref), done)
+        self.app.push_screen(ForkPrompt(step, self.graph_ref, recorded_ref=self.run.graph_ref if self.run else None, again=again, error=error), done)
 
     def _start_rerun(self, what: str, graph_ref: str) -> None:
         self.rerunning = True
@@ -679,14 +682,21 @@ class RunScreen(Screen):
             self._status(Text(f"{what}… {message.progress}", style="bold cyan"))
             return
         self.rerunning = False
+        asked, self._fork_asked = self._fork_asked, None
         if message.error is not None:
             self._status(Text(f"Cannot re-run: {message.error}", style="bold red"))
-            self.notify(message.error, title="Cannot re-run", severity="error")
+            if asked is not None:  # a fork that did not start: its prompt again, with what was typed and why
+                self._ask_fork(asked[0], asked[1], message.error)
+            else:
+                self.notify(message.error, title="Cannot re-run", severity="error")
             return
         result = message.result
         n = len(result.divergences)
         summary = "matches the recording" if not n else f"{n} divergence{'s' if n != 1 else ''}"
-        self._status(Text(f"{what}: {summary} → run {result.run_id}", style="bold green" if not n else "bold yellow"))
+        error = raised(result)
+        if error:
+            summary = f"the graph raised {error}" + (f" ({summary})" if n else "")
+        self._status(Text(f"{what}: {summary} → run {result.run_id}", style="bold red" if error else "bold green" if not n else "bold yellow"))
         self.app.push_screen(CompareScreen(result))
 
     def action_export(self) -> None:

@@ -32,12 +32,18 @@ _STATUS_MAX = len("interrupted")  # a longer reason is cut with an ellipsis
 _NAME_MIN, _GRAPH_MIN = 12, 8  # the narrowest the two free-text columns get before the table scrolls
 
 
-def status_text(run: RunInfo) -> Text:
-    """The status with its reason and fork parent, for headers that have the room."""
+LINEAGE_STYLE = "italic #8fb9d8"  # "fork of ..." / "replay of ...": where a run comes from, never the error red
+
+
+def status_text(run: RunInfo, *, with_lineage: bool = True) -> Text:
+    """The status with its reason, then where the run comes from (``fork of 1a2b3c4d at step 3``), for headers."""
     label = run.status if not run.status_reason else f"{run.status} ({run.status_reason})"
-    if run.parent_run_id:
-        label += f" ⑂{run.parent_run_id[:6]}"
-    return Text(label, style=_STATUS_STYLE.get(run.status, ""))
+    text = Text(label, style=_STATUS_STYLE.get(run.status, ""))
+    origin = lineage(run) if with_lineage else ""
+    if origin:
+        at = f" at step {run.fork_step}" if origin.startswith("fork") and run.fork_step is not None else ""
+        text.append(f"  {origin}{at}", style=LINEAGE_STYLE)
+    return text
 
 
 def when(ts: float) -> str:
@@ -98,7 +104,7 @@ COLUMNS = (
     Column("started", "started", lambda r: when(r.started_at), lambda r: r.started_at, descending=True),
     Column("duration", "duration", duration, lambda r: -1.0 if r.duration_s is None else r.duration_s, descending=True),
     # A fixed colour, not an ANSI name a terminal's (or the browser's) palette may turn red.
-    Column("from", "from", lineage, lambda r: (r.parent_run_id is None, lineage(r)), style=lambda r: "italic #8fb9d8"),  # forks and replays first
+    Column("from", "from", lineage, lambda r: (r.parent_run_id is None, lineage(r)), style=lambda r: LINEAGE_STYLE),  # forks and replays first
     Column("graph", "graph", lambda r: r.graph_name, lambda r: r.graph_name.lower()),
     Column("red", "redacted", lambda r: str(r.redactions or ""), lambda r: r.redactions, descending=True),
     Column("faults", "faults", lambda r: str(r.faults) if r.faults else "", lambda r: r.faults, descending=True, style=lambda r: "bold red"),

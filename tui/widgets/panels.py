@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 
 from graphtape.recorder.records import CallInfo, RouteInfo
 from graphtape.tui.data import fold, short, to_json
-from graphtape.tui.render import call_outcome, node_waits, traceback_lines
+from graphtape.tui.render import call_outcome, frame_text, node_waits, raised_at, traceback_lines
 
 _KIND_STYLE = {"conditional": "bold magenta", "static": "dim", "send": "bold cyan", "command": "bold yellow", "parent-command": "bold yellow"}
 
@@ -44,6 +44,8 @@ def error_rows(tasks: list[Any]) -> list[Text]:
     for t in tasks:
         if t.error_type:
             rows.append(Text(f"✗ {t.node} raised {t.error_type}: {t.error_message or ''}", style="bold red"))
+            if t.traceback:
+                rows.append(Text(f"  at {frame_text(raised_at(t.traceback))}", style="bold"))
             rows.extend(Text(line, style="red") for line in traceback_lines(t.traceback, 2, 10_000, full=True))
             rows.append(Text(""))
     return rows
@@ -107,9 +109,11 @@ def call_detail(call: CallInfo, waited_ms: float | None = None) -> Any:
         parts.append(Text(pretty(call.inputs)))
         parts.append(Text("output:", style="bold"))
         parts.append(Text(pretty(call.output)))
-    outcome = call_outcome(call.error_type, call.error_message, waited_ms)
+    outcome = call_outcome(call.error_type, call.error_message, waited_ms, call.latency_ms)
     if outcome is not None:
         parts.append(Text(f"{outcome[0]}: {outcome[1]}", style="bold yellow" if outcome[0] == "abandoned" else "bold red"))
+        if call.traceback:
+            parts.append(Text(f"  at {frame_text(raised_at(call.traceback))}", style="bold"))
         parts.extend(Text(line, style="red") for line in traceback_lines(call.traceback, 0, 10_000, full=True))
     return Group(*parts)
 
@@ -137,15 +141,15 @@ class CallsPanel(VerticalScroll):
             detail.update("")
             return
         for i, c in enumerate(calls):
-            ms = "     —" if c.latency_ms is None else f"{c.latency_ms:>6.0f}"
-            label = Text(f"{c.kind:<5} {c.name:<28} {c.node or '':<10} {ms} ms  ")
+            ms = "      —  " if c.latency_ms is None else f"{c.latency_ms:>6.0f} ms"  # — : it never returned
+            label = Text(f"{c.kind:<5} {c.name:<28} {c.node or '':<10} {ms}  ")
             if c.total_tokens is not None or c.input_tokens is not None:
                 label.append(f"{c.input_tokens or 0}→{c.output_tokens or 0} tok  ", style="cyan")
-            outcome = call_outcome(c.error_type, c.error_message)
+            waited = self.waits.get(c.call_id)
+            outcome = call_outcome(c.error_type, c.error_message, waited, c.latency_ms)
             if outcome is None:
                 label.append(short(c.output, 50), style="dim")
             elif outcome[0] == "abandoned":
-                waited = self.waits.get(c.call_id)
                 label.append(f"gave up after {waited:.0f} ms" if waited is not None else "abandoned by its node", style="yellow")
             else:
                 label.append(c.error_type or "", style="red")

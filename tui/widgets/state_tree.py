@@ -36,6 +36,7 @@ class StateTree(Tree):
         An empty state with a ``graph_input`` is a run's step -1: the input is
         shown instead, under a line saying so.
         """
+        kept = self._cursor_key()
         self.clear()
         self.root.data = ([], state)
         if not state and graph_input is not None:
@@ -52,6 +53,22 @@ class StateTree(Tree):
                 label = Text("  ") + label
             self._add(self.root, [key], label, value)
         self.root.expand()
+        if kept is not None or self.has_focus:
+            # Stepping keeps the cursor on the same key, so v, c and Enter keep meaning the same value.
+            keys = list(state)
+            self.cursor_line = keys.index(kept) if kept in keys else 0
+
+    def _cursor_key(self) -> Any:
+        """The top-level key under the cursor, if the cursor is on one."""
+        node = self.cursor_node if self.cursor_line >= 0 else None
+        path = node.data[0] if node is not None and node.data else None
+        return path[0] if path else None
+
+    def on_focus(self) -> None:
+        # Focus arrives with the cursor on a line, never on nothing (where Down seems dead and
+        # v would show the whole state).
+        if self.cursor_line < 0 and self.root.children:
+            self.cursor_line = 0
 
     def _label(self, key: str, value: Any) -> Text:
         text = Text(printable(f"{key}"), style="bold")

@@ -44,10 +44,16 @@ def calls_text(counts: dict[str, int]) -> Text:
     return text
 
 
-def step_cells(step: StepInfo, counts: dict[str, int]) -> list[Text]:
-    """The cells of one row, in ``COLUMNS`` order followed by the route."""
+def step_cells(step: StepInfo, counts: dict[str, int], resumed_at: int | None = None) -> list[Text]:
+    """The cells of one row, in ``COLUMNS`` order followed by the route.
+
+    ``resumed_at``: the step a replay started from (its first row, the recorded state it resumed).
+    """
     label = Text(str(step.step), style="dim" if step.step < 0 else "")
-    nodes = Text(", ".join(step.nodes) or ("input" if step.step < 0 else "—"), style="bold red" if step.has_error else "")
+    # A step no node ran in says where it came from: "(update)" is an edit (a fork's, or
+    # update_state), "(resumed)" the recorded state a replay started from.
+    quiet = "input" if step.step < 0 else f"({step.source})" if step.source and step.source != "loop" else "(resumed)" if step.step == resumed_at else "—"
+    nodes = Text(", ".join(step.nodes) or quiet, style="bold red" if step.has_error else "")
     duration = Text(fmt_ms(step.duration_ms).replace(" ms", "ms"), style="dim")
     summary = Text(step.summary or ("(interrupted here)" if step.pending and step.has_interrupt else ""))
     # An interrupted step shows again once resumed: its calls count there. A failed step stays pending: count them here.
@@ -86,12 +92,15 @@ class Timeline(RowsView):
         super().__init__(**kwargs)
         self.steps: list[StepInfo] = []
         self.calls: dict[int, dict[str, int]] = {}
+        self.resumed_at: int | None = None
         self._step_width = COLUMNS[0][1]
 
-    def show_steps(self, steps: list[StepInfo], calls: dict[int, dict[str, int]]) -> None:
-        """Replace the rows (the screen hands over steps and per-step call counts)."""
+    def show_steps(self, steps: list[StepInfo], calls: dict[int, dict[str, int]], resumed_at: int | None = None) -> None:
+        """Replace the rows (the screen hands over steps, per-step call counts and, for a
+        replay or fork, the step it resumed from)."""
         self.steps = steps
         self.calls = calls
+        self.resumed_at = resumed_at
         self._step_width = max([COLUMNS[0][1], *(len(str(s.step)) for s in steps[:1] + steps[-1:])])
         self.set_reactive(Timeline.cursor, -1)
         self._lines.clear()
@@ -131,7 +140,7 @@ class Timeline(RowsView):
             cells = [Text(title) for title, _, _ in COLUMNS] + [Text(ROUTE_HEADER)]
         else:
             step = self.steps[index]
-            cells = step_cells(step, self.calls.get(step.step, {}))
+            cells = step_cells(step, self.calls.get(step.step, {}), self.resumed_at)
         widths = [self._step_width, *(w for _, w, _ in COLUMNS[1:]), route]
         justify = [j for _, _, j in COLUMNS] + ["left"]
         console = self.app.console
