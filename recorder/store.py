@@ -34,6 +34,7 @@ from graphtape.recorder.deferred import DEFER_AT, DeferredList
 from graphtape.recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, DecodedBlobs, DecodeError, Decoder, collect_refs, count_values
 from graphtape.recorder.errors import AmbiguousRun, RunNotFound, SchemaVersionError, StepNotFound, StoreError
 from graphtape.recorder.frames import FrameState
+from graphtape.recorder.json_cost import built_bytes
 from graphtape.recorder.tracebacks import valid_frames
 from graphtape.recorder.records import (
     FLAG_PENDING,
@@ -77,15 +78,17 @@ def pack(obj: Any) -> bytes:
 
 
 MAX_INFLATE = 256 * 1024 * 1024
-MAX_READ_BYTES = 512 * 1024 * 1024  # bytes one store read may inflate in all (all its payloads and blobs)
+MAX_READ_BYTES = 512 * 1024 * 1024  # memory one store read may inflate and build in all (all its payloads and blobs)
 
 
 class ReadBudget:
-    """What one store read (one call of a public read method) may still inflate.
+    """What one store read (one call of a public read method) may still inflate and build.
 
     Each payload is bounded on its own (``MAX_INFLATE``), but a read touches many:
     a crafted 4 MB store of many compressed payloads made one ``show --step`` build
-    gigabytes. The budget is shared by everything a read unpacks.
+    gigabytes. The budget is shared by everything a read unpacks, and charged what
+    parsing will build (``json_cost.built_bytes``), not only the inflated bytes:
+    40 kB of compressed ``[{},{},...]`` parse to 1.3 GB.
     """
 
     def __init__(self, limit: int | None = None) -> None:
@@ -95,7 +98,7 @@ class ReadBudget:
     def spend(self, n: int) -> None:
         self.left -= n
         if self.left < 0:
-            raise StoreError(f"this read would inflate more than {self.limit // (1024 * 1024)} MB of stored data (a damaged or crafted store?); refusing it")
+            raise StoreError(f"this read would inflate and build more than {self.limit // (1024 * 1024)} MB from stored data (a damaged or crafted store?); refusing it")
 
 
 _READ_BUDGET: contextvars.ContextVar[ReadBudget | None] = contextvars.ContextVar("graphtape_read_budget", default=None)
@@ -138,9 +141,7 @@ def unpack(data: bytes, *, max_size: int = MAX_INFLATE) -> Any:
                 raise StoreError("damaged payload in the database: data after the compressed stream")
         elif head != b"j":
             raise StoreError("unknown payload encoding in the database (file damaged or not graphtape's)")
-        budget = _READ_BUDGET.get()
-        if budget is not None:
-            budget.spend(len(body))
+        (_READ_BUDGET.get() or ReadBudget()).spend(built_bytes(body))  # before the parse builds it
         return orjson.loads(body)
     except (zlib.error, orjson.JSONDecodeError) as exc:
         raise StoreError(f"damaged payload in the database: {exc}") from None
