@@ -117,8 +117,46 @@ def test_a_crafted_store_cannot_make_one_read_inflate_without_bound(tmp_path, mo
     monkeypatch.setattr(store_module, "MAX_INFLATE", 8 * 1024 * 1024)
     store = open_store(db)
     try:
-        with pytest.raises(StoreError, match="would inflate more than 10 MB"):
+        with pytest.raises(StoreError, match="would inflate and build more than 10 MB"):
             store.state_at(run_id, 2)
+    finally:
+        store.close()
+
+
+def test_a_small_payload_that_parses_to_gigabytes_is_refused_before_it_is_parsed(tmp_path, capsys):
+    """8 kB of compressed ``[{},{},...]`` inflate to 8 MB, within every byte limit, and would parse
+    to ~200 MB of empty dicts each (a 4 MB store of them: many GB): the read counts what parsing
+    builds, so ``show --step 0`` refuses in one line, at the default limits."""
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.tui.cli import main
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("a", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    db = tmp_path / "crafted.db"
+    with Recorder(db, durability="sync") as rec:
+        rec.attach(b.compile()).invoke({"n": 0})
+        run_id = rec.last_run_id
+    unit = b"{},"
+    bomb = b"z" + zlib.compress(b"[" + unit * (8 * 1024 * 1024 // len(unit)) + b"{}]", 9)
+    assert len(bomb) < 16 * 1024
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE steps SET payload = :p, is_key = 1 WHERE run_id = :r"), {"p": bomb, "r": run_id})
+    engine.dispose()
+    capsys.readouterr()
+    code = main(["--db", str(db), "show", run_id, "--step", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "would inflate and build more than 512 MB" in err
+    store = open_store(db)
+    try:
+        with pytest.raises(StoreError, match="would inflate and build more than 512 MB"):
+            store.state_at(run_id, 0)
     finally:
         store.close()
 
