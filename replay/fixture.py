@@ -45,7 +45,7 @@ from graphtape.recorder.errors import GraphtapeError, RunNotFound
 from graphtape.recorder.frames import FrameState
 from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
 from graphtape.recorder.redaction import MARK, Redactor
-from graphtape.recorder.store import Batch, RunStore, SqlStore, expand_payload, pack, squeeze, unpack
+from graphtape.recorder.store import Batch, RunStore, SqlStore, expand_payload, pack, read_budget, squeeze, unpack
 from graphtape.recorder.tracebacks import MAX_FRAMES, scrubbed_frames, valid_frames
 
 __all__ = [
@@ -431,6 +431,7 @@ class _Exporter:
         return {BLOB_REF: key}
 
 
+@read_budget()  # the whole export is one read: what it inflates and builds is bounded in all
 def export_fixture(
     store: RunStore,
     run_ref: str,
