@@ -248,3 +248,45 @@ async def test_the_tui_shows_recorded_escape_sequences_as_text(tmp_path):
                 break
         header = str(app.screen.query_one("#run-header").render())
         assert app.screen.run_id == run_id and "evil?" in header and "\x1b" not in header
+
+
+def test_an_export_of_a_crafted_store_is_bounded_as_one_read(tmp_path, monkeypatch, capsys):
+    """Each step's payload is within the limit of one read, all of them together are not: the
+    export (which reads every step) stops at the budget instead of building them all."""
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.recorder import store as store_module
+    from graphtape.recorder.store import pack, unpack
+    from graphtape.tui.cli import main
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    for name in "abcdef":
+        b.add_node(name, lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "a")
+    for x, y in zip("abcde", "bcdef"):
+        b.add_edge(x, y)
+    b.add_edge("f", END)
+    db = tmp_path / "crafted.db"
+    with Recorder(db, durability="sync") as rec:
+        rec.attach(b.compile()).invoke({"n": 0})
+        run_id = rec.last_run_id
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        for seq, payload in conn.execute(sa.text("SELECT seq, payload FROM steps WHERE run_id = :r"), {"r": run_id}).fetchall():
+            padded = {**unpack(payload), "pad": [{}] * 100_000}  # ~23 MB of parse each, in a 1 kB payload
+            conn.execute(sa.text("UPDATE steps SET payload = :p WHERE run_id = :r AND seq = :s"), {"p": pack(padded), "r": run_id, "s": seq})
+    engine.dispose()
+    monkeypatch.setattr(store_module, "MAX_READ_BYTES", 64 * 1024 * 1024)
+    store = open_store(db)
+    try:
+        assert store.state_at(run_id, 5)["n"] == 5  # one step alone reads fine
+    finally:
+        store.close()
+    capsys.readouterr()
+    assert main(["--db", str(db), "export", run_id, "-o", str(tmp_path / "fx.json")]) == 2
+    err = capsys.readouterr().err
+    assert "would inflate and build more than 64 MB" in err and err.count("\n") == 1
+    assert not (tmp_path / "fx.json").exists()
