@@ -203,13 +203,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
     from graphtape.recorder import schema as S
     from graphtape.recorder.store import _sqlite_path, resolve_url
+    from graphtape.recorder.urls import shown_url
 
     url = resolve_url(args.db)
     path = _sqlite_path(url)
     if path is not None and not path.is_file():
         raise CliError(f"no database at {path} (nothing to migrate)")
     engine = sa.create_engine(url)
-    label = str(path) if path is not None else sa.engine.make_url(url).render_as_string(hide_password=True)
+    label = str(path) if path is not None else shown_url(url)
     try:
         with engine.begin() as conn:
             before, after = S.migrate(conn)
