@@ -35,6 +35,7 @@ from graphtape.recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, DecodedBlo
 from graphtape.recorder.errors import AmbiguousRun, RunNotFound, SchemaVersionError, StepNotFound, StoreError
 from graphtape.recorder.frames import FrameState
 from graphtape.recorder.json_cost import built_bytes
+from graphtape.recorder.urls import shown_url  # noqa: F401 - shown_url is read from here too
 from graphtape.recorder.tracebacks import valid_frames
 from graphtape.recorder.records import (
     FLAG_PENDING,
@@ -249,16 +250,6 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
             db = "postgresql+psycopg://" + db[len("postgresql://") :]
         return db
     return "sqlite:///" + str(Path(db).expanduser().resolve())
-
-
-def shown_url(url: str) -> str:
-    """A store URL as it may be shown (screens, JSON, errors): a SQLite file as its path, any password masked."""
-    if url.startswith("sqlite:///"):
-        return url[len("sqlite:///") :]
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a URL we can parse: show nothing of it
-        return "the database"
 
 
 def _sqlite_path(url: str) -> Path | None:
