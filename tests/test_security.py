@@ -4,6 +4,7 @@ a crafted store cannot make a read build unbounded data (issue 13)."""
 from __future__ import annotations
 
 import ast
+import re
 import json
 import os
 import shlex
@@ -11,10 +12,12 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 import sqlalchemy as sa
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
 
 from graphtape.recorder import Recorder, open_store
 from graphtape.recorder.errors import StoreError
@@ -290,3 +293,107 @@ def test_an_export_of_a_crafted_store_is_bounded_as_one_read(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert "would inflate and build more than 64 MB" in err and err.count("\n") == 1
     assert not (tmp_path / "fx.json").exists()
+
+
+HOSTILE = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b31m\u202e[/][link=http://evil.example]L[/link][/bold]"
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+class HostileState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    notes: Any
+
+
+def _hostile_run(db: str) -> str:
+    from conftest import load_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    scripted = load_agent("scripted_model").ScriptedChatModel
+
+    @tool
+    def look(q: str) -> str:
+        """Look something up."""
+        return f"found {HOSTILE}"
+
+    @tool
+    def boom(q: str) -> str:
+        """Fail."""
+        raise ValueError(f"bad {HOSTILE}")
+
+    script = [
+        AIMessage(content=f"ai {HOSTILE}", tool_calls=[{"name": "look", "args": {"q": HOSTILE}, "id": "c1"}, {"name": "boom", "args": {"q": HOSTILE}, "id": "c2"}]),
+        AIMessage(content=f"done {HOSTILE}"),
+    ]
+    model = scripted(script=lambda m: script[sum(isinstance(x, AIMessage) for x in m)], model_name="m").bind_tools([look, boom])
+    prep = "prep" + HOSTILE.replace(":", "")  # LangGraph keeps ":" for namespaces
+    b = StateGraph(HostileState)
+    b.add_node(prep, lambda s: {"notes": {f"key {HOSTILE}": f"value {HOSTILE}", "items": [HOSTILE] * 3}})
+    b.add_node("agent", lambda s: {"messages": [model.invoke(s["messages"])]})
+    b.add_node("tools", ToolNode([look, boom], handle_tool_errors=True))
+    b.add_edge(START, prep)
+    b.add_edge(prep, "agent")
+    b.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END])
+    b.add_edge("tools", "agent")
+    with Recorder(db) as rec:
+        rec.attach(b.compile(), name=f"run {HOSTILE}", tags=[f"tag {HOSTILE}"], graph_ref=f"agent.py:graph{HOSTILE}").invoke({"messages": [HumanMessage(f"hi {HOSTILE}")]})
+        return rec.last_run_id
+
+
+async def test_recorded_escapes_and_markup_reach_no_screen_of_the_tui(tmp_path):
+    """Every screen a run's text reaches (runs, each step's six tabs, the value viewer, run info,
+    the watch picker, the replay prompt, toasts) shows escape sequences as "?" and markup as
+    text: nothing moves the cursor, sets the clipboard, makes a link or crashes the app."""
+    from graphtape.tui.app import build_app
+    from graphtape.tui.screens.run import RunScreen
+
+    db = str(tmp_path / "hostile.db")
+    _hostile_run(db)
+    problems: list[str] = []
+    app = build_app(db)
+
+    def check(where: str) -> None:
+        strips = app.screen._compositor.render_strips()
+        text = "\n".join("".join(seg.text for seg in strip) for strip in strips)
+        if _UNSAFE.search(text):
+            problems.append(f"{where}: {sorted(set(_UNSAFE.findall(text)))}")
+        if any(seg.style is not None and seg.style.link for strip in strips for seg in strip):
+            problems.append(f"{where}: a link")
+
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if getattr(app.screen, "runs", None):
+                break
+        check("runs")
+        assert "[/]" in "\n".join("".join(s.text for s in strip) for strip in app.screen._compositor.render_strips())  # shown as text
+        await pilot.press("enter")
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, RunScreen) and app.screen.payload is not None:
+                break
+        run_screen = app.screen
+        for step in range(len(run_screen.steps)):
+            for tab in "123456":
+                await pilot.press(tab)
+                check(f"step {step} tab {tab}")
+            if step == 1:  # the prepared notes are in the state from here on
+                await pilot.press("1", "tab", "down", "down", "enter", "v")
+                await pilot.pause(0.1)
+                check(f"step {step} value")
+                await pilot.press("escape")
+            await pilot.press("right")
+            await pilot.pause(0.1)
+        for key, where in (("i", "run info"), ("w", "watch picker"), ("r", "replay prompt")):
+            await pilot.press(key)
+            await pilot.pause(0.2)
+            check(where)
+            await pilot.press("escape")
+            await pilot.pause(0.05)
+        app.notify(f"toast {HOSTILE}", title=f"title {HOSTILE}")  # as the screens quote keys and errors
+        await pilot.pause(0.2)
+        check("toast")
+        assert app.screen is run_screen and app.return_code is None  # still running: nothing crashed
+    assert problems == []
