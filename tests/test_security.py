@@ -8,6 +8,7 @@ import re
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import zlib
@@ -397,3 +398,30 @@ async def test_recorded_escapes_and_markup_reach_no_screen_of_the_tui(tmp_path):
         check("toast")
         assert app.screen is run_screen and app.return_code is None  # still running: nothing crashed
     assert problems == []
+
+
+def test_saved_states_and_exported_fixtures_are_private_even_when_they_replace_a_public_file(tmp_path, capsys):
+    from graphtape.tui.files import write_private
+    from graphtape.tui.demo import record_demo
+
+    old = os.umask(0o022)
+    try:
+        saved = tmp_path / "state.json"
+        saved.write_text("{}")
+        assert stat.S_IMODE(saved.stat().st_mode) == 0o644
+        write_private(saved, b'{"n": 1}', overwrite=True)
+        assert stat.S_IMODE(saved.stat().st_mode) == 0o600 and saved.read_bytes() == b'{"n": 1}'
+        write_private(tmp_path / "new" / "state.json", b"{}")
+        assert stat.S_IMODE((tmp_path / "new" / "state.json").stat().st_mode) == 0o600
+
+        db = str(tmp_path / "demo.db")
+        record_demo(db, "happy")
+        fixture = tmp_path / "fx.json"
+        fixture.write_text("{}")
+        assert main(["--db", db, "export", "last", "-o", str(fixture), "--force"]) == 0
+        assert stat.S_IMODE(fixture.stat().st_mode) == 0o600
+        assert main(["--db", db, "test-gen", "last", "--graph", "agent.py:graph", "-o", str(tmp_path / "gen")]) == 0
+        assert {stat.S_IMODE(f.stat().st_mode) for f in (tmp_path / "gen").glob("*.json")} == {0o600}
+    finally:
+        os.umask(old)
+    capsys.readouterr()
