@@ -37,12 +37,19 @@ BLOB_REF = "$b"
 TYPE_KEY = "__type__"
 LONG_STRING = 1024
 MAX_DEPTH = 200
+# Encoding stops (and marks) this deep: what is stored sits inside more levels (a frame, the
+# state, blob references, a fixture's steps), and reading refuses anything past MAX_DEPTH,
+# so a value recorded at the limit must leave room for them or its step could not be read.
+ENCODE_DEPTH = MAX_DEPTH - 24
 ENCODE_BUDGET = 500_000  # values one encode() builds at most: shared parts of a graph-shaped value repeat
 MAX_REPR_SCAN = 1_000_000  # characters of a repr scanned for secrets (only its first 2,000 are kept)
 # How many values one decode may produce. Blobs referencing blobs multiply: 60 blobs
 # each referencing the next twice are a few kilobytes and 2**60 values. Real states
 # stay far below (11,000 messages are a few hundred thousand values).
 MAX_VALUES = 5_000_000
+
+# What a value's own code may raise that is not the value's failure: the person stopping the program.
+_STOP = (KeyboardInterrupt, SystemExit)
 
 _registry: dict[str, type] = {}
 _STR_ONLY = frozenset({str})
@@ -155,7 +162,9 @@ class Encoder:
         if with_repr:
             try:
                 text = repr(value)
-            except Exception:  # noqa: BLE001 - a broken __repr__ must not break recording
+            except _STOP:
+                raise
+            except BaseException:  # noqa: BLE001 - a broken __repr__ must not break recording
                 text = f"<{type(value).__name__} with failing repr>"
             # Scrubbed whole, then cut: a secret across the cut (a PEM block's END line) is still found.
             text = self.redactor.scrub(text[:MAX_REPR_SCAN])
@@ -195,7 +204,7 @@ class Encoder:
         return ref
 
     def _enc(self, v: Any, depth: int, key: str | None) -> Any:
-        if depth > MAX_DEPTH:
+        if depth > ENCODE_DEPTH:
             return self._fault(v, "nested too deeply", with_repr=False)
         self._left -= 1
         if self._left < 0:
@@ -236,9 +245,9 @@ class Encoder:
             if t is dict or isinstance(v, Mapping) and not _is_special(v):
                 return self._enc_dict(v, depth)
             return self._enc_other(v, depth)
-        except _Abort:
+        except (_Abort, *_STOP):
             raise
-        except Exception as exc:  # noqa: BLE001 - user objects may raise anything when read
+        except BaseException as exc:  # noqa: BLE001 - user objects may raise anything when read (a CancelledError too)
             return self._unreadable(v, exc)
         finally:
             self._open.discard(ident)
@@ -409,7 +418,9 @@ def _stamp(v: Any) -> Any:
 def _safe_str(v: Any) -> str:
     try:
         return str(v)
-    except Exception:  # noqa: BLE001
+    except _STOP:
+        raise
+    except BaseException:  # noqa: BLE001
         return f"<{type(v).__name__}>"
 
 
