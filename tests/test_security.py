@@ -176,7 +176,17 @@ def test_a_fixtures_graph_field_is_quoted_in_the_hint_it_prints(tmp_path, capsys
     hint = next(line for line in out.splitlines() if line.startswith("open it:"))
     command = hint.split("replay it: ", 1)[1]
     argv = shlex.split(command)
-    assert argv[:2] == ["graphtape", "replay"] and argv[3] == "--graph" and argv[4] == fixture["graph"] and len(argv) == 5
+    # Not a graph reference: not offered at all (the hint names a placeholder and says why).
+    assert argv[:2] == ["graphtape", "replay"] and argv[3:] == ["--graph", "module:attr"]
+    assert "is not a module:attr or path/to/file.py:attr reference" in out and "curl" not in hint
+    # A reference with shell characters in a path is offered quoted: pasting runs graphtape only.
+    for ref in ("agents/it's $(id).py:graph", "-rf.py:graph"):
+        fixture["graph"] = ref
+        hostile.write_text(json.dumps(fixture))
+        assert main(["--db", str(tmp_path / "runs.db"), "import", str(hostile)]) == 0
+        hint = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("open it:"))
+        argv = shlex.split(hint.split("replay it: ", 1)[1])
+        assert argv[3:] == (["--graph", ref] if ref[0] != "-" else ["--graph", "module:attr"])
 
 
 def test_import_from_a_device_or_a_pipe_is_refused_at_once(tmp_path, capsys):
