@@ -435,3 +435,81 @@ def test_saved_states_and_exported_fixtures_are_private_even_when_they_replace_a
     finally:
         os.umask(old)
     capsys.readouterr()
+
+
+def _in_a_terminal(argv: list[str], cwd: Path, answer: bytes, timeout: float = 120) -> tuple[int, str]:
+    """Run ``argv`` with a pseudo-terminal for stdin, stdout and stderr; type ``answer`` once it asks."""
+    import pty
+    import select
+    import time
+
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("GRAPHTAPE_DB", "PYTHONPATH")}
+    proc = subprocess.Popen(argv, cwd=cwd, stdin=follower, stdout=follower, stderr=follower, env=env, close_fds=True)
+    os.close(follower)
+    seen = b""
+    answered = False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # the process closed its side
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            if not answered and b"[y/N]" in seen:
+                os.write(leader, answer)
+                answered = True
+            if proc.poll() is not None and not ready:
+                break
+        return proc.wait(timeout=30), seen.decode("utf-8", "replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(leader)
+
+
+NOTES = '''
+open({marker!r}, "w").close()  # what a planted module does when it is imported
+from typing import TypedDict
+from langgraph.graph import END, START, StateGraph
+
+class S(TypedDict):
+    n: int
+
+b = StateGraph(S)
+b.add_node("bump", lambda s: {{"n": s["n"] + 1}})
+b.add_edge(START, "bump")
+b.add_edge("bump", END)
+graph = b.compile()
+'''
+
+
+@pytest.mark.parametrize("answer", [b"\n", b"n\n", b"y\n"])
+def test_a_store_shipped_beside_a_module_runs_it_only_when_the_user_agrees_at_the_prompt(tmp_path, answer):
+    """A store whose run names ``notes:graph``, in a folder holding a ``notes.py``: ``graphtape
+    replay last`` on a terminal names the file that reference would execute and loads it only
+    on "y"; Enter or "n" refuse in one line, and nothing was imported."""
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    marker = tmp_path / "pwned"
+    (tmp_path / "notes.py").write_text(NOTES.format(marker=str(marker)))
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    with Recorder(tmp_path / "graphtape.db") as rec:
+        rec.attach(b.compile(), graph_ref="notes:graph").invoke({"n": 1})
+    code, shown = _in_a_terminal([str(Path(sys.executable).with_name("graphtape")), "replay", "last"], tmp_path, answer)
+    assert f"names its graph as notes:graph (the file {tmp_path / 'notes.py'})" in shown.replace("\r\n", " ").replace("\n", " ")
+    if answer == b"y\n":
+        assert marker.exists() and code == 0, shown
+    else:
+        assert not marker.exists() and code == 2 and "not loading the graph recorded with run" in shown, shown
