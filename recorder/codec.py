@@ -184,10 +184,10 @@ class Encoder:
         # Neither repr() nor str() of the value is asked for: reading it is what failed.
         name = type(value).__name__
         lines = [line.strip() for line in _safe_str(exc).splitlines() if line.strip()]
-        message = "; ".join(lines)
+        message = self.redactor.scrub("; ".join(lines)[:MAX_REPR_SCAN])  # scrubbed, then cut: a key across the cut is whole
         if len(message) > 300:
             message = message[:300] + "…"
-        why = self.redactor.scrub(f"could not be read: {type(exc).__name__}" + (f": {message}" if message else ""))
+        why = f"could not be read: {type(exc).__name__}" + (f": {message}" if message else "")
         self._report(f"{name}: {why}")
         return {ENVELOPE: "unserializable", "type": _qualname(type(value)), "repr": f"<{name}: {why}>", "why": why}
 

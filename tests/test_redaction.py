@@ -495,3 +495,47 @@ def test_bytes_are_scanned_to_their_end() -> None:
     assert base64.b64decode(plain["body"]["base64"]) == MARK.encode() and r.count == 1
     clean = b"\x89PNG" + bytes(range(256)) * 100
     assert base64.b64decode(encode({"img": clean})["img"]["base64"]) == clean
+
+
+# ---------------------------------------------------------------------------
+# Text is scrubbed whole, then cut: a key across the cut is never left in part
+# ---------------------------------------------------------------------------
+
+KEY = "sk-proj-AbCdEf0123456789AbCdEf0123456789"
+
+
+def test_a_traceback_line_is_scrubbed_before_it_is_cut() -> None:
+    from graphtape.recorder.tracebacks import MAX_LINE, scrubbed_frames
+
+    code = "x = call(" + "a" * (MAX_LINE - 15) + f"'{KEY}')"  # the key straddles character MAX_LINE
+    frames = scrubbed_frames([["agent.py", 3, "node", code]], Redactor().scrub)
+    assert KEY[:7] not in frames[0][3] and len(frames[0][3]) <= MAX_LINE
+
+
+def test_an_unreadable_values_error_is_scrubbed_before_it_is_cut() -> None:
+    class Broken(dict):
+        def items(self):  # noqa: ANN202
+            raise RuntimeError("x" * 290 + f" {KEY}")
+
+    faults: list[str] = []
+    tree = Encoder(on_fault=faults.append).encode({"v": Broken(a=1)})
+    assert KEY[:7] not in repr(tree) and KEY[:7] not in repr(faults)
+
+
+def test_a_node_error_is_scrubbed_before_it_is_cut(tmp_path) -> None:
+    class S(TypedDict):
+        n: int
+
+    def fail(state: S) -> dict:
+        raise RuntimeError("x" * 3990 + f" {KEY}")
+
+    b = StateGraph(S)
+    b.add_node("fail", fail)
+    b.add_edge(START, "fail")
+    with Recorder(str(tmp_path / "g.db"), durability="sync") as rec:
+        with pytest.raises(RuntimeError):
+            rec.attach(b.compile()).invoke({"n": 0})
+        store = rec.store
+        run = store.get_run(rec.last_run_id)
+        task = next(t for s in store.list_steps(run.id) for t in store.step_detail(run.id, s.step).tasks if t.error_message)
+    assert KEY[:7] not in task.error_message and KEY[:7] not in (run.error_message or "") and "x" * 3000 in task.error_message
