@@ -162,34 +162,59 @@ def names_secret(key: str) -> bool:
 
 # -- keys in text ----------------------------------------------------------------
 # A key written into text, then its separator: "password": / 'api_key': / \"token\": (JSON inside
-# JSON) / an unquoted key=value or key: value after a delimiter (.env files, YAML, URL queries,
-# libpq strings, HTTP headers). Only the key is matched: its value is read afterwards, and only
-# when the key names a secret, so a value that is itself text holding keys (JSON inside a JSON
-# string, a URL with a query) is still searched. RE2 has no backreferences: each quoting style
-# is an alternative of its own.
+# a JSON string, at any depth of escaping) / an unquoted key=value or key: value after a delimiter
+# (.env files, YAML, URL queries, libpq strings, HTTP headers). Only the key is matched: its
+# value is read afterwards, and only when the key names a secret, so a value that is itself text
+# holding keys (JSON inside a JSON string, a URL with a query) is still searched. RE2 has no
+# backreferences: each quoting style is an alternative of its own, and a value's quotes are
+# matched to its key's escaping depth by a pattern made for that depth.
 _KEY = r"[A-Za-z0-9_.\- ]+"  # unbounded repeats: counted ones ({1,64}) blow up RE2's automaton
 _BARE_KEY = r"[A-Za-z][A-Za-z0-9_.\-]*"
 _KEY_AT = compile_linear(
-    rf'"(?P<k1>{_KEY})"\s*[:=]\s*'
+    rf'(?P<esc>\\*)"(?P<k1>{_KEY})\\*"\s*[:=]\s*'
     rf"|'(?P<k2>{_KEY})'\s*[:=]\s*"
-    rf'|\\"(?P<k3>{_KEY})\\"\s*[:=]\s*'
     rf"|(?:^|[\s?&;,{{(\[\"'/\-]|\\[nrt])(?P<k4>{_BARE_KEY})[ \t]*[:=][ \t]*"
 )
-_KEY_GROUPS = tuple(_KEY_AT.groupindex[k] for k in ("k1", "k2", "k3", "k4"))
+_KEY_GROUPS = tuple(_KEY_AT.groupindex[k] for k in ("k1", "k2", "k4"))
+_ESCAPES = _KEY_AT.groupindex["esc"]
 # The value after a secret key, matched where the key ends (anchored): a string in the quotes
 # it is written with (escapes included, so an escaped quote does not end it), a bare number,
 # or an unquoted word (an authorization scheme and its credential: "Token abc").
 _NUMBER = r"-?[0-9][0-9A-Za-z.\-]*"
-_DQ = r'"(?P<dq>(?:[^"\\\n]|\\.)*)"'
 _SQ = r"'(?P<sq>(?:[^'\\\n]|\\.)*)'"
 _BARE = r"(?P<bare>(?:(?i:basic|bearer|token|digest|apikey|key)[ \t]+)?[^\s\"',;&}\])\\]+)"
-_VALUE_AFTER = {
-    0: compile_linear(rf"{_DQ}|(?P<num>{_NUMBER})"),
-    1: compile_linear(rf"{_SQ}|(?P<num>{_NUMBER})"),
-    # JSON inside a JSON string: the value is \"...\", and its own escapes are doubled (\\\" is a quote in it).
-    2: compile_linear(r'\\"(?P<esc>(?:\\\\\\"|\\\\\\\\|\\\\[^"\\\n]|\\[^"\\\n]|[^"\\\n])*)\\"'),
-    3: compile_linear(rf"{_DQ}|{_SQ}|{_BARE}"),
-}
+_SINGLE_QUOTED = compile_linear(rf"{_SQ}|(?P<num>{_NUMBER})")
+_UNQUOTED = compile_linear(rf"{_SQ}|{_BARE}")
+_QUOTE_AHEAD = compile_linear(r'\\*"')
+_MAX_ESCAPES = 15  # a quote after at most this many backslashes is read (JSON in JSON, four deep)
+
+
+@functools.lru_cache(maxsize=_MAX_ESCAPES + 1)
+def _double_quoted(escapes: int) -> Any:
+    """A double-quoted value whose quotes come after ``escapes`` backslashes, or a bare number.
+
+    JSON inside a JSON string writes a quote after 2**d - 1 backslashes at depth d (``"``,
+    ``\\"``, ``\\\\\\"``...): the value ends at the first quote whose run of backslashes has that
+    length modulo 2**(d+1) (so an escaped backslash just before the closing quote is read right).
+    Other layers (a Python repr of JSON doubles backslashes) end at the first quote after exactly
+    that many. Any other run before a quote belongs to the value, and runs are always read whole.
+    """
+    depth = (escapes + 1).bit_length() - 1
+    if 2**depth - 1 == escapes:
+        period = 2 ** (depth + 1)
+
+        def run(n: int) -> str:
+            return rf"(?:\\{{{period}}})*\\{{{n}}}"
+
+        inner = "|".join(run(n) for n in range(period) if n != escapes)
+        end = run(escapes)
+    else:
+        inner = "|".join(([rf"\\{{0,{escapes - 1}}}"] if escapes else []) + [rf"\\{{{escapes + 1},}}"])
+        end = rf"\\{{{escapes}}}"
+    body = rf'(?:[^"\\\n]|\\+[^"\\\n]|(?:{inner})")*'
+    return compile_linear(rf'{end}"(?P<dq>{body}){end}"|(?P<num>{_NUMBER})')
+
+
 _MARK_BYTES = MARK.encode()
 
 
@@ -406,7 +431,15 @@ class Redactor:
             key = m.group(_KEY_GROUPS[style]).decode().strip()
             if not self.is_secret_key(key):
                 continue
-            v = _VALUE_AFTER[style].match(data, m.end())
+            at = m.end()
+            if style == 1:
+                v = _SINGLE_QUOTED.match(data, at)
+            else:
+                quote = _QUOTE_AHEAD.match(data, at) if style == 2 else None
+                escapes = len(m.group(_ESCAPES)) if style == 0 else len(quote.group(0)) - 1 if quote else None
+                if escapes is not None and escapes > _MAX_ESCAPES:
+                    continue
+                v = _double_quoted(escapes).match(data, at) if escapes is not None else _UNQUOTED.match(data, at)
             if v is None:
                 continue
             group = next(g for g in range(1, v.re.groups + 1) if v.group(g) is not None) if v.re.groups > 1 else 1
