@@ -175,8 +175,8 @@ _KEY_AT = compile_linear(
     rf"|'(?P<k2>{_KEY})'\s*[:=]\s*"
     rf"|(?:^|[\s?&;,{{(\[\"'/\-]|\\[nrt])(?P<k4>{_BARE_KEY})[ \t]*[:=][ \t]*"
 )
-_KEY_GROUPS = tuple(_KEY_AT.groupindex[k] for k in ("k1", "k2", "k4"))
-_ESCAPES = _KEY_AT.groupindex["esc"]
+_BARE_NAME = compile_linear(rf"{_BARE_KEY}$")  # the key at the end of a bare match (after its delimiter)
+_SPACE = b" \t\r\n\f\v"
 # The value after a secret key, matched where the key ends (anchored): a string in the quotes
 # it is written with (escapes included, so an escaped quote does not end it), a bare number,
 # or an unquoted word (an authorization scheme and its credential: "Token abc").
@@ -424,30 +424,45 @@ class Redactor:
         each value where its key ends would cost the whole text again per key.
         """
         done = 0  # the end of the last value redacted: keys inside it are gone with it
+        is_secret = self.is_secret_key
         for m in _KEY_AT.finditer(data):
-            if m.start() < done:
+            start, at = m.span()
+            if start < done:
                 continue
-            style = next(i for i, g in enumerate(_KEY_GROUPS) if m.group(g) is not None)
-            key = m.group(_KEY_GROUPS[style]).decode().strip()
-            if not self.is_secret_key(key):
-                continue
-            at = m.end()
-            if style == 1:
-                v = _SINGLE_QUOTED.match(data, at)
-            else:
-                quote = _QUOTE_AHEAD.match(data, at) if style == 2 else None
-                escapes = len(m.group(_ESCAPES)) if style == 0 else len(quote.group(0)) - 1 if quote else None
-                if escapes is not None and escapes > _MAX_ESCAPES:
+            # The match is short: its style and key are read from its text, not through group
+            # lookups (each costs the RE2 wrapper more than the rest of this loop).
+            core = data[start:at].rstrip(_SPACE)[:-1].rstrip(_SPACE)  # the match without its separator
+            if core[-1:] == b"'":
+                key = core[1:-1]
+                value = _SINGLE_QUOTED
+            elif core[-1:] == b'"':
+                escapes = len(core) - len(core.lstrip(b"\\"))
+                if escapes > _MAX_ESCAPES:
                     continue
-                v = _double_quoted(escapes).match(data, at) if escapes is not None else _UNQUOTED.match(data, at)
+                key = core[escapes + 1 :].rstrip(b'"').rstrip(b"\\")
+                value = _double_quoted(escapes)
+            else:
+                key = _BARE_NAME.search(core).group(0)
+                value = None
+            if not is_secret(key.decode().strip()):
+                continue
+            if value is None:
+                quote = _QUOTE_AHEAD.match(data, at)
+                if quote is not None:
+                    escapes = quote.end() - at - 1
+                    if escapes > _MAX_ESCAPES:
+                        continue
+                    value = _double_quoted(escapes)
+                else:
+                    value = _UNQUOTED
+            v = value.match(data, at)
             if v is None:
                 continue
-            group = next(g for g in range(1, v.re.groups + 1) if v.group(g) is not None) if v.re.groups > 1 else 1
-            start, end = v.span(group)
-            if start == end or data.startswith(_MARK_BYTES[:-1], start):
+            vstart, vend = v.span(1 if data[at : at + 1] in (b'"', b"'", b"\\") else 2)
+            if vstart == vend or data.startswith(_MARK_BYTES[:-1], vstart):
                 continue
-            yield start, end
-            done = end
+            yield vstart, vend
+            done = vend
 
 
 def _scannable(text: str) -> str:
