@@ -513,3 +513,23 @@ def test_a_store_shipped_beside_a_module_runs_it_only_when_the_user_agrees_at_th
         assert marker.exists() and code == 0, shown
     else:
         assert not marker.exists() and code == 2 and "not loading the graph recorded with run" in shown, shown
+
+
+def test_a_fixture_written_to_a_terminal_shows_control_characters_as_text(tmp_path):
+    """``export -o -`` on a terminal: JSON escapes C0 controls but not C1 (U+009B is a CSI) or bidi overrides."""
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    with Recorder(tmp_path / "graphtape.db") as rec:
+        rec.attach(b.compile(), name="evil\x9b31m\u202erun").invoke({"n": 1})
+    code, shown = _in_a_terminal([str(Path(sys.executable).with_name("graphtape")), "export", "last", "-o", "-"], tmp_path, b"")
+    assert code == 0 and '"graphtape_fixture"' in shown and "evil?31m?run" in shown
+    assert "\x9b" not in shown and "\u202e" not in shown
+    piped = subprocess.run([str(Path(sys.executable).with_name("graphtape")), "export", "last", "-o", "-"], cwd=tmp_path, capture_output=True, timeout=120)
+    assert json.loads(piped.stdout)["name"] == "evil\x9b31m\u202erun"  # a pipe gets the fixture as it is

@@ -99,7 +99,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     fixture, run = _export(args)
     _warn_machine_path(fixture)
     if args.output == "-":
-        sys.stdout.buffer.write(dumps_fixture(fixture))
+        data = dumps_fixture(fixture)
+        if sys.stdout.isatty():  # recorded text on a terminal: through the stream that shows controls as "?"
+            sys.stdout.write(data.decode("utf-8"))
+        else:
+            sys.stdout.buffer.write(data)  # a pipe or a file gets the fixture byte for byte
         return 0
     path = Path(args.output) if args.output else _default_path(DEFAULT_DIR, run, None)
     size = write_fixture(path, fixture, overwrite=args.force)
