@@ -13,11 +13,13 @@ sharing between steps (messages, documents, long strings) can be replaced by
 from __future__ import annotations
 
 import base64
+import bisect
 import dataclasses
 import datetime as dt
 import decimal
 import enum
 import hashlib
+import itertools
 import math
 import pathlib
 import threading
@@ -35,12 +37,19 @@ BLOB_REF = "$b"
 TYPE_KEY = "__type__"
 LONG_STRING = 1024
 MAX_DEPTH = 200
+# Encoding stops (and marks) this deep: what is stored sits inside more levels (a frame, the
+# state, blob references, a fixture's steps), and reading refuses anything past MAX_DEPTH,
+# so a value recorded at the limit must leave room for them or its step could not be read.
+ENCODE_DEPTH = MAX_DEPTH - 24
 ENCODE_BUDGET = 500_000  # values one encode() builds at most: shared parts of a graph-shaped value repeat
-MAX_REPR_SCAN = 1_000_000  # characters of a repr or of bytes scanned for secrets
+MAX_REPR_SCAN = 1_000_000  # characters of a repr scanned for secrets (only its first 2,000 are kept)
 # How many values one decode may produce. Blobs referencing blobs multiply: 60 blobs
 # each referencing the next twice are a few kilobytes and 2**60 values. Real states
 # stay far below (11,000 messages are a few hundred thousand values).
 MAX_VALUES = 5_000_000
+
+# What a value's own code may raise that is not the value's failure: the person stopping the program.
+_STOP = (KeyboardInterrupt, SystemExit)
 
 _registry: dict[str, type] = {}
 _STR_ONLY = frozenset({str})
@@ -153,7 +162,9 @@ class Encoder:
         if with_repr:
             try:
                 text = repr(value)
-            except Exception:  # noqa: BLE001 - a broken __repr__ must not break recording
+            except _STOP:
+                raise
+            except BaseException:  # noqa: BLE001 - a broken __repr__ must not break recording
                 text = f"<{type(value).__name__} with failing repr>"
             # Scrubbed whole, then cut: a secret across the cut (a PEM block's END line) is still found.
             text = self.redactor.scrub(text[:MAX_REPR_SCAN])
@@ -173,10 +184,10 @@ class Encoder:
         # Neither repr() nor str() of the value is asked for: reading it is what failed.
         name = type(value).__name__
         lines = [line.strip() for line in _safe_str(exc).splitlines() if line.strip()]
-        message = "; ".join(lines)
+        message = self.redactor.scrub("; ".join(lines)[:MAX_REPR_SCAN])  # scrubbed, then cut: a key across the cut is whole
         if len(message) > 300:
             message = message[:300] + "…"
-        why = self.redactor.scrub(f"could not be read: {type(exc).__name__}" + (f": {message}" if message else ""))
+        why = f"could not be read: {type(exc).__name__}" + (f": {message}" if message else "")
         self._report(f"{name}: {why}")
         return {ENVELOPE: "unserializable", "type": _qualname(type(value)), "repr": f"<{name}: {why}>", "why": why}
 
@@ -193,7 +204,7 @@ class Encoder:
         return ref
 
     def _enc(self, v: Any, depth: int, key: str | None) -> Any:
-        if depth > MAX_DEPTH:
+        if depth > ENCODE_DEPTH:
             return self._fault(v, "nested too deeply", with_repr=False)
         self._left -= 1
         if self._left < 0:
@@ -234,9 +245,9 @@ class Encoder:
             if t is dict or isinstance(v, Mapping) and not _is_special(v):
                 return self._enc_dict(v, depth)
             return self._enc_other(v, depth)
-        except _Abort:
+        except (_Abort, *_STOP):
             raise
-        except Exception as exc:  # noqa: BLE001 - user objects may raise anything when read
+        except BaseException as exc:  # noqa: BLE001 - user objects may raise anything when read (a CancelledError too)
             return self._unreadable(v, exc)
         finally:
             self._open.discard(ident)
@@ -281,19 +292,29 @@ class Encoder:
         return {ENVELOPE: "dict", "v": items}
 
     def _join_split_secrets(self, parts: list) -> list:
-        """Content parts whose texts hold a credential only when read together (a key streamed
-        across two parts) are joined into the first, so scrubbing sees the whole key."""
+        """Content parts whose texts hold a secret only when read together (a key streamed
+        across two or more parts, a private key cut in half) are joined into the first of
+        them, so scrubbing sees the whole secret."""
         texts = [i for i, p in enumerate(parts) if isinstance(p, dict) and isinstance(p.get("text"), str)]
         if len(texts) < 2:
             return parts
-        spans = self.redactor.spans
+        ends = list(itertools.accumulate(len(parts[i]["text"]) for i in texts))
+        groups: list[tuple[int, int]] = []  # (first, last) positions in ``texts`` joined by one secret
+        for start, end in self.redactor.spans("".join(parts[i]["text"] for i in texts)):
+            first, last = bisect.bisect_right(ends, start), bisect.bisect_left(ends, end)
+            if first < last:
+                if groups and first <= groups[-1][1]:
+                    before = groups.pop()
+                    first, last = before[0], max(before[1], last)
+                groups.append((first, last))
+        if not groups:
+            return parts
         out = list(parts)
-        for i, j in zip(texts, texts[1:]):
-            a, b = out[i]["text"], out[j]["text"]
-            head = a[-512:]
-            if any(start < len(head) < end for start, end in spans(head + b[:512])):  # a match across the seam
-                out[i] = {**out[i], "text": a + b}
-                out[j] = {**out[j], "text": ""}
+        for first, last in groups:
+            head = texts[first]
+            out[head] = {**out[head], "text": "".join(parts[texts[k]]["text"] for k in range(first, last + 1))}
+            for k in range(first + 1, last + 1):
+                out[texts[k]] = {**out[texts[k]], "text": ""}
         return out
 
     def _scrub_key(self, k: str) -> str:
@@ -328,9 +349,11 @@ class Encoder:
             return {ENVELOPE: "exc", "type": type(v).__name__, "message": self.redactor.scrub(_safe_str(v))}
         if isinstance(v, (bytes, bytearray, memoryview)):
             data = bytes(v)
-            # Bytes are scanned as text (a key in a request body); a secret found replaces the whole value.
-            text = data.decode("utf-8", "replace") if len(data) <= MAX_REPR_SCAN else data[:MAX_REPR_SCAN].decode("utf-8", "replace")
-            if self.redactor.scrub(text) != text:
+            # Bytes are scanned as text, all of them, as strings are (a key in a request body, past
+            # any length); a secret found replaces the whole value.
+            text = data.decode("utf-8", "replace")
+            if self.redactor.spans(text):
+                self.redactor.mark()
                 return {ENVELOPE: "bytes", "v": base64.b64encode(MARK.encode()).decode()}
             return {ENVELOPE: "bytes", "v": base64.b64encode(data).decode()}
         if isinstance(v, (set, frozenset)):
@@ -395,7 +418,9 @@ def _stamp(v: Any) -> Any:
 def _safe_str(v: Any) -> str:
     try:
         return str(v)
-    except Exception:  # noqa: BLE001
+    except _STOP:
+        raise
+    except BaseException:  # noqa: BLE001
         return f"<{type(v).__name__}>"
 
 

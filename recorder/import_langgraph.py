@@ -39,6 +39,7 @@ from graphtape.recorder.frames import FrameBuilder
 from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.store import Batch, SqlStore, pack, squeeze
+from graphtape.recorder.store import shown_url
 
 __all__ = ["ImportSummary", "LangGraphImportError", "import_langgraph"]
 
@@ -198,10 +199,10 @@ def _open(url: str) -> tuple[str, sa.Engine, str]:
         if text.startswith("postgresql://"):
             text = "postgresql+psycopg://" + text[len("postgresql://") :]
         try:
-            parsed = sa.engine.make_url(text)
+            sa.engine.make_url(text)
         except Exception:  # noqa: BLE001 - any parse failure is the user's URL
-            raise LangGraphImportError(f"not a database URL: {url!r}") from None
-        label = parsed.render_as_string(hide_password=True)
+            raise LangGraphImportError(f"not a database URL: {shown_url(url)!r}") from None
+        label = shown_url(text)  # shown, stored with the runs and in every error: never the password
 
         def read_only(dbapi_conn: Any, _record: Any) -> None:
             # Every transaction on every connection is read-only: the server refuses any write.
@@ -220,7 +221,7 @@ def _open(url: str) -> tuple[str, sa.Engine, str]:
             raise LangGraphImportError(f"cannot open {label}: {_one_line(exc)}") from None
         return label, engine, "postgresql"
     if "://" in text and not text.startswith("sqlite:///"):
-        raise LangGraphImportError(f"unsupported source {url!r}: give sqlite:///path/to/checkpoints.db, a file path, or a postgresql:// URL")
+        raise LangGraphImportError(f"unsupported source {shown_url(text)!r}: give sqlite:///path/to/checkpoints.db, a file path, or a postgresql:// URL")
     path = Path(text[len("sqlite:///") :] if text.startswith("sqlite:///") else text).expanduser()
     if not path.is_file():
         raise LangGraphImportError(f"no SQLite file at {path}")

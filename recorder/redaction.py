@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from graphtape.recorder.linear_regex import compile_linear
@@ -27,12 +27,12 @@ try:  # Python 3.11+
     from re import _parser as _sre_parse
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre_parse  # type: ignore[no-redef]
-from graphtape.recorder.secret_formats import OWN_PATTERNS, catalogue_patterns
+from graphtape.recorder.secret_formats import OWN_PATTERNS, OWN_TEXT_PATTERNS, OWN_TOKENS, TOKEN_START, catalogue
 
 MARK = "[REDACTED]"
 
 # The formats graphtape itself writes (each has an example in tests/test_redaction.py);
-# the catalogue's are added when a redactor is made (secret_formats.catalogue_patterns).
+# the catalogue's are added when a redactor is made (secret_formats.catalogue).
 DEFAULT_PATTERNS = OWN_PATTERNS
 
 # -- secret keys ---------------------------------------------------------------
@@ -161,21 +161,61 @@ def names_secret(key: str) -> bool:
 
 
 # -- keys in text ----------------------------------------------------------------
-# A quoted key, ":" or "=", then a quoted value or a bare number ("password": "x", 'api_key': 'x',
-# \"token\": \"x\" inside JSON inside JSON, "pin": 1234), or an unquoted key=value / key: value
-# (.env files, YAML, URL queries, libpq strings, HTTP headers). RE2 has no backreferences:
-# each quoting style is an alternative of its own.
+# A key written into text, then its separator: "password": / 'api_key': / \"token\": (JSON inside
+# a JSON string, at any depth of escaping) / an unquoted key=value or key: value after a delimiter
+# (.env files, YAML, URL queries, libpq strings, HTTP headers). Only the key is matched: its
+# value is read afterwards, and only when the key names a secret, so a value that is itself text
+# holding keys (JSON inside a JSON string, a URL with a query) is still searched. RE2 has no
+# backreferences: each quoting style is an alternative of its own, and a value's quotes are
+# matched to its key's escaping depth by a pattern made for that depth.
 _KEY = r"[A-Za-z0-9_.\- ]+"  # unbounded repeats: counted ones ({1,64}) blow up RE2's automaton
 _BARE_KEY = r"[A-Za-z][A-Za-z0-9_.\-]*"
-_NUMBER = r"-?[0-9][0-9A-Za-z.\-]*"
-_QUOTED_KEY_VALUE = compile_linear(
-    rf'"(?P<k1>{_KEY})"\s*[:=]\s*(?:"(?P<v1>[^"\n]*)"|(?P<n1>{_NUMBER}))'
-    rf"|'(?P<k2>{_KEY})'\s*[:=]\s*(?:'(?P<v2>[^'\n]*)'|(?P<n2>{_NUMBER}))"
-    rf'|\\"(?P<k3>{_KEY})\\"\s*[:=]\s*\\"(?P<v3>(?:[^"\\\n]|\\[^"\n])*)\\"'
+_KEY_AT = compile_linear(
+    rf'(?P<esc>\\*)"(?P<k1>{_KEY})\\*"\s*[:=]\s*'
+    rf"|'(?P<k2>{_KEY})'\s*[:=]\s*"
+    rf"|(?:^|[\s?&;,{{(\[\"'/\-]|\\[nrt])(?P<k4>{_BARE_KEY})[ \t]*[:=][ \t]*"
 )
-# A second pass, so an assignment inside a quoted value that is not a secret is still seen.
-_BARE_KEY_VALUE = compile_linear(rf"(?:^|[\s?&;,{{(\[]|\\[nrt])(?P<k4>{_BARE_KEY})[ \t]*[:=][ \t]*(?P<v4>[^\s\"',;&}}\])\\]+)")
-_KV_GROUPS = (("k1", "v1", "n1"), ("k2", "v2", "n2"), ("k3", "v3", None), ("k4", "v4", None))
+_BARE_NAME = compile_linear(rf"{_BARE_KEY}$")  # the key at the end of a bare match (after its delimiter)
+_SPACE = b" \t\r\n\f\v"
+# The value after a secret key, matched where the key ends (anchored): a string in the quotes
+# it is written with (escapes included, so an escaped quote does not end it), a bare number,
+# or an unquoted word (an authorization scheme and its credential: "Token abc").
+_NUMBER = r"-?[0-9][0-9A-Za-z.\-]*"
+_SQ = r"'(?P<sq>(?:[^'\\\n]|\\.)*)'"
+_BARE = r"(?P<bare>(?:(?i:basic|bearer|token|digest|apikey|key)[ \t]+)?[^\s\"',;&}\])\\]+)"
+_SINGLE_QUOTED = compile_linear(rf"{_SQ}|(?P<num>{_NUMBER})")
+_UNQUOTED = compile_linear(rf"{_SQ}|{_BARE}")
+_QUOTE_AHEAD = compile_linear(r'\\*"')
+_MAX_ESCAPES = 15  # a quote after at most this many backslashes is read (JSON in JSON, four deep)
+
+
+@functools.lru_cache(maxsize=_MAX_ESCAPES + 1)
+def _double_quoted(escapes: int) -> Any:
+    """A double-quoted value whose quotes come after ``escapes`` backslashes, or a bare number.
+
+    JSON inside a JSON string writes a quote after 2**d - 1 backslashes at depth d (``"``,
+    ``\\"``, ``\\\\\\"``...): the value ends at the first quote whose run of backslashes has that
+    length modulo 2**(d+1) (so an escaped backslash just before the closing quote is read right).
+    Other layers (a Python repr of JSON doubles backslashes) end at the first quote after exactly
+    that many. Any other run before a quote belongs to the value, and runs are always read whole.
+    """
+    depth = (escapes + 1).bit_length() - 1
+    if 2**depth - 1 == escapes:
+        period = 2 ** (depth + 1)
+
+        def run(n: int) -> str:
+            return rf"(?:\\{{{period}}})*\\{{{n}}}"
+
+        inner = "|".join(run(n) for n in range(period) if n != escapes)
+        end = run(escapes)
+    else:
+        inner = "|".join(([rf"\\{{0,{escapes - 1}}}"] if escapes else []) + [rf"\\{{{escapes + 1},}}"])
+        end = rf"\\{{{escapes}}}"
+    body = rf'(?:[^"\\\n]|\\+[^"\\\n]|(?:{inner})")*'
+    return compile_linear(rf'{end}"(?P<dq>{body}){end}"|(?P<num>{_NUMBER})')
+
+
+_MARK_BYTES = MARK.encode()
 
 
 # -- user patterns -------------------------------------------------------------
@@ -222,10 +262,15 @@ def _min_width(pattern: str) -> int | None:
 
 @functools.lru_cache(maxsize=64)
 def _compiled(user: tuple[str, ...]) -> tuple[Any, Any]:
-    """``(every pattern, the user's alone)`` as two RE2 alternations (cached: a redactor is made per run)."""
-    builtin = (*DEFAULT_PATTERNS, *catalogue_patterns())
-    every = compile_linear("|".join(f"(?:{p})" for p in (*builtin, *user)))
-    return every, compile_linear("|".join(f"(?:{p})" for p in user)) if user else None
+    """``(tokens, text patterns)``: two RE2 alternations (cached: a redactor is made per run).
+
+    Tokens are matched where a token may start, the start captured as ``start`` (kept when
+    scrubbing); text patterns (private keys, URL passwords, the user's) anywhere.
+    """
+    cat_tokens, cat_text = catalogue()
+    tokens = compile_linear(TOKEN_START + "(?:" + "|".join(f"(?:{p})" for p in (*OWN_TOKENS, *cat_tokens)) + ")")
+    text = compile_linear("|".join(f"(?:{p})" for p in (*OWN_TEXT_PATTERNS, *cat_text, *user)))
+    return tokens, text
 
 
 class Redactor:
@@ -247,7 +292,8 @@ class Redactor:
         if isinstance(keys, str):
             keys = (keys,)
         user = tuple(_user_pattern(p) for p in patterns)
-        self._all, self._user = _compiled(user)
+        self._tokens, self._text = _compiled(user)
+        self._token_start = self._tokens.groupindex["start"]
         if user:
             self.min_length = 1  # a user pattern may match short text
         user_keys = []
@@ -310,48 +356,121 @@ class Redactor:
         return hit[0]
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """Where credential formats are in ``text`` (nothing counted or changed)."""
-        return [] if len(text) < self.min_length else [m.span() for m in self._all.finditer(text)]
+        """Where secrets are in ``text``: credential formats and the values of secret keys (nothing counted or changed)."""
+        if len(text) < self.min_length:
+            return []
+        try:
+            found = self._format_spans(text)
+        except UnicodeEncodeError:
+            text = _scannable(text)
+            found = self._format_spans(text)
+        if self._may_hold_keys(text):
+            data = text.encode()
+            chars = 0  # byte offsets to character offsets, counted forward once
+            seen = 0
+            for start, end in self._keyed_values(data):
+                chars += len(data[seen:start].decode())
+                value = len(data[start:end].decode())
+                found.append((chars, chars + value))
+                chars += value
+                seen = end
+        return sorted(found)
 
     def scrub(self, text: str) -> str:
         """Replace credential-looking substrings of ``text`` (in time linear in its length)."""
         if len(text) < self.min_length:
             return text
-        new, n = self._all.subn(MARK, text)
-        low = new.lower()
-        if ("=" in new or ":" in new) and any(f in low for f in self._fragments):
+        try:
+            new, n = self._tokens.subn(_mark_token, text)
+        except UnicodeEncodeError:
+            new, n = self._tokens.subn(_mark_token, _scannable(text))
+        new, k = self._text.subn(MARK, new)
+        n += k
+        if self._may_hold_keys(new):
             new, k = self._scrub_keyed(new)
             n += k
         if n:
             self._bump(n)
         return new
 
+    def _format_spans(self, text: str) -> list[tuple[int, int]]:
+        start = self._token_start
+        return [(m.end(start), m.end()) for m in self._tokens.finditer(text)] + [m.span() for m in self._text.finditer(text)]
+
+    def _may_hold_keys(self, text: str) -> bool:
+        if "=" not in text and ":" not in text:
+            return False
+        low = text.lower()
+        return any(f in low for f in self._fragments)
+
     def _scrub_keyed(self, text: str) -> tuple[str, int]:
-        """Redact the values of secret keys written into ``text`` (quoted mappings, then assignments)."""
-        text, quoted = self._scrub_with(_QUOTED_KEY_VALUE, text)
-        text, bare = self._scrub_with(_BARE_KEY_VALUE, text)
-        return text, quoted + bare
+        """Redact the values of secret keys written into ``text``."""
+        data = text.encode()
+        parts: list[bytes] = []
+        last = 0
+        for start, end in self._keyed_values(data):
+            parts.append(data[last:start])
+            parts.append(_MARK_BYTES)
+            last = end
+        if not parts:
+            return text, 0
+        parts.append(data[last:])
+        return b"".join(parts).decode(), (len(parts) - 1) // 2
 
-    def _scrub_with(self, rx: Any, text: str) -> tuple[str, int]:
-        hits = 0
+    def _keyed_values(self, data: bytes) -> Iterator[tuple[int, int]]:
+        """Byte spans of the values of secret keys in UTF-8 ``data``, in order, not overlapping.
 
-        def replace(m: Any) -> str:
-            nonlocal hits
-            for key_group, value_group, number_group in _KV_GROUPS:
-                if key_group not in rx.groupindex:
+        Works on bytes: RE2 takes ``str`` by encoding all of it on every call, so reading
+        each value where its key ends would cost the whole text again per key.
+        """
+        done = 0  # the end of the last value redacted: keys inside it are gone with it
+        is_secret = self.is_secret_key
+        for m in _KEY_AT.finditer(data):
+            start, at = m.span()
+            if start < done:
+                continue
+            # The match is short: its style and key are read from its text, not through group
+            # lookups (each costs the RE2 wrapper more than the rest of this loop).
+            core = data[start:at].rstrip(_SPACE)[:-1].rstrip(_SPACE)  # the match without its separator
+            if core[-1:] == b"'":
+                key = core[1:-1]
+                value = _SINGLE_QUOTED
+            elif core[-1:] == b'"':
+                escapes = len(core) - len(core.lstrip(b"\\"))
+                if escapes > _MAX_ESCAPES:
                     continue
-                key = m.group(key_group)
-                if key is None:
-                    continue
-                group = value_group if m.group(value_group) is not None else number_group
-                value = m.group(group) if group else None
-                if not value or value == MARK or value.startswith(MARK) or not self.is_secret_key(key.strip()):
-                    return m.group(0)
-                hits += 1
-                start, end = m.span(rx.groupindex[group])  # RE2 spans take group numbers
-                base = m.start()
-                whole = m.group(0)
-                return whole[: start - base] + MARK + whole[end - base :]
-            return m.group(0)
+                key = core[escapes + 1 :].rstrip(b'"').rstrip(b"\\")
+                value = _double_quoted(escapes)
+            else:
+                key = _BARE_NAME.search(core).group(0)
+                value = None
+            if not is_secret(key.decode().strip()):
+                continue
+            if value is None:
+                quote = _QUOTE_AHEAD.match(data, at)
+                if quote is not None:
+                    escapes = quote.end() - at - 1
+                    if escapes > _MAX_ESCAPES:
+                        continue
+                    value = _double_quoted(escapes)
+                else:
+                    value = _UNQUOTED
+            v = value.match(data, at)
+            if v is None:
+                continue
+            vstart, vend = v.span(1 if data[at : at + 1] in (b'"', b"'", b"\\") else 2)
+            if vstart == vend or data.startswith(_MARK_BYTES[:-1], vstart):
+                continue
+            yield vstart, vend
+            done = vend
 
-        return rx.sub(replace, text), hits
+
+def _scannable(text: str) -> str:
+    """``text`` as valid Unicode: a lone surrogate (a broken emoji from a cut stream) cannot be
+    encoded to UTF-8, which RE2 and the store need, so it becomes U+FFFD."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _mark_token(m: Any) -> str:
+    """The replacement of one token: the character (or escaped newline) before it stays."""
+    return m.group("start") + MARK

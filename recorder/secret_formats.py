@@ -19,8 +19,16 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Any
 
-OWN_PATTERNS = (
+# Token formats: a key that is one word of its own. Each is matched only where a token can
+# start (``TOKEN_START``): at the start of the text, after a character that cannot be part of
+# a token, or after an escaped newline or tab (``\\n`` in a repr or in JSON text). The same
+# letters inside a longer run (base64 of an image, a URL-safe id) are not a key: without the
+# start rule, 1 MB of URL-safe base64 held a few "hf_..." and "sk-..." matches by chance, the
+# last swallowing the rest of the run. The start is captured so the scrubber keeps it.
+TOKEN_START = r"(?P<start>^|\\[nrt]|[^A-Za-z0-9_\-])"
+OWN_TOKENS = (
     r"sk-(?:proj-|ant-(?:api\d+-)?|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}",  # OpenAI, Anthropic
     r"(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*",
     r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:basic)\s+[A-Za-z0-9+/]{8,}={0,2}",
@@ -34,11 +42,18 @@ OWN_PATTERNS = (
     r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9_/\-]{20,}",
     r"AIza[0-9A-Za-z_\-]{35}",
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT
+)
+# Formats found anywhere in text.
+OWN_TEXT_PATTERNS = (
     # A private key block; without its END line (a value cut short), everything after BEGIN.
     r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,.\\\-]*)",  # (escaped newlines, as in a repr, count as body)
     # The password of a URL: postgresql://user:PASSWORD@host, mysql://, redis://, amqp://...
-    r"[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s/:@\"'<>]{1,128}:[^\s/@\"'<>]{1,256}@",
+    # (no user name: redis://:PASSWORD@host; an unescaped @ in the password: up to the last @ of the authority)
+    # (the scheme unbounded: a counted {1,20} made RE2's automaton track 20 starts at once and
+    # fall back to its slow engine, 0.2 s per MB of base64)
+    r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@\"'<>]*:[^\s/\"'<>]+@",
 )
+OWN_PATTERNS = OWN_TOKENS + OWN_TEXT_PATTERNS
 
 # Catalogue patterns that match ordinary prose ("APPLY", "APEX2024") more than keys.
 _NOISY = ("AP[\\dABCDEF]",)
@@ -46,14 +61,23 @@ _NOISY = ("AP[\\dABCDEF]",)
 
 @functools.lru_cache(maxsize=1)
 def catalogue_patterns() -> tuple[str, ...]:
-    """detect-secrets' token formats that RE2 runs, or none when the package is missing."""
+    """detect-secrets' formats that RE2 runs (tokens and text patterns together), or none when the package is missing."""
+    tokens, text = catalogue()
+    return tokens + text
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """detect-secrets' formats that RE2 runs, as ``(tokens, text patterns)``: a format whose every
+    match starts with a letter, digit or ``_`` is a token (matched where a token may start)."""
     try:
         from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
     except ImportError:  # an install without it still has graphtape's own formats
-        return ()
+        return (), ()
     from graphtape.recorder.linear_regex import compiles
 
-    found: list[str] = []
+    tokens: list[str] = []
+    text_patterns: list[str] = []
     for cls in get_mapping_from_secret_type_to_class().values():
         try:
             plugin = cls()
@@ -67,5 +91,48 @@ def catalogue_patterns() -> tuple[str, ...]:
             if rx.flags & re.IGNORECASE:
                 text = f"(?i:{text})"
             if compiles(text):
-                found.append(text)
-    return tuple(dict.fromkeys(found))
+                (tokens if _starts_with_a_word_character(text) else text_patterns).append(text)
+    return tuple(dict.fromkeys(tokens)), tuple(dict.fromkeys(text_patterns))
+
+
+def _starts_with_a_word_character(pattern: str) -> bool:
+    """Whether every text ``pattern`` matches starts with a letter, digit or ``_`` (so a word boundary
+    in front of it changes nothing but where it may start), read by Python's own regex parser."""
+    try:
+        from re import _parser as sre_parse
+        from re import _constants as c
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_constants as c  # type: ignore[no-redef]
+        import sre_parse  # type: ignore[no-redef]
+    word = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+    def first(items: Any) -> bool:
+        if not len(items):
+            return False
+        op, av = items[0]
+        if op is c.LITERAL:
+            return av in word
+        if op is c.IN:
+            ok = True
+            for kind, value in av:
+                if kind is c.LITERAL:
+                    ok = ok and value in word
+                elif kind is c.RANGE:
+                    ok = ok and all(i in word for i in range(value[0], value[1] + 1))
+                elif kind is c.CATEGORY:
+                    ok = ok and value in (c.CATEGORY_DIGIT, c.CATEGORY_WORD)
+                else:
+                    return False
+            return ok
+        if op is c.SUBPATTERN:
+            return first(av[3])
+        if op is c.BRANCH:
+            return all(first(branch) for branch in av[1])
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            return av[0] >= 1 and first(av[2])
+        return False
+
+    try:
+        return first(sre_parse.parse(pattern))
+    except Exception:  # noqa: BLE001 - RE2-only syntax: left as it is
+        return False

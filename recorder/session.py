@@ -558,12 +558,12 @@ class RunSession:
                 row["ms"] = round(acc.duration_ms, 3)
             if acc.error is not None:
                 row["et"] = type(acc.error).__name__
-                row["em"] = self.redactor.scrub(_message(acc.error))
+                row["em"] = self.redactor.scrub(_message(acc.error))[:_MESSAGE_KEPT]  # scrubbed, then cut: a key across the cut is whole
                 if acc.error_frames:
                     row["tb"] = scrubbed_frames(acc.error_frames, self.redactor.scrub)
                 flags |= FLAG_ERROR
             if acc.attempts:
-                row["att"] = [{**a, "em": self.redactor.scrub(a["em"]) if a.get("em") else None} for a in acc.attempts]
+                row["att"] = [{**a, "em": self.redactor.scrub(a["em"])[:_MESSAGE_KEPT] if a.get("em") else None} for a in acc.attempts]
             if acc.interrupts:
                 row["i"] = enc(list(acc.interrupts))
                 flags |= FLAG_INTERRUPT
@@ -729,12 +729,15 @@ def _commands(output: Any) -> list[Any]:
     return [o for o in items if type(o).__name__ == "Command" and hasattr(o, "goto")]
 
 
+_MESSAGE_KEPT = 4000  # characters of an error message stored
+
+
 def _message(exc: BaseException) -> str:
     try:
         text = str(exc)
     except Exception:  # noqa: BLE001
         text = ""
-    return (text or type(exc).__name__)[:4000]
+    return (text or type(exc).__name__)[: 25 * _MESSAGE_KEPT]  # cut to _MESSAGE_KEPT once scrubbed
 
 
 def _short(v: Any) -> str:

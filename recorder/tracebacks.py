@@ -18,7 +18,8 @@ from types import TracebackType
 from typing import Any
 
 MAX_FRAMES = 40  # the innermost frames are kept: that is where it failed
-MAX_LINE = 300  # characters of a source line
+MAX_LINE = 300  # characters of a source line kept (cut once scrubbed: a key across the cut is found whole)
+MAX_LINE_READ = 20_000  # characters of a source line read
 _INSTALLED = ("site-packages" + os.sep, "dist-packages" + os.sep)
 
 Frame = list[Any]  # [file, line, function, source]
@@ -39,7 +40,7 @@ def frames_of(error: BaseException) -> list[Frame] | None:
 
 def scrubbed_frames(frames: list[Frame], scrub: Callable[[str], str]) -> list[Frame]:
     """``frames`` with every string passed through the redactor (a key pasted into code shows up here)."""
-    return [[scrub(file), line, scrub(function), scrub(code) if code else ""] for file, line, function, code in frames]
+    return [[scrub(file), line, scrub(function), scrub(code)[:MAX_LINE] if code else ""] for file, line, function, code in frames]
 
 
 def _frames(tb: TracebackType | None) -> list[Frame] | None:
@@ -52,7 +53,7 @@ def _frames(tb: TracebackType | None) -> list[Frame] | None:
         frames.append(["…", 0, f"{cut} outer frames not kept", ""])
         summary = summary[cut:]
     for f in summary:
-        code = (f.line or "")[:MAX_LINE]
+        code = (f.line or "")[:MAX_LINE_READ]
         frames.append([short_path(f.filename), f.lineno or 0, f.name, code])
     return frames
 

@@ -86,8 +86,13 @@ class Writer:
     def _run(self, work: Work) -> Batch | None:
         try:
             return work()
-        except Exception as exc:  # noqa: BLE001 - counted, never raised into the graph
-            self.on_fault(exc, None)
+        except (KeyboardInterrupt, SystemExit):
+            if not self.background:
+                raise  # sync mode runs on the graph's thread: Ctrl+C stops the program
+            self.on_fault(RuntimeError("encoding was interrupted"), None)
+            return None
+        except BaseException as exc:  # noqa: BLE001 - counted, never raised into the graph, never the end of the writer
+            self.on_fault(exc, None)  # type: ignore[arg-type]
             return None
 
     def _commit(self, batch: Batch) -> None:
@@ -127,35 +132,47 @@ class Writer:
 
     def _loop(self) -> None:
         while True:
-            item = self._queue.get()
-            events: list[threading.Event] = []
-            stop = False
-            group = Batch()
-            deadline = time.monotonic() + _GATHER_S
-            while True:
-                if item is None:
-                    stop = True
-                elif isinstance(item, threading.Event):
-                    events.append(item)
-                else:
-                    got = self._run(item)
-                    if got:
-                        group.merge(got)
-                if stop or events or len(group.steps) + len(group.calls) >= _MAX_GROUP:
-                    break
-                # Gather a little before committing: one transaction per ~25 ms of
-                # work, not one per superstep (a flush or close ends the wait).
-                left = deadline - time.monotonic()
+            try:
+                if self._serve_one():
+                    return
+            except BaseException as exc:  # noqa: BLE001 - the thread must outlive any one batch: later runs depend on it
                 try:
-                    item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
-                except queue.Empty:
-                    break
+                    self.on_fault(exc, None)  # type: ignore[arg-type]
+                except BaseException:  # noqa: BLE001
+                    pass
+
+    def _serve_one(self) -> bool:
+        """Run and commit one group of queued work; ``True`` once asked to stop."""
+        item = self._queue.get()
+        events: list[threading.Event] = []
+        stop = False
+        group = Batch()
+        deadline = time.monotonic() + _GATHER_S
+        while True:
+            if item is None:
+                stop = True
+            elif isinstance(item, threading.Event):
+                events.append(item)
+            else:
+                got = self._run(item)
+                if got:
+                    group.merge(got)
+            if stop or events or len(group.steps) + len(group.calls) >= _MAX_GROUP:
+                break
+            # Gather a little before committing: one transaction per ~25 ms of
+            # work, not one per superstep (a flush or close ends the wait).
+            left = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+        try:
             if group:
                 self._commit(group)
+        finally:
             for e in events:
                 e.set()
-            if stop:
-                return
+        return stop
 
 
 def _file_identity(store: RunStore) -> tuple[str, tuple[int, int]] | None:

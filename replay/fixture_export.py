@@ -35,7 +35,7 @@ from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, collect_refs
 from graphtape.recorder.frames import FrameState
 from graphtape.recorder.records import CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
-from graphtape.recorder.store import RunStore
+from graphtape.recorder.store import RunStore, read_budget
 from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
 
@@ -324,6 +324,7 @@ class _Exporter:
         return {BLOB_REF: key}
 
 
+@read_budget()  # the whole export is one read: what it inflates and builds is bounded in all
 def export_fixture(
     store: RunStore,
     run_ref: str,

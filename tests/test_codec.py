@@ -24,6 +24,7 @@ from pydantic import BaseModel, SecretStr
 
 from graphtape.recorder.codec import (
     BLOB_REF,
+    ENCODE_DEPTH,
     ENVELOPE,
     MAX_DEPTH,
     TYPE_KEY,
@@ -516,8 +517,11 @@ def test_deep_values_are_marked_not_crashed() -> None:
     assert faults and "deeply" in faults[0]
     text = orjson.dumps(tree)  # still JSON (orjson itself refuses past 255 levels)
     assert b"nested too deeply" in text
-    shallow = nested(MAX_DEPTH - 5)
+    shallow = nested(ENCODE_DEPTH - 5)
     assert Decoder({}, typed=True).decode(Encoder().encode(shallow)) == shallow
+    # Marked where it leaves room for the levels a store and a fixture wrap it in: reads back.
+    marked = Encoder().encode({"deep": nested(MAX_DEPTH + 50)})
+    assert Decoder({}, typed=False).decode({"s": {"v": [[[marked]]]}})
 
 
 def test_cycles_are_marked_not_crashed() -> None:

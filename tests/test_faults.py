@@ -470,3 +470,97 @@ def test_recorder_on_a_missing_directory_fails_before_any_graph_runs(tmp_path: P
     """Opening a recorder on an impossible path fails up front, in one line, before any graph runs."""
     with pytest.raises(StoreError, match="does not exist"):
         Recorder(tmp_path / "nowhere" / "x.db")
+
+
+# -- values that hurt the encoder: cycles, and reads that raise past Exception --------------------
+
+
+class _RaisesCancelled:
+    """A model-like value whose field raises ``CancelledError`` (a ``BaseException``) when read."""
+
+    model_fields = {"x": None}
+
+    def model_dump(self) -> dict:
+        return {}
+
+    @property
+    def x(self) -> Any:
+        import asyncio
+
+        raise asyncio.CancelledError()
+
+
+def _tree(levels: int) -> Any:
+    """A tree with parent pointers: without cycle detection, ~2**levels paths (a hang)."""
+    import dataclasses
+
+    @dataclasses.dataclass(eq=False)
+    class Node:
+        name: str
+        parent: Any = None
+        children: list = dataclasses.field(default_factory=list)
+
+    root = Node("root")
+    level = [root]
+    for _ in range(levels):
+        nxt = []
+        for node in level[:2]:
+            for i in range(2):
+                child = Node(f"{node.name}.{i}", parent=node)
+                node.children.append(child)
+                nxt.append(child)
+        level = nxt
+    return root
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+@pytest.mark.parametrize("value", ["cycle", "cancelled"])
+def test_a_value_that_hurts_the_encoder_is_marked_counted_and_later_runs_still_record(tmp_path, durability, value):
+    """A dataclass tree with parent pointers, and a value whose read raises a BaseException
+    (CancelledError), in either durability: the run returns, the value is marked and counted
+    as a fault, and the writer goes on recording the next run (it used to die silently in
+    async mode, losing every later run)."""
+    from langgraph.graph import END, START, StateGraph
+
+    hostile = _tree(100) if value == "cycle" else _RaisesCancelled()
+
+    def build(bad: bool) -> Any:
+        b = StateGraph(S)
+        b.add_node("a", lambda s: {"n": s["n"] + 1, "extra": hostile if bad else 1})
+        b.add_node("b", lambda s: {"n": s["n"] + 1})
+        b.add_edge(START, "a")
+        b.add_edge("a", "b")
+        b.add_edge("b", END)
+        return b.compile()
+
+    db = tmp_path / "faults.db"
+    started = time.perf_counter()
+    with Recorder(db, durability=durability) as rec:
+        assert rec.attach(build(True)).invoke({"n": 0, "notes": []})["n"] == 2
+        hurt = rec.last_run_id
+        assert rec.attach(build(False)).invoke({"n": 0, "notes": []})["n"] == 2
+        later = rec.last_run_id
+        assert rec.flush()
+    assert time.perf_counter() - started < 60  # not 2**100 paths
+    store = open_store(db)
+    try:
+        run = store.get_run(hurt)
+        assert run.status == "ok" and run.faults >= 1
+        assert any(("cycle" if value == "cycle" else "CancelledError") in line for line in store.run_detail(hurt).fault_log)
+        extra = store.state_at(hurt, 1)["extra"]
+        assert extra.get("unserializable") or any(isinstance(c, dict) and c.get("unserializable") for c in _walk(extra))
+        assert store.get_run(later).status == "ok" and store.get_run(later).faults == 0
+        assert [s.step for s in store.list_steps(later)] == [-1, 0, 1, 2]
+    finally:
+        store.close()
+
+
+def _walk(value: Any) -> Iterator[Any]:
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        yield x
+        if isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)

@@ -386,3 +386,156 @@ def test_a_plain_graph_run_redacts_nothing(tmp_path) -> None:
         rec.attach(agent.build_graph("happy"), name="plain").invoke(agent.inputs_for("happy"))
         run = rec.store.get_run(rec.last_run_id)
     assert run.redactions == 0
+
+
+# ---------------------------------------------------------------------------
+# Keys in text: the value is read only after a secret key, so text inside values is still searched
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('{"payload": "{\\"api_key\\": \\"k-7f3a9c2e1b\\"}"}', "k-7f3a9c2e1b"),  # JSON inside a JSON string
+        ("https://example.com/cb?access_token=tok7f3a9c2e1b&page=2", "tok7f3a9c2e1b"),  # a URL's query, after its scheme
+        ('{"password": "ab\\"cd7f3a9c2e1b"}', "cd7f3a9c2e1b"),  # an escaped quote does not end the value
+        ('DB_PASSWORD="correct horse 7f3a9c"', "horse 7f3a9c"),  # a quoted .env value with spaces
+        ("password: 'hunter2-7f3a9c'", "hunter2-7f3a9c"),  # YAML, quoted
+        ("Authorization: Token 7f3a9c2e1b5d", "7f3a9c2e1b5d"),  # a scheme word, then the credential
+        ("redis://:r3d1s7f3a9c@cache:6379/0", "r3d1s7f3a9c"),  # a URL password without a user
+        ("postgresql://app:p@ss7f3a9c@db/prod", "ss7f3a9c"),  # an unescaped @ in a URL password
+        ('"{\\"token\\": \\"a\\\\nb7f3a9c2e1b\\"}"', "b7f3a9c2e1b"),  # an escape inside JSON inside JSON
+        ("run --db-password=s3cr3t7f3a9c now", "s3cr3t7f3a9c"),  # a command-line flag
+    ],
+)
+def test_secret_values_in_text_are_found_wherever_the_key_sits(text: str, secret: str) -> None:
+    r = Redactor()
+    out = r.scrub(text)
+    assert secret not in out and MARK in out, out
+    assert r.count >= 1
+
+
+def test_keys_that_are_not_secrets_leave_their_values_alone() -> None:
+    r = Redactor()
+    text = '{"order": "A-1042", "status": "shipped", "url": "https://shop.example/o?id=1042&page=2"}'
+    assert r.scrub(text) == text and r.count == 0
+
+
+def test_a_token_after_an_escaped_newline_is_found_and_the_escape_kept() -> None:
+    # A tool's dict return value becomes its repr: lines are "\\n"-escaped, right before the key.
+    text = repr({"log": f"line one\n{SECRETS['aws']}\n{SECRETS['huggingface']}"})
+    out = Redactor().scrub(text)
+    assert SECRETS["aws"] not in out and SECRETS["huggingface"] not in out
+    assert f"line one\\n{MARK}\\n{MARK}" in out
+
+
+def test_tokens_inside_long_base64_runs_are_not_keys() -> None:
+    """Images and ids are base64: a key prefix met by chance inside one is not a key (1 MB of
+    URL-safe base64 used to hold a few "hf_..." and "ghp_..." matches)."""
+    import base64
+    import random
+
+    rng = random.Random(13)
+    data = base64.urlsafe_b64encode(rng.randbytes(3_000_000)).decode()
+    planted = data[:5000] + "hf_" + "a" * 34 + data[5000:10000]
+    r = Redactor()
+    assert r.scrub(data) == data and r.count == 0
+    assert "hf_" + "a" * 34 in Redactor().scrub(planted)  # inside the run, not after a boundary: kept
+    assert MARK in Redactor().scrub(data[:100] + " hf_" + "a" * 34)  # after a boundary: a key
+
+
+def test_a_lone_surrogate_is_scrubbed_not_a_failure() -> None:
+    r = Redactor()
+    out = r.scrub("half an emoji \ud83d then password=hunter2x")
+    assert out == f"half an emoji \ufffd then password={MARK}" and r.count == 1
+    assert encode({"text": "cut \ud83d stream " * 3}) == {"text": "cut \ufffd stream " * 3}
+
+
+def test_spans_cover_keyed_values_in_characters() -> None:
+    text = "é ünïcode password=hunter2x and sk-proj-AbCdEf0123456789AbCdEf"
+    spans = Redactor().spans(text)
+    assert [text[a:b] for a, b in spans] == ["hunter2x", "sk-proj-AbCdEf0123456789AbCdEf"]
+
+
+# ---------------------------------------------------------------------------
+# Values that hide text: content parts, bytes
+# ---------------------------------------------------------------------------
+
+
+def test_a_private_key_split_across_content_parts_is_scrubbed_whole() -> None:
+    body = "MIIEow" + "QmFzZTY0Qm9keU9mQUtleQ" * 80  # ~1.7 kB: the seam is far from BEGIN
+    pem = f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----"
+    half = len(pem) // 2
+    m = AIMessage(content=[{"type": "text", "text": "key: " + pem[:half]}, {"type": "text", "text": pem[half:] + " done"}, {"type": "text", "text": "next part"}])
+    plain = encode(m)
+    text = repr(plain)
+    assert body[half - 100 : half + 100] not in text and "QmFzZTY0Qm9k" not in text
+    assert [p["text"] for p in plain["content"]] == [f"key: {MARK} done", "", "next part"]
+
+
+def test_a_key_split_across_three_parts_is_scrubbed() -> None:
+    key = "sk-proj-AbCdEf0123456789AbCdEf0123456789"
+    parts = [{"type": "text", "text": f"use {key[:10]}"}, {"type": "text", "text": key[10:15]}, {"type": "text", "text": f"{key[15:]} now"}]
+    plain = encode(AIMessage(content=parts))
+    assert [p["text"] for p in plain["content"]] == [f"use {MARK} now", "", ""]
+
+
+def test_parts_with_no_secret_across_them_are_kept_as_they_are() -> None:
+    parts = [{"type": "text", "text": "first sk-proj-AbCdEf0123456789AbCdEf"}, {"type": "text", "text": " second"}]
+    plain = encode(AIMessage(content=parts))
+    assert [p["text"] for p in plain["content"]] == [f"first {MARK}", " second"]
+
+
+def test_bytes_are_scanned_to_their_end() -> None:
+    import base64
+
+    data = b"x" * 1_500_000 + f" key {SECRETS['openai-project']}".encode()
+    r = Redactor()
+    plain = encode({"body": data}, r)
+    assert base64.b64decode(plain["body"]["base64"]) == MARK.encode() and r.count == 1
+    clean = b"\x89PNG" + bytes(range(256)) * 100
+    assert base64.b64decode(encode({"img": clean})["img"]["base64"]) == clean
+
+
+# ---------------------------------------------------------------------------
+# Text is scrubbed whole, then cut: a key across the cut is never left in part
+# ---------------------------------------------------------------------------
+
+KEY = "sk-proj-AbCdEf0123456789AbCdEf0123456789"
+
+
+def test_a_traceback_line_is_scrubbed_before_it_is_cut() -> None:
+    from graphtape.recorder.tracebacks import MAX_LINE, scrubbed_frames
+
+    code = "x = call(" + "a" * (MAX_LINE - 15) + f"'{KEY}')"  # the key straddles character MAX_LINE
+    frames = scrubbed_frames([["agent.py", 3, "node", code]], Redactor().scrub)
+    assert KEY[:7] not in frames[0][3] and len(frames[0][3]) <= MAX_LINE
+
+
+def test_an_unreadable_values_error_is_scrubbed_before_it_is_cut() -> None:
+    class Broken(dict):
+        def items(self):  # noqa: ANN202
+            raise RuntimeError("x" * 290 + f" {KEY}")
+
+    faults: list[str] = []
+    tree = Encoder(on_fault=faults.append).encode({"v": Broken(a=1)})
+    assert KEY[:7] not in repr(tree) and KEY[:7] not in repr(faults)
+
+
+def test_a_node_error_is_scrubbed_before_it_is_cut(tmp_path) -> None:
+    class S(TypedDict):
+        n: int
+
+    def fail(state: S) -> dict:
+        raise RuntimeError("x" * 3990 + f" {KEY}")
+
+    b = StateGraph(S)
+    b.add_node("fail", fail)
+    b.add_edge(START, "fail")
+    with Recorder(str(tmp_path / "g.db"), durability="sync") as rec:
+        with pytest.raises(RuntimeError):
+            rec.attach(b.compile()).invoke({"n": 0})
+        store = rec.store
+        run = store.get_run(rec.last_run_id)
+        task = next(t for s in store.list_steps(run.id) for t in store.step_detail(run.id, s.step).tasks if t.error_message)
+    assert KEY[:7] not in task.error_message and KEY[:7] not in (run.error_message or "") and "x" * 3000 in task.error_message

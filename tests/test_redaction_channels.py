@@ -1,16 +1,21 @@
-"""Sixty-odd secrets of every listed format, planted through every channel, found nowhere.
+"""Hundreds of secrets of every listed format, planted through every channel, found nowhere.
 
-Formats: provider keys, AWS key ids (AKIA, ASIA) and secret keys (env and credentials-file
-forms), passwords in URLs (postgresql, mysql), libpq ``password=``, Azure storage connection
-strings, JWTs, Stripe, Hugging Face, GitLab, Slack webhooks, ``?api_key=`` in URLs,
-``Authorization: Basic``, ``Ocp-Apim-Subscription-Key``, YAML ``password:``, PEM and PGP
-private key blocks (one cut short), and values under keys named jwt, bearer, dsn,
-database_url, connection_string, *_key, ssh_key, hmac_key, subscription_key, webhook_url.
-Channels: the inputs, the config, state channels named like secrets, nested state, tool
-arguments and results, model messages (a key split across two content parts), bytes,
-namedtuples, an unserializable object's long repr, a node error, the run's name and tags.
-Checked: the SQLite file (and its WAL), every PostgreSQL row, an exported fixture,
-``show --json`` and a state saved from the TUI.
+Formats (31): provider keys (OpenAI, Anthropic, Hugging Face, Stripe), AWS key ids (AKIA, ASIA)
+and secret keys (env and credentials-file forms), passwords in URLs (postgresql, mysql, redis
+without a user), libpq ``password=``, Azure storage connection strings, JWTs, GitHub (classic and
+fine-grained), GitLab, Slack tokens and webhooks, Google keys, ``?api_key=`` and
+``&access_token=`` in URLs, ``Authorization: Basic`` and ``Bearer``, ``Ocp-Apim-Subscription-Key``,
+YAML ``password:``, a quoted ``.env`` value, JSON inside a JSON string, PEM and PGP private key
+blocks (one cut short); and values under keys named jwt, bearer, dsn, database_url,
+connection_string, openai_api_key, ssh_key, hmac_key, subscription_key, webhook_url,
+db_password, auth_token.
+Channels: the inputs, the config (configurable and metadata), state channels named like
+secrets, nested state, tool arguments, results and errors, model messages (a key split across
+two content parts, a private key across two more), a failing model call, bytes, namedtuples, an
+unserializable object's long repr, a node error and its traceback (a key on the raising line),
+the run's name and tags. Checked: the SQLite file (and its WAL), every PostgreSQL row, exported
+fixtures, ``show --json`` and ``show --full`` of every step, ``runs --json`` and a state saved
+from the TUI. Run with ``-s`` to see the tally.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 
 from graphtape.recorder import Recorder, open_store
+from graphtape.recorder.redaction import MARK
 from graphtape.tui.cli import main
 
 ScriptedChatModel = load_agent("scripted_model").ScriptedChatModel
@@ -50,8 +56,10 @@ class Planted:
         self.bodies: dict[str, str] = {}
 
     def keep(self, name: str, body: str, text: str) -> str:
-        assert name not in self.bodies, name
-        self.bodies[name] = body
+        n = 1
+        while f"{name}#{n}" in self.bodies or (n == 1 and name in self.bodies):
+            n += 1
+        self.bodies[name if n == 1 else f"{name}#{n}"] = body  # a second run plants its own
         return text
 
     def formats(self, where: str) -> str:
@@ -80,9 +88,20 @@ class Planted:
             "pem": lambda b: f"-----BEGIN RSA PRIVATE KEY-----\nMIIE{b}\n-----END RSA PRIVATE KEY-----",
             "pgp": lambda b: f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOY{b}\n=abcd\n-----END PGP PRIVATE KEY BLOCK-----",
             "pem-cut": lambda b: f"-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl{b}",
+            # graphtape's own formats from before the catalogue, and keys inside other text
+            "bearer": lambda b: f"Authorization: Bearer {b}",
+            "anthropic": lambda b: f"sk-ant-api03-{b}",
+            "github": lambda b: f"ghp_{b}",
+            "github-fine-grained": lambda b: f"github_pat_{b}",
+            "slack-token": lambda b: f"xoxb-{b}",
+            "google": lambda b: f"AIza{b[:35]}",
+            "json-in-json": lambda b: '{"payload": "{\\"api_key\\": \\"' + b + '\\"}"}',
+            "redis-no-user": lambda b: f"redis://:{b}@cache:6379/0",
+            "env-quoted": lambda b: f'DB_PASSWORD="{b}"',
+            "query-token": lambda b: f"https://cb.example/done?code=1&access_token={b}",
         }.items():
             body = _rand(40, up if kind.startswith("aws-a") else b64 if kind == "basic-auth" else string.ascii_letters + string.digits)
-            shown = body[:16].upper() if kind.startswith("aws-a") else body[:12] if kind == "jwt" else body[:20] if kind == "gitlab" else body
+            shown = body[:16].upper() if kind.startswith("aws-a") else body[:12] if kind == "jwt" else body[:20] if kind == "gitlab" else body[:35] if kind == "google" else body
             parts.append(self.keep(f"{kind}@{where}", shown, make(body)))
         return "\n".join(parts)
 
@@ -114,22 +133,60 @@ class Opaque:
         return "Opaque(" + "x" * 2500 + self.tail + ")"
 
 
-def build(p: Planted) -> Any:
+AUDIT = """
+def audit(state):
+    client_key = "sk-proj-{key}"; raise RuntimeError("audit failed for " + {text!r})
+"""
+
+
+def _audit_node(p: Planted, folder: Path) -> Any:
+    """A node from a file whose raising line holds a key: the traceback's source line carries it."""
+    from graphtape.replay.loading import load_module_from_path
+
+    key = p.keep("traceback-source-line", b := _rand(32), b)
+    path = folder / f"audit_{key[:6]}.py"
+    path.write_text(AUDIT.format(key=key, text=p.formats("node-error")))
+    return load_module_from_path(path).audit
+
+
+def build(p: Planted, folder: Path, *, model_fails: bool = False) -> Any:
     @tool
     def lookup(query: str, db_password: str) -> dict:
         """Look up an account."""
         return {"found": p.formats("tool-result"), **p.keyed("tool-result")}
 
+    @tool
+    def explode(reason: str) -> str:
+        """Fail the way a broken integration does."""
+        raise ValueError(f"upstream rejected the call: {p.formats('tool-error')}")
+
     split_body = _rand(32)
     p.keep("split-content", split_body[8:], "")
+    pem_body = "".join(_rand(64) + "\n" for _ in range(26))  # a 2048-bit key's worth of lines
+    p.keep("pem-split-content", pem_body[900:960], "")
+    pem = f"-----BEGIN RSA PRIVATE KEY-----\n{pem_body}-----END RSA PRIVATE KEY-----"
     script = [
         AIMessage(
-            content=[{"type": "text", "text": f"Here: sk-proj-{split_body[:8]}"}, {"type": "text", "text": f"{split_body[8:]} {p.formats('model-message')}"}],
-            tool_calls=[{"name": "lookup", "args": {"query": p.formats("tool-args"), "db_password": p.keep("tool-arg-password", b := _rand(20), b)}, "id": "c1"}],
+            content=[
+                {"type": "text", "text": f"Here: sk-proj-{split_body[:8]}"},
+                {"type": "text", "text": f"{split_body[8:]} {p.formats('model-message')}"},
+                {"type": "text", "text": f" and the deploy key: {pem[:1000]}"},  # cut far from BEGIN...
+                {"type": "text", "text": pem[1000:]},  # ...and END: only the parts together are a key
+            ],
+            tool_calls=[
+                {"name": "lookup", "args": {"query": p.formats("tool-args"), "db_password": p.keep("tool-arg-password", b := _rand(20), b)}, "id": "c1"},
+                {"name": "explode", "args": {"reason": p.formats("tool-error-args")}, "id": "c2"},
+            ],
         ),
         AIMessage(content=f"Done. {p.formats('final-answer')}"),
     ]
-    model = ScriptedChatModel(script=lambda m: script[sum(isinstance(x, AIMessage) for x in m)], model_name="secrets").bind_tools([lookup])
+
+    def answer(messages: list) -> AIMessage:
+        if model_fails:
+            raise RuntimeError(f"provider error: {p.formats('model-error')}")
+        return script[sum(isinstance(x, AIMessage) for x in messages)]
+
+    model = ScriptedChatModel(script=answer, model_name="secrets").bind_tools([lookup, explode])
     opaque_body = _rand(40)
 
     def prepare(state: State) -> dict:
@@ -144,14 +201,11 @@ def build(p: Planted) -> Any:
     def agent(state: State) -> dict:
         return {"messages": [model.invoke(state["messages"])]}
 
-    def audit(state: State) -> dict:
-        raise RuntimeError(f"audit failed for {p.formats('node-error')}")
-
     b = StateGraph(State)
     b.add_node("prepare", prepare)
     b.add_node("agent", agent)
-    b.add_node("tools", ToolNode([lookup]))
-    b.add_node("audit", audit)
+    b.add_node("tools", ToolNode([lookup, explode], handle_tool_errors=True))
+    b.add_node("audit", _audit_node(p, folder))
     b.add_edge(START, "prepare")
     b.add_edge("prepare", "agent")
     b.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else "audit", ["tools", "audit"])
@@ -160,15 +214,22 @@ def build(p: Planted) -> Any:
     return b.compile()
 
 
-def record(p: Planted, url: str) -> str:
+def record(p: Planted, url: str, folder: Path) -> list[str]:
+    """The agent's run (it ends in the audit node's error) and a run whose model call fails."""
+    runs = []
     with Recorder(url, durability="sync") as rec:
         name = p.keep("run-name", b := _rand(30), f"incident sk-proj-{b}")
         tag = p.keep("tag", t := _rand(30), f"owner:hf_{t}")
-        graph = rec.attach(build(p), name=name, tags=["nightly", tag])
+        graph = rec.attach(build(p, folder), name=name, tags=["nightly", tag])
         config = {"configurable": {"thread_id": "t1", **p.keyed("config")}, "metadata": {"note": p.formats("config-metadata")}}
         with pytest.raises(RuntimeError, match="audit failed"):
             graph.invoke({"messages": [HumanMessage(p.formats("input-message"))], "notes": [p.keyed("input")]}, config)
-        return rec.last_run_id
+        runs.append(rec.last_run_id)
+        failing = rec.attach(build(p, folder, model_fails=True), name="failing-model")
+        with pytest.raises(RuntimeError, match="provider error"):
+            failing.invoke({"messages": [HumanMessage("hello")]}, {"configurable": {"thread_id": "t2"}})
+        runs.append(rec.last_run_id)
+    return runs
 
 
 def sqlite_bytes(db: Path) -> bytes:
@@ -216,23 +277,48 @@ def leaks(p: Planted, blob: bytes) -> list[str]:
     return sorted(set(found))
 
 
+def tally(p: Planted) -> str:
+    """What was planted: formats x text channels, secret-named keys x places, and single plants."""
+    formats = [n.split("#")[0] for n in p.bodies if "@" in n and not n.startswith("key:")]
+    keys = [n.split("#")[0] for n in p.bodies if n.startswith("key:")]
+    single = sorted({n.split("#")[0] for n in p.bodies if "@" not in n})
+    return (
+        f"{len(p.bodies)} secrets: {len({f.split('@')[0] for f in formats})} formats in {len({f.split('@')[1] for f in formats})} text channels, "
+        f"{len({k.split('@')[0] for k in keys})} secret-named keys in {len({k.split('@')[1] for k in keys})} places, and {', '.join(single)}"
+    )
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 async def test_sixty_secrets_through_every_channel_reach_no_store_export_json_or_save(backend, tmp_path, request, capsys, monkeypatch):
     url = str(tmp_path / "secrets.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
     p = Planted()
-    run_id = record(p, url)
-    assert len(p.bodies) >= 60, len(p.bodies)
+    run_id, failing_id = record(p, url, tmp_path)
+    kinds = {name.split("@", 1)[0] for name in p.bodies if "@" in name and ":" not in name.split("@", 1)[0]}
+    assert len(p.bodies) >= 60 and len(kinds) >= 31, (len(p.bodies), len(kinds))
 
     stored = sqlite_bytes(tmp_path / "secrets.db") if backend == "sqlite" else rows_bytes(url)
     assert leaks(p, stored) == [], leaks(p, stored)
 
-    fixture = tmp_path / "fx.json"
-    assert main(["--db", url, "export", run_id, "-o", str(fixture)]) == 0
-    assert leaks(p, fixture.read_bytes()) == []
     capsys.readouterr()
+    written = []
+    for rid in (run_id, failing_id):
+        fixture = tmp_path / f"fx-{rid}.json"
+        assert main(["--db", url, "export", rid, "-o", str(fixture)]) == 0
+        written.append(fixture.read_bytes())
+    assert leaks(p, b"\n".join(written)) == []
+    store = open_store(url)
+    try:
+        steps = {rid: [s.step for s in store.list_steps(rid)] for rid in (run_id, failing_id)}
+    finally:
+        store.close()
     shown = []
-    for argv in (["show", run_id, "--json"], ["show", run_id, "--step", "1", "--json"], ["runs", "--json"]):
-        assert main(["--db", url, *argv]) == 0
+    for argv in (
+        ["runs", "--json"],
+        *(["show", rid, "--json"] for rid in steps),
+        *(["show", rid, "--step", str(n), "--json"] for rid, ns in steps.items() for n in ns),
+        *(["show", rid, "--step", str(n), "--full"] for rid, ns in steps.items() for n in ns),
+    ):
+        assert main(["--db", url, *argv]) == 0, argv
         shown.append(capsys.readouterr().out)
     assert leaks(p, "\n".join(shown).encode()) == []
 
@@ -260,12 +346,26 @@ async def test_sixty_secrets_through_every_channel_reach_no_store_export_json_or
     saved = (tmp_path / "saved.json").read_bytes()
     assert json.loads(saved) and leaks(p, saved) == []
 
-    # The recording stays useful: what is not a secret is kept, and the redactions are counted.
+    # Every channel was really recorded (a channel missing from the store would hide nothing),
+    # and the recording stays useful: what is not a secret is kept, the redactions are counted.
     store = open_store(url)
     try:
         run = store.get_run(run_id)
         state = store.state_at(run_id, store.list_steps(run_id)[-2].step)
+        calls = store.calls(run_id)
+        failing = store.get_run(failing_id)
+        model_call = next(c for c in store.calls(failing_id) if c.kind == "model")
+        tasks = [t for n in steps[run_id] for t in store.step_detail(run_id, n).tasks]
     finally:
         store.close()
-    assert run.redactions >= 60 and run.tags[0] == "nightly"
+    assert run.redactions >= 60 and run.tags[0] == "nightly" and MARK in run.name and MARK in run.tags[1]
     assert state["notes"][1]["max_tokens"] == 256 and state["notes"][1]["primary_key"] == "order-7"
+    assert state["openai_api_key"] == state["db_password"] == state["auth_token"] == MARK
+    assert {c.name for c in calls if c.kind == "tool"} == {"lookup", "explode"}
+    assert MARK in next(c for c in calls if c.name == "explode").error_message
+    assert failing.status == "error" and MARK in failing.error_message and MARK in model_call.error_message
+    audit = next(t for t in tasks if t.node == "audit")
+    assert audit.traceback and "client_key = " in audit.traceback[-1][3] and MARK in audit.traceback[-1][3]
+    content = next(m for m in state["messages"] if m.get("type") == "ai")["content"]
+    assert len(content) == 4 and MARK in content[0]["text"] and content[-1]["text"] in ("", MARK)  # joined where a secret spans parts
+    print(f"\n{backend}: planted {tally(p)}; found {len(leaks(p, stored))}")

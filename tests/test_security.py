@@ -4,17 +4,21 @@ a crafted store cannot make a read build unbounded data (issue 13)."""
 from __future__ import annotations
 
 import ast
+import re
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import zlib
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 import sqlalchemy as sa
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
 
 from graphtape.recorder import Recorder, open_store
 from graphtape.recorder.errors import StoreError
@@ -117,8 +121,46 @@ def test_a_crafted_store_cannot_make_one_read_inflate_without_bound(tmp_path, mo
     monkeypatch.setattr(payloads, "MAX_INFLATE", 8 * 1024 * 1024)
     store = open_store(db)
     try:
-        with pytest.raises(StoreError, match="would inflate more than 10 MB"):
+        with pytest.raises(StoreError, match="would inflate and build more than 10 MB"):
             store.state_at(run_id, 2)
+    finally:
+        store.close()
+
+
+def test_a_small_payload_that_parses_to_gigabytes_is_refused_before_it_is_parsed(tmp_path, capsys):
+    """8 kB of compressed ``[{},{},...]`` inflate to 8 MB, within every byte limit, and would parse
+    to ~200 MB of empty dicts each (a 4 MB store of them: many GB): the read counts what parsing
+    builds, so ``show --step 0`` refuses in one line, at the default limits."""
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.tui.cli import main
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("a", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    db = tmp_path / "crafted.db"
+    with Recorder(db, durability="sync") as rec:
+        rec.attach(b.compile()).invoke({"n": 0})
+        run_id = rec.last_run_id
+    unit = b"{},"
+    bomb = b"z" + zlib.compress(b"[" + unit * (8 * 1024 * 1024 // len(unit)) + b"{}]", 9)
+    assert len(bomb) < 16 * 1024
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE steps SET payload = :p, is_key = 1 WHERE run_id = :r"), {"p": bomb, "r": run_id})
+    engine.dispose()
+    capsys.readouterr()
+    code = main(["--db", str(db), "show", run_id, "--step", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "would inflate and build more than 512 MB" in err
+    store = open_store(db)
+    try:
+        with pytest.raises(StoreError, match="would inflate and build more than 512 MB"):
+            store.state_at(run_id, 0)
     finally:
         store.close()
 
@@ -134,7 +176,17 @@ def test_a_fixtures_graph_field_is_quoted_in_the_hint_it_prints(tmp_path, capsys
     hint = next(line for line in out.splitlines() if line.startswith("open it:"))
     command = hint.split("replay it: ", 1)[1]
     argv = shlex.split(command)
-    assert argv[:2] == ["graphtape", "replay"] and argv[3] == "--graph" and argv[4] == fixture["graph"] and len(argv) == 5
+    # Not a graph reference: not offered at all (the hint names a placeholder and says why).
+    assert argv[:2] == ["graphtape", "replay"] and argv[3:] == ["--graph", "module:attr"]
+    assert "is not a module:attr or path/to/file.py:attr reference" in out and "curl" not in hint
+    # A reference with shell characters in a path is offered quoted: pasting runs graphtape only.
+    for ref in ("agents/it's $(id).py:graph", "-rf.py:graph"):
+        fixture["graph"] = ref
+        hostile.write_text(json.dumps(fixture))
+        assert main(["--db", str(tmp_path / "runs.db"), "import", str(hostile)]) == 0
+        hint = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("open it:"))
+        argv = shlex.split(hint.split("replay it: ", 1)[1])
+        assert argv[3:] == (["--graph", ref] if ref[0] != "-" else ["--graph", "module:attr"])
 
 
 def test_import_from_a_device_or_a_pipe_is_refused_at_once(tmp_path, capsys):
@@ -210,3 +262,274 @@ async def test_the_tui_shows_recorded_escape_sequences_as_text(tmp_path):
                 break
         header = str(app.screen.query_one("#run-header").render())
         assert app.screen.run_id == run_id and "evil?" in header and "\x1b" not in header
+
+
+def test_an_export_of_a_crafted_store_is_bounded_as_one_read(tmp_path, monkeypatch, capsys):
+    """Each step's payload is within the limit of one read, all of them together are not: the
+    export (which reads every step) stops at the budget instead of building them all."""
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.recorder.store import read_guard as store_module
+    from graphtape.recorder.store import pack, unpack
+    from graphtape.tui.cli import main
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    for name in "abcdef":
+        b.add_node(name, lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "a")
+    for x, y in zip("abcde", "bcdef"):
+        b.add_edge(x, y)
+    b.add_edge("f", END)
+    db = tmp_path / "crafted.db"
+    with Recorder(db, durability="sync") as rec:
+        rec.attach(b.compile()).invoke({"n": 0})
+        run_id = rec.last_run_id
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        for seq, payload in conn.execute(sa.text("SELECT seq, payload FROM steps WHERE run_id = :r"), {"r": run_id}).fetchall():
+            padded = {**unpack(payload), "pad": [{}] * 100_000}  # ~23 MB of parse each, in a 1 kB payload
+            conn.execute(sa.text("UPDATE steps SET payload = :p WHERE run_id = :r AND seq = :s"), {"p": pack(padded), "r": run_id, "s": seq})
+    engine.dispose()
+    monkeypatch.setattr(store_module, "MAX_READ_BYTES", 64 * 1024 * 1024)
+    store = open_store(db)
+    try:
+        assert store.state_at(run_id, 5)["n"] == 5  # one step alone reads fine
+    finally:
+        store.close()
+    capsys.readouterr()
+    assert main(["--db", str(db), "export", run_id, "-o", str(tmp_path / "fx.json")]) == 2
+    err = capsys.readouterr().err
+    assert "would inflate and build more than 64 MB" in err and err.count("\n") == 1
+    assert not (tmp_path / "fx.json").exists()
+
+
+HOSTILE = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b31m\u202e[/][link=http://evil.example]L[/link][/bold]"
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+class HostileState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    notes: Any
+
+
+def _hostile_run(db: str) -> str:
+    from conftest import load_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    scripted = load_agent("scripted_model").ScriptedChatModel
+
+    @tool
+    def look(q: str) -> str:
+        """Look something up."""
+        return f"found {HOSTILE}"
+
+    @tool
+    def boom(q: str) -> str:
+        """Fail."""
+        raise ValueError(f"bad {HOSTILE}")
+
+    script = [
+        AIMessage(content=f"ai {HOSTILE}", tool_calls=[{"name": "look", "args": {"q": HOSTILE}, "id": "c1"}, {"name": "boom", "args": {"q": HOSTILE}, "id": "c2"}]),
+        AIMessage(content=f"done {HOSTILE}"),
+    ]
+    model = scripted(script=lambda m: script[sum(isinstance(x, AIMessage) for x in m)], model_name="m").bind_tools([look, boom])
+    prep = "prep" + HOSTILE.replace(":", "")  # LangGraph keeps ":" for namespaces
+    b = StateGraph(HostileState)
+    b.add_node(prep, lambda s: {"notes": {f"key {HOSTILE}": f"value {HOSTILE}", "items": [HOSTILE] * 3}})
+    b.add_node("agent", lambda s: {"messages": [model.invoke(s["messages"])]})
+    b.add_node("tools", ToolNode([look, boom], handle_tool_errors=True))
+    b.add_edge(START, prep)
+    b.add_edge(prep, "agent")
+    b.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END])
+    b.add_edge("tools", "agent")
+    with Recorder(db) as rec:
+        rec.attach(b.compile(), name=f"run {HOSTILE}", tags=[f"tag {HOSTILE}"], graph_ref=f"agent.py:graph{HOSTILE}").invoke({"messages": [HumanMessage(f"hi {HOSTILE}")]})
+        return rec.last_run_id
+
+
+async def test_recorded_escapes_and_markup_reach_no_screen_of_the_tui(tmp_path):
+    """Every screen a run's text reaches (runs, each step's six tabs, the value viewer, run info,
+    the watch picker, the replay prompt, toasts) shows escape sequences as "?" and markup as
+    text: nothing moves the cursor, sets the clipboard, makes a link or crashes the app."""
+    from graphtape.tui.app import build_app
+    from graphtape.tui.screens.run import RunScreen
+
+    db = str(tmp_path / "hostile.db")
+    _hostile_run(db)
+    problems: list[str] = []
+    app = build_app(db)
+
+    def check(where: str) -> None:
+        strips = app.screen._compositor.render_strips()
+        text = "\n".join("".join(seg.text for seg in strip) for strip in strips)
+        if _UNSAFE.search(text):
+            problems.append(f"{where}: {sorted(set(_UNSAFE.findall(text)))}")
+        if any(seg.style is not None and seg.style.link for strip in strips for seg in strip):
+            problems.append(f"{where}: a link")
+
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if getattr(app.screen, "runs", None):
+                break
+        check("runs")
+        assert "[/]" in "\n".join("".join(s.text for s in strip) for strip in app.screen._compositor.render_strips())  # shown as text
+        await pilot.press("enter")
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, RunScreen) and app.screen.payload is not None:
+                break
+        run_screen = app.screen
+        for step in range(len(run_screen.steps)):
+            for tab in "123456":
+                await pilot.press(tab)
+                check(f"step {step} tab {tab}")
+            if step == 1:  # the prepared notes are in the state from here on
+                await pilot.press("1", "tab", "down", "down", "enter", "v")
+                await pilot.pause(0.1)
+                check(f"step {step} value")
+                await pilot.press("escape")
+            await pilot.press("right")
+            await pilot.pause(0.1)
+        for key, where in (("i", "run info"), ("w", "watch picker"), ("r", "replay prompt")):
+            await pilot.press(key)
+            await pilot.pause(0.2)
+            check(where)
+            await pilot.press("escape")
+            await pilot.pause(0.05)
+        app.notify(f"toast {HOSTILE}", title=f"title {HOSTILE}")  # as the screens quote keys and errors
+        await pilot.pause(0.2)
+        check("toast")
+        assert app.screen is run_screen and app.return_code is None  # still running: nothing crashed
+    assert problems == []
+
+
+def test_saved_states_and_exported_fixtures_are_private_even_when_they_replace_a_public_file(tmp_path, capsys):
+    from graphtape.tui.files import write_private
+    from graphtape.tui.demo import record_demo
+
+    old = os.umask(0o022)
+    try:
+        saved = tmp_path / "state.json"
+        saved.write_text("{}")
+        assert stat.S_IMODE(saved.stat().st_mode) == 0o644
+        write_private(saved, b'{"n": 1}', overwrite=True)
+        assert stat.S_IMODE(saved.stat().st_mode) == 0o600 and saved.read_bytes() == b'{"n": 1}'
+        write_private(tmp_path / "new" / "state.json", b"{}")
+        assert stat.S_IMODE((tmp_path / "new" / "state.json").stat().st_mode) == 0o600
+
+        db = str(tmp_path / "demo.db")
+        record_demo(db, "happy")
+        fixture = tmp_path / "fx.json"
+        fixture.write_text("{}")
+        assert main(["--db", db, "export", "last", "-o", str(fixture), "--force"]) == 0
+        assert stat.S_IMODE(fixture.stat().st_mode) == 0o600
+        assert main(["--db", db, "test-gen", "last", "--graph", "agent.py:graph", "-o", str(tmp_path / "gen")]) == 0
+        assert {stat.S_IMODE(f.stat().st_mode) for f in (tmp_path / "gen").glob("*.json")} == {0o600}
+    finally:
+        os.umask(old)
+    capsys.readouterr()
+
+
+def _in_a_terminal(argv: list[str], cwd: Path, answer: bytes, timeout: float = 120) -> tuple[int, str]:
+    """Run ``argv`` with a pseudo-terminal for stdin, stdout and stderr; type ``answer`` once it asks."""
+    import pty
+    import select
+    import time
+
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("GRAPHTAPE_DB", "PYTHONPATH")}
+    proc = subprocess.Popen(argv, cwd=cwd, stdin=follower, stdout=follower, stderr=follower, env=env, close_fds=True)
+    os.close(follower)
+    seen = b""
+    answered = False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # the process closed its side
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            if not answered and b"[y/N]" in seen:
+                os.write(leader, answer)
+                answered = True
+            if proc.poll() is not None and not ready:
+                break
+        return proc.wait(timeout=30), seen.decode("utf-8", "replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(leader)
+
+
+NOTES = '''
+open({marker!r}, "w").close()  # what a planted module does when it is imported
+from typing import TypedDict
+from langgraph.graph import END, START, StateGraph
+
+class S(TypedDict):
+    n: int
+
+b = StateGraph(S)
+b.add_node("bump", lambda s: {{"n": s["n"] + 1}})
+b.add_edge(START, "bump")
+b.add_edge("bump", END)
+graph = b.compile()
+'''
+
+
+@pytest.mark.parametrize("answer", [b"\n", b"n\n", b"y\n"])
+def test_a_store_shipped_beside_a_module_runs_it_only_when_the_user_agrees_at_the_prompt(tmp_path, answer):
+    """A store whose run names ``notes:graph``, in a folder holding a ``notes.py``: ``graphtape
+    replay last`` on a terminal names the file that reference would execute and loads it only
+    on "y"; Enter or "n" refuse in one line, and nothing was imported."""
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    marker = tmp_path / "pwned"
+    (tmp_path / "notes.py").write_text(NOTES.format(marker=str(marker)))
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    with Recorder(tmp_path / "graphtape.db") as rec:
+        rec.attach(b.compile(), graph_ref="notes:graph").invoke({"n": 1})
+    code, shown = _in_a_terminal([str(Path(sys.executable).with_name("graphtape")), "replay", "last"], tmp_path, answer)
+    assert f"names its graph as notes:graph (the file {tmp_path / 'notes.py'})" in shown.replace("\r\n", " ").replace("\n", " ")
+    if answer == b"y\n":
+        assert marker.exists() and code == 0, shown
+    else:
+        assert not marker.exists() and code == 2 and "not loading the graph recorded with run" in shown, shown
+
+
+def test_a_fixture_written_to_a_terminal_shows_control_characters_as_text(tmp_path):
+    """``export -o -`` on a terminal: JSON escapes C0 controls but not C1 (U+009B is a CSI) or bidi overrides."""
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    with Recorder(tmp_path / "graphtape.db") as rec:
+        rec.attach(b.compile(), name="evil\x9b31m\u202erun").invoke({"n": 1})
+    code, shown = _in_a_terminal([str(Path(sys.executable).with_name("graphtape")), "export", "last", "-o", "-"], tmp_path, b"")
+    assert code == 0 and '"graphtape_fixture"' in shown and "evil?31m?run" in shown
+    assert "\x9b" not in shown and "\u202e" not in shown
+    piped = subprocess.run([str(Path(sys.executable).with_name("graphtape")), "export", "last", "-o", "-"], cwd=tmp_path, capture_output=True, timeout=120)
+    assert json.loads(piped.stdout)["name"] == "evil\x9b31m\u202erun"  # a pipe gets the fixture as it is

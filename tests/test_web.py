@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -60,6 +61,12 @@ async def _get(url: str, **headers: str) -> tuple[int, str]:
             return resp.status, (await resp.read()).decode("utf-8", "replace")  # a font is bytes
 
 
+async def _headers(url: str) -> dict[str, str]:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url, allow_redirects=False) as resp:
+            return dict(resp.headers)
+
+
 async def _ws_status(url: str, origin: str) -> int | str:
     async with aiohttp.ClientSession() as session:
         try:
@@ -85,6 +92,9 @@ def test_the_printed_url_carries_a_token_and_says_read_only(server):
     for url in loaded:
         assert url.startswith("/"), url
         assert asyncio.run(_get(f"{base}{url}"))[0] == 200, url
+    # No other site may frame it (clickjacking), and the token in the URL is never sent on as a referrer.
+    headers = asyncio.run(_headers(f"{base}/?token={token}"))
+    assert "frame-ancestors 'none'" in headers["Content-Security-Policy"] and headers["Referrer-Policy"] == "no-referrer"
 
 
 def test_other_hosts_and_origins_are_refused(server):
@@ -156,3 +166,59 @@ async def test_a_read_only_session_refuses_replay_fork_export_and_save(demo_db, 
         assert sum("read-only web session" in m for m in messages) == 4
     assert not list(tmp_path.iterdir())  # nothing written
 
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (read from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="counts processes through /proc")
+def test_twenty_concurrent_connections_start_no_more_processes_than_the_cap(tmp_path):
+    """The issue's attack: 20 websockets at once used to start 40 processes. With a cap of 2,
+    two sessions open, eighteen are refused with 503, and the server runs at most two apps."""
+    db = tmp_path / "g.db"
+    open_store(db, create=True).close()
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
+    proc = subprocess.Popen(
+        [str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port), "--web-sessions", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        token = re.search(r"token=([\w-]+)", proc.stdout.readline()).group(1)
+        ws_url = f"ws://localhost:{port}/ws/{token}?width=80&height=24"
+        origin = f"http://localhost:{port}"
+
+        async def twenty() -> tuple[list[int | str], int]:
+            async with aiohttp.ClientSession() as session:
+
+                async def one() -> Any:
+                    try:
+                        return await session.ws_connect(ws_url, headers={"Origin": origin})
+                    except aiohttp.WSServerHandshakeError as exc:
+                        return exc.status
+
+                results = await asyncio.gather(*(one() for _ in range(20)))
+                await asyncio.sleep(2)  # let the admitted sessions start their apps
+                running = len(_children(proc.pid))
+                for r in results:
+                    if not isinstance(r, int):
+                        await r.close()
+                return ["open" if not isinstance(r, int) else r for r in results], running
+
+        results, running = asyncio.run(twenty())
+        assert results.count("open") == 2 and results.count(503) == 18, results
+        assert 1 <= running <= 2, running  # the admitted sessions run their apps, no more
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)

@@ -10,6 +10,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
+from rich.text import Text
 from textual.widgets import Static
 
 from graphtape.recorder.errors import GraphtapeError
@@ -17,6 +18,7 @@ from graphtape.recorder.store import RunStore, open_store, shown_url
 from graphtape.tui.screens.compare import CompareScreen
 from graphtape.tui.screens.prompts import HelpScreen
 from graphtape.tui.screens.run import RunScreen
+from graphtape.tui.render import printable
 from graphtape.tui.screens.runs import RunsScreen
 
 
@@ -70,7 +72,7 @@ class GraphtapeApp(App):
     def on_graphtape_app_store_opened(self, message: StoreOpened) -> None:
         if message.store is None:
             self.load_error = message.error
-            self.screen.query_one("#loading", Static).update(f"graphtape: {message.error}\n\nPress q to quit.")
+            self.screen.query_one("#loading", Static).update(Text(printable(f"graphtape: {message.error}\n\nPress q to quit.")))
             return
         self.store = message.store
         if self.db is None:  # opened on a store object: name it by its URL (never the password)
@@ -81,6 +83,12 @@ class GraphtapeApp(App):
             self.switch_screen(RunScreen(message.run_id, welcome=self.welcome))
         else:
             self.switch_screen(RunsScreen())
+
+    def notify(self, message: str, *, title: str = "", **kwargs: Any) -> None:  # type: ignore[override]
+        """Every toast as plain text: toasts quote recorded names and errors, whose ``[`` would be
+        read as markup (``[/]`` raises, ``[link=...]`` makes a link) and whose escapes reach the terminal."""
+        kwargs["markup"] = False
+        super().notify(printable(str(message)), title=printable(str(title)), **kwargs)
 
     def open_run(self, run_id: str) -> None:
         """Open a run's timeline on top of the runs list."""

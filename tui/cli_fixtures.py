@@ -99,7 +99,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     fixture, run = _export(args)
     _warn_machine_path(fixture)
     if args.output == "-":
-        sys.stdout.buffer.write(dumps_fixture(fixture))
+        data = dumps_fixture(fixture)
+        if sys.stdout.isatty():  # recorded text on a terminal: through the stream that shows controls as "?"
+            sys.stdout.write(data.decode("utf-8"))
+        else:
+            sys.stdout.buffer.write(data)  # a pipe or a file gets the fixture byte for byte
         return 0
     path = Path(args.output) if args.output else _default_path(DEFAULT_DIR, run, None)
     size = write_fixture(path, fixture, overwrite=args.force)
@@ -128,12 +132,29 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 0
     verb = "already in the store as" if imported.already else "imported as"
     print(f"{args.file}: {verb} run {imported.run_id} ({imported.name}, {imported.steps} steps, {imported.calls} calls)")
-    # The fixture's graph field is the fixture author's text: quoted, so pasting the hint runs nothing else.
-    graph = shlex.quote(imported.graph) if imported.graph else "module:attr"
+    # The fixture's graph field is the fixture author's text: offered only if it is a graph
+    # reference, and quoted, so pasting the hint runs nothing else.
+    valid = _is_graph_ref(imported.graph)
+    graph = shlex.quote(imported.graph) if valid else "module:attr"
     print(f"open it: graphtape tui {imported.run_id} · replay it: graphtape replay {imported.run_id} --graph {graph}")
-    if imported.graph:
+    if valid:
         print("(the fixture's graph reference is not loaded until you pass it yourself: check what it names first)")
+    elif imported.graph:
+        print(f"(the fixture's graph field {imported.graph[:80]!r} is not a module:attr or path/to/file.py:attr reference: name the graph yourself)")
     return 0
+
+
+def _is_graph_ref(ref: str | None) -> bool:
+    """Whether ``ref`` is a graph reference (``module:attr`` or ``path/file.py:attr``) and nothing more."""
+    from graphtape.replay.loading import GraphLoadError, split_ref
+
+    if not ref or any(not c.isprintable() for c in ref) or ref.startswith("-"):
+        return False
+    try:
+        split_ref(ref)
+    except GraphLoadError:
+        return False
+    return True
 
 
 def cmd_test_gen(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ def write_private(path: Path, data: bytes, *, overwrite: bool = False) -> None:
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
     fd = os.open(path, flags, 0o600)
     with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, 0o600)  # a file replaced keeps its old mode (0644) otherwise: the mode is for every save
         f.write(data)
 
 

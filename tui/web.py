@@ -84,7 +84,8 @@ class GuardedServer(Server):
         page = PAGE.read_text(encoding="utf-8").replace("{{WEBSOCKET_URL}}", ws).replace("{{STATIC}}", "/static/")
         response = web.Response(text=page, content_type="text/html")
         response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict")
-        response.headers["Content-Security-Policy"] = "default-src 'self'; connect-src 'self' ws: ; style-src 'self' 'unsafe-inline'; font-src 'self'; img-src 'self' data:"
+        response.headers["Content-Security-Policy"] = "default-src 'self'; connect-src 'self' ws: ; style-src 'self' 'unsafe-inline'; font-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
+        response.headers["Referrer-Policy"] = "no-referrer"  # the token is in the URL
         return response
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:

@@ -23,7 +23,8 @@ The names below are what other modules import from ``graphtape.recorder.store``.
 """
 
 # Re-exported: the recorder, replay, the TUI, tests and benchmarks import these from here.
-from graphtape.recorder.store.connection import DEFAULT_DB, ENV_DB, _one_line, _sqlite_path, resolve_url, shown_url  # noqa: F401
+from graphtape.recorder.store.connection import DEFAULT_DB, ENV_DB, _one_line, _sqlite_path, resolve_url  # noqa: F401
+from graphtape.recorder.store.urls import shown_url  # noqa: F401
 from graphtape.recorder.store.contract import RunStore
 from graphtape.recorder.store.gc import GcReport, Progress, _no_progress  # noqa: F401
 from graphtape.recorder.store.listing import ABANDONED_WORDS  # noqa: F401

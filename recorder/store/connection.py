@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from graphtape.recorder.errors import StoreError
+from graphtape.recorder.store.urls import shown_url
 
 DEFAULT_DB = "graphtape.db"
 ENV_DB = "GRAPHTAPE_DB"
@@ -35,16 +36,6 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
             db = "postgresql+psycopg://" + db[len("postgresql://") :]
         return db
     return "sqlite:///" + str(Path(db).expanduser().resolve())
-
-
-def shown_url(url: str) -> str:
-    """A store URL as it may be shown (screens, JSON, errors): a SQLite file as its path, any password masked."""
-    if url.startswith("sqlite:///"):
-        return url[len("sqlite:///") :]
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a URL we can parse: show nothing of it
-        return "the database"
 
 
 def _sqlite_path(url: str) -> Path | None:

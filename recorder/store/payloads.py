@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 
 from graphtape.recorder.errors import StoreError
-from graphtape.recorder.store.read_guard import _READ_BUDGET
+from graphtape.recorder.json_cost import built_bytes
+from graphtape.recorder.store.read_guard import _READ_BUDGET, ReadBudget
 
 
 def squeeze(raw: bytes) -> tuple[bool, bytes]:
@@ -57,9 +58,7 @@ def unpack(data: bytes, *, max_size: int = MAX_INFLATE) -> Any:
                 raise StoreError("damaged payload in the database: data after the compressed stream")
         elif head != b"j":
             raise StoreError("unknown payload encoding in the database (file damaged or not graphtape's)")
-        budget = _READ_BUDGET.get()
-        if budget is not None:
-            budget.spend(len(body))
+        (_READ_BUDGET.get() or ReadBudget()).spend(built_bytes(body))  # before the parse builds it
         return orjson.loads(body)
     except (zlib.error, orjson.JSONDecodeError) as exc:
         raise StoreError(f"damaged payload in the database: {exc}") from None

@@ -18,11 +18,11 @@ from typing import Any
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.store.connection import _one_line
 
-MAX_READ_BYTES = 512 * 1024 * 1024  # bytes one store read may inflate in all (all its payloads and blobs)
+MAX_READ_BYTES = 512 * 1024 * 1024  # memory one store read may inflate and build in all (all its payloads and blobs)
 
 
 class ReadBudget:
-    """What one store read (one call of a public read method) may still inflate.
+    """What one store read (one call of a public read method) may still inflate and build.
 
     Each payload is bounded on its own (``MAX_INFLATE``), but a read touches many:
     a crafted 4 MB store of many compressed payloads made one ``show --step`` build
@@ -36,7 +36,7 @@ class ReadBudget:
     def spend(self, n: int) -> None:
         self.left -= n
         if self.left < 0:
-            raise StoreError(f"this read would inflate more than {self.limit // (1024 * 1024)} MB of stored data (a damaged or crafted store?); refusing it")
+            raise StoreError(f"this read would inflate and build more than {self.limit // (1024 * 1024)} MB from stored data (a damaged or crafted store?); refusing it")
 
 
 _READ_BUDGET: contextvars.ContextVar[ReadBudget | None] = contextvars.ContextVar("graphtape_read_budget", default=None)

@@ -13,6 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from graphtape.recorder import schema as S
 from graphtape.recorder.errors import StoreError
+from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store.connection import _one_line, _sqlite_path, resolve_url
 
 STALE_HEARTBEAT_S = 600.0
@@ -152,7 +153,7 @@ def migrate_store(db: str | os.PathLike | None = None) -> tuple[str, int, int]:
     if path is not None and not path.is_file():
         raise StoreError(f"no database at {path} (nothing to migrate)")
     engine = sa.create_engine(url)
-    label = str(path) if path is not None else sa.engine.make_url(url).render_as_string(hide_password=True)
+    label = str(path) if path is not None else shown_url(url)  # never the password (also ?password=)
     try:
         with engine.begin() as conn:
             before, after = S.migrate(conn)

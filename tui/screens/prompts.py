@@ -124,7 +124,7 @@ class _RunPrompt(ModalScreen):
             self.query_one("#graph-consent", Static).update("")
 
     def _error(self, text: str) -> None:
-        self.query_one(".prompt-error", Static).update(text)
+        self.query_one(".prompt-error", Static).update(Text(printable(text)))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -292,7 +292,7 @@ class PathPrompt(ModalScreen[ExportRequest | None]):
         key = str(path)
         if path.exists() and self._confirm != key:
             self._confirm = key
-            error.update(f"{printable(key)} exists: press Enter again to replace it, or type another path.")
+            error.update(Text(f"{printable(key)} exists: press Enter again to replace it, or type another path."))
             return
         self.dismiss(ExportRequest(key, overwrite=self._confirm == key))
 
@@ -331,7 +331,7 @@ class RunInfoScreen(ModalScreen[None]):
             ("redactions", f"{r.redactions} value(s) redacted while recording" if r.redactions else "none"),
             ("faults", f"{r.faults} recorder fault(s): parts of this run may be missing" if r.faults else "none"),
         ):
-            table.add_row(key, value)
+            table.add_row(key, Text(printable(value)))  # recorded text: never markup
         parts: list = [table]
         if self.error:
             parts.append(Text(f"\nCannot read the fault log: {self.error}", style="bold red"))
@@ -381,7 +381,7 @@ class WatchPicker(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="prompt"):
             yield Static(Text("Watch which state key? (then [ and ] jump to the step that changed it before / after this one)"))
-            yield OptionList(*(Option(k + ("  (watching)" if k == self.current else ""), id=k) for k in self.keys), id="watch-options")
+            yield OptionList(*(Option(Text(printable(k) + ("  (watching)" if k == self.current else "")), id=k) for k in self.keys), id="watch-options")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option_id)
@@ -436,11 +436,11 @@ class ValueScreen(ModalScreen[None]):
         self.text = text
 
     def compose(self) -> ComposeResult:
-        body = Text(self.text[: self.SHOWN_CHARS], overflow="fold")
+        body = Text(printable(self.text[: self.SHOWN_CHARS]), overflow="fold")  # c copies the text itself
         if len(self.text) > self.SHOWN_CHARS:
             body.append(f"\n… {len(self.text) - self.SHOWN_CHARS:,} more characters (c copies them all)", style="bold yellow")
         with Vertical(classes="prompt help tall"):
-            yield Static(Text(self.title_text, style="bold"))
+            yield Static(Text(printable(self.title_text), style="bold"))
             with VerticalScroll(id="value-body"):
                 yield Static(body)
             yield Static(Text(f"{len(self.text):,} characters · ↑/↓ PgUp/PgDn scroll · c copies · Esc closes", style="dim"))

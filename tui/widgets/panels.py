@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 
 from graphtape.recorder.records import CallInfo, RouteInfo
 from graphtape.tui.data import fold, short, to_json
-from graphtape.tui.render import call_outcome, frame_text, node_waits, raised_at, traceback_lines
+from graphtape.tui.render import call_outcome, frame_text, node_waits, printable, raised_at, traceback_lines
 
 _KIND_STYLE = {"conditional": "bold magenta", "static": "dim", "send": "bold cyan", "command": "bold yellow", "parent-command": "bold yellow"}
 
@@ -178,7 +178,7 @@ class SubgraphList(OptionList):
             self.add_option(Option(Text("No subgraph ran in this step.", style="dim"), disabled=True))
             return
         for ns, label in entries:
-            self.add_option(Option(label, id=ns))
+            self.add_option(Option(Text(printable(label)), id=ns))
         self.highlighted = 0
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

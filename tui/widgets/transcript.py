@@ -10,6 +10,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from graphtape.tui.data import content_text
+from graphtape.tui.render import printable
 
 _ROLE_STYLE = {"human": "bold cyan", "ai": "bold magenta", "tool": "bold yellow", "system": "bold blue"}
 
@@ -20,13 +21,13 @@ def render_message(m: dict) -> Panel:
     parts = [body]
     for call in m.get("tool_calls") or []:
         args = orjson.dumps(call.get("args", {})).decode()
-        parts.append(Text(f"→ call {call.get('name')}({args})  id={call.get('id', '')}", style="yellow"))
+        parts.append(Text(printable(f"→ call {call.get('name')}({args})  id={call.get('id', '')}"), style="yellow"))
     title = role
     if role == "tool":
         title = f"tool result: {m.get('name') or ''} (call {m.get('tool_call_id', '')})"
         if m.get("status") == "error":
             body.stylize("red")
-    return Panel(Group(*parts), title=title, title_align="left", border_style=_ROLE_STYLE.get(role, "white"))
+    return Panel(Group(*parts), title=Text(printable(title)), title_align="left", border_style=_ROLE_STYLE.get(role, "white"))
 
 
 class Transcript(VerticalScroll):
