@@ -66,6 +66,7 @@ class Lineage:
 
 _log = logging.getLogger("graphtape")
 _STREAM_KW_DURABILITY = "durability"
+_STREAM_KW_CONTEXT = "context"
 _TASK_KEYS = ("__pregel_task_id", "__pregel_scratchpad")
 
 
@@ -235,7 +236,7 @@ class Recorder:
             self.writer.submit(lambda: Batch(runs_update=[(session.run_id, fields)], blobs=session._take_blobs()))
             return
         binding.find_graph_ref()
-        cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": config.get("recursion_limit"), "stream": {k: v for k, v in kwargs.items() if isinstance(v, (str, int, bool, list, type(None)))}}
+        cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": config.get("recursion_limit"), "stream": {k: v for k, v in kwargs.items() if k != _STREAM_KW_CONTEXT and isinstance(v, (str, int, bool, list, type(None)))}}
         row: dict[str, Any] = {
             "id": session.run_id,
             "name": session.redactor.scrub(binding.name),  # a run named after a ticket may quote a key
@@ -260,9 +261,16 @@ class Recorder:
         # objects in place as the run goes (add_messages gives messages ids), and the stored
         # input must be what the caller passed, the same for identical runs.
         row["inputs"] = _json(session.encoder.encode(input))
+        # The run's Runtime context (``invoke(..., context=...)`` on a graph with a context_schema):
+        # a replay hands the graph the same one. Encoded now too, as the caller passed it.
+        context = kwargs.get(_STREAM_KW_CONTEXT)
+        context_enc = session.encoder.encode(context) if context is not None else None
 
         def work() -> Batch:
-            row["config"] = _json(session.encoder.encode(cfg))
+            config_enc = session.encoder.encode(cfg)
+            if context_enc is not None and isinstance(config_enc, dict):
+                config_enc = {**config_enc, "context": context_enc}
+            row["config"] = _json(config_enc)
             if lineage is not None and lineage.edit is not None:
                 row["fork_edit"] = _json(session.encoder.encode(lineage.edit))
             return Batch(runs_new=[row], blobs=session._take_blobs())

@@ -25,6 +25,7 @@ from graphtape.recorder.frames import FrameBuilder
 from graphtape.recorder.graph_info import END, START, GraphInfo
 from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
 from graphtape.recorder.redaction import MARK, Redactor
+from graphtape.recorder.snapshots import ChannelCopies, containers, snapshot
 from graphtape.recorder.store import Batch, pack, squeeze
 from graphtape.recorder.tracebacks import frames_of, scrubbed_frames
 from graphtape.recorder.writer import Writer
@@ -58,31 +59,13 @@ class TaskAcc:
     error_frames: list | None = None  # the error's traceback, read while it still exists
     attempts: list[dict] = field(default_factory=list)  # earlier attempts of a retried task
     output: Any = None
+    untracked: dict[str, Any] = field(default_factory=dict)  # its writes to never-checkpointed channels
     routers: list[tuple[str, Any]] = field(default_factory=list)
     parent_command: Any = None
     seen_callback: bool = False
     has_writes: bool = False
     interrupts: list[Any] = field(default_factory=list)
     resumes: list[Any] = field(default_factory=list)
-
-
-def snapshot(value: Any, depth: int = 0) -> Any:
-    """``value`` as it is now: containers copied, messages copied (LangGraph sets their ids in
-    place later), anything else shared. Cheap: it walks only dicts, lists and tuples."""
-    if depth > 50:
-        return value
-    if isinstance(value, dict):
-        return {k: snapshot(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        copied = [snapshot(v, depth + 1) for v in value]
-        return copied if isinstance(value, list) else type(value)(copied) if type(value) is tuple else value
-    copy = getattr(value, "model_copy", None)
-    if copy is not None and hasattr(value, "content") and hasattr(value, "type"):
-        try:
-            return copy()
-        except Exception:  # noqa: BLE001 - an odd message: keep it as it is
-            return value
-    return value
 
 
 def call_site(metadata: Mapping[str, Any] | None) -> tuple[str, str | None, str | None, int | None]:
@@ -159,6 +142,7 @@ class RunSession:
         self.max_step = -1
         self.step_shift = 0  # root steps are stored this many lower (a fork: see Lineage.step_shift)
         self._hidden_channels: set[str] = set()
+        self._copies = ChannelCopies()
 
     # -- faults --------------------------------------------------------------
     def _encode_fault(self, why: str) -> None:
@@ -242,7 +226,7 @@ class RunSession:
                         acc.error = v if isinstance(v, BaseException) else RuntimeError(str(v))
                         acc.error_frames = frames_of(acc.error)
                 else:
-                    acc.writes.append((ch, v))
+                    acc.writes.append((ch, containers(v)))  # encoded later: as written now
             self._drain(ns, force=False)
 
     def _place_events(self) -> None:
@@ -265,8 +249,11 @@ class RunSession:
             self._last_cp[ns] = (cp_id, now)
             duration = (now - prev[1]) * 1000 if prev else None
             values = checkpoint.get("channel_values", {})
+            updated = checkpoint.get("updated_channels") or list(new_versions)
             if metadata.get("source") == "input":
                 values = snapshot(values)  # the caller's own objects, which the run goes on to change in place
+            else:
+                values = self._copies.of(ns, values, updated)  # encoded later: as they are now
             info = (
                 step,
                 cp_id,
@@ -276,7 +263,7 @@ class RunSession:
                 values,
                 checkpoint.get("channel_versions", {}),
                 checkpoint.get("versions_seen", {}),
-                checkpoint.get("updated_channels") or list(new_versions),
+                updated,
                 metadata.get("source"),
             )
             self._ready.setdefault(ns, {})[step] = info
@@ -360,7 +347,7 @@ class RunSession:
                         "ms": round(acc.duration_ms, 3),
                     }
                 )
-                acc.error, acc.error_frames, acc.output, acc.duration_ms = None, None, None, None
+                acc.error, acc.error_frames, acc.output, acc.duration_ms, acc.untracked = None, None, None, None, {}
             acc.node = node
             if step is not None:
                 acc.step = step
@@ -376,6 +363,7 @@ class RunSession:
             if acc.perf0 is not None:
                 acc.duration_ms = (time.perf_counter() - acc.perf0) * 1000
             acc.output = output
+            acc.untracked = _untracked_writes(output, self.graph.for_ns(ns).untracked)
             if error is not None:
                 name = type(error).__name__
                 if name == "ParentCommand":
@@ -505,6 +493,7 @@ class RunSession:
     def forget(self) -> None:
         self.encoder.forget()
         self._frames.clear()
+        self._copies.forget()
 
     # -- building rows ---------------------------------------------------------
     def _kids(self, ns: str, tasks: list[TaskAcc]) -> dict[str, list[str]]:
@@ -550,6 +539,7 @@ class RunSession:
         for acc in tasks:
             row: dict[str, Any] = {"id": acc.task_id, "node": acc.node or "?", "path": acc.path}
             update = {ch: v for ch, v in acc.writes if not ch.startswith(BRANCH) and ch not in _CONTROL_CHANNELS and not ch.startswith("join:")}
+            update.update(acc.untracked)
             if update:
                 row["w"] = enc(update)
             if acc.t0 is not None:
@@ -714,6 +704,19 @@ def _written_keys(task_rows: list[dict], tasks: list[TaskAcc]) -> str:
             if not ch.startswith(BRANCH) and ch not in _CONTROL_CHANNELS and not ch.startswith("join:"):
                 keys[ch] = None
     return "," + ",".join(keys) + "," if keys else ""
+
+
+def _untracked_writes(output: Any, untracked: frozenset[str]) -> dict[str, Any]:
+    """What a node wrote to never-checkpointed channels: LangGraph keeps those writes from the
+    saver, so they are read from the node's returned update (a dict or a Command's)."""
+    if not untracked:
+        return {}
+    found: dict[str, Any] = {}
+    for item in output if isinstance(output, (list, tuple)) else [output]:
+        update = item.update if type(item).__name__ == "Command" else item
+        if isinstance(update, dict):
+            found.update({k: containers(v) for k, v in update.items() if k in untracked})
+    return found
 
 
 def _route_key(v: Any) -> str:
