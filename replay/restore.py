@@ -11,6 +11,7 @@ re-enters the subgraph task and the subgraph resumes at its own step.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,12 +81,16 @@ def replay_saver() -> Any:
     return ReplaySaver()
 
 
-def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread_id: str) -> Restored:
-    """Restore ``run_id``'s checkpoint after ``step`` of namespace ``ns`` (and its parents) into ``saver``."""
+def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread_id: str, *, untracked: Mapping[str, Any] | None = None) -> Restored:
+    """Restore ``run_id``'s checkpoint after ``step`` of namespace ``ns`` (and its parents) into ``saver``.
+
+    ``untracked`` holds root channels LangGraph never checkpoints (``UntrackedValue``) with the
+    values they held after the root step: they are handed to the resumed run (see ``untracked_at``).
+    """
     root_step = step
     if ns:
         parent_ns, parent_step = _parent_of(store, run_id, ns)
-        root_step = restore(store, run_id, parent_step, parent_ns, saver, thread_id).root_step
+        root_step = restore(store, run_id, parent_step, parent_ns, saver, thread_id, untracked=untracked).root_step
     cp = store.checkpoint_at(run_id, step, ns, typed=True)
     checkpoint, metadata = as_langgraph(cp)
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
@@ -93,8 +98,42 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
         config["configurable"]["checkpoint_id"] = cp.parent_checkpoint_id
     if any(isinstance(v, int) for v in cp.channel_versions.values()):
         saver.int_versions = True
-    saver.put(config, checkpoint, metadata, dict(cp.channel_versions))
+    saved = saver.put(config, checkpoint, metadata, dict(cp.channel_versions))
+    if untracked and not ns:
+        # Pending writes of no task are applied when a run resumes at the checkpoint, before its
+        # first step: the one way into a channel the checkpoint cannot hold.
+        from langgraph.constants import NULL_TASK_ID
+
+        saver.put_writes(saved, list(untracked.items()), NULL_TASK_ID)
     return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id)
+
+
+def untracked_channels(graph: Any) -> list[str]:
+    """The graph's channels LangGraph keeps out of checkpoints (``UntrackedValue``), such as
+    langchain's per-run model and tool call counters."""
+    from langgraph.channels.untracked_value import UntrackedValue
+
+    return sorted(k for k, ch in (getattr(graph, "channels", None) or {}).items() if isinstance(ch, UntrackedValue))
+
+
+def untracked_at(store: RunStore, run_id: str, step: int, channels: list[str], resumed_at: Iterable[int] = ()) -> dict[str, Any]:
+    """The values ``channels`` held after root ``step`` of the recording: each one's last recorded
+    write. An invocation starts them empty (a resume after an interrupt too), so only writes
+    since the last resume at or before ``step`` count."""
+    if not channels:
+        return {}
+    since = max((s for s in resumed_at if s <= step), default=None)
+    out: dict[str, Any] = {}
+    for d in store.step_details(run_id, "", typed=True):
+        if d.step.step > step:
+            break
+        if since is not None and d.step.step < since:
+            continue
+        for t in d.tasks:
+            for ch in channels:
+                if ch in (t.writes or {}):
+                    out[ch] = t.writes[ch]
+    return out
 
 
 def _parent_of(store: RunStore, run_id: str, ns: str) -> tuple[str, int]:

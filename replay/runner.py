@@ -24,11 +24,12 @@ from graphtape.recorder.records import FLAG_RESUME
 from graphtape.replay.answers import RecordingAnswerer, ReplayMiss
 from graphtape.replay.calls import CallBook, LiveCall, Miss
 from graphtape.replay.compare import RunComparison, Side
+from graphtape.replay.context import recorded_context, with_runtime
 from graphtape.replay.intercept import answering
 from graphtape.replay.limits import Limits, recorded_limits
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, ns_path
-from graphtape.replay.restore import Restored, replay_saver, restore
+from graphtape.replay.restore import Restored, replay_saver, restore, untracked_at, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
 
 
@@ -137,6 +138,7 @@ class _Run:
         self._span: tuple[int, int] = (0, 0)
         self._resume_limit: int | None = None
         self._limits: Limits | None = None
+        self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
         self._root_steps_memo: list[Any] | None = None
@@ -160,7 +162,7 @@ class _Run:
             raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
         saver = replay_saver()
         thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
-        restored = restore(self.store, self.run.id, step, ns, saver, thread_id)
+        restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=self._untracked(step, ns))
         base = self.graph.copy(update={"checkpointer": saver})
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
@@ -186,10 +188,11 @@ class _Run:
                 values, apply_as = self._keep_command_route(step, update, as_node)
             # A subgraph is edited in its own namespace: its checkpoint moves on, the parent's stays.
             target = {"configurable": {**config["configurable"], "checkpoint_ns": ns}} if ns else config
+            target = with_runtime(target, self._context, base)
             try:
                 base.update_state(target, values, as_node=apply_as)
             except Exception as exc:  # noqa: BLE001 - the user's edit: say why it does not apply
-                raise ReplayError(f"cannot apply the edit at step {step}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+                raise ReplayError(self._edit_failed(step, ns, exc)) from None
             if not ns:
                 edited = saver.get_tuple(config)
                 seed = (edited.checkpoint, edited.metadata, edited.parent_config["configurable"]["checkpoint_id"] if edited.parent_config else None)
@@ -199,7 +202,7 @@ class _Run:
             edit = {"kind": "replay", "mode": self.mode.value, "ns": ns or None}
 
         offsets = {ns_path(ns): offset}
-        book = CallBook(self._calls_after(restored.root_step, ns, step), self.arg_normalize, delay=self._delay_test(), offsets=offsets)
+        book = CallBook(self._calls_after(restored.root_step, ns, step), self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts())
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         recorder = Recorder(self.store.url)
         lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name)
@@ -299,6 +302,39 @@ class _Run:
 
         return Command(update=update, goto=goto if len(goto) > 1 else goto[0]), node
 
+    def _untracked(self, step: int, ns: str) -> dict[str, Any]:
+        """What the graph's never-checkpointed channels held when the recording passed the resume point."""
+        channels = untracked_channels(self.graph)
+        if not channels:
+            return {}
+        root_step = step if not ns else None
+        if root_step is None:
+            return {}  # a subgraph replay resumes its parent where it entered the subgraph: nothing ran since
+        return untracked_at(self.store, self.run.id, root_step, channels, self._recorded_resumes())
+
+    def _edit_failed(self, step: int, ns: str, exc: BaseException) -> str:
+        """Why an edit does not apply, in one line; a step where several nodes ran names them."""
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        if type(exc).__name__ == "InvalidUpdateError" and first.startswith("Ambiguous update"):
+            try:
+                nodes = list(dict.fromkeys(t.node for t in self.store.step_detail(self.run.id, step, ns).tasks))
+            except GraphtapeError:
+                nodes = []
+            if len(nodes) > 1:
+                return f"cannot apply the edit at step {step}: {', '.join(nodes)} all ran in it; say which node the edit is from (as_node, or --as-node)"
+        return f"cannot apply the edit at step {step}: {type(exc).__name__}: {first}"
+
+    def _interrupts(self) -> dict[str, list[Any]]:
+        """Each recorded task's interrupt values, in order (a call inside it that stopped at
+        ``interrupt()`` is answered by stopping there again)."""
+        out: dict[str, list[Any]] = {}
+        for n in self.store.namespaces(self.run.id):
+            for d in self._details(n):
+                for e in d.events:
+                    if e.kind == "interrupt" and e.task_id:
+                        out.setdefault(e.task_id, []).append(e.value)
+        return out
+
     def _entered(self) -> dict[str, int]:
         if self._entered_memo is None:
             self._entered_memo = _entered_at(self._details(""))
@@ -322,6 +358,10 @@ class _Run:
         conf = {k: v for k, v in (recorded.get("configurable") or {}).items() if k not in _NOT_FORWARDED and not str(k).startswith("__")}
         conf["thread_id"] = thread_id
         config: dict[str, Any] = {"configurable": conf}
+        try:
+            self._context = recorded_context(self.graph, recorded.get("context"))
+        except GraphtapeError as exc:
+            raise ReplayError(str(exc)) from None
         limit = recorded.get("recursion_limit")
         if not isinstance(limit, int):
             limit = _default_recursion_limit()
@@ -408,11 +448,12 @@ class _Run:
         """One invocation; True when it was stopped at ``to_step`` (the end of the window)."""
         to_step = self._to_step
         is_async = _is_async_only(self.graph)
+        kwargs = {"context": self._context} if self._context is not None else {}
         if to_step is None and self.progress is None:
             if is_async:
-                _run_coroutine(lambda: app.ainvoke(payload, config))
+                _run_coroutine(lambda: app.ainvoke(payload, config, **kwargs))
             else:
-                app.invoke(payload, config)
+                app.invoke(payload, config, **kwargs)
             return False
         first, last = self._span
         total = (to_step if to_step is not None else last) - first
@@ -426,13 +467,13 @@ class _Run:
         if is_async:
 
             async def window() -> bool:
-                async for chunk in app.astream(payload, config, stream_mode="checkpoints"):
+                async for chunk in app.astream(payload, config, stream_mode="checkpoints", **kwargs):
                     if reached(chunk):
                         return True
                 return False
 
             return bool(_run_coroutine(window))
-        stream = app.stream(payload, config, stream_mode="checkpoints")
+        stream = app.stream(payload, config, stream_mode="checkpoints", **kwargs)
         try:
             for chunk in stream:
                 if reached(chunk):
