@@ -588,7 +588,7 @@ def _fold_idless(fixture: dict[str, Any], table: dict[str, Any]) -> dict[str, An
 
 
 def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
-    """What a replay forwards: configurable (no thread or checkpoint keys), recursion limit, tags, metadata."""
+    """What a replay forwards: configurable (no thread or checkpoint keys), recursion limit, tags, metadata, the run context."""
     config = config if isinstance(config, dict) and ENVELOPE not in config else {}
     out: dict[str, Any] = {}
     conf = config.get("configurable")
@@ -602,7 +602,7 @@ def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
         limit = max(1, (limit if type(limit) is int else DEFAULT_RECURSION_LIMIT) - offset)
     if type(limit) is int:
         out["recursion_limit"] = limit
-    for key in ("tags", "metadata"):
+    for key in ("tags", "metadata", "context"):
         if config.get(key):
             out[key] = ex.value(config[key])
     return dict(sorted(out.items()))
