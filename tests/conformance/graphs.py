@@ -35,6 +35,28 @@ from pydantic import BaseModel
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "agents"))
 from scripted_model import ScriptedChatModel  # noqa: E402  (a bundled demo file, loaded by path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_shapes import (  # noqa: E402  (the shapes of the packages' docs; listed in CASES below)
+    Caller,
+    agent_hitl,
+    agent_limits,
+    context_store,
+    custom_stream,
+    deferred,
+    goto_send,
+    io_schema,
+    map_reduce,
+    nested_routers,
+    react_structured,
+    streamed,
+    sub_in_node,
+    supervisor_full,
+    swarm3,
+    task_retry,
+    tool_errors,
+    tool_interrupt,
+)
+
 
 def call(tool_name: str, call_id: str, **args: Any) -> dict[str, Any]:
     return {"name": tool_name, "args": args, "id": call_id, "type": "tool_call"}
@@ -487,6 +509,8 @@ class Case:
     raises: type[BaseException] | None = None
     is_async: bool = False
     needs_openai: bool = False
+    context: Any = None  # the run's Runtime context (a graph with a context_schema)
+    stream_mode: Any = None  # run with stream()/astream() in this mode; the chunks are the result
 
 
 def _messages(text: str) -> dict[str, Any]:
@@ -496,7 +520,7 @@ def _messages(text: str) -> dict[str, Any]:
 CASES: dict[str, Case] = {
     "supervisor": Case(_messages("Where is A1? Refund 5."), frozenset({"should_continue"})),
     "swarm": Case(_messages("Hi"), frozenset({"route_to_active_agent", "should_continue"})),
-    "middleware_agent": Case(_messages("Where is A1?")),
+    "middleware_agent": Case(_messages("Where is A1?"), frozenset({"stop_when_forbidden.before_model", "model_to_tools", "tools_to_model"})),
     "functional": Case("A1"),
     "functional_interrupt": Case("A1", config={"configurable": {"thread_id": "fi"}}, resume="yes"),
     "pydantic_state": Case({"text": "please help me now"}, frozenset({"route_ticket"})),
@@ -511,4 +535,21 @@ CASES: dict[str, Case] = {
     "raising": Case({"n": 1}, raises=ValueError),
     "openai_stream": Case(_messages("Where is A1?"), frozenset({"should_continue"}), is_async=True, needs_openai=True),
     "openai_tools": Case(_messages("Where is A1? Refund 5."), frozenset({"should_continue"}), needs_openai=True),
+    "react_structured": Case(_messages("Where is A1? Refund 5."), frozenset({"should_continue"})),
+    "tool_errors": Case(_messages("Charge my card."), frozenset({"should_continue"})),
+    "tool_interrupt": Case(_messages("Cancel A1."), frozenset({"should_continue"}), config={"configurable": {"thread_id": "ti"}}, resume="approved"),
+    "agent_hitl": Case(_messages("Refund A1."), frozenset({"model_to_tools", "tools_to_model"}), config={"configurable": {"thread_id": "ah"}}, resume={"decisions": [{"type": "approve"}]}),
+    "agent_limits": Case(_messages("Track everything."), frozenset({"model_to_tools", "tools_to_model", "ModelCallLimitMiddleware.before_model"})),
+    "nested_routers": Case({"n": 5}, frozenset({"triage", "needs_detail", "pick_handler"})),
+    "sub_in_node": Case({"n": 7}, frozenset({"price_band"})),
+    "map_reduce": Case({"topic": "cats"}, frozenset({"continue_to_jokes"})),
+    "streamed": Case(_messages("Where is B2?"), frozenset({"should_continue"}), is_async=True, stream_mode=["messages", "updates"]),
+    "custom_stream": Case({"n": 3}, stream_mode="custom"),
+    "context_store": Case({"text": "hi"}, frozenset({"by_tier"}), context=Caller(user="ada", tier="gold")),
+    "io_schema": Case({"question": "why?"}, frozenset({"draft_ok"})),
+    "task_retry": Case("E5"),
+    "goto_send": Case({"items": [1, 2, 3]}),
+    "deferred": Case({}),
+    "supervisor_full": Case(_messages("Track C3 and refund 7."), frozenset({"should_continue"})),
+    "swarm3": Case(_messages("Hi"), frozenset({"route_to_active_agent", "should_continue"})),
 }
