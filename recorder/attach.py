@@ -62,6 +62,9 @@ class Lineage:
     # it are stored this many lower, so the fork's steps carry the original run's numbers.
     step_shift: int = 0
     graph_name: str | None = None  # the source run's graph name, kept by its replays and forks
+    # The recursion limit the run's graph sees; a replay gives only its root loop a lower one
+    # (to end at the recorded step), and the run's config keeps the recorded number.
+    recursion_limit: int | None = None
 
 
 _log = logging.getLogger("graphtape")
@@ -236,7 +239,8 @@ class Recorder:
             self.writer.submit(lambda: Batch(runs_update=[(session.run_id, fields)], blobs=session._take_blobs()))
             return
         binding.find_graph_ref()
-        cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": config.get("recursion_limit"), "stream": {k: v for k, v in kwargs.items() if k != _STREAM_KW_CONTEXT and isinstance(v, (str, int, bool, list, type(None)))}}
+        limit = binding.lineage.recursion_limit if binding.lineage is not None and binding.lineage.recursion_limit is not None else config.get("recursion_limit")
+        cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": limit, "stream": {k: v for k, v in kwargs.items() if k != _STREAM_KW_CONTEXT and isinstance(v, (str, int, bool, list, type(None)))}}
         row: dict[str, Any] = {
             "id": session.run_id,
             "name": session.redactor.scrub(binding.name),  # a run named after a ticket may quote a key

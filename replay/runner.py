@@ -22,6 +22,7 @@ from graphtape.recorder.attach import Lineage
 from graphtape.recorder.records import FLAG_RESUME
 
 from graphtape.replay.answers import RecordingAnswerer, ReplayMiss
+from graphtape.replay.cache import RecordedCache, cached_nodes, join_channels, recorded_executions
 from graphtape.replay.calls import CallBook, LiveCall, Miss
 from graphtape.replay.compare import RunComparison, Side
 from graphtape.replay.context import recorded_context, with_runtime
@@ -166,9 +167,11 @@ class _Run:
         base = self.graph.copy(update={"checkpointer": saver})
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
-        cached = sorted({t.node for d in self._details("") for t in d.tasks if t.cached and t.node in base.nodes and t.node not in self.mock_nodes})
+        cached = cached_nodes(base) - set(self.mock_nodes)
         if cached:
-            base = _with_mocked_nodes(base, self.store, self.run.id, cached, cached_only=True)
+            # LangGraph's cache lookups are answered from the recording: a hit replays as a hit.
+            typed = self.store.step_details(self.run.id, "", typed=True)
+            base = base.copy(update={"cache": RecordedCache(recorded_executions(typed, cached, restored.root_step, join_channels(base)))})
         config = self._config(thread_id, restored)
         if to_step is not None and (ns or to_step <= restored.root_step):
             raise ReplayError(f"to_step must be a root step after {restored.root_step}" + (" (not with a subgraph namespace)" if ns else ""))
@@ -205,7 +208,7 @@ class _Run:
         book = CallBook(self._calls_after(restored.root_step, ns, step), self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts())
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         recorder = Recorder(self.store.url)
-        lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name)
+        lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name, recursion_limit=self._resume_limit)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
         try:
@@ -627,13 +630,8 @@ def _is_async_only(graph: Any) -> bool:
     return False
 
 
-def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str], *, cached_only: bool = False) -> Any:
-    """A copy of ``graph`` whose named nodes return their recorded updates instead of running.
-
-    With ``cached_only``, only the steps where the recording served the node from LangGraph's
-    cache (a ``CachePolicy`` hit) are answered so; the node runs at its other steps. A recorded
-    cache hit so replays as one, whatever the replay's own cache holds.
-    """
+def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str]) -> Any:
+    """A copy of ``graph`` whose named nodes return their recorded updates instead of running."""
     from langchain_core.runnables import RunnableLambda
     from langgraph.types import Command
 
@@ -641,19 +639,17 @@ def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str
     routes: dict[tuple[int, str], list[str]] = {}
     for d in store.step_details(run_id, "", typed=True):
         for t in d.tasks:
-            if t.node in names and (t.cached or not cached_only):
+            if t.node in names:
                 recorded.setdefault((d.step.step, t.node), []).append(t.writes or {})
         for r in d.routes:
             if r.kind == "command" and r.source in names:
                 routes.setdefault((d.step.step, r.source), []).extend(r.destinations)
 
-    def serve(name: str, original: Any) -> Callable[..., Any]:
+    def serve(name: str) -> Callable[..., Any]:
         def node(state: Any, config: dict) -> Any:
             step = (config.get("metadata") or {}).get("langgraph_step")
             updates = recorded.get((step, name))
             if not updates:
-                if cached_only:
-                    return original.invoke(state, config)
                 raise ReplayMiss(Miss(LiveCall("node", name, step, "", name, None)))
             update = updates.pop(0)
             goto = routes.get((step, name))
@@ -663,5 +659,5 @@ def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str
 
     nodes = dict(graph.nodes)
     for name in names:
-        nodes[name] = nodes[name].copy(update={"bound": RunnableLambda(serve(name, nodes[name].bound), name=name)})
+        nodes[name] = nodes[name].copy(update={"bound": RunnableLambda(serve(name), name=name)})
     return graph.copy(update={"nodes": nodes})
