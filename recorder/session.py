@@ -37,7 +37,8 @@ TASKS = "__pregel_tasks"
 INTERRUPT = "__interrupt__"
 RESUME = "__resume__"
 ERROR = "__error__"
-_CONTROL_CHANNELS = {TASKS, INTERRUPT, RESUME, ERROR, "__return__", "__no_writes__", "__error_source_node__", "__scheduled__"}
+RETURN = "__return__"
+_CONTROL_CHANNELS = {TASKS, INTERRUPT, RESUME, ERROR, RETURN, "__no_writes__", "__error_source_node__", "__scheduled__"}
 _NOT_ERRORS = {"GraphInterrupt", "NodeInterrupt", "ParentCommand", "GraphBubbleUp"}
 
 
@@ -538,7 +539,8 @@ class RunSession:
                     owner[key] = acc
         for acc in tasks:
             row: dict[str, Any] = {"id": acc.task_id, "node": acc.node or "?", "path": acc.path}
-            update = {ch: v for ch, v in acc.writes if not ch.startswith(BRANCH) and ch not in _CONTROL_CHANNELS and not ch.startswith("join:")}
+            # A functional-API @task's result is its write to __return__: kept, shown as its update.
+            update = {ch: v for ch, v in acc.writes if ch == RETURN or (not ch.startswith(BRANCH) and ch not in _CONTROL_CHANNELS and not ch.startswith("join:"))}
             update.update(acc.untracked)
             if update:
                 row["w"] = enc(update)
@@ -749,7 +751,12 @@ def _summary(routes: list[dict], tasks: list[dict]) -> str:
     parts = []
     for r in routes:
         dest = ", ".join(dict.fromkeys(r["dest"])) or END
-        if r["kind"] == "conditional":
+        ti = r.get("ti")
+        if isinstance(ti, int) and 0 <= ti < len(tasks) and tasks[ti].get("c"):
+            parts.append(f"{r['src']} → {dest} (from LangGraph's cache)")  # neither the node nor its router ran
+        elif r["kind"] == "conditional" and "ret" not in r:
+            parts.append(f"{r['src']} → {dest} (decided by {r['router']})")  # a router that reports no return value
+        elif r["kind"] == "conditional":
             parts.append(f"{r['src']} → {dest} ({r['router']} returned {_short_plain(r.get('ret'))})")
         elif r["kind"] == "send":
             via = f" via {r['router']}" if r.get("router") else ""
