@@ -544,3 +544,40 @@ def _build_swarm3() -> Any:
 
 
 swarm3 = _build_swarm3()
+
+
+# -- a prebuilt agent invoked inside a node, without passing the config on ----------------------
+
+
+def _desk_model(messages: list[BaseMessage]) -> AIMessage:
+    last = last_tool(messages)
+    if last is not None:
+        return AIMessage(f"Desk: {last.content}")
+    return AIMessage("", tool_calls=[call("lookup_order", "d1", order_id="F6")])
+
+
+desk_agent = create_react_agent(scripted("desk-model", _desk_model), [lookup_order], name="desk")
+
+
+class Desk(TypedDict, total=False):
+    question: str
+    answer: str
+
+
+def ask_desk(state: Desk) -> dict[str, Any]:
+    # The config is not passed on: LangGraph hands the node's own to the agent through the context.
+    out = desk_agent.invoke({"messages": [HumanMessage(state["question"])]})
+    return {"answer": str(out["messages"][-1].content)}
+
+
+def _build_agent_in_node() -> Any:
+    b = StateGraph(Desk)
+    b.add_node("ask_desk", ask_desk)
+    b.add_node("wrap_up", lambda s: {"answer": s["answer"] + " (checked)"})
+    b.add_edge(START, "ask_desk")
+    b.add_edge("ask_desk", "wrap_up")
+    b.add_edge("wrap_up", END)
+    return b.compile()
+
+
+agent_in_node = _build_agent_in_node()

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docs_shapes import (  # noqa: E402  (the shapes of the packages' docs; listed in CASES below)
     Caller,
     agent_hitl,
+    agent_in_node,
     agent_limits,
     context_store,
     custom_stream,
@@ -409,15 +410,25 @@ def _build_retry() -> Any:
 retry = _build_retry()
 
 
+expensive_runs = {"n": 0}  # how often the cached node's code ran: a cache hit does not run it
+
+
 def expensive(state: Counter) -> dict[str, Any]:
+    expensive_runs["n"] += 1
     return {"out": f"computed {state['n'] * 2}"}
+
+
+def big_or_small(state: Counter) -> Literal["big", "__end__"]:
+    return "big" if state["n"] > 10 else "__end__"
 
 
 def _build_cache() -> Any:
     b = StateGraph(Counter)
     b.add_node("expensive", expensive, cache_policy=CachePolicy(ttl=600))
+    b.add_node("big", lambda s: {"out": s["out"] + " (big)"})
     b.add_edge(START, "expensive")
-    b.add_edge("expensive", END)
+    b.add_conditional_edges("expensive", big_or_small)
+    b.add_edge("big", END)
     return b.compile(cache=InMemoryCache())
 
 
@@ -529,7 +540,7 @@ CASES: dict[str, Case] = {
     "sub_interrupt": Case({"question": "ok?"}, config={"configurable": {"thread_id": "si"}}, resume="fine"),
     "injected_tools": Case({**_messages("hi"), "customer": "Ada"}, frozenset({"tools_or_end"})),
     "retry": Case({"n": 3}),
-    "cached": Case({"n": 21}, repeat=True),
+    "cached": Case({"n": 21}, frozenset({"big_or_small"}), repeat=True),
     "own_saver": Case({"n": 1}, config={"configurable": {"thread_id": "own"}}),
     "runaway": Case({"n": 0}, frozenset({"keep_going"}), config={"recursion_limit": 6}, raises=Exception),
     "raising": Case({"n": 1}, raises=ValueError),
@@ -552,4 +563,5 @@ CASES: dict[str, Case] = {
     "deferred": Case({}),
     "supervisor_full": Case(_messages("Track C3 and refund 7."), frozenset({"should_continue"})),
     "swarm3": Case(_messages("Hi"), frozenset({"route_to_active_agent", "should_continue"})),
+    "agent_in_node": Case({"question": "Where is F6?"}, frozenset({"should_continue"})),
 }

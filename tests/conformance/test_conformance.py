@@ -18,8 +18,10 @@ Each graph is recorded once (module fixture); the checks share that recording:
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -30,6 +32,7 @@ from typing import Any
 import pytest
 
 HERE = Path(__file__).resolve().parent
+TASK_ID_IN_NS = re.compile(r"[A-Za-z_][\w.-]*:[0-9a-f]{8}-[0-9a-f]{4}-")  # "supervisor:<task id>"
 ROOT = HERE.parents[1]
 GRAPHS = HERE / "graphs.py"
 
@@ -69,9 +72,9 @@ def _run(graph: Any, case: Any, config: dict[str, Any]) -> Any:
         return graph.invoke(payload, config, **kwargs)
 
     try:
-        out = once(case.inputs)
+        out = once(copy.deepcopy(case.inputs))  # LangGraph gives input messages ids in place: each run gets its own
         if case.repeat:
-            out = once(case.inputs)
+            out = once(copy.deepcopy(case.inputs))
         if case.resume is not None:
             out = once(Command(resume=case.resume))
         return out
@@ -108,7 +111,7 @@ def recorded(corpus, tmp_path_factory):
 
     db = tmp_path_factory.mktemp("conformance") / "corpus.db"
     runs: dict[str, tuple[str, Any, Any]] = {}
-    rec = Recorder(str(db), durability="sync")
+    rec = Recorder(str(db))  # the default durability: values are encoded later, on the writer thread
     for name, case in graphs.CASES.items():
         graph = getattr(graphs, name)
         config = {**case.config, "configurable": {**case.config.get("configurable", {}), "thread_id": f"rec-{name}"}}
@@ -125,6 +128,7 @@ NAMES = [
     "sub_interrupt", "injected_tools", "retry", "cached", "own_saver", "runaway", "raising", "openai_stream", "openai_tools",
     "react_structured", "tool_errors", "tool_interrupt", "agent_hitl", "agent_limits", "nested_routers", "sub_in_node", "map_reduce",
     "streamed", "custom_stream", "context_store", "io_schema", "task_retry", "goto_send", "deferred", "supervisor_full", "swarm3",
+    "agent_in_node",
 ]
 
 
@@ -228,8 +232,13 @@ def test_route_decisions_are_there_with_their_kind_and_router(corpus, recorded, 
                     named.add(r.router)
                 if r.kind == "conditional":
                     assert r.router, at  # a conditional route names the function that decided it
+                assert not TASK_ID_IN_NS.search(json.dumps(r.returned, default=str)), (at, r.returned)  # no per-run task ids
+            per_task = [(r.task_id, dest) for r in d.routes for dest in set(r.destinations)]
+            assert len(per_task) == len(set(per_task)), (where, d.step.step, "a route shown twice", [(r.source, r.kind, r.destinations) for r in d.routes])
+            for r in d.routes:
                 if shape is None:
                     continue
+                at = (where, d.step.step, r.source, r.kind, r.router, r.destinations)
                 deciders = shape["routers"].get(r.source, set())
                 if r.kind in ("conditional", "send") and deciders:
                     assert r.router in deciders, (at, deciders)
@@ -278,6 +287,115 @@ def test_calls_are_captured_with_inputs_and_outputs(corpus, recorded, name):
     expected = {"supervisor": 11, "swarm": 5, "middleware_agent": 3, "functional": 2, "injected_tools": 5, "openai_stream": 3, "openai_tools": 4}
     if name in expected:
         assert len(calls) == expected[name], [c.name for c in calls]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_inputs_are_stored_as_passed(corpus, recorded, name):
+    """The run's input is what the caller passed, before LangGraph gave its messages ids in place."""
+    graphs, _ = corpus
+    from graphtape import open_store
+    from graphtape.recorder.codec import to_plain
+
+    db, runs = recorded
+    store = open_store(db)
+    try:
+        stored = store.run_detail(runs[name][0]).inputs
+    finally:
+        store.close()
+    assert stored == to_plain(graphs.CASES[name].inputs)
+
+
+ENTRYPOINT_TASKS = {"functional": {"fetch", "summarize"}, "functional_interrupt": {"fetch", "approve"}, "task_retry": {"flaky_fetch"}}
+
+
+@pytest.mark.parametrize("name", sorted(ENTRYPOINT_TASKS))
+def test_functional_api_tasks_are_first_class(corpus, recorded, name, capsys):
+    """@task calls are tasks of their step: named, with their result and their calls; ``show --step``
+    lists them; the run's output is what the entrypoint returned; an interrupt inside a task is one event."""
+    from graphtape import open_store
+    from graphtape.tui.cli import main
+
+    db, runs = recorded
+    run_id, result, _bare = runs[name]
+    store = open_store(db)
+    try:
+        details = store.step_details(run_id)
+        calls = store.calls(run_id)
+        output = store.run_detail(run_id).output
+    finally:
+        store.close()
+    tasks = [(d.step.step, t) for d in details for t in d.tasks]
+    assert all(t.node != "?" for _, t in tasks), [t.node for _, t in tasks]
+    assert ENTRYPOINT_TASKS[name] <= {t.node for _, t in tasks}
+    for step, t in tasks:
+        if t.node in ENTRYPOINT_TASKS[name]:
+            assert "__return__" in t.writes, (t.node, t.writes)  # a task's result shows as its update
+    by_task = {(step, t.task_id): t.node for step, t in tasks}
+    for c in calls:
+        assert c.ns == "" and by_task.get((c.step, c.task_id)) == c.node, (c.name, c.ns, c.step, c.node)
+    assert output == _comparable(result) and output, output
+    for step in sorted({c.step for c in calls}):
+        assert main(["--db", db, "show", run_id, "--step", str(step)]) == 0
+        shown = capsys.readouterr().out
+        for c in calls:
+            if c.step == step:
+                assert c.name in shown and f"in node {c.node}" in shown, shown
+        for s, t in tasks:
+            if s == step:
+                assert f"  {t.node}  " in shown, shown
+    events = [e for d in details for e in d.events]
+    if name == "functional_interrupt":
+        assert [(e.kind, e.node) for e in events] == [("interrupt", "approve"), ("resume", "approve")]
+
+
+def test_a_retried_node_keeps_every_attempt(recorded):
+    """RetryPolicy: the node (or @task) succeeded on its second attempt; the first one is kept
+    with its number, error and duration, the task's outcome is its last attempt's."""
+    from graphtape import open_store
+
+    db, runs = recorded
+    store = open_store(db)
+    try:
+        for name, node, message in (("retry", "flaky", "upstream reset the connection"), ("task_retry", "flaky_fetch", "the order service reset the connection")):
+            task = next(t for d in store.step_details(runs[name][0]) for t in d.tasks if t.node == node)
+            assert task.error_type is None and task.writes, (name, task)
+            assert [(a["n"], a["et"], a["em"]) for a in task.attempts] == [(1, "ConnectionError", message)], task.attempts
+            assert all(isinstance(a["ms"], (int, float)) and a["ms"] >= 0 for a in task.attempts)
+            assert store.get_run(runs[name][0]).status == "ok"
+    finally:
+        store.close()
+
+
+def test_a_recorded_cache_hit_replays_as_a_hit(corpus, recorded):
+    """The second run of ``cached`` was served from LangGraph's cache: neither the node nor its router
+    ran. Its route is the router's (not static), and a replay serves it from the cache again, even
+    with the graph's own cache empty; the first run (a miss) runs the node, even with a warm cache."""
+    graphs, _ = corpus
+    from graphtape import open_store, replay
+
+    db, runs = recorded
+    store = open_store(db)
+    try:
+        hit_run = runs["cached"][0]
+        miss_run = next(r.id for r in store.list_runs() if r.name == "cached" and r.parent_run_id is None and r.id != hit_run)
+        hit = store.step_detail(hit_run, 1)
+        assert [(t.node, t.cached) for t in hit.tasks] == [("expensive", True)]
+        assert [(r.kind, r.router, r.destinations) for r in hit.routes] == [("conditional", "big_or_small", ["big"])]
+        assert "from LangGraph's cache" in hit.step.summary
+        graphs.cached.cache.clear()  # a fresh process's cache
+        before = graphs.expensive_runs["n"]
+        again = replay(hit_run, graphs.cached, store=store)
+        assert not again.diverged, again.report()
+        assert graphs.expensive_runs["n"] == before  # served from the cache, not run
+        assert [(t.node, t.cached) for t in store.step_detail(again.run_id, 1).tasks] == [("expensive", True)]
+        graphs.cached.invoke({"n": 21})  # warm the graph's own cache
+        before = graphs.expensive_runs["n"]
+        first = replay(miss_run, graphs.cached, store=store)
+        assert not first.diverged, first.report()
+        assert graphs.expensive_runs["n"] == before + 1  # the recording ran it: so does the replay
+        assert [(t.node, t.cached) for t in store.step_detail(first.run_id, 1).tasks] == [("expensive", False)]
+    finally:
+        store.close()
 
 
 REPLAY_ALL = textwrap.dedent(
@@ -330,9 +448,16 @@ def test_replay_from_a_middle_step_is_clean(corpus, recorded, name):
         steps = [s.step for s in store.list_steps(runs[name][0]) if s.checkpoint_id]
         middle = steps[len(steps) // 2]
         result = replay(runs[name][0], getattr(graphs, name), from_step=middle, store=store)
+        recorded_limit = store.run_detail(runs[name][0]).config.get("recursion_limit")
+        replayed_limit = store.run_detail(result.run_id).config.get("recursion_limit")
     finally:
         store.close()
     assert not result.diverged, result.report()
+    # Only the root loop is given a lower limit (to end where the recording did): the replay's
+    # graph, and its record, see the recorded one.
+    from langgraph._internal._config import DEFAULT_RECURSION_LIMIT  # LangGraph's, for a run given none
+
+    assert replayed_limit == (recorded_limit if recorded_limit is not None else DEFAULT_RECURSION_LIMIT)
 
 
 def _edit_for(state: dict[str, Any]) -> tuple[dict[str, Any], Any]:
