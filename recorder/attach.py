@@ -34,6 +34,7 @@ from graphtape.recorder.graph_origin import Origin, display_name, origin_of
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
 from graphtape.recorder.session import RunSession, host_and_pid
+from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, SqlStore
 from graphtape.recorder.writer import Writer
 
@@ -194,6 +195,10 @@ class Recorder:
             redactor = Redactor(self.redact_patterns, self.redact_keys)
             session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known)
             session.thread_id = thread_id  # type: ignore[attr-defined]
+            if input is not None and type(input).__name__ != "Command":
+                # The input step's value, as passed: LangGraph hands the saver that checkpoint
+                # later (async durability, astream), by when it has given the messages ids in place.
+                session.passed_input = snapshot(input)
             if binding.lineage is not None:
                 session.step_shift = binding.lineage.step_shift
             conf[RUN_KEY] = run_id

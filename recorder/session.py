@@ -69,6 +69,9 @@ class TaskAcc:
     resumes: list[Any] = field(default_factory=list)
 
 
+_NOT_PASSED = object()
+
+
 def call_site(metadata: Mapping[str, Any] | None) -> tuple[str, str | None, str | None, int | None]:
     """Where a callback run happened: ``(namespace, node, task id, step)`` from LangGraph's metadata.
 
@@ -144,6 +147,7 @@ class RunSession:
         self.step_shift = 0  # root steps are stored this many lower (a fork: see Lineage.step_shift)
         self._hidden_channels: set[str] = set()
         self._copies = ChannelCopies()
+        self.passed_input: Any = _NOT_PASSED  # the run's input as the caller passed it (set by attach)
 
     # -- faults --------------------------------------------------------------
     def _encode_fault(self, why: str) -> None:
@@ -253,6 +257,8 @@ class RunSession:
             updated = checkpoint.get("updated_channels") or list(new_versions)
             if metadata.get("source") == "input":
                 values = snapshot(values)  # the caller's own objects, which the run goes on to change in place
+                if ns == "" and self.passed_input is not _NOT_PASSED and START in values:
+                    values[START] = self.passed_input  # as passed, whenever this checkpoint reaches the saver
             else:
                 values = self._copies.of(ns, values, updated)  # encoded later: as they are now
             info = (

@@ -94,3 +94,20 @@ def test_a_value_changed_in_place_after_its_checkpoint_is_stored_as_it_was(tmp_p
         store.close()
     assert inner_final == ["hi", "inner answer"]  # not the message appended after the subgraph ended
     assert outer_final == ["hi", "inner answer", "added after the subgraph ended"]
+
+
+async def test_the_input_step_of_an_async_run_is_the_input_as_passed(tmp_path):
+    """With ainvoke, LangGraph hands the saver the input checkpoint after the first step has begun,
+    by when add_messages has given the caller's messages ids: the step still holds them as passed."""
+    db = str(tmp_path / "runs.db")
+    with Recorder(db) as rec:
+        app = rec.attach(_graph(), name="chat")
+        for _ in range(3):
+            await app.ainvoke({"messages": [HumanMessage(f"message {i}") for i in range(50)]})
+    store = open_store(db)
+    try:
+        first_steps = [store.state_at(r.id, -1, internal=True)["__start__"] for r in store.list_runs()]
+    finally:
+        store.close()
+    assert len(first_steps) == 3 and first_steps[0] == first_steps[1] == first_steps[2]
+    assert all(m.get("id") is None for m in first_steps[0]["messages"])
