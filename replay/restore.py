@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphtape.recorder import Checkpoint, RunStore, StepNotFound
+from graphtape.recorder.session import NULL_TASK_ID  # LangGraph's writes of no task (private there)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +103,6 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
     if untracked and not ns:
         # Pending writes of no task are applied when a run resumes at the checkpoint, before its
         # first step: the one way into a channel the checkpoint cannot hold.
-        from langgraph.constants import NULL_TASK_ID
-
         saver.put_writes(saved, list(untracked.items()), NULL_TASK_ID)
     return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id)
 
