@@ -7,7 +7,9 @@ Imported by ``graphs.py`` (which lists every case), so each graph is reachable a
 from __future__ import annotations
 
 import operator
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -21,7 +23,9 @@ from langgraph.runtime import Runtime
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command, RetryPolicy, Send, interrupt
 from pydantic import BaseModel
-from scripted_model import ScriptedChatModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "agents"))
+from scripted_model import ScriptedChatModel  # noqa: E402  (a bundled demo file, loaded by path)
 
 
 def call(tool_name: str, call_id: str, **args: Any) -> dict[str, Any]:

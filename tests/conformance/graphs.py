@@ -150,14 +150,18 @@ swarm = _build_swarm()
 # -- 3. langchain 1.x create_agent with middleware ------------------------------------------
 
 
+def is_forbidden(messages: list[BaseMessage]) -> bool:
+    """The middleware hook's rule (module level, so a test can change it)."""
+    return isinstance(messages[-1], HumanMessage) and "forbidden" in str(messages[-1].content)
+
+
 def _build_middleware_agent() -> Any:
     from langchain.agents import create_agent
     from langchain.agents.middleware import AgentMiddleware, after_model, before_model
 
     @before_model(can_jump_to=["end"])
     def stop_when_forbidden(state: Any, runtime: Any) -> dict[str, Any] | None:
-        last = state["messages"][-1]
-        if isinstance(last, HumanMessage) and "forbidden" in str(last.content):
+        if is_forbidden(state["messages"]):
             return {"messages": [AIMessage("I cannot help with that.")], "jump_to": "end"}
         return None
 
