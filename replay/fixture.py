@@ -75,7 +75,6 @@ MAX_STEP_NUMBER = 2**31 - 1  # step numbers (and counts) go into integer columns
 # The checkpoint an imported fixture resumes from. LangGraph derives the next
 # task ids from it, so a fixed id makes replays of a fixture name their tasks alike.
 START_CHECKPOINT_ID = "00000000-0000-6000-8000-000000000000"
-DEFAULT_RECURSION_LIMIT = 25
 KEYFRAME_EVERY = 64
 
 ABOUT = (
@@ -597,11 +596,12 @@ def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
         if kept:
             out["configurable"] = ex.value(kept)
     limit = config.get("recursion_limit")
-    if offset > 0:
-        # LangGraph counts the limit from where a run starts: a fixture that starts later keeps the recorded end.
-        limit = max(1, (limit if type(limit) is int else DEFAULT_RECURSION_LIMIT) - offset)
     if type(limit) is int:
         out["recursion_limit"] = limit
+    if offset > 0:
+        # LangGraph counts the limit from where a run starts: a fixture that starts later keeps the
+        # recorded limit (what its subgraphs saw) and says how much later, so the replay ends where it did.
+        out["recursion_offset"] = offset
     for key in ("tags", "metadata", "context"):
         if config.get(key):
             out[key] = ex.value(config[key])
