@@ -147,6 +147,7 @@ class RunSession:
         self.step_shift = 0  # root steps are stored this many lower (a fork: see Lineage.step_shift)
         self._hidden_channels: set[str] = set()
         self._copies = ChannelCopies()
+        self._untracked_now: dict[str, dict[str, Any]] = {}  # ns -> never-checkpointed channel -> value now
         self.passed_input: Any = _NOT_PASSED  # the run's input as the caller passed it (set by attach)
 
     # -- faults --------------------------------------------------------------
@@ -255,6 +256,10 @@ class RunSession:
             duration = (now - prev[1]) * 1000 if prev else None
             values = checkpoint.get("channel_values", {})
             updated = checkpoint.get("updated_channels") or list(new_versions)
+            untracked = self.graph.for_ns(ns).untracked
+            if untracked and any(k in untracked for k in values):
+                # Only a replay's seed (a restored checkpoint) holds these: what the channels hold now.
+                self._untracked_now.setdefault(ns, {}).update({k: v for k, v in values.items() if k in untracked})
             if metadata.get("source") == "input":
                 values = snapshot(values)  # the caller's own objects, which the run goes on to change in place
                 if ns == "" and self.passed_input is not _NOT_PASSED and START in values:
@@ -297,6 +302,7 @@ class RunSession:
         step, cp_id, parent_id, now, duration, values, versions, seen, updated, source = info
         self._seq += 1
         seq = self._seq
+        values = self._with_untracked(ns, values, tasks)
         frames = self._frames.get(ns)
         if frames is None:
             frames = self._frames[ns] = FrameBuilder(self.encoder.encode)
@@ -322,6 +328,16 @@ class RunSession:
             return batch
 
         self.writer.submit(work)
+
+    def _with_untracked(self, ns: str, values: Mapping[str, Any], tasks: list[TaskAcc]) -> Mapping[str, Any]:
+        """The step's state with the values its never-checkpointed channels hold (langchain's per-run
+        call counters): LangGraph keeps them out of checkpoints, but the graph sees them, and a replay
+        or a fixture that starts after this step must hand them back. Only plain data (numbers,
+        text, lists and dicts of them) is kept: a live resource held there cannot be restored."""
+        held = self._untracked_now.setdefault(ns, {})
+        for acc in tasks:
+            held.update({k: v for k, v in acc.untracked.items() if _plain_data(v)})
+        return {**values, **held} if held else values
 
     def _hide_secret_channels(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
         """State channels named like secrets (``openai_api_key``, ``db_password``) are stored redacted,
@@ -725,6 +741,18 @@ def _untracked_writes(output: Any, untracked: frozenset[str]) -> dict[str, Any]:
         if isinstance(update, dict):
             found.update({k: containers(v) for k, v in update.items() if k in untracked})
     return found
+
+
+def _plain_data(value: Any, depth: int = 0) -> bool:
+    if value is None or type(value) in (bool, int, float, str):
+        return True
+    if depth > 8:
+        return False
+    if type(value) in (list, tuple):
+        return all(_plain_data(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and _plain_data(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def _route_key(v: Any) -> str:

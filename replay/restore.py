@@ -11,7 +11,7 @@ re-enters the subgraph task and the subgraph resumes at its own step.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,11 +82,11 @@ def replay_saver() -> Any:
     return ReplaySaver()
 
 
-def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread_id: str, *, untracked: Mapping[str, Any] | None = None) -> Restored:
+def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread_id: str, *, untracked: Iterable[str] = ()) -> Restored:
     """Restore ``run_id``'s checkpoint after ``step`` of namespace ``ns`` (and its parents) into ``saver``.
 
-    ``untracked`` holds root channels LangGraph never checkpoints (``UntrackedValue``) with the
-    values they held after the root step: they are handed to the resumed run (see ``untracked_at``).
+    ``untracked`` names the root graph's channels LangGraph never checkpoints (``UntrackedValue``);
+    the recording keeps what they held with each step's state, and they are handed to the resumed run.
     """
     root_step = step
     if ns:
@@ -100,10 +100,11 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
     if any(isinstance(v, int) for v in cp.channel_versions.values()):
         saver.int_versions = True
     saved = saver.put(config, checkpoint, metadata, dict(cp.channel_versions))
-    if untracked and not ns:
-        # Pending writes of no task are applied when a run resumes at the checkpoint, before its
-        # first step: the one way into a channel the checkpoint cannot hold.
-        saver.put_writes(saved, list(untracked.items()), NULL_TASK_ID)
+    held = [(ch, checkpoint["channel_values"][ch]) for ch in untracked if ch in checkpoint["channel_values"]] if not ns else []
+    if held:
+        # LangGraph drops these from a checkpoint it loads; pending writes of no task are applied
+        # when a run resumes there, before its first step: the one way into such a channel.
+        saver.put_writes(saved, held, NULL_TASK_ID)
     return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id)
 
 
@@ -113,26 +114,6 @@ def untracked_channels(graph: Any) -> list[str]:
     from langgraph.channels.untracked_value import UntrackedValue
 
     return sorted(k for k, ch in (getattr(graph, "channels", None) or {}).items() if isinstance(ch, UntrackedValue))
-
-
-def untracked_at(store: RunStore, run_id: str, step: int, channels: list[str], resumed_at: Iterable[int] = ()) -> dict[str, Any]:
-    """The values ``channels`` held after root ``step`` of the recording: each one's last recorded
-    write. An invocation starts them empty (a resume after an interrupt too), so only writes
-    since the last resume at or before ``step`` count."""
-    if not channels:
-        return {}
-    since = max((s for s in resumed_at if s <= step), default=None)
-    out: dict[str, Any] = {}
-    for d in store.step_details(run_id, "", typed=True):
-        if d.step.step > step:
-            break
-        if since is not None and d.step.step < since:
-            continue
-        for t in d.tasks:
-            for ch in channels:
-                if ch in (t.writes or {}):
-                    out[ch] = t.writes[ch]
-    return out
 
 
 def _parent_of(store: RunStore, run_id: str, ns: str) -> tuple[str, int]:

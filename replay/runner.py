@@ -30,7 +30,7 @@ from graphtape.replay.intercept import answering
 from graphtape.replay.limits import Limits, recorded_limits
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, ns_path
-from graphtape.replay.restore import Restored, replay_saver, restore, untracked_at, untracked_channels
+from graphtape.replay.restore import Restored, replay_saver, restore, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
 
 
@@ -163,7 +163,7 @@ class _Run:
             raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
         saver = replay_saver()
         thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
-        restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=self._untracked(step, ns))
+        restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph))
         base = self.graph.copy(update={"checkpointer": saver})
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
@@ -305,16 +305,6 @@ class _Run:
 
         return Command(update=update, goto=goto if len(goto) > 1 else goto[0]), node
 
-    def _untracked(self, step: int, ns: str) -> dict[str, Any]:
-        """What the graph's never-checkpointed channels held when the recording passed the resume point."""
-        channels = untracked_channels(self.graph)
-        if not channels:
-            return {}
-        root_step = step if not ns else None
-        if root_step is None:
-            return {}  # a subgraph replay resumes its parent where it entered the subgraph: nothing ran since
-        return untracked_at(self.store, self.run.id, root_step, channels, self._recorded_resumes())
-
     def _edit_failed(self, step: int, ns: str, exc: BaseException) -> str:
         """Why an edit does not apply, in one line; a step where several nodes ran names them."""
         first = str(exc).splitlines()[0] if str(exc) else ""
@@ -370,8 +360,10 @@ class _Run:
             limit = _default_recursion_limit()
         if limit is not None:
             # LangGraph stops at (start step + 1) + limit + 1, counted from where it
-            # starts; a fresh run starts at its input step. Keep the recorded end.
-            first = self._root_steps()[0].step
+            # starts; a fresh run starts at its input step. Keep the recorded end. A fixture
+            # that starts later says how many steps before its start the recording began.
+            later = recorded.get("recursion_offset")
+            first = self._root_steps()[0].step - (later if type(later) is int and later > 0 else 0)
             config["recursion_limit"] = max(1, limit - (restored.root_step - first) - 1)
             self._resume_limit = limit
             # Only the root run counts from where it resumes: subgraphs and the error keep the recorded limit.
