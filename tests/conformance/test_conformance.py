@@ -550,18 +550,37 @@ def test_exported_fixtures_pass_under_the_marker_and_test_gen_tests_pass(corpus,
     graphs, _ = corpus
     from graphtape.tui.cli import main
 
+    """Each run as a whole fixture, as a fixture that starts at a middle step (``export --steps M:``),
+    and as test-gen's file: all pass under the marker in one pytest process."""
+    from graphtape import open_store
+
     db, runs = recorded
     project = tmp_path / "project"
     (project / "fixtures").mkdir(parents=True)
+    store = open_store(db)
+    try:
+        middles = {}
+        for name, (run_id, _r, _b) in runs.items():
+            done = [s.step for s in store.list_steps(run_id) if s.checkpoint_id]
+            if len(done) >= 3:
+                middles[name] = done[len(done) // 2]  # a completed step before it to start from
+    finally:
+        store.close()
     for name, (run_id, _result, _bare) in runs.items():
         fixture = project / "fixtures" / f"{name}.json"
         assert main(["--db", db, "export", run_id, "-o", str(fixture)]) == 0
         (project / f"test_marker_{name}.py").write_text(MARKER_TEST.format(graphs=str(GRAPHS), fixture=str(fixture), name=name))
+        if name in middles:
+            # LangGraph counts the recursion limit from where a run starts: a later start must not
+            # change what its subgraphs see (remaining_steps) nor where a runaway run ends.
+            later = project / "fixtures" / f"{name}_from_{middles[name]}.json"
+            assert main(["--db", db, "export", run_id, "-o", str(later), "--steps", f"{middles[name]}:"]) == 0
+            (project / f"test_later_{name}.py").write_text(MARKER_TEST.format(graphs=str(GRAPHS), fixture=str(later), name=name))
         assert main(["--db", db, "test-gen", run_id, "--graph", f"{GRAPHS}:{name}", "-o", str(project / "generated"), "--name", f"gen-{name}"]) == 0
     env = {k: v for k, v in os.environ.items() if k not in ("GRAPHTAPE_FAKE_OPENAI", "CI")}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:warnings", str(project)], cwd=project, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert f"{2 * len(runs)} passed" in proc.stdout
+    assert f"{2 * len(runs) + len(middles)} passed" in proc.stdout
 
 
 CHANGED = {
