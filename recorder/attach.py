@@ -34,6 +34,7 @@ from graphtape.recorder.graph_origin import Origin, display_name, origin_of
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
 from graphtape.recorder.session import RunSession, host_and_pid
+from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, SqlStore
 from graphtape.recorder.writer import Writer
 
@@ -62,10 +63,14 @@ class Lineage:
     # it are stored this many lower, so the fork's steps carry the original run's numbers.
     step_shift: int = 0
     graph_name: str | None = None  # the source run's graph name, kept by its replays and forks
+    # The recursion limit the run's graph sees; a replay gives only its root loop a lower one
+    # (to end at the recorded step), and the run's config keeps the recorded number.
+    recursion_limit: int | None = None
 
 
 _log = logging.getLogger("graphtape")
 _STREAM_KW_DURABILITY = "durability"
+_STREAM_KW_CONTEXT = "context"
 _TASK_KEYS = ("__pregel_task_id", "__pregel_scratchpad")
 
 
@@ -190,6 +195,10 @@ class Recorder:
             redactor = Redactor(self.redact_patterns, self.redact_keys)
             session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known)
             session.thread_id = thread_id  # type: ignore[attr-defined]
+            if input is not None and type(input).__name__ != "Command":
+                # The input step's value, as passed: LangGraph hands the saver that checkpoint
+                # later (async durability, astream), by when it has given the messages ids in place.
+                session.passed_input = snapshot(input)
             if binding.lineage is not None:
                 session.step_shift = binding.lineage.step_shift
             conf[RUN_KEY] = run_id
@@ -235,7 +244,8 @@ class Recorder:
             self.writer.submit(lambda: Batch(runs_update=[(session.run_id, fields)], blobs=session._take_blobs()))
             return
         binding.find_graph_ref()
-        cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": config.get("recursion_limit"), "stream": {k: v for k, v in kwargs.items() if isinstance(v, (str, int, bool, list, type(None)))}}
+        limit = binding.lineage.recursion_limit if binding.lineage is not None and binding.lineage.recursion_limit is not None else config.get("recursion_limit")
+        cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": limit, "stream": {k: v for k, v in kwargs.items() if k != _STREAM_KW_CONTEXT and isinstance(v, (str, int, bool, list, type(None)))}}
         row: dict[str, Any] = {
             "id": session.run_id,
             "name": session.redactor.scrub(binding.name),  # a run named after a ticket may quote a key
@@ -260,9 +270,16 @@ class Recorder:
         # objects in place as the run goes (add_messages gives messages ids), and the stored
         # input must be what the caller passed, the same for identical runs.
         row["inputs"] = _json(session.encoder.encode(input))
+        # The run's Runtime context (``invoke(..., context=...)`` on a graph with a context_schema):
+        # a replay hands the graph the same one. Encoded now too, as the caller passed it.
+        context = kwargs.get(_STREAM_KW_CONTEXT)
+        context_enc = session.encoder.encode(context) if context is not None else None
 
         def work() -> Batch:
-            row["config"] = _json(session.encoder.encode(cfg))
+            config_enc = session.encoder.encode(cfg)
+            if context_enc is not None and isinstance(config_enc, dict):
+                config_enc = {**config_enc, "context": context_enc}
+            row["config"] = _json(config_enc)
             if lineage is not None and lineage.edit is not None:
                 row["fork_edit"] = _json(session.encoder.encode(lineage.edit))
             return Batch(runs_new=[row], blobs=session._take_blobs())

@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langgraph.errors import GraphInterrupt
 
 from graphtape.recorder.graph_info import START
 from graphtape.recorder.session import RunSession, call_site, push_depth
@@ -199,6 +200,15 @@ def model_label(cls: str, params: dict, metadata: dict | None) -> str:
 
 
 def _failure(error: BaseException) -> dict[str, Any]:
-    """A failed call's fields: its error's type, message and traceback."""
-    return {"error_type": type(error).__name__, "error_message": str(error), "traceback": frames_of(error)}
+    """A failed call's fields: its error's type, message and traceback.
+
+    A call that stopped at an ``interrupt()`` (a tool asking a person) is no failure: it
+    keeps the values it interrupted with as its output, so a replay interrupts the same way.
+    """
+    fields: dict[str, Any] = {"error_type": type(error).__name__, "error_message": str(error)}
+    if isinstance(error, GraphInterrupt):
+        fields["output"] = [getattr(i, "value", i) for i in (error.args[0] if error.args and isinstance(error.args[0], (list, tuple)) else ())]
+        return fields
+    fields["traceback"] = frames_of(error)
+    return fields
 

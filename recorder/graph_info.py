@@ -30,6 +30,9 @@ class GraphInfo:
     subgraphs: dict[str, GraphInfo] = field(default_factory=dict)
     # node -> where its Command(goto=...) may send the run (a node's declared destinations)
     node_ends: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # state channels LangGraph never checkpoints nor hands the saver (UntrackedValue): what
+    # nodes write to them is taken from the nodes' own output instead
+    untracked: frozenset[str] = frozenset()
 
     def for_ns(self, ns: str) -> GraphInfo:
         """The graph a task in namespace ``ns`` (``"alice:<id>|agent:<id>"``) belongs to; this one if unknown."""
@@ -100,6 +103,7 @@ _UNKNOWN = GraphInfo(name="?")
 
 def _describe_one(graph: Any) -> GraphInfo:
     info = GraphInfo(name=getattr(graph, "name", None) or type(graph).__name__)
+    info.untracked = _untracked_channels(graph)
     builder = getattr(graph, "builder", None)
     if builder is None or not hasattr(builder, "nodes"):
         info.nodes = [n for n in getattr(graph, "nodes", {}) if n != START]
@@ -123,7 +127,29 @@ def _describe_one(graph: Any) -> GraphInfo:
             path = getattr(spec, "path", None)
             run_name = path.get_name() if hasattr(path, "get_name") else name
             func = getattr(path, "func", None) or getattr(path, "afunc", None)
-            shown = getattr(func, "__name__", None) or name
+            shown = _decider(src, func, name)
             info.routers.setdefault(src, {})[shown] = {str(k): str(v) for k, v in ends.items()} if ends else None
             info.run_names.setdefault(src, {})[run_name] = shown
     return info
+
+
+def _decider(source: str, func: Any, branch_name: str) -> str:
+    """The name a route decided by this branch is shown with: its function's.
+
+    langchain's agent middleware is the exception: the edge after a hook that may jump
+    (``@before_model(can_jump_to=[...])``) only reads the ``jump_to`` the hook wrote, so the
+    decision is the hook's, and the route names the hook (``Limit.before_model``).
+    """
+    qualname = getattr(func, "__qualname__", "") or ""
+    if "_add_middleware_edge.<locals>" in qualname:
+        return source
+    return getattr(func, "__name__", None) or branch_name
+
+
+def _untracked_channels(graph: Any) -> frozenset[str]:
+    try:
+        from langgraph.channels.untracked_value import UntrackedValue
+    except ImportError:  # another LangGraph layout: nothing is known to be untracked
+        return frozenset()
+    channels = getattr(graph, "channels", None) or {}
+    return frozenset(k for k, ch in channels.items() if isinstance(ch, UntrackedValue))

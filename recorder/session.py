@@ -25,6 +25,7 @@ from graphtape.recorder.frames import FrameBuilder
 from graphtape.recorder.graph_info import END, START, GraphInfo
 from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
 from graphtape.recorder.redaction import MARK, Redactor
+from graphtape.recorder.snapshots import ChannelCopies, containers, snapshot
 from graphtape.recorder.store import Batch, pack, squeeze
 from graphtape.recorder.tracebacks import frames_of, scrubbed_frames
 from graphtape.recorder.writer import Writer
@@ -36,7 +37,8 @@ TASKS = "__pregel_tasks"
 INTERRUPT = "__interrupt__"
 RESUME = "__resume__"
 ERROR = "__error__"
-_CONTROL_CHANNELS = {TASKS, INTERRUPT, RESUME, ERROR, "__return__", "__no_writes__", "__error_source_node__", "__scheduled__"}
+RETURN = "__return__"
+_CONTROL_CHANNELS = {TASKS, INTERRUPT, RESUME, ERROR, RETURN, "__no_writes__", "__error_source_node__", "__scheduled__"}
 _NOT_ERRORS = {"GraphInterrupt", "NodeInterrupt", "ParentCommand", "GraphBubbleUp"}
 
 
@@ -58,6 +60,7 @@ class TaskAcc:
     error_frames: list | None = None  # the error's traceback, read while it still exists
     attempts: list[dict] = field(default_factory=list)  # earlier attempts of a retried task
     output: Any = None
+    untracked: dict[str, Any] = field(default_factory=dict)  # its writes to never-checkpointed channels
     routers: list[tuple[str, Any]] = field(default_factory=list)
     parent_command: Any = None
     seen_callback: bool = False
@@ -66,23 +69,7 @@ class TaskAcc:
     resumes: list[Any] = field(default_factory=list)
 
 
-def snapshot(value: Any, depth: int = 0) -> Any:
-    """``value`` as it is now: containers copied, messages copied (LangGraph sets their ids in
-    place later), anything else shared. Cheap: it walks only dicts, lists and tuples."""
-    if depth > 50:
-        return value
-    if isinstance(value, dict):
-        return {k: snapshot(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        copied = [snapshot(v, depth + 1) for v in value]
-        return copied if isinstance(value, list) else type(value)(copied) if type(value) is tuple else value
-    copy = getattr(value, "model_copy", None)
-    if copy is not None and hasattr(value, "content") and hasattr(value, "type"):
-        try:
-            return copy()
-        except Exception:  # noqa: BLE001 - an odd message: keep it as it is
-            return value
-    return value
+_NOT_PASSED = object()
 
 
 def call_site(metadata: Mapping[str, Any] | None) -> tuple[str, str | None, str | None, int | None]:
@@ -159,6 +146,9 @@ class RunSession:
         self.max_step = -1
         self.step_shift = 0  # root steps are stored this many lower (a fork: see Lineage.step_shift)
         self._hidden_channels: set[str] = set()
+        self._copies = ChannelCopies()
+        self._untracked_now: dict[str, dict[str, Any]] = {}  # ns -> never-checkpointed channel -> value now
+        self.passed_input: Any = _NOT_PASSED  # the run's input as the caller passed it (set by attach)
 
     # -- faults --------------------------------------------------------------
     def _encode_fault(self, why: str) -> None:
@@ -242,7 +232,7 @@ class RunSession:
                         acc.error = v if isinstance(v, BaseException) else RuntimeError(str(v))
                         acc.error_frames = frames_of(acc.error)
                 else:
-                    acc.writes.append((ch, v))
+                    acc.writes.append((ch, containers(v)))  # encoded later: as written now
             self._drain(ns, force=False)
 
     def _place_events(self) -> None:
@@ -265,8 +255,17 @@ class RunSession:
             self._last_cp[ns] = (cp_id, now)
             duration = (now - prev[1]) * 1000 if prev else None
             values = checkpoint.get("channel_values", {})
+            updated = checkpoint.get("updated_channels") or list(new_versions)
+            untracked = self.graph.for_ns(ns).untracked
+            if untracked and any(k in untracked for k in values):
+                # Only a replay's seed (a restored checkpoint) holds these: what the channels hold now.
+                self._untracked_now.setdefault(ns, {}).update({k: v for k, v in values.items() if k in untracked})
             if metadata.get("source") == "input":
                 values = snapshot(values)  # the caller's own objects, which the run goes on to change in place
+                if ns == "" and self.passed_input is not _NOT_PASSED and START in values:
+                    values[START] = self.passed_input  # as passed, whenever this checkpoint reaches the saver
+            else:
+                values = self._copies.of(ns, values, updated)  # encoded later: as they are now
             info = (
                 step,
                 cp_id,
@@ -276,7 +275,7 @@ class RunSession:
                 values,
                 checkpoint.get("channel_versions", {}),
                 checkpoint.get("versions_seen", {}),
-                checkpoint.get("updated_channels") or list(new_versions),
+                updated,
                 metadata.get("source"),
             )
             self._ready.setdefault(ns, {})[step] = info
@@ -303,6 +302,7 @@ class RunSession:
         step, cp_id, parent_id, now, duration, values, versions, seen, updated, source = info
         self._seq += 1
         seq = self._seq
+        values = self._with_untracked(ns, values, tasks)
         frames = self._frames.get(ns)
         if frames is None:
             frames = self._frames[ns] = FrameBuilder(self.encoder.encode)
@@ -328,6 +328,16 @@ class RunSession:
             return batch
 
         self.writer.submit(work)
+
+    def _with_untracked(self, ns: str, values: Mapping[str, Any], tasks: list[TaskAcc]) -> Mapping[str, Any]:
+        """The step's state with the values its never-checkpointed channels hold (langchain's per-run
+        call counters): LangGraph keeps them out of checkpoints, but the graph sees them, and a replay
+        or a fixture that starts after this step must hand them back. Only plain data (numbers,
+        text, lists and dicts of them) is kept: a live resource held there cannot be restored."""
+        held = self._untracked_now.setdefault(ns, {})
+        for acc in tasks:
+            held.update({k: v for k, v in acc.untracked.items() if _plain_data(v)})
+        return {**values, **held} if held else values
 
     def _hide_secret_channels(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
         """State channels named like secrets (``openai_api_key``, ``db_password``) are stored redacted,
@@ -360,7 +370,7 @@ class RunSession:
                         "ms": round(acc.duration_ms, 3),
                     }
                 )
-                acc.error, acc.error_frames, acc.output, acc.duration_ms = None, None, None, None
+                acc.error, acc.error_frames, acc.output, acc.duration_ms, acc.untracked = None, None, None, None, {}
             acc.node = node
             if step is not None:
                 acc.step = step
@@ -376,6 +386,7 @@ class RunSession:
             if acc.perf0 is not None:
                 acc.duration_ms = (time.perf_counter() - acc.perf0) * 1000
             acc.output = output
+            acc.untracked = _untracked_writes(output, self.graph.for_ns(ns).untracked)
             if error is not None:
                 name = type(error).__name__
                 if name == "ParentCommand":
@@ -505,6 +516,7 @@ class RunSession:
     def forget(self) -> None:
         self.encoder.forget()
         self._frames.clear()
+        self._copies.forget()
 
     # -- building rows ---------------------------------------------------------
     def _kids(self, ns: str, tasks: list[TaskAcc]) -> dict[str, list[str]]:
@@ -549,7 +561,9 @@ class RunSession:
                     owner[key] = acc
         for acc in tasks:
             row: dict[str, Any] = {"id": acc.task_id, "node": acc.node or "?", "path": acc.path}
-            update = {ch: v for ch, v in acc.writes if not ch.startswith(BRANCH) and ch not in _CONTROL_CHANNELS and not ch.startswith("join:")}
+            # A functional-API @task's result is its write to __return__: kept, shown as its update.
+            update = {ch: v for ch, v in acc.writes if ch == RETURN or (not ch.startswith(BRANCH) and ch not in _CONTROL_CHANNELS and not ch.startswith("join:"))}
+            update.update(acc.untracked)
             if update:
                 row["w"] = enc(update)
             if acc.t0 is not None:
@@ -716,6 +730,31 @@ def _written_keys(task_rows: list[dict], tasks: list[TaskAcc]) -> str:
     return "," + ",".join(keys) + "," if keys else ""
 
 
+def _untracked_writes(output: Any, untracked: frozenset[str]) -> dict[str, Any]:
+    """What a node wrote to never-checkpointed channels: LangGraph keeps those writes from the
+    saver, so they are read from the node's returned update (a dict or a Command's)."""
+    if not untracked:
+        return {}
+    found: dict[str, Any] = {}
+    for item in output if isinstance(output, (list, tuple)) else [output]:
+        update = item.update if type(item).__name__ == "Command" else item
+        if isinstance(update, dict):
+            found.update({k: containers(v) for k, v in update.items() if k in untracked})
+    return found
+
+
+def _plain_data(value: Any, depth: int = 0) -> bool:
+    if value is None or type(value) in (bool, int, float, str):
+        return True
+    if depth > 8:
+        return False
+    if type(value) in (list, tuple):
+        return all(_plain_data(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and _plain_data(v, depth + 1) for k, v in value.items())
+    return False
+
+
 def _route_key(v: Any) -> str:
     return v if isinstance(v, str) else str(v)
 
@@ -749,7 +788,12 @@ def _summary(routes: list[dict], tasks: list[dict]) -> str:
     parts = []
     for r in routes:
         dest = ", ".join(dict.fromkeys(r["dest"])) or END
-        if r["kind"] == "conditional":
+        ti = r.get("ti")
+        if isinstance(ti, int) and 0 <= ti < len(tasks) and tasks[ti].get("c"):
+            parts.append(f"{r['src']} → {dest} (from LangGraph's cache)")  # neither the node nor its router ran
+        elif r["kind"] == "conditional" and "ret" not in r:
+            parts.append(f"{r['src']} → {dest} (decided by {r['router']})")  # a router that reports no return value
+        elif r["kind"] == "conditional":
             parts.append(f"{r['src']} → {dest} ({r['router']} returned {_short_plain(r.get('ret'))})")
         elif r["kind"] == "send":
             via = f" via {r['router']}" if r.get("router") else ""

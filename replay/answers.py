@@ -85,6 +85,8 @@ class RecordingAnswerer:
         if got is None:
             return None
         call = got.call
+        if got.interrupt:
+            return Answer(interrupt=got.interrupt, delay_s=self._delay(got))
         error = (call.error_type, call.error_message) if call.error_type else None
         return Answer(value=None if error else message_from_plain(call.output), error=error, delay_s=self._delay(got))
 
@@ -108,6 +110,8 @@ class RecordingAnswerer:
             return None
         call = got.call
         delay = self._delay(got)
+        if got.interrupt:
+            return Answer(interrupt=got.interrupt, delay_s=delay)
         if call.error_type:
             return Answer(error=(call.error_type, call.error_message), delay_s=delay)
         out = call.output

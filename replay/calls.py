@@ -45,6 +45,7 @@ class RecordedCall:
     arguments: Any
     delay_s: float  # > 0 when the node stopped waiting for it (a timeout): replay it as slow
     used: bool = False
+    interrupt: tuple[Any, ...] = ()  # (value,): the call stopped at interrupt(value)
 
     def differing(self, live: LiveCall, step_offset: int) -> list[str]:
         """The match fields on which this recording and ``live`` differ."""
@@ -95,13 +96,22 @@ class Miss:
 class CallBook:
     """The recorded calls of a run after the replay's starting step, consumed as they answer."""
 
-    def __init__(self, calls: Iterable[CallInfo], normalize: Normalizer, *, delay: Callable[[CallInfo], float], offsets: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        calls: Iterable[CallInfo],
+        normalize: Normalizer,
+        *,
+        delay: Callable[[CallInfo], float],
+        offsets: dict[str, int] | None = None,
+        interrupts: dict[str, list[Any]] | None = None,
+    ) -> None:
         self.offsets = offsets or {}  # namespace path -> how many steps a fork's edit shifted it
         self._lock = threading.Lock()
         self.recorded = [
             RecordedCall(i, c, ns_path(c.ns), normalize_arguments(c.kind, c.inputs, normalize), delay(c))
             for i, c in enumerate(calls)
         ]
+        _match_interrupts(self.recorded, interrupts or {})
         # Who made a call -> its recordings, in order: an exact match looks in one slot.
         self._slots: dict[tuple, list[RecordedCall]] = {}
         for r in self.recorded:
@@ -122,6 +132,26 @@ class CallBook:
     def unused(self) -> list[RecordedCall]:
         """Recordings no live call asked for."""
         return [r for r in self.recorded if not r.used]
+
+
+def _match_interrupts(recorded: list[RecordedCall], interrupts: dict[str, list[Any]]) -> None:
+    """Give each call that stopped at ``interrupt()`` the value it interrupted with.
+
+    The call keeps the value itself (its output); a fixture, which keeps no output for a
+    call that did not return, has it in its task's interrupt events: the k-th such call
+    of a task is the task's k-th interrupt.
+    """
+    seen: dict[str | None, int] = {}
+    for r in recorded:
+        if r.call.error_type != "GraphInterrupt":
+            continue
+        k = seen.get(r.call.task_id, 0)
+        seen[r.call.task_id] = k + 1
+        out = r.call.output
+        if isinstance(out, list) and out:
+            r.interrupt = (out[0],)
+        elif k < len(interrupts.get(r.call.task_id or "", ())):
+            r.interrupt = (interrupts[r.call.task_id or ""][k],)
 
 
 def _weight(fields: list[str]) -> int:

@@ -16,7 +16,7 @@ One module per concern; this one keeps their names importable from
 from __future__ import annotations
 
 # Every name below stays importable from here: the CLI, the TUI, the pytest plugin and tests import them.
-from graphtape.replay.fixture_export import DEFAULT_RECURSION_LIMIT, StepRange, export_fixture, is_machine_path, portable_graph_ref  # noqa: F401
+from graphtape.replay.fixture_export import StepRange, export_fixture, is_machine_path, portable_graph_ref  # noqa: F401
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_CALLS, MAX_FILE_BYTES, MAX_HOLD_MS, MAX_STEP_NUMBER, MAX_STEPS, SLICE_TAG, FixtureError, dumps_fixture, parse_fixture, read_fixture, write_fixture  # noqa: F401
 from graphtape.replay.fixture_import import KEYFRAME_EVERY, START_CHECKPOINT_ID, ImportedFixture, fixture_run_id, import_fixture  # noqa: F401
 

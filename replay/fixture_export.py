@@ -39,7 +39,6 @@ from graphtape.recorder.store import RunStore, read_budget
 from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
 
-DEFAULT_RECURSION_LIMIT = 25
 
 _STRUCTURAL = frozenset({ENVELOPE, "cls", "type"})
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}")
@@ -481,7 +480,7 @@ def _fold_idless(fixture: dict[str, Any], table: dict[str, Any]) -> dict[str, An
 
 
 def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
-    """What a replay forwards: configurable (no thread or checkpoint keys), recursion limit, tags, metadata."""
+    """What a replay forwards: configurable (no thread or checkpoint keys), recursion limit, tags, metadata, the run context."""
     config = config if isinstance(config, dict) and ENVELOPE not in config else {}
     out: dict[str, Any] = {}
     conf = config.get("configurable")
@@ -490,12 +489,13 @@ def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
         if kept:
             out["configurable"] = ex.value(kept)
     limit = config.get("recursion_limit")
-    if offset > 0:
-        # LangGraph counts the limit from where a run starts: a fixture that starts later keeps the recorded end.
-        limit = max(1, (limit if type(limit) is int else DEFAULT_RECURSION_LIMIT) - offset)
     if type(limit) is int:
         out["recursion_limit"] = limit
-    for key in ("tags", "metadata"):
+    if offset > 0:
+        # LangGraph counts the limit from where a run starts: a fixture that starts later keeps the
+        # recorded limit (what its subgraphs saw) and says how much later, so the replay ends where it did.
+        out["recursion_offset"] = offset
+    for key in ("tags", "metadata", "context"):
         if config.get(key):
             out[key] = ex.value(config[key])
     return dict(sorted(out.items()))

@@ -38,10 +38,31 @@ class Answer:
     tool_error: bool = False  # a handled tool error: the value is the error text the tool reported
     delay_s: float = 0.0
     call: Any = None  # an override function to call with the tool's parsed arguments
+    interrupt: tuple[Any, ...] = ()  # (value,): the recorded call stopped at interrupt(value)
 
     def raise_if_error(self) -> None:
+        if self.interrupt:
+            interrupt_again(self.interrupt[0])
         if self.error is not None:
             raise rebuild_error(*self.error)
+
+
+_MAX_RESUMED = 10_000
+
+
+def interrupt_again(value: Any) -> None:
+    """Stop the call at LangGraph's ``interrupt(value)``, as the recording did.
+
+    The recorded call got this far after as many resumes as the task holds now:
+    the earlier ``interrupt()`` calls return those resume values, and the next one
+    raises LangGraph's own ``GraphInterrupt`` (the same interrupt id and bookkeeping
+    as the live run), so the replay pauses there and is resumed as recorded.
+    """
+    from langgraph.types import interrupt
+
+    for _ in range(_MAX_RESUMED):
+        interrupt(value)
+    raise RuntimeError("graphtape replay: a recorded interrupt was answered more often than it could have been")
 
 
 class Answerer(Protocol):

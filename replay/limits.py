@@ -1,20 +1,26 @@
 """Keep a replayed graph's view of its recursion limit the recorded one.
 
 A replay resumes at a recorded step, and LangGraph counts a resumed run's
-limit from where it resumes (``stop = step + recursion_limit + 1``). To end
-where the recording ended, the root run is given a lower limit. Two things
-must not see that lower number:
+limit from where it resumes (``stop = step + recursion_limit + 1``, computed
+once when the run starts, from the config alone): resumed with the recorded
+limit, a runaway loop recorded to end at step 6 runs on to step 11. So the
+root run is given a lower limit, which puts its ``stop`` exactly where the
+recording's was; its ``remaining_steps`` (``stop - step``) are then the
+recorded ones too. Nothing else may see that lower number:
 
-- subgraphs, which inherit the caller's config: their own stop, and so the
-  ``remaining_steps`` a prebuilt agent puts into its ``Send`` packets, would
-  differ from the recording's;
+- subgraphs, which inherit the caller's config (passed on, or taken from the
+  context by a graph invoked inside a node without one): their own stop, and
+  so the ``remaining_steps`` a prebuilt agent puts into its ``Send`` packets,
+  would differ from the recording's;
 - the ``GraphRecursionError`` a runaway loop ends with, whose message quotes
-  the limit.
+  the limit;
+- the replay's own run record, which keeps the recorded limit (``Lineage``).
 
-LangGraph has no seam for either, so while a replay runs ``Pregel.stream`` and
-``astream`` are wrapped at the class level (as ``intercept`` wraps models and
-tools, and removed when the last replay ends): a subgraph call gets the
-recorded limit back, and the root run's recursion error quotes it.
+LangGraph has no seam for the first two, so while a replay runs
+``Pregel.stream`` and ``astream`` are wrapped at the class level (as
+``intercept`` wraps models and tools, and removed when the last replay ends):
+a subgraph call gets the recorded limit back, and the root run's recursion
+error quotes it.
 """
 
 from __future__ import annotations
@@ -86,11 +92,22 @@ def _split(args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:
 
 
 def _adjust(config: Any, limits: Limits) -> tuple[Any, bool]:
-    """``(config, is_root)``: a subgraph's config with the recorded limit."""
+    """``(config, is_root)``: a subgraph's config with the recorded limit.
+
+    A graph is nested when its config names a checkpoint namespace, or, called from inside
+    a node without a config (``agent.invoke(inputs)``), when the config LangGraph hands it
+    through the context does: it would inherit the root's lowered limit from there.
+    """
     conf = (config or {}).get("configurable") or {} if isinstance(config, dict) else {}
-    if not conf.get(_NS_KEY):
-        return config, True
-    return {**config, "recursion_limit": limits.recorded}, False
+    if conf.get(_NS_KEY):
+        return {**config, "recursion_limit": limits.recorded}, False
+    if config is None or not conf:
+        from langchain_core.runnables.config import var_child_runnable_config
+
+        inherited = var_child_runnable_config.get() or {}
+        if (inherited.get("configurable") or {}).get(_NS_KEY):
+            return {**(config or {}), "recursion_limit": limits.recorded}, False
+    return config, True
 
 
 def _recorded_error(exc: BaseException, limits: Limits) -> BaseException:

@@ -11,10 +11,12 @@ re-enters the subgraph task and the subgraph resumes at its own step.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from graphtape.recorder import Checkpoint, RunStore, StepNotFound
+from graphtape.recorder.session import NULL_TASK_ID  # LangGraph's writes of no task (private there)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +82,16 @@ def replay_saver() -> Any:
     return ReplaySaver()
 
 
-def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread_id: str) -> Restored:
-    """Restore ``run_id``'s checkpoint after ``step`` of namespace ``ns`` (and its parents) into ``saver``."""
+def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread_id: str, *, untracked: Iterable[str] = ()) -> Restored:
+    """Restore ``run_id``'s checkpoint after ``step`` of namespace ``ns`` (and its parents) into ``saver``.
+
+    ``untracked`` names the root graph's channels LangGraph never checkpoints (``UntrackedValue``);
+    the recording keeps what they held with each step's state, and they are handed to the resumed run.
+    """
     root_step = step
     if ns:
         parent_ns, parent_step = _parent_of(store, run_id, ns)
-        root_step = restore(store, run_id, parent_step, parent_ns, saver, thread_id).root_step
+        root_step = restore(store, run_id, parent_step, parent_ns, saver, thread_id, untracked=untracked).root_step
     cp = store.checkpoint_at(run_id, step, ns, typed=True)
     checkpoint, metadata = as_langgraph(cp)
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
@@ -93,8 +99,21 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
         config["configurable"]["checkpoint_id"] = cp.parent_checkpoint_id
     if any(isinstance(v, int) for v in cp.channel_versions.values()):
         saver.int_versions = True
-    saver.put(config, checkpoint, metadata, dict(cp.channel_versions))
+    saved = saver.put(config, checkpoint, metadata, dict(cp.channel_versions))
+    held = [(ch, checkpoint["channel_values"][ch]) for ch in untracked if ch in checkpoint["channel_values"]] if not ns else []
+    if held:
+        # LangGraph drops these from a checkpoint it loads; pending writes of no task are applied
+        # when a run resumes there, before its first step: the one way into such a channel.
+        saver.put_writes(saved, held, NULL_TASK_ID)
     return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id)
+
+
+def untracked_channels(graph: Any) -> list[str]:
+    """The graph's channels LangGraph keeps out of checkpoints (``UntrackedValue``), such as
+    langchain's per-run model and tool call counters."""
+    from langgraph.channels.untracked_value import UntrackedValue
+
+    return sorted(k for k, ch in (getattr(graph, "channels", None) or {}).items() if isinstance(ch, UntrackedValue))
 
 
 def _parent_of(store: RunStore, run_id: str, ns: str) -> tuple[str, int]:

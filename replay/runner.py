@@ -22,13 +22,15 @@ from graphtape.recorder.attach import Lineage
 from graphtape.recorder.records import FLAG_RESUME
 
 from graphtape.replay.answers import RecordingAnswerer, ReplayMiss
+from graphtape.replay.cache import RecordedCache, cached_nodes, join_channels, recorded_executions
 from graphtape.replay.calls import CallBook, LiveCall, Miss
 from graphtape.replay.compare import RunComparison, Side
+from graphtape.replay.context import recorded_context, with_runtime
 from graphtape.replay.intercept import answering
 from graphtape.replay.limits import Limits, recorded_limits
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, ns_path
-from graphtape.replay.restore import Restored, replay_saver, restore
+from graphtape.replay.restore import Restored, replay_saver, restore, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
 
 
@@ -137,6 +139,7 @@ class _Run:
         self._span: tuple[int, int] = (0, 0)
         self._resume_limit: int | None = None
         self._limits: Limits | None = None
+        self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
         self._root_steps_memo: list[Any] | None = None
@@ -160,13 +163,15 @@ class _Run:
             raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
         saver = replay_saver()
         thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
-        restored = restore(self.store, self.run.id, step, ns, saver, thread_id)
+        restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph))
         base = self.graph.copy(update={"checkpointer": saver})
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
-        cached = sorted({t.node for d in self._details("") for t in d.tasks if t.cached and t.node in base.nodes and t.node not in self.mock_nodes})
+        cached = cached_nodes(base) - set(self.mock_nodes)
         if cached:
-            base = _with_mocked_nodes(base, self.store, self.run.id, cached, cached_only=True)
+            # LangGraph's cache lookups are answered from the recording: a hit replays as a hit.
+            typed = self.store.step_details(self.run.id, "", typed=True)
+            base = base.copy(update={"cache": RecordedCache(recorded_executions(typed, cached, restored.root_step, join_channels(base)))})
         config = self._config(thread_id, restored)
         if to_step is not None and (ns or to_step <= restored.root_step):
             raise ReplayError(f"to_step must be a root step after {restored.root_step}" + (" (not with a subgraph namespace)" if ns else ""))
@@ -188,10 +193,11 @@ class _Run:
                 notes += [note] if note else []
             # A subgraph is edited in its own namespace: its checkpoint moves on, the parent's stays.
             target = {"configurable": {**config["configurable"], "checkpoint_ns": ns}} if ns else config
+            target = with_runtime(target, self._context, base)
             try:
                 base.update_state(target, values, as_node=apply_as)
             except Exception as exc:  # noqa: BLE001 - the user's edit: say why it does not apply
-                raise ReplayError(f"cannot apply the edit at step {step}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+                raise ReplayError(self._edit_failed(step, ns, exc)) from None
             if not ns:
                 edited = saver.get_tuple(config)
                 seed = (edited.checkpoint, edited.metadata, edited.parent_config["configurable"]["checkpoint_id"] if edited.parent_config else None)
@@ -201,10 +207,10 @@ class _Run:
             edit = {"kind": "replay", "mode": self.mode.value, "ns": ns or None}
 
         offsets = {ns_path(ns): offset}
-        book = CallBook(self._calls_after(restored.root_step, ns, step), self.arg_normalize, delay=self._delay_test(), offsets=offsets)
+        book = CallBook(self._calls_after(restored.root_step, ns, step), self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts())
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         recorder = Recorder(self.store.url)
-        lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name)
+        lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name, recursion_limit=self._resume_limit)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
         try:
@@ -306,6 +312,29 @@ class _Run:
 
         return Command(update=update, goto=goto if len(goto) > 1 else goto[0]), node, None
 
+    def _edit_failed(self, step: int, ns: str, exc: BaseException) -> str:
+        """Why an edit does not apply, in one line; a step where several nodes ran names them."""
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        if type(exc).__name__ == "InvalidUpdateError" and first.startswith("Ambiguous update"):
+            try:
+                nodes = list(dict.fromkeys(t.node for t in self.store.step_detail(self.run.id, step, ns).tasks))
+            except GraphtapeError:
+                nodes = []
+            if len(nodes) > 1:
+                return f"cannot apply the edit at step {step}: {', '.join(nodes)} all ran in it; say which node the edit is from (as_node, or --as-node)"
+        return f"cannot apply the edit at step {step}: {type(exc).__name__}: {first}"
+
+    def _interrupts(self) -> dict[str, list[Any]]:
+        """Each recorded task's interrupt values, in order (a call inside it that stopped at
+        ``interrupt()`` is answered by stopping there again)."""
+        out: dict[str, list[Any]] = {}
+        for n in self.store.namespaces(self.run.id):
+            for d in self._details(n):
+                for e in d.events:
+                    if e.kind == "interrupt" and e.task_id:
+                        out.setdefault(e.task_id, []).append(e.value)
+        return out
+
     def _entered(self) -> dict[str, int]:
         if self._entered_memo is None:
             self._entered_memo = _entered_at(self._details(""))
@@ -329,13 +358,19 @@ class _Run:
         conf = {k: v for k, v in (recorded.get("configurable") or {}).items() if k not in _NOT_FORWARDED and not str(k).startswith("__")}
         conf["thread_id"] = thread_id
         config: dict[str, Any] = {"configurable": conf}
+        try:
+            self._context = recorded_context(self.graph, recorded.get("context"))
+        except GraphtapeError as exc:
+            raise ReplayError(str(exc)) from None
         limit = recorded.get("recursion_limit")
         if not isinstance(limit, int):
             limit = _default_recursion_limit()
         if limit is not None:
             # LangGraph stops at (start step + 1) + limit + 1, counted from where it
-            # starts; a fresh run starts at its input step. Keep the recorded end.
-            first = self._root_steps()[0].step
+            # starts; a fresh run starts at its input step. Keep the recorded end. A fixture
+            # that starts later says how many steps before its start the recording began.
+            later = recorded.get("recursion_offset")
+            first = self._root_steps()[0].step - (later if type(later) is int and later > 0 else 0)
             config["recursion_limit"] = max(1, limit - (restored.root_step - first) - 1)
             self._resume_limit = limit
             # Only the root run counts from where it resumes: subgraphs and the error keep the recorded limit.
@@ -415,11 +450,12 @@ class _Run:
         """One invocation; True when it was stopped at ``to_step`` (the end of the window)."""
         to_step = self._to_step
         is_async = _is_async_only(self.graph)
+        kwargs = {"context": self._context} if self._context is not None else {}
         if to_step is None and self.progress is None:
             if is_async:
-                _run_coroutine(lambda: app.ainvoke(payload, config))
+                _run_coroutine(lambda: app.ainvoke(payload, config, **kwargs))
             else:
-                app.invoke(payload, config)
+                app.invoke(payload, config, **kwargs)
             return False
         first, last = self._span
         total = (to_step if to_step is not None else last) - first
@@ -433,13 +469,13 @@ class _Run:
         if is_async:
 
             async def window() -> bool:
-                async for chunk in app.astream(payload, config, stream_mode="checkpoints"):
+                async for chunk in app.astream(payload, config, stream_mode="checkpoints", **kwargs):
                     if reached(chunk):
                         return True
                 return False
 
             return bool(_run_coroutine(window))
-        stream = app.stream(payload, config, stream_mode="checkpoints")
+        stream = app.stream(payload, config, stream_mode="checkpoints", **kwargs)
         try:
             for chunk in stream:
                 if reached(chunk):
@@ -593,13 +629,8 @@ def _is_async_only(graph: Any) -> bool:
     return False
 
 
-def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str], *, cached_only: bool = False) -> Any:
-    """A copy of ``graph`` whose named nodes return their recorded updates instead of running.
-
-    With ``cached_only``, only the steps where the recording served the node from LangGraph's
-    cache (a ``CachePolicy`` hit) are answered so; the node runs at its other steps. A recorded
-    cache hit so replays as one, whatever the replay's own cache holds.
-    """
+def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str]) -> Any:
+    """A copy of ``graph`` whose named nodes return their recorded updates instead of running."""
     from langchain_core.runnables import RunnableLambda
     from langgraph.types import Command
 
@@ -607,19 +638,17 @@ def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str
     routes: dict[tuple[int, str], list[str]] = {}
     for d in store.step_details(run_id, "", typed=True):
         for t in d.tasks:
-            if t.node in names and (t.cached or not cached_only):
+            if t.node in names:
                 recorded.setdefault((d.step.step, t.node), []).append(t.writes or {})
         for r in d.routes:
             if r.kind == "command" and r.source in names:
                 routes.setdefault((d.step.step, r.source), []).extend(r.destinations)
 
-    def serve(name: str, original: Any) -> Callable[..., Any]:
+    def serve(name: str) -> Callable[..., Any]:
         def node(state: Any, config: dict) -> Any:
             step = (config.get("metadata") or {}).get("langgraph_step")
             updates = recorded.get((step, name))
             if not updates:
-                if cached_only:
-                    return original.invoke(state, config)
                 raise ReplayMiss(Miss(LiveCall("node", name, step, "", name, None)))
             update = updates.pop(0)
             goto = routes.get((step, name))
@@ -629,5 +658,5 @@ def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str
 
     nodes = dict(graph.nodes)
     for name in names:
-        nodes[name] = nodes[name].copy(update={"bound": RunnableLambda(serve(name, nodes[name].bound), name=name)})
+        nodes[name] = nodes[name].copy(update={"bound": RunnableLambda(serve(name), name=name)})
     return graph.copy(update={"nodes": nodes})

@@ -35,6 +35,29 @@ from pydantic import BaseModel
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "agents"))
 from scripted_model import ScriptedChatModel  # noqa: E402  (a bundled demo file, loaded by path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_shapes import (  # noqa: E402  (the shapes of the packages' docs; listed in CASES below)
+    Caller,
+    agent_hitl,
+    agent_in_node,
+    agent_limits,
+    context_store,
+    custom_stream,
+    deferred,
+    goto_send,
+    io_schema,
+    map_reduce,
+    nested_routers,
+    react_structured,
+    streamed,
+    sub_in_node,
+    supervisor_full,
+    swarm3,
+    task_retry,
+    tool_errors,
+    tool_interrupt,
+)
+
 
 def call(tool_name: str, call_id: str, **args: Any) -> dict[str, Any]:
     return {"name": tool_name, "args": args, "id": call_id, "type": "tool_call"}
@@ -127,14 +150,18 @@ swarm = _build_swarm()
 # -- 3. langchain 1.x create_agent with middleware ------------------------------------------
 
 
+def is_forbidden(messages: list[BaseMessage]) -> bool:
+    """The middleware hook's rule (module level, so a test can change it)."""
+    return isinstance(messages[-1], HumanMessage) and "forbidden" in str(messages[-1].content)
+
+
 def _build_middleware_agent() -> Any:
     from langchain.agents import create_agent
     from langchain.agents.middleware import AgentMiddleware, after_model, before_model
 
     @before_model(can_jump_to=["end"])
     def stop_when_forbidden(state: Any, runtime: Any) -> dict[str, Any] | None:
-        last = state["messages"][-1]
-        if isinstance(last, HumanMessage) and "forbidden" in str(last.content):
+        if is_forbidden(state["messages"]):
             return {"messages": [AIMessage("I cannot help with that.")], "jump_to": "end"}
         return None
 
@@ -387,15 +414,25 @@ def _build_retry() -> Any:
 retry = _build_retry()
 
 
+expensive_runs = {"n": 0}  # how often the cached node's code ran: a cache hit does not run it
+
+
 def expensive(state: Counter) -> dict[str, Any]:
+    expensive_runs["n"] += 1
     return {"out": f"computed {state['n'] * 2}"}
+
+
+def big_or_small(state: Counter) -> Literal["big", "__end__"]:
+    return "big" if state["n"] > 10 else "__end__"
 
 
 def _build_cache() -> Any:
     b = StateGraph(Counter)
     b.add_node("expensive", expensive, cache_policy=CachePolicy(ttl=600))
+    b.add_node("big", lambda s: {"out": s["out"] + " (big)"})
     b.add_edge(START, "expensive")
-    b.add_edge("expensive", END)
+    b.add_conditional_edges("expensive", big_or_small)
+    b.add_edge("big", END)
     return b.compile(cache=InMemoryCache())
 
 
@@ -487,6 +524,8 @@ class Case:
     raises: type[BaseException] | None = None
     is_async: bool = False
     needs_openai: bool = False
+    context: Any = None  # the run's Runtime context (a graph with a context_schema)
+    stream_mode: Any = None  # run with stream()/astream() in this mode; the chunks are the result
 
 
 def _messages(text: str) -> dict[str, Any]:
@@ -496,7 +535,7 @@ def _messages(text: str) -> dict[str, Any]:
 CASES: dict[str, Case] = {
     "supervisor": Case(_messages("Where is A1? Refund 5."), frozenset({"should_continue"})),
     "swarm": Case(_messages("Hi"), frozenset({"route_to_active_agent", "should_continue"})),
-    "middleware_agent": Case(_messages("Where is A1?")),
+    "middleware_agent": Case(_messages("Where is A1?"), frozenset({"stop_when_forbidden.before_model", "model_to_tools", "tools_to_model"})),
     "functional": Case("A1"),
     "functional_interrupt": Case("A1", config={"configurable": {"thread_id": "fi"}}, resume="yes"),
     "pydantic_state": Case({"text": "please help me now"}, frozenset({"route_ticket"})),
@@ -505,10 +544,28 @@ CASES: dict[str, Case] = {
     "sub_interrupt": Case({"question": "ok?"}, config={"configurable": {"thread_id": "si"}}, resume="fine"),
     "injected_tools": Case({**_messages("hi"), "customer": "Ada"}, frozenset({"tools_or_end"})),
     "retry": Case({"n": 3}),
-    "cached": Case({"n": 21}, repeat=True),
+    "cached": Case({"n": 21}, frozenset({"big_or_small"}), repeat=True),
     "own_saver": Case({"n": 1}, config={"configurable": {"thread_id": "own"}}),
     "runaway": Case({"n": 0}, frozenset({"keep_going"}), config={"recursion_limit": 6}, raises=Exception),
     "raising": Case({"n": 1}, raises=ValueError),
     "openai_stream": Case(_messages("Where is A1?"), frozenset({"should_continue"}), is_async=True, needs_openai=True),
     "openai_tools": Case(_messages("Where is A1? Refund 5."), frozenset({"should_continue"}), needs_openai=True),
+    "react_structured": Case(_messages("Where is A1? Refund 5."), frozenset({"should_continue"})),
+    "tool_errors": Case(_messages("Charge my card."), frozenset({"should_continue"})),
+    "tool_interrupt": Case(_messages("Cancel A1."), frozenset({"should_continue"}), config={"configurable": {"thread_id": "ti"}}, resume="approved"),
+    "agent_hitl": Case(_messages("Refund A1."), frozenset({"model_to_tools", "tools_to_model"}), config={"configurable": {"thread_id": "ah"}}, resume={"decisions": [{"type": "approve"}]}),
+    "agent_limits": Case(_messages("Track everything."), frozenset({"model_to_tools", "tools_to_model", "ModelCallLimitMiddleware.before_model"})),
+    "nested_routers": Case({"n": 5}, frozenset({"triage", "needs_detail", "pick_handler"})),
+    "sub_in_node": Case({"n": 7}, frozenset({"price_band"})),
+    "map_reduce": Case({"topic": "cats"}, frozenset({"continue_to_jokes"})),
+    "streamed": Case(_messages("Where is B2?"), frozenset({"should_continue"}), is_async=True, stream_mode=["messages", "updates"]),
+    "custom_stream": Case({"n": 3}, stream_mode="custom"),
+    "context_store": Case({"text": "hi"}, frozenset({"by_tier"}), context=Caller(user="ada", tier="gold")),
+    "io_schema": Case({"question": "why?"}, frozenset({"draft_ok"})),
+    "task_retry": Case("E5"),
+    "goto_send": Case({"items": [1, 2, 3]}),
+    "deferred": Case({}),
+    "supervisor_full": Case(_messages("Track C3 and refund 7."), frozenset({"should_continue"})),
+    "swarm3": Case(_messages("Hi"), frozenset({"route_to_active_agent", "should_continue"})),
+    "agent_in_node": Case({"question": "Where is F6?"}, frozenset({"should_continue"})),
 }

@@ -1,0 +1,113 @@
+"""A recorded cache hit replays as a hit: LangGraph's own cache lookup is answered from the recording.
+
+A node with a ``CachePolicy`` that LangGraph served from its cache did not run: no
+code, no router, no callbacks; the cached writes were applied as they were. A
+replay in a fresh process has an empty cache (the node would run live), and one in
+the recording's own process may have a warm one (a node the recording ran would
+not). So the replayed graph gets this cache instead of its own: LangGraph asks it
+for each cached node's writes as it would ask any cache, and it answers the k-th
+lookup of a node with the k-th recorded execution of that node: its recorded
+writes if that was a hit, nothing (run the node) if not. What the replay stores
+into it is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langgraph.cache.base import BaseCache, FullKey
+
+_BRANCH = "branch:to:"
+_TASKS = "__pregel_tasks"
+_END = "__end__"
+
+
+class RecordedCache(BaseCache[Any]):
+    """Answers LangGraph's cache lookups for the root graph's cached nodes from a recording."""
+
+    def __init__(self, executions: Mapping[str, Sequence[list[tuple[str, Any]] | None]]) -> None:
+        super().__init__()
+        self._queue = {node: list(runs) for node, runs in executions.items()}
+
+    def get(self, keys: Sequence[FullKey]) -> dict[FullKey, Any]:
+        out: dict[FullKey, Any] = {}
+        for key in keys:
+            ns = key[0]
+            node = ns[2] if len(ns) > 2 else None
+            queue = self._queue.get(node) if node is not None else None
+            if not queue:
+                continue
+            writes = queue.pop(0)
+            if writes is not None:
+                out[key] = list(writes)
+        return out
+
+    async def aget(self, keys: Sequence[FullKey]) -> dict[FullKey, Any]:
+        return self.get(keys)
+
+    def set(self, pairs: Mapping[FullKey, tuple[Any, int | None]]) -> None:
+        return None
+
+    async def aset(self, pairs: Mapping[FullKey, tuple[Any, int | None]]) -> None:
+        return None
+
+    def clear(self, namespaces: Sequence[tuple[str, ...]] | None = None) -> None:
+        return None
+
+    async def aclear(self, namespaces: Sequence[tuple[str, ...]] | None = None) -> None:
+        return None
+
+
+def cached_nodes(graph: Any) -> set[str]:
+    """The graph's nodes that LangGraph may serve from a cache (a ``CachePolicy``, and a cache to use)."""
+    if getattr(graph, "cache", None) is None:
+        return set()
+    default = getattr(graph, "cache_policy", None)
+    return {name for name, node in graph.nodes.items() if getattr(node, "cache_policy", None) or default}
+
+
+def recorded_executions(details: Sequence[Any], nodes: set[str], after_step: int, joins: Mapping[tuple[str, str], str]) -> dict[str, list[list[tuple[str, Any]] | None]]:
+    """Per cached node, its executions after ``after_step`` in order: the writes LangGraph's
+    cache gave it (a hit), or ``None`` (the node ran).
+
+    A hit's writes are rebuilt from what the recording kept: the task's update, a
+    ``branch:to:`` write per destination it went on to (a join edge's channel for a
+    join target), and its ``Send`` packets.
+    """
+    from langgraph.types import Send
+
+    out: dict[str, list[list[tuple[str, Any]] | None]] = {}
+    for d in details:
+        if d.step.step <= after_step:
+            continue
+        for t in d.tasks:
+            if t.node not in nodes:
+                continue
+            if not t.cached:
+                out.setdefault(t.node, []).append(None)
+                continue
+            writes: list[tuple[str, Any]] = list((t.writes or {}).items())
+            for r in d.routes:
+                if r.task_id != t.task_id:
+                    continue
+                for s in r.sends:
+                    writes.append((_TASKS, Send(s.get("node"), s.get("arg"))))
+                sent = {s.get("node") for s in r.sends}
+                for dest in r.destinations:
+                    if dest == _END or dest in sent:
+                        continue
+                    writes.append((joins.get((t.node, dest), _BRANCH + dest), t.node if (t.node, dest) in joins else None))
+            out.setdefault(t.node, []).append(writes)
+    return out
+
+
+def join_channels(graph: Any) -> dict[tuple[str, str], str]:
+    """``(source, target) -> channel`` for the graph's join edges (``add_edge([a, b], c)``)."""
+    builder = getattr(graph, "builder", None)
+    out: dict[tuple[str, str], str] = {}
+    for starts, end in getattr(builder, "waiting_edges", ()) or ():
+        channel = f"join:{'+'.join(starts)}:{end}"
+        for s in starts:
+            out[(s, end)] = channel
+    return out
