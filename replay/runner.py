@@ -277,7 +277,7 @@ class _Run:
             status=status,
             error=None if error is None else f"{type(error).__name__}: {error}",
             final_state=final_state,
-            served={**answerer.served, HTTP: http.served},
+            served={**answerer.served, **({HTTP: http.served} if http.served else {})},
             unused_calls=unused,
             kind=edit["kind"],
             notes=notes + live_http_note(self.store, run_id, self.mode),
