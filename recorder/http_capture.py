@@ -25,7 +25,8 @@ The patches are in place only while a recorded run or a replay is running
 ends. A request outside any run passes through untouched; a recorder problem is
 counted on the run and the request goes on (unless the recorder is strict).
 
-On top of vcrpy's patches, four thin wrappers (``httpx``'s two transports,
+On top of vcrpy's patches, thin wrappers (the two transports of ``httpx`` and of
+its fork ``httpx2``, which recent ``openai`` SDKs use,
 ``aiohttp``'s ``ClientSession._request`` and vcrpy's ``http.client`` stub
 connection) tell which client a request went through and see a request fail: a
 cassette is told of responses only, and a recorded timeout or refused
@@ -37,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import importlib
 import logging
 import threading
 import time
@@ -47,7 +49,7 @@ from typing import Any, Protocol
 from unittest import mock
 
 from graphtape.recorder.call_scope import current_call
-from graphtape.recorder.http_errors import AIOHTTP, HTTP_CLIENT, HTTPX, error_name, rebuilt, refused
+from graphtape.recorder.http_errors import AIOHTTP, HTTP_CLIENT, HTTPX_LIKE, error_name, rebuilt, refused
 from graphtape.recorder.http_exchange import HTTP, call_name, request_record, response_record, vcr_response
 
 _log = logging.getLogger("graphtape")
@@ -158,13 +160,13 @@ def _install(stack: contextlib.ExitStack) -> None:
         stack.enter_context(patcher)
     # Ours go on top of vcrpy's (entered after, so removed first).
     stack.enter_context(mock.patch.object(VCRConnection, "getresponse", _sync_entry(HTTP_CLIENT, VCRConnection.getresponse)))
-    try:
-        import httpx
-    except ImportError:  # pragma: no cover - a client that is not installed is not patched
-        pass
-    else:
-        stack.enter_context(mock.patch.object(httpx.HTTPTransport, "handle_request", _sync_entry(HTTPX, httpx.HTTPTransport.handle_request)))
-        stack.enter_context(mock.patch.object(httpx.AsyncHTTPTransport, "handle_async_request", _async_entry(HTTPX, httpx.AsyncHTTPTransport.handle_async_request)))
+    for name in HTTPX_LIKE:
+        try:
+            httpx = importlib.import_module(name)
+        except ImportError:  # a client that is not installed is not patched
+            continue
+        stack.enter_context(mock.patch.object(httpx.HTTPTransport, "handle_request", _sync_entry(name, httpx.HTTPTransport.handle_request)))
+        stack.enter_context(mock.patch.object(httpx.AsyncHTTPTransport, "handle_async_request", _async_entry(name, httpx.AsyncHTTPTransport.handle_async_request)))
     try:
         import aiohttp
     except ImportError:  # pragma: no cover
@@ -244,7 +246,7 @@ def _async_entry(client: str, inner: Any) -> Any:
 
 
 def _client_error(stop: _Raise, client: str, args: tuple) -> BaseException:
-    request = args[1] if client == HTTPX and len(args) > 1 else None
+    request = args[1] if client in HTTPX_LIKE and len(args) > 1 else None
     connection = args[0] if client == HTTP_CLIENT and args else None
     return stop.make(client, request, connection)
 

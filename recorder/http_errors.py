@@ -10,23 +10,26 @@ an error outside it comes back as the client's plain connection error with the
 recorded type named in its message.
 
 Clients, by the vcrpy entry point a request went through: ``httpx`` (sync and
-async), ``aiohttp``, and ``http.client`` (which ``requests``, ``urllib3`` and
-``urllib.request`` use).
+async) and its fork ``httpx2`` (which recent ``openai`` SDKs use), ``aiohttp``,
+and ``http.client`` (which ``requests``, ``urllib3`` and ``urllib.request`` use).
 """
 
 from __future__ import annotations
 
 import builtins
 import errno
+import importlib
 import socket
 from typing import Any
 
 HTTPX = "httpx"
+HTTPX2 = "httpx2"
+HTTPX_LIKE = (HTTPX, HTTPX2)  # the same API under two names
 AIOHTTP = "aiohttp"
 HTTP_CLIENT = "http.client"
 
 _OS_ERRORS = ("ConnectionRefusedError", "ConnectionResetError", "ConnectionAbortedError", "BrokenPipeError", "ConnectionError", "TimeoutError", "OSError")
-_ROOTS = ("httpx", "urllib3", "aiohttp", "requests", "httpcore")
+_ROOTS = ("httpx", "httpx2", "urllib3", "aiohttp", "requests", "httpcore", "openai")
 
 
 def error_name(exc: BaseException) -> str:
@@ -41,9 +44,8 @@ def error_name(exc: BaseException) -> str:
 
 def refused(client: str | None, message: str, request: Any = None, connection: Any = None) -> BaseException:
     """The error a refused request fails with: the client's own "could not connect"."""
-    if client == HTTPX:
-        import httpx
-
+    if client in HTTPX_LIKE:
+        httpx = importlib.import_module(client)
         return httpx.ConnectError(message, request=request) if request is not None else httpx.ConnectError(message)
     if client == AIOHTTP:
         import aiohttp
@@ -67,9 +69,8 @@ def rebuilt(client: str | None, type_name: str | None, message: str | None, requ
 
 
 def _make(client: str | None, name: str, message: str, request: Any, connection: Any) -> BaseException | None:
-    if client == HTTPX:
-        import httpx
-
+    if client in HTTPX_LIKE:
+        httpx = importlib.import_module(client)
         cls = _allowed(httpx, httpx.TransportError).get(name)
         if cls is None:
             return None

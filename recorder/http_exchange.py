@@ -47,14 +47,12 @@ def call_name(method: str, url: str) -> str:
 
 
 def url_without_password(url: str) -> str:
-    """``url`` with the password of its user part replaced by the redaction mark."""
+    """``url`` with the password of its user part replaced (``user:REDACTED@host``: brackets would read as IPv6)."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"{parts.username or ''}:{MARK}@{host}", parts.path, parts.query, parts.fragment))
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, f"{parts.username or ''}:{MARK.strip('[]')}@{host}", parts.path, parts.query, parts.fragment))
 
 
 def request_record(method: str, url: str, headers: Any, body: Any) -> dict[str, Any]:
