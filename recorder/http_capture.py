@@ -42,7 +42,8 @@ import importlib
 import logging
 import threading
 import time
-import uuid
+import itertools
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -332,6 +333,11 @@ def _dispatcher_class() -> type:
     return _Dispatcher
 
 
+# Call ids: random per process, counted within it (os.urandom per request costs more than the rest).
+_ID_PREFIX = f"http-{secrets.token_hex(6)}"
+_ids = itertools.count(1)
+
+
 def _begin(request: Any) -> _Pending:
     """Decide about a request seen for the first time: answer, refuse, or let it go (and record it)."""
     pending = _Pending(started_at=time.time(), perf0=time.perf_counter())
@@ -354,12 +360,12 @@ def _begin(request: Any) -> _Pending:
             decision = answerer.answer_http(inputs, Site(step, ns, node))
         if session is not None:
             pending.session = session
-            pending.call_id = str(uuid.uuid4())
+            pending.call_id = f"{_ID_PREFIX}-{next(_ids):012d}"
             session.begin_call(
                 pending.call_id,
                 {
                     "kind": HTTP,
-                    "name": session.redactor.scrub(call_name(inputs["method"], inputs["url"])),
+                    "name": session.redactor.scrub_key(call_name(inputs["method"], inputs["url"])),  # scrubbed once per URL
                     "ns": ns,
                     "node": node,
                     "task_id": task_id,
