@@ -210,6 +210,15 @@ class _Raise(BaseException):
         self.make = make  # (client, request, connection) -> the exception to raise
 
 
+def _raising(make: Any) -> BaseException:
+    """What to raise inside vcrpy's stub: for a wrapped client, a ``_Raise`` its wrapper turns into the
+    client's own error; for one without a wrapper (tornado, httpx's mock and ASGI transports), the
+    plain error at once, so nothing of graphtape's own escapes into the node."""
+    if _slot.get() is None:
+        return make(None, None, None)
+    return _Raise(make)
+
+
 def _sync_entry(client: str, inner: Any) -> Any:
     @functools.wraps(inner)
     def entry(*args: Any, **kwargs: Any) -> Any:
@@ -303,7 +312,7 @@ def _dispatcher_class() -> type:
             if answer.error is not None:
                 _finish(pending, error=answer.error)
                 kind, message = answer.error
-                raise _Raise(lambda client, req, conn: rebuilt(client, kind, message, req, conn))
+                raise _raising(lambda client, req, conn: rebuilt(client, kind, message, req, conn))
             try:
                 played = vcr_response(answer.output)
             except ValueError as exc:
@@ -386,10 +395,10 @@ def _begin(request: Any) -> _Pending:
     return pending
 
 
-def _refuse(pending: _Pending, request: Any, reason: str) -> _Raise:
+def _refuse(pending: _Pending, request: Any, reason: str) -> BaseException:
     message = f"graphtape replay refused {request.method} {_shown_url(pending, request)}: {reason}; the request was not sent"
     _finish(pending, error=("RefusedByReplay", reason))
-    return _Raise(lambda client, req, conn: refused(client, message, req, conn))
+    return _raising(lambda client, req, conn: refused(client, message, req, conn))
 
 
 def _shown_url(pending: _Pending, request: Any) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import http
 import json
+import re
 import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -30,6 +31,7 @@ from graphtape.recorder.redaction import MARK
 
 HTTP = "http"  # the kind of an HTTP call in the calls table
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a larger body is not kept (a download is not a fixture)
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 field-name
 _HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
 
 
@@ -86,8 +88,8 @@ def response_record(response: Mapping[str, Any]) -> dict[str, Any]:
 def vcr_response(output: Any) -> dict[str, Any]:
     """A recorded output (decoded from the store) as the response dict vcrpy plays back.
 
-    Recorded data is hostile: the status must be a real status code, header names and
-    values lose any line break (no header can be smuggled in), and a body that was not
+    Recorded data is hostile: the status must be a real status code, header names must be
+    header names and values lose any line break (no header can be smuggled in), and a body that was not
     kept cannot be played. Raises ``ValueError`` saying why.
     """
     if not isinstance(output, Mapping):
@@ -100,9 +102,9 @@ def vcr_response(output: Any) -> dict[str, Any]:
     body = body_bytes(output.get("body"))
     headers: dict[str, list[str]] = {}
     for name, value in (output.get("headers") or {}).items() if isinstance(output.get("headers"), Mapping) else ():
-        name = _one_line(name)
-        if not name or name.lower() in _HOP_HEADERS:
-            continue
+        name = _text(name)
+        if not _TOKEN.fullmatch(name) or name.lower() in _HOP_HEADERS:
+            continue  # not a header name a client would accept (or one that is recomputed)
         values = value if isinstance(value, list) else [value]
         headers.setdefault(name, []).extend(_one_line(v) for v in values)
     headers["Content-Length"] = [str(len(body))]
