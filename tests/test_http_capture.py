@@ -471,3 +471,20 @@ def test_orders(graphtape_replay):
 
 
 pytest_plugins = ["pytester"]
+
+
+def test_a_store_failure_mid_run_never_fails_a_request(tmp_path, service):
+    db = tmp_path / "gone.db"
+
+    def pay(state: Order) -> dict:
+        db.unlink()  # the store goes away while the node runs (an operator cleaning up, a full disk)
+        r = httpx.post(f"{service.url}/charge", json={"order": state["order"]}, timeout=5)
+        return {"charged": r.json()}
+
+    b = StateGraph(Order)
+    b.add_node("pay", pay)
+    b.add_edge(START, "pay")
+    with Recorder(str(db), durability="sync") as rec:
+        out = rec.attach(b.compile()).invoke({"order": "A-1"})
+    assert out["charged"]["path"] == "/charge" and service.requests == 1
+    assert not http_capture.installed()
