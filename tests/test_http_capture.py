@@ -488,3 +488,16 @@ def test_a_store_failure_mid_run_never_fails_a_request(tmp_path, service):
         out = rec.attach(b.compile()).invoke({"order": "A-1"})
     assert out["charged"]["path"] == "/charge" and service.requests == 1
     assert not http_capture.installed()
+
+
+def test_http_calls_are_stored_and_answered_on_every_backend(store_url, service):
+    run_id = record(store_url, order_graph(service.url), {"order": "A-1"})
+    store = open_store(store_url)
+    try:
+        assert [c.name for c in store.calls(run_id) if c.kind == "http"] == [f"POST {service.url}/charge", f"GET {service.url}/status/A-1"]
+        assert store.call_counts(run_id) == {1: {"http": 1}, 2: {"http": 1}}
+    finally:
+        store.close()
+    service.stop()
+    result = replay(run_id, order_graph(service.url), db=store_url)
+    assert not result.diverged and result.served["http"] == 2, result.report()
