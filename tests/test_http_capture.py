@@ -501,3 +501,34 @@ def test_http_calls_are_stored_and_answered_on_every_backend(store_url, service)
     service.stop()
     result = replay(run_id, order_graph(service.url), db=store_url)
     assert not result.diverged and result.served["http"] == 2, result.report()
+
+
+def test_a_request_from_a_functional_task_is_attributed_to_the_task_and_replayed(db, service):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.func import entrypoint, task
+
+    url = service.url
+
+    def build():
+        @task
+        def fetch_status(order: str) -> dict:
+            return requests.get(f"{url}/status/{order}", timeout=5).json()
+
+        @entrypoint(checkpointer=InMemorySaver())
+        def workflow(order: str) -> dict:
+            return {"status": fetch_status(order).result()}
+
+        return workflow
+
+    with Recorder(db) as rec:
+        out = rec.attach(build(), name="functional").invoke("A-7", {"configurable": {"thread_id": "t1"}})
+        rec.flush()
+        run_id = rec.last_run_id
+    assert out["status"]["path"] == "/status/A-7"
+    (call,) = http_calls(db, run_id)
+    assert call.node == "fetch_status" and call.task_id and call.step is not None
+    service.stop()
+    with Connects(service.port) as connects:
+        result = replay(run_id, build(), db=db)
+    assert not result.diverged, result.report()
+    assert result.served["http"] == 1 and connects.count == 0
