@@ -26,6 +26,7 @@ import orjson
 from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from graphtape.recorder import http_capture
 from graphtape.recorder.capture import CaptureHandler
 from graphtape.recorder.choices import Choice
 from graphtape.recorder.errors import GraphtapeError, RecorderFault
@@ -80,6 +81,8 @@ class Recorder:
     ``Recorder()`` writes to ``$GRAPHTAPE_DB`` or ``./graphtape.db``; pass a
     path or a SQLAlchemy URL (``postgresql+psycopg://...``) to choose.
     ``strict=True`` raises recorder faults instead of counting them.
+    ``http=False`` leaves the HTTP requests a run's own code makes unrecorded
+    (see ``http_capture``).
     """
 
     def __init__(
@@ -90,8 +93,10 @@ class Recorder:
         strict: bool = False,
         redact_patterns: str | re.Pattern[str] | Iterable[str | re.Pattern[str]] = (),
         redact_keys: str | Iterable[str] = (),
+        http: bool = True,
     ) -> None:
         self.durability = Durability.parse(durability)
+        self.http = http
         self.strict = strict
         self.redact_patterns = _as_tuple(redact_patterns)
         self.redact_keys = _as_tuple(redact_keys)
@@ -214,12 +219,26 @@ class Recorder:
             if seed is not None:
                 checkpoint, metadata, parent_id = seed
                 session.on_checkpoint("", checkpoint, metadata, parent_id, checkpoint.get("channel_versions", {}))
+            session.http = self._start_http(session)  # type: ignore[attr-defined]
             return session, config, kwargs
         except Exception as exc:  # noqa: BLE001
             if self.strict:
                 raise RecorderFault(f"graphtape could not start recording: {exc}") from exc
             _log.warning("graphtape: not recording this run: %s: %s", type(exc).__name__, exc)
             return None, config, kwargs
+
+    def _start_http(self, session: RunSession) -> bool:
+        """Patch the HTTP clients for this run (counted, undone at its end); a failure only loses the HTTP calls."""
+        if not self.http:
+            return False
+        try:
+            http_capture.acquire()
+        except Exception as exc:  # noqa: BLE001
+            if self.strict:
+                raise
+            session.fault(f"http capture not installed: {type(exc).__name__}: {exc}")
+            return False
+        return True
 
     def _run_id_for(self, binding: _Binding, thread_id: str, input: Any) -> tuple[str, int, bool]:
         is_resume = type(input).__name__ == "Command" and getattr(input, "resume", None) is not None
@@ -326,6 +345,8 @@ class Recorder:
             if session.pending_error is not None and self.strict and error is None:
                 raise session.pending_error
         finally:
+            if getattr(session, "http", False):
+                http_capture.release()
             with self._lock:
                 self._sessions.pop(session.run_id, None)
             if binding.scoped is not None:

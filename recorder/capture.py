@@ -16,6 +16,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.errors import GraphInterrupt
 
+from graphtape.recorder.call_scope import enter_call, leave_call
 from graphtape.recorder.graph_info import START
 from graphtape.recorder.session import RunSession, call_site, push_depth
 from graphtape.recorder.tracebacks import frames_of
@@ -166,8 +167,10 @@ class CaptureHandler(BaseCallbackHandler):
                 "parent_call_id": parent,
             },
         )
+        enter_call(str(run_id))  # an HTTP request made from here on is part of this call
 
     def _end(self, run_id: UUID, fields: dict) -> None:
+        leave_call(str(run_id))
         rec = self.session.call_record(str(run_id))
         if rec is None:
             return

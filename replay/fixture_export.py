@@ -614,7 +614,9 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
     order = {t["id"]: i for i, t in enumerate(tasks)}
     out_calls = []
     for c in sorted(calls, key=lambda c: order.get(c.task_id, len(order))):  # stable: started_at order within a task
-        call: dict[str, Any] = {"id": ex.calls.setdefault(c.call_id, f"c{len(ex.calls) + 1}"), "kind": c.kind, "name": c.name, "node": c.node, "task": ex.task(c.task_id)}
+        call: dict[str, Any] = {"id": ex.calls.setdefault(c.call_id, f"c{len(ex.calls) + 1}"), "kind": c.kind, "name": ex.text(c.name) if c.kind == "http" else c.name, "node": c.node, "task": ex.task(c.task_id)}
+        if c.kind == "http" and c.parent_call_id:
+            call["part_of"] = ex.calls.setdefault(c.parent_call_id, f"c{len(ex.calls) + 1}")  # a model call's own request
         call["inputs"] = ex.value(c.inputs)
         if c.error_type:
             call["error"] = {"type": c.error_type, "message": ex.text(c.error_message)}

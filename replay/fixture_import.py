@@ -280,7 +280,7 @@ class _Importer:
             "task_id": c.get("task"),
             "node": c.get("node"),
             "call_id": f"{self.run_id}-{c['id']}"[:36],
-            "parent_call_id": None,
+            "parent_call_id": f"{self.run_id}-{c['part_of']}"[:36] if c.get("part_of") else None,
             "kind": c["kind"],
             "name": c["name"],
             "inputs": _json(self.value(c.get("inputs"), f"{where}.inputs")),

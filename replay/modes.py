@@ -6,12 +6,13 @@ from graphtape.recorder.choices import Choice
 
 
 class ReplayMode(Choice):
-    """How a replay treats the recording's tool and model calls.
+    """How a replay treats the recording's tool, model and HTTP calls.
 
-    ``strict`` answers every tool and model call from the recording (a call
-    it cannot answer is a divergence, never a silent live call); ``tools``
-    answers tools and lets models run live, to see how a prompt or model
-    change moves the route; ``live`` mocks nothing.
+    ``strict`` answers every tool and model call and every HTTP request from
+    the recording (a call it cannot answer is a divergence, never a silent
+    live call; a request it cannot answer is refused, never sent); ``tools``
+    answers tools and lets models and HTTP requests run live, to see how a
+    prompt or model change moves the route; ``live`` mocks nothing.
     """
 
     STRICT = "strict"
@@ -19,7 +20,7 @@ class ReplayMode(Choice):
     LIVE = "live"
 
     def answers(self, kind: str) -> bool:
-        """Whether calls of ``kind`` ("tool" or "model") come from the recording."""
+        """Whether calls of ``kind`` ("tool", "model" or "http") come from the recording."""
         if self is ReplayMode.STRICT:
             return True
         return self is ReplayMode.TOOLS and kind == "tool"

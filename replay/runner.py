@@ -19,11 +19,14 @@ from typing import Any
 
 from graphtape.recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
 from graphtape.recorder.attach import Lineage
+from graphtape.recorder.http_capture import answering_http
+from graphtape.recorder.http_exchange import HTTP
 from graphtape.recorder.records import FLAG_RESUME
 
 from graphtape.replay.answers import RecordingAnswerer, ReplayMiss
 from graphtape.replay.cache import RecordedCache, cached_nodes, join_channels, recorded_executions
 from graphtape.replay.calls import CallBook, LiveCall, Miss
+from graphtape.replay.http_answers import RecordedHttp, live_http_note
 from graphtape.replay.compare import RunComparison, Side
 from graphtape.replay.context import recorded_context, with_runtime
 from graphtape.replay.intercept import answering
@@ -207,14 +210,16 @@ class _Run:
             edit = {"kind": "replay", "mode": self.mode.value, "ns": ns or None}
 
         offsets = {ns_path(ns): offset}
-        book = CallBook(self._calls_after(restored.root_step, ns, step), self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts())
+        recorded_calls = self._calls_after(restored.root_step, ns, step)
+        book = CallBook([c for c in recorded_calls if c.kind != HTTP], self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts())
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
+        http = RecordedHttp(recorded_calls, offsets=offsets, miss_goes_live=miss_goes_live)
         recorder = Recorder(self.store.url)
         lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name, recursion_limit=self._resume_limit)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
         try:
-            with answering(answerer), recorded_limits(self._limits):
+            with answering(answerer), answering_http(http if self.mode.answers(HTTP) else None), recorded_limits(self._limits):
                 error = self._drive(app, config)
         finally:
             recorder.flush()
@@ -223,16 +228,17 @@ class _Run:
         entered = self._entered()
         by_path = {ns_path(n): s for n, s in entered.items()}
         found: list[Divergence] = []
-        for m in answerer.misses:
+        for m in [*answerer.misses, *http.misses]:
             live = m.live
             live_step = None if live.step is None else live.step - offsets.get(live.path, 0)
             root = live_step if not live.path else by_path.get(live.path.split("|")[0], live_step)
+            stopped = " (refused inside the node: it never left the machine)" if live.kind == HTTP else " (the replay stopped here)"
             found.append(
                 Divergence(
                     m.kind,
                     None if live.step is None else live.step - offset,
                     live.node,
-                    f"{live.kind} call {live.name!r} has no matching recording" + (" (it ran live)" if miss_goes_live else " (the replay stopped here)"),
+                    f"{live.kind} call {live.name!r} has no matching recording" + (" (it ran live)" if miss_goes_live else stopped),
                     m.candidates[0].arguments if m.candidates and m.kind == "arguments" else None,
                     live.arguments,
                     live.path,
@@ -257,7 +263,7 @@ class _Run:
                 final_state = None
         unused = [
             {"call_id": r.call.call_id, "kind": r.call.kind, "name": r.call.name, "step": r.call.step, "node": r.call.node}
-            for r in book.unused()
+            for r in [*book.unused(), *http.unused()]
             if self.mode.answers(r.call.kind) and r.call.name not in self.overrides and (to_step is None or (r.call.step is not None and r.call.step <= to_step))
         ]
         if require_all_used:
@@ -277,10 +283,10 @@ class _Run:
             status=status,
             error=None if error is None else f"{type(error).__name__}: {error}",
             final_state=final_state,
-            served=dict(answerer.served),
+            served={**answerer.served, **({HTTP: http.served} if http.served else {})},
             unused_calls=unused,
             kind=edit["kind"],
-            notes=notes,
+            notes=notes + live_http_note(self.store, run_id, self.mode),
         )
 
     # -- pieces ------------------------------------------------------------------------

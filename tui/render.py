@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from graphtape.recorder.tracebacks import format_frames
+from graphtape.tui import http_view
 
 __all__ = ["fold", "run_text", "runs_table", "short", "step_text"]
 
@@ -384,7 +385,31 @@ def _route_lines(route: dict[str, Any], width: int) -> list[str]:
     return lines
 
 
-def _call_lines(call: dict[str, Any], width: int) -> list[str]:
+def _http_call_lines(call: dict[str, Any], calls: list[dict[str, Any]], width: int) -> list[str]:
+    """An HTTP request: method, URL, status, timing; under the call it was made in, if any."""
+    parent = http_view.parent_label(call, calls)
+    lead = "    ↳ http " if parent else "  http  "
+    bits = [f"{lead}{call['name']}", http_view.status_text(call), fmt_ms(call.get("latency_ms"))]
+    if call.get("node") and not parent:
+        bits.append(f"in node {call['node']}")
+    if parent:
+        bits.append(f"(part of {parent})")
+    lines = [clip("  ".join(b for b in bits if b), width)]
+    indent = "        " if parent else "      "
+    body = http_view.request_body(call)
+    if body not in (None, ""):
+        lines.append(clip(f"{indent}sent {short(body)}", width))
+    outcome = call_outcome(call.get("error_type"), call.get("error_message"), call.get("waited_ms"), call.get("latency_ms"))
+    if outcome is not None:
+        lines.append(clip(f"{indent}{outcome[0]} {outcome[1]}", width))
+    else:
+        lines.append(clip(f"{indent}got  {short(http_view.response_body(call))}", width))
+    return lines
+
+
+def _call_lines(call: dict[str, Any], width: int, calls: list[dict[str, Any]] = ()) -> list[str]:
+    if call["kind"] == http_view.HTTP:
+        return _http_call_lines(call, list(calls), width)
     bits = [f"  {call['kind']:<5} {call['name']}", fmt_ms(call.get("latency_ms"))]
     if call.get("input_tokens") is not None or call.get("output_tokens") is not None:
         bits.append(f"tokens {call.get('input_tokens') or 0} in / {call.get('output_tokens') or 0} out")
@@ -453,7 +478,7 @@ def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str
 
     out += ["", "calls" if view["calls"] else "calls: none"]
     for call in view["calls"]:
-        out += _call_lines(call, width)
+        out += _call_lines(call, width, view["calls"])
         out += traceback_lines(call.get("traceback"), 6, width, full)
 
     if view["events"]:

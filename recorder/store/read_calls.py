@@ -66,11 +66,15 @@ class CallReads:
 
     @_damage_is_a_store_error
     def call_counts(self, run_id: str, ns: str = "") -> dict[int, dict[str, int]]:
-        """Per step: how many tool and model calls were made, and how many failed ("failed")."""
+        """Per step: how many tool, model and HTTP calls were made, and how many failed ("failed").
+
+        An HTTP request made inside a tool or model call is part of that call, not counted again.
+        """
         failed = sa.func.sum(sa.case((S.calls.c.error_type.is_not(None), 1), else_=0))
+        own = sa.or_(S.calls.c.kind != "http", S.calls.c.parent_call_id.is_(None))
         rows = self._read(
             sa.select(S.calls.c.step, S.calls.c.kind, sa.func.count(), failed)
-            .where(S.calls.c.run_id == run_id, S.calls.c.ns == ns)
+            .where(S.calls.c.run_id == run_id, S.calls.c.ns == ns, own)
             .group_by(S.calls.c.step, S.calls.c.kind)
         )
         out: dict[int, dict[str, int]] = {}

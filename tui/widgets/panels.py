@@ -12,6 +12,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from graphtape.recorder.records import CallInfo, RouteInfo
+from graphtape.tui import http_view
 from graphtape.tui.data import fold, short, to_json
 from graphtape.tui.render import call_outcome, frame_text, node_waits, printable, raised_at, traceback_lines
 
@@ -88,7 +89,28 @@ def tokens_text(call: CallInfo) -> str:
     return f"{call.input_tokens or 0} in / {call.output_tokens or 0} out tokens"
 
 
-def call_detail(call: CallInfo, waited_ms: float | None = None) -> Any:
+def http_detail(call: CallInfo, calls: list[CallInfo]) -> Any:
+    """An HTTP request in full: who made it, the request (headers, body) and the response."""
+    latency = "no response" if call.latency_ms is None else f"{call.latency_ms:.1f} ms"
+    parent = http_view.parent_label(call, calls)
+    head = f"http {call.name}  node={call.node} step={call.step}  {latency}" + (f"  part of {parent}" if parent else "")
+    parts = [Text(head, style="bold"), Text("request headers:", style="bold"), Text(pretty(http_view.headers(call.inputs)))]
+    body = http_view.request_body(call)
+    if body not in (None, ""):
+        parts += [Text("request body:", style="bold"), Text(pretty(body))]
+    outcome = call_outcome(call.error_type, call.error_message, None, call.latency_ms)
+    if outcome is not None:
+        parts.append(Text(f"{outcome[0]}: {outcome[1]}", style="bold red"))
+        return Group(*parts)
+    status = http_view.status_text(call)
+    parts.append(Text(f"response: {status}", style="bold red" if http_view.failed_status(call) else "bold green"))
+    parts += [Text(pretty(http_view.headers(call.output))), Text("response body:", style="bold"), Text(pretty(http_view.response_body(call)))]
+    return Group(*parts)
+
+
+def call_detail(call: CallInfo, waited_ms: float | None = None, calls: list[CallInfo] = ()) -> Any:
+    if call.kind == http_view.HTTP:
+        return http_detail(call, list(calls))
     latency = "never returned" if call.latency_ms is None else f"{call.latency_ms:.1f} ms"
     tokens = tokens_text(call)
     head = f"{call.kind} {call.name}  node={call.node} step={call.step}  {latency}{'  streamed' if call.streamed else ''}{'  ' + tokens if tokens else ''}"
@@ -137,11 +159,14 @@ class CallsPanel(VerticalScroll):
         options.clear_options()
         detail = self.query_one("#call-detail", Static)
         if not calls:
-            options.add_option(Option(Text("No tool or model calls in this step.", style="dim"), disabled=True))
+            options.add_option(Option(Text("No tool, model or HTTP calls in this step.", style="dim"), disabled=True))
             detail.update("")
             return
         for i, c in enumerate(calls):
             ms = "      —  " if c.latency_ms is None else f"{c.latency_ms:>6.0f} ms"  # — : it never returned
+            if c.kind == http_view.HTTP:
+                options.add_option(Option(_http_label(c, calls, ms), id=str(i)))
+                continue
             label = Text(f"{c.kind:<5} {c.name:<28} {c.node or '':<10} {ms}  ")
             if c.total_tokens is not None or c.input_tokens is not None:
                 label.append(f"{c.input_tokens or 0}→{c.output_tokens or 0} tok  ", style="cyan")
@@ -155,13 +180,25 @@ class CallsPanel(VerticalScroll):
                 label.append(c.error_type or "", style="red")
             options.add_option(Option(label, id=str(i)))
         options.highlighted = 0
-        detail.update(call_detail(calls[0], self.waits.get(calls[0].call_id)))
+        detail.update(call_detail(calls[0], self.waits.get(calls[0].call_id), calls))
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()
         if event.option_id is not None and getattr(self, "calls", None):
             call = self.calls[int(event.option_id)]
-            self.query_one("#call-detail", Static).update(call_detail(call, self.waits.get(call.call_id)))
+            self.query_one("#call-detail", Static).update(call_detail(call, self.waits.get(call.call_id), self.calls))
+
+
+def _http_label(call: CallInfo, calls: list[CallInfo], ms: str) -> Text:
+    """One line for an HTTP request: method and URL, node, timing, status; ``↳`` under its call."""
+    nested = http_view.parent_label(call, calls) is not None
+    label = Text(f"{'↳ http' if nested else 'http '} {call.name:<28} {call.node or '':<10} {ms}  ")
+    outcome = call_outcome(call.error_type, call.error_message, None, call.latency_ms)
+    if outcome is not None:
+        label.append(call.error_type or "", style="red")
+    else:
+        label.append(http_view.status_text(call), style="red" if http_view.failed_status(call) else "green")
+    return label
 
 
 class SubgraphList(OptionList):

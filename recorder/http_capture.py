@@ -1,0 +1,470 @@
+"""Record the HTTP requests a run's own code makes, and let a replay answer them.
+
+A node, a ``@task`` or a tool's body may call a service directly: the ``openai``
+SDK, ``httpx`` or ``requests`` to an internal API, a payment provider. vcrpy
+already patches those clients where a request can be seen and a response
+played back (``httpx`` sync and async, ``requests``, ``urllib3``,
+``http.client`` / ``urllib.request``, ``aiohttp``, ``boto3``), and builds each
+client's own response object on playback. graphtape hands vcrpy one cassette of
+its own, :class:`_Dispatcher`, which keeps nothing: for every request it asks
+the context the request runs in.
+
+- The run: LangGraph puts the running task's config in LangChain's
+  ``var_child_runnable_config`` (copied into the task's thread or asyncio task),
+  with the step, node and namespace in its metadata and graphtape's capture
+  handler among its callbacks. The request is recorded as a call of kind
+  ``http`` of that task, or, inside a tool or model call graphtape records
+  (``ChatOpenAI``'s own request), as part of that call (``parent_call_id``).
+- A replay: :func:`answering_http` installs an answerer for the replay's
+  context; it answers a request from the recording, lets it go live, or refuses
+  it. A refused request never leaves the machine: it fails inside the node as
+  the client's own connection error.
+
+The patches are in place only while a recorded run or a replay is running
+(:func:`acquire` / :func:`release`, counted) and are removed when the last one
+ends. A request outside any run passes through untouched; a recorder problem is
+counted on the run and the request goes on (unless the recorder is strict).
+
+On top of vcrpy's patches, thin wrappers (the two transports of ``httpx`` and of
+its fork ``httpx2``, which recent ``openai`` SDKs use,
+``aiohttp``'s ``ClientSession._request`` and vcrpy's ``http.client`` stub
+connection) tell which client a request went through and see a request fail: a
+cassette is told of responses only, and a recorded timeout or refused
+connection is part of the story too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import importlib
+import logging
+import threading
+import time
+import itertools
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from unittest import mock
+
+from graphtape.recorder.call_scope import current_call
+from graphtape.recorder.http_errors import AIOHTTP, HTTP_CLIENT, HTTPX_LIKE, error_name, rebuilt, refused
+from graphtape.recorder.http_exchange import HTTP, call_name, request_record, response_record, vcr_response
+
+_log = logging.getLogger("graphtape")
+
+
+# -- what a replay plugs in ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAnswer:
+    """A request answered from a recording: the recorded response, or the recorded transport error."""
+
+    output: Any = None
+    error: tuple[str | None, str | None] | None = None  # (type, message)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRefusal:
+    """A request the recording cannot answer and the replay does not let through; ``reason`` says why."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """Who made a request: the step, namespace and node of the task it ran in."""
+
+    step: int | None
+    ns: str
+    node: str | None
+
+
+class HttpAnswerer(Protocol):
+    """What a replay supplies: an answer, a refusal, or ``None`` to let the request go live."""
+
+    def answer_http(self, inputs: dict[str, Any], site: Site) -> HttpAnswer | HttpRefusal | None: ...
+
+
+_answerer: contextvars.ContextVar[HttpAnswerer | None] = contextvars.ContextVar("graphtape_http_answerer", default=None)
+
+
+@contextlib.contextmanager
+def answering_http(answerer: HttpAnswerer | None) -> Iterator[None]:
+    """Route HTTP requests made in this context to ``answerer`` until the block ends (``None``: none)."""
+    acquire()
+    token = _answerer.set(answerer)
+    try:
+        yield
+    finally:
+        _answerer.reset(token)
+        release()
+
+
+# -- installing vcrpy's patches, counted -------------------------------------------------
+
+_lock = threading.Lock()
+_users = 0
+_patches: contextlib.ExitStack | None = None
+
+
+def acquire() -> None:
+    """A recorded run or a replay starts: make sure the clients are patched."""
+    global _users, _patches
+    with _lock:
+        if _users == 0:
+            stack = contextlib.ExitStack()
+            try:
+                _install(stack)
+            except BaseException:
+                stack.close()
+                raise
+            _patches = stack
+        _users += 1
+
+
+def release() -> None:
+    """A recorded run or a replay ended: the last one out removes the patches."""
+    global _users, _patches
+    with _lock:
+        if _users == 0:
+            return
+        _users -= 1
+        if _users == 0 and _patches is not None:
+            stack, _patches = _patches, None
+            stack.close()
+
+
+@contextlib.contextmanager
+def recording_http() -> Iterator[None]:
+    """The clients are patched for the duration of the block."""
+    acquire()
+    try:
+        yield
+    finally:
+        release()
+
+
+def installed() -> bool:
+    """Whether the patches are in place now."""
+    return _patches is not None
+
+
+def _install(stack: contextlib.ExitStack) -> None:
+    from vcr.patch import CassettePatcherBuilder
+    from vcr.stubs import VCRConnection
+
+    for patcher in CassettePatcherBuilder(_dispatcher()).build():
+        stack.enter_context(patcher)
+    # Ours go on top of vcrpy's (entered after, so removed first).
+    stack.enter_context(mock.patch.object(VCRConnection, "getresponse", _sync_entry(HTTP_CLIENT, VCRConnection.getresponse)))
+    for name in HTTPX_LIKE:
+        try:
+            httpx = importlib.import_module(name)
+        except ImportError:  # a client that is not installed is not patched
+            continue
+        stack.enter_context(mock.patch.object(httpx.HTTPTransport, "handle_request", _sync_entry(name, httpx.HTTPTransport.handle_request)))
+        stack.enter_context(mock.patch.object(httpx.AsyncHTTPTransport, "handle_async_request", _async_entry(name, httpx.AsyncHTTPTransport.handle_async_request)))
+    try:
+        import aiohttp
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        stack.enter_context(mock.patch.object(aiohttp.ClientSession, "_request", _async_entry(AIOHTTP, aiohttp.ClientSession._request)))
+
+
+# -- one request -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Pending:
+    """What is known about one request (kept on vcrpy's request object)."""
+
+    session: Any = None
+    call_id: str | None = None
+    started_at: float = 0.0
+    perf0: float = 0.0
+    answer: HttpAnswer | None = None
+    done: bool = False
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One request through one client entry point: which client, and the request once it is known."""
+
+    client: str
+    pending: list[_Pending] = field(default_factory=list)
+
+
+_slot: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar("graphtape_http_slot", default=None)
+
+
+class _Raise(BaseException):
+    """Raised inside vcrpy's stub, turned into the client's own error by the entry wrapper."""
+
+    def __init__(self, make: Any) -> None:
+        super().__init__()
+        self.make = make  # (client, request, connection) -> the exception to raise
+
+
+def _raising(make: Any) -> BaseException:
+    """What to raise inside vcrpy's stub: for a wrapped client, a ``_Raise`` its wrapper turns into the
+    client's own error; for one without a wrapper (tornado, httpx's mock and ASGI transports), the
+    plain error at once, so nothing of graphtape's own escapes into the node."""
+    if _slot.get() is None:
+        return make(None, None, None)
+    return _Raise(make)
+
+
+def _sync_entry(client: str, inner: Any) -> Any:
+    @functools.wraps(inner)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        slot = _Slot(client)
+        token = _slot.set(slot)
+        try:
+            return inner(*args, **kwargs)
+        except _Raise as stop:
+            raise _client_error(stop, client, args) from None
+        except BaseException as exc:
+            _failed(slot, exc)
+            raise
+        finally:
+            _slot.reset(token)
+
+    return entry
+
+
+def _async_entry(client: str, inner: Any) -> Any:
+    @functools.wraps(inner)
+    async def entry(*args: Any, **kwargs: Any) -> Any:
+        slot = _Slot(client)
+        token = _slot.set(slot)
+        try:
+            return await inner(*args, **kwargs)
+        except _Raise as stop:
+            raise _client_error(stop, client, args) from None
+        except BaseException as exc:
+            _failed(slot, exc)
+            raise
+        finally:
+            _slot.reset(token)
+
+    return entry
+
+
+def _client_error(stop: _Raise, client: str, args: tuple) -> BaseException:
+    request = args[1] if client in HTTPX_LIKE and len(args) > 1 else None
+    connection = args[0] if client == HTTP_CLIENT and args else None
+    return stop.make(client, request, connection)
+
+
+def _failed(slot: _Slot, exc: BaseException) -> None:
+    """A live request failed (refused, timed out, reset): its call ends with that error."""
+    for pending in slot.pending:
+        if not pending.done:
+            _finish(pending, error=(error_name(exc), _message(exc)))
+
+
+# -- the cassette vcrpy talks to ----------------------------------------------------------------
+
+_DISPATCHER: Any = None
+
+
+def _dispatcher() -> Any:
+    global _DISPATCHER
+    if _DISPATCHER is None:
+        _DISPATCHER = _dispatcher_class()()
+    return _DISPATCHER
+
+
+def _dispatcher_class() -> type:
+    from vcr.cassette import Cassette
+
+    class _Dispatcher(Cassette):
+        """vcrpy's cassette, keeping nothing: each request is asked of the context it runs in."""
+
+        def __init__(self) -> None:
+            super().__init__(path="Graphtape")
+
+        @property
+        def write_protected(self) -> bool:
+            return False  # a request nobody answers goes out (a strict replay refuses before this)
+
+        def filter_request(self, request: Any) -> Any:
+            return request
+
+        def can_play_response_for(self, request: Any) -> bool:
+            pending = getattr(request, "_graphtape", None)
+            if pending is None:
+                pending = _begin(request)
+            return pending.answer is not None
+
+        def play_response(self, request: Any) -> dict:
+            pending = getattr(request, "_graphtape", None)
+            if pending is None or pending.answer is None:
+                pending = _begin(request) if pending is None else pending
+                if pending.answer is None:  # a redirect the recording did not follow
+                    raise _refuse(pending, request, "no recorded answer for the redirect")
+            answer = pending.answer
+            if answer.error is not None:
+                _finish(pending, error=answer.error)
+                kind, message = answer.error
+                raise _raising(lambda client, req, conn: rebuilt(client, kind, message, req, conn))
+            try:
+                played = vcr_response(answer.output)
+            except ValueError as exc:
+                raise _refuse(pending, request, f"the recorded response cannot be played: {exc}") from None
+            _finish(pending, output=answer.output)
+            return played
+
+        def append(self, request: Any, response: dict) -> None:
+            pending = getattr(request, "_graphtape", None)
+            if pending is None:
+                pending = _begin(request)  # a redirect aiohttp followed: recorded as its own request
+            if pending.session is None or pending.done:
+                return
+            try:
+                output = response_record(response)
+            except Exception as exc:  # noqa: BLE001 - the response reached the node whatever happens here
+                _fault(pending.session, exc)
+                return
+            _finish(pending, output=output)
+
+        def find_requests_with_most_matches(self, request: Any) -> list:
+            return [(request, [], [])]  # aiohttp's playback of a redirect asks for the next request itself
+
+        def _save(self, force: bool = False) -> None:
+            return None
+
+    return _Dispatcher
+
+
+# Call ids: random per process, counted within it (os.urandom per request costs more than the rest).
+_ID_PREFIX = f"http-{secrets.token_hex(6)}"
+_ids = itertools.count(1)
+
+
+def _begin(request: Any) -> _Pending:
+    """Decide about a request seen for the first time: answer, refuse, or let it go (and record it)."""
+    pending = _Pending(started_at=time.time(), perf0=time.perf_counter())
+    request._graphtape = pending
+    slot = _slot.get()
+    if slot is not None:
+        slot.pending.append(pending)
+    answerer = _answerer.get()
+    try:
+        config = _config()
+        session = _session_of(config)
+        if session is None and answerer is None:
+            return pending  # not a run's request: untouched
+        inputs = request_record(request.method, request.uri, request.headers, getattr(request, "body_bytes", request.body))
+        ns, node, task_id, step = _site(config)
+        parent = current_call()
+        decision = None
+        if answerer is not None and parent is None:
+            # A request inside a tool or model call is that call's business: answered (or not) with it.
+            decision = answerer.answer_http(inputs, Site(step, ns, node))
+        if session is not None:
+            pending.session = session
+            pending.call_id = f"{_ID_PREFIX}-{next(_ids):012d}"
+            session.begin_call(
+                pending.call_id,
+                {
+                    "kind": HTTP,
+                    "name": session.redactor.scrub_key(call_name(inputs["method"], inputs["url"])),  # scrubbed once per URL
+                    "ns": ns,
+                    "node": node,
+                    "task_id": task_id,
+                    "step": step,
+                    "inputs": inputs,
+                    "started_at": pending.started_at,
+                    "perf0": pending.perf0,
+                    "parent_call_id": parent if parent is not None and session.is_call(parent) else None,
+                },
+            )
+    except Exception as exc:  # noqa: BLE001 - a recorder problem never stops the request
+        _fault(getattr(pending, "session", None), exc)
+        return pending
+    if isinstance(decision, HttpRefusal):
+        raise _refuse(pending, request, decision.reason)
+    if isinstance(decision, HttpAnswer):
+        pending.answer = decision
+    return pending
+
+
+def _refuse(pending: _Pending, request: Any, reason: str) -> BaseException:
+    message = f"graphtape replay refused {request.method} {_shown_url(pending, request)}: {reason}; the request was not sent"
+    _finish(pending, error=("RefusedByReplay", reason))
+    return _raising(lambda client, req, conn: refused(client, message, req, conn))
+
+
+def _shown_url(pending: _Pending, request: Any) -> str:
+    session = pending.session
+    name = call_name(request.method, str(request.uri)).partition(" ")[2]
+    return session.redactor.scrub(name) if session is not None else name
+
+
+def _finish(pending: _Pending, *, output: Any = None, error: tuple[str | None, str | None] | None = None) -> None:
+    if pending.done:
+        return
+    pending.done = True
+    session = pending.session
+    if session is None or pending.call_id is None:
+        return
+    fields: dict[str, Any] = {"latency_ms": round((time.perf_counter() - pending.perf0) * 1000, 3)}
+    if error is not None:
+        fields["error_type"], fields["error_message"] = error
+    else:
+        fields["output"] = output
+    try:
+        session.end_call(pending.call_id, **fields)
+    except Exception as exc:  # noqa: BLE001
+        _fault(session, exc)
+
+
+def _fault(session: Any, exc: Exception) -> None:
+    if session is None:
+        _log.warning("graphtape: HTTP capture: %s: %s", type(exc).__name__, exc)
+        return
+    session.fault(f"http capture: {type(exc).__name__}: {exc}")
+    if session.strict:
+        from graphtape.recorder.errors import RecorderFault
+
+        raise RecorderFault(f"graphtape could not record an HTTP request ({type(exc).__name__}: {exc})") from exc
+
+
+def _config() -> dict[str, Any]:
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    return var_child_runnable_config.get() or {}
+
+
+def _session_of(config: dict[str, Any]) -> Any:
+    """The recording session of the run whose task is running here (graphtape's handler among its callbacks)."""
+    from graphtape.recorder.capture import CaptureHandler
+
+    callbacks = config.get("callbacks")
+    handlers = getattr(callbacks, "handlers", None)
+    if handlers is None:
+        handlers = callbacks if isinstance(callbacks, list) else ()
+    for handler in handlers:
+        if isinstance(handler, CaptureHandler):
+            return handler.session
+    return None
+
+
+def _site(config: dict[str, Any]) -> tuple[str, str | None, str | None, int | None]:
+    from graphtape.recorder.session import call_site
+
+    return call_site(config.get("metadata"))
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001
+        text = ""
+    return (text or type(exc).__name__)[:4000]
