@@ -539,3 +539,19 @@ def test_a_node_error_is_scrubbed_before_it_is_cut(tmp_path) -> None:
         run = store.get_run(rec.last_run_id)
         task = next(t for s in store.list_steps(run.id) for t in store.step_detail(run.id, s.step).tasks if t.error_message)
     assert KEY[:7] not in task.error_message and KEY[:7] not in (run.error_message or "") and "x" * 3000 in task.error_message
+
+
+@pytest.mark.parametrize("name", SECRETS)
+def test_scrubbing_twice_changes_nothing_more(name: str) -> None:
+    """A replayed value that echoes scrubbed text (a URL in a response) must scrub to itself,
+    or a strict replay reports a state difference that is only the redaction's."""
+    secret = SECRETS[name]
+    for text in (
+        f"{secret}",
+        f'{{"path": "/charge?api_key={secret}", "echo": "{secret}"}}',
+        f"url=/v1?token={secret}&x=1]",
+        repr({"body": f'{{"api_key": "{secret}"}}'}),
+        f"password: {secret})",
+    ):
+        once = Redactor().scrub(text)
+        assert Redactor().scrub(once) == once, (text, once)
