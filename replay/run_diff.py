@@ -182,9 +182,8 @@ class _Differ:
         self.ignore = ignore
         self.labels = run_labels(a, b)
         self.found: list[RunDifference] = []
-        detail_a, detail_b = store.run_detail(a.id), store.run_detail(b.id)
-        self.shapes = GraphShape.from_json(detail_a.graph), GraphShape.from_json(detail_b.graph)
-        self.inputs = normalize(detail_a.inputs), normalize(detail_b.inputs)
+        self.shapes = GraphShape.from_json(store.run_graph(a.id)), GraphShape.from_json(store.run_graph(b.id))
+        self.inputs = normalize(store.decode(store.encoded_inputs(a.id)[0])), normalize(store.decode(store.encoded_inputs(b.id)[0]))
         self.carry = Carry(*self.inputs)
         calls_a, calls_b = store.calls(a.id), store.calls(b.id)
         self.calls = _by_step(calls_a), _by_step(calls_b)
@@ -370,12 +369,14 @@ class _Differ:
                 if out_a != out_b:
                     add("call", node or None, self._call_what(label, ca, cb, out_a, out_b), out_a, out_b, self.carry.explains(out_a, out_b))
 
-    def _outcome(self, call: CallInfo, ends: dict[str, float]) -> Any:
+    def _outcome(self, call: CallInfo, ends: dict[str, tuple[float, float]]) -> Any:
         if call.error_type == ABANDONED:
             out: dict[str, Any] = {"timed out": "its node stopped waiting for it"}
             end = ends.get(call.task_id or "")
             if end is not None and call.started_at is not None:
-                out["waited_ms"] = round(max(0.0, end - call.started_at) * 1000)
+                waited, ran = end[0] - call.started_at, end[1]
+                if 0 <= waited <= ran + 0.001:  # clocks that disagree (an imported run) tell nothing
+                    out["waited_ms"] = round(waited * 1000)
             return out
         if call.error_type:
             return {"error": call.error_type, "message": call.error_message}
@@ -462,8 +463,9 @@ def _pair_calls(xs: list, ys: list, carry: Carry) -> list[tuple[Any, Any]]:
     return out
 
 
-def _task_ends(detail: StepDetail) -> dict[str, float]:
-    return {t.task_id: t.started_at + t.duration_ms / 1000 for t in detail.tasks if t.started_at is not None and t.duration_ms is not None}
+def _task_ends(detail: StepDetail) -> dict[str, tuple[float, float]]:
+    """Task id -> (when it ended, how long it ran), in seconds."""
+    return {t.task_id: (t.started_at + t.duration_ms / 1000, t.duration_ms / 1000) for t in detail.tasks if t.started_at is not None and t.duration_ms is not None}
 
 
 def _children(detail: StepDetail, ns: str) -> dict[str, list[str]]:
