@@ -198,3 +198,13 @@ def test_compare_two_runs_screen(snap_compare, frozen_demo):
 
     assert snap_compare(_app(frozen_demo), terminal_size=(120, 36), run_before=go)
 
+
+def test_run_screen_graph(snap_compare, frozen_demo):
+    async def go(pilot):
+        await _settle(pilot)
+        await pilot.press("7")  # the incident opens at step 2 (act timed out): its graph, act and its route lit
+        await _settle(pilot)
+        await pilot.press("right")
+        await _settle(pilot)
+
+    assert snap_compare(_app(frozen_demo, "last"), terminal_size=(120, 36), run_before=go)
