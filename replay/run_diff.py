@@ -307,7 +307,8 @@ class _Differ:
             routers = ", ".join(sorted({str(r["router"]) for r in x + y if r.get("router")}))
             how = f" ({routers})" if routers else ""
             if dests_a != dests_b:
-                what = f"{source} went to {', '.join(dests_a) or 'nowhere'} in {self.labels[0]}, to {', '.join(dests_b) or 'nowhere'} in {self.labels[1]}{how}"
+                went_a, went_b = (_went(d, detail) for d, detail in ((dests_a, da), (dests_b, db)))
+                what = f"{source} {went_a} in {self.labels[0]}, {went_b} in {self.labels[1]}{how}"
                 add("route", source, what, x, y)
             else:
                 add("route", source, f"{source}'s router{how} returned other values (same destinations)", x, y, self.carry.explains(x, y))
@@ -332,13 +333,19 @@ class _Differ:
             else:
                 what = "a node failed differently"
             add("error", node, what, [list(e) for e in errs_a], [list(e) for e in errs_b], self.carry.explains(errs_a, errs_b))
-        ints_a = sorted((e.kind, e.node or "", repr(self.normalize(e.value))) for e in da.events)
-        ints_b = sorted((e.kind, e.node or "", repr(self.normalize(e.value))) for e in db.events)
-        if ints_a != ints_b:
-            va = [{"kind": e.kind, "node": e.node, "value": self.normalize(e.value)} for e in da.events]
-            vb = [{"kind": e.kind, "node": e.node, "value": self.normalize(e.value)} for e in db.events]
-            node = next((e.node for e in [*db.events, *da.events] if e.node), None)
-            add("route", node, "interrupted or resumed differently", va, vb, self.carry.explains(va, vb))
+        # An interrupt asks a person; the resume value is their answer: told like a call and its result.
+        for kind, asked in (("interrupt", "interrupted with another value"), ("resume", "was answered differently at its interrupt")):
+            va = sorted(([e.node or "", self.normalize(e.value)] for e in da.events if e.kind == kind), key=repr)
+            vb = sorted(([e.node or "", self.normalize(e.value)] for e in db.events if e.kind == kind), key=repr)
+            if va == vb:
+                continue
+            node = next((n for n, _ in [*vb, *va] if n), None)
+            if bool(va) != bool(vb):
+                has = self.labels[0] if va else self.labels[1]
+                what = f"{node or 'a node'} {'stopped at an interrupt' if kind == 'interrupt' else 'was resumed'} in {has} only"
+                add("route" if kind == "interrupt" else "call", node, what, va, vb)
+            else:
+                add("arguments" if kind == "interrupt" else "call", node, f"{node or 'a node'} {asked}", va, vb, self.carry.explains(va, vb))
 
     def _calls(self, calls_a: list[CallInfo], calls_b: list[CallInfo], da: StepDetail, db: StepDetail, add: Any) -> None:
         """Calls of one aligned step, paired by who made them (kind, tool, node), then by what they were asked."""
@@ -365,12 +372,14 @@ class _Differ:
                     add("arguments", node or None, f"{label} was called with other arguments", args_a, args_b, carried)
                     if not carried:
                         continue  # what it answered follows from what it was asked
-                out_a, out_b = self._outcome(ca, ends[0]), self._outcome(cb, ends[1])
+                gave_up = _gave_up(ca, ends[0]), _gave_up(cb, ends[1])
+                out_a, out_b = self._outcome(ca, ends[0], gave_up[0]), self._outcome(cb, ends[1], gave_up[1])
                 if out_a != out_b:
-                    add("call", node or None, self._call_what(label, ca, cb, out_a, out_b), out_a, out_b, self.carry.explains(out_a, out_b))
+                    add("call", node or None, self._call_what(label, ca, cb, out_a, out_b, gave_up), out_a, out_b, self.carry.explains(out_a, out_b))
 
-    def _outcome(self, call: CallInfo, ends: dict[str, tuple[float, float]]) -> Any:
-        if call.error_type == ABANDONED:
+    def _outcome(self, call: CallInfo, ends: dict[str, tuple[float, float]], gave_up: bool) -> Any:
+        """What the node got from the call: its output or error, or a timeout (what came later it never saw)."""
+        if gave_up:
             out: dict[str, Any] = {"timed out": "its node stopped waiting for it"}
             end = ends.get(call.task_id or "")
             if end is not None and call.started_at is not None:
@@ -382,10 +391,10 @@ class _Differ:
             return {"error": call.error_type, "message": call.error_message}
         return self.normalize(call.output)
 
-    def _call_what(self, label: str, ca: CallInfo, cb: CallInfo, out_a: Any, out_b: Any) -> str:
+    def _call_what(self, label: str, ca: CallInfo, cb: CallInfo, out_a: Any, out_b: Any, gave_up: tuple[bool, bool]) -> str:
         la, lb = self.labels
-        for this, other, lthis, lother, out in ((cb, ca, lb, la, out_b), (ca, cb, la, lb, out_a)):
-            if this.error_type == ABANDONED and other.error_type != ABANDONED:
+        for this, other, lthis, lother, out, mine, theirs in ((cb, ca, lb, la, out_b, gave_up[1], gave_up[0]), (ca, cb, la, lb, out_a, gave_up[0], gave_up[1])):
+            if mine and not theirs:
                 waited = f" after {out['waited_ms']} ms" if isinstance(out, dict) and "waited_ms" in out else ""
                 answered = "failed" if other.error_type else "answered"
                 return f"{label} timed out in {lthis} (its node stopped waiting{waited}); it {answered} in {lother}"
@@ -463,6 +472,20 @@ def _pair_calls(xs: list, ys: list, carry: Carry) -> list[tuple[Any, Any]]:
     return out
 
 
+def _gave_up(call: CallInfo, ends: dict[str, tuple[float, float]]) -> bool:
+    """Whether the call's node stopped waiting for it (a timeout): it never returned, or returned after its node ended.
+
+    Which of the two the recording holds depends on whether the run ended
+    before the late call did; either way the node never saw the result.
+    """
+    if call.error_type == ABANDONED:
+        return True
+    end = ends.get(call.task_id or "")
+    if end is None or call.started_at is None or call.latency_ms is None:
+        return False
+    return call.started_at + call.latency_ms / 1000 > end[0] + 0.001
+
+
 def _task_ends(detail: StepDetail) -> dict[str, tuple[float, float]]:
     """Task id -> (when it ended, how long it ran), in seconds."""
     return {t.task_id: (t.started_at + t.duration_ms / 1000, t.duration_ms / 1000) for t in detail.tasks if t.started_at is not None and t.duration_ms is not None}
@@ -493,8 +516,9 @@ def _trouble(side: _Side, gap: list[tuple[int, int | None, int | None]], index: 
         if k is None:
             continue
         step = side.details[k].step.step
+        ends = _task_ends(side.details[k])
         for c in side.calls[k]:
-            if c.error_type == ABANDONED:
+            if _gave_up(c, ends):
                 told.append(f"{c.kind} {c.name!r} timed out at step {step}")
             elif c.error_type:
                 told.append(f"{c.kind} {c.name!r} failed at step {step} ({c.error_type})")
@@ -502,6 +526,16 @@ def _trouble(side: _Side, gap: list[tuple[int, int | None, int | None]], index: 
     if not told:
         return ""
     return "; " + "; ".join(told[:3]) + (f"; {len(told) - 3} more" if len(told) > 3 else "")
+
+
+def _went(dests: list[str], detail: StepDetail) -> str:
+    if dests:
+        return f"went to {', '.join(dests)}"
+    if detail.step.pending and detail.step.has_interrupt:
+        return "stopped at an interrupt"
+    if any(t.error_type for t in detail.tasks):
+        return "failed"
+    return "went nowhere"
 
 
 def _nodes_path(steps: list[StepDetail]) -> str:

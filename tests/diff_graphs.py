@@ -82,3 +82,61 @@ def stamped_graph(stamp: str):
     b.add_edge(START, "work")
     b.add_edge("work", END)
     return b.compile()
+
+
+def failing_graph(fail: bool):
+    """`work` doubles x, or raises when ``fail``."""
+
+    def work(state: StampState) -> dict:
+        if fail:
+            raise ValueError(f"cannot work on {state['x']}")
+        return {"x": state["x"] * 2}
+
+    b = StateGraph(StampState)
+    b.add_node("work", work)
+    b.add_edge(START, "work")
+    b.add_edge("work", END)
+    return b.compile()
+
+
+class LookState(TypedDict, total=False):
+    order: str
+    status: str
+
+
+def timeout_graph(tool_delay: float, linger: float = 0.0):
+    """`check` asks a status tool with a 0.1 s timeout (the tool takes ``tool_delay``); `reply` then takes ``linger`` seconds.
+
+    With a slow tool and a long enough ``linger``, the timed-out call returns while the run is
+    still going: it is recorded with its output, after its node stopped waiting for it.
+    """
+    import concurrent.futures
+    import contextvars
+    import time
+
+    @tool
+    def order_status(order: str) -> str:
+        """The order's live status."""
+        time.sleep(tool_delay)
+        return "in transit"
+
+    def check(state: LookState, config) -> dict:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        future = pool.submit(contextvars.copy_context().run, order_status.invoke, {"order": state["order"]}, config)
+        pool.shutdown(wait=False)
+        try:
+            return {"status": future.result(timeout=0.1)}
+        except TimeoutError:
+            return {"status": "unknown (timed out)"}
+
+    def reply(state: LookState) -> dict:
+        time.sleep(linger)
+        return {}
+
+    b = StateGraph(LookState)
+    b.add_node("check", check)
+    b.add_node("reply", reply)
+    b.add_edge(START, "check")
+    b.add_edge("check", "reply")
+    b.add_edge("reply", END)
+    return b.compile()

@@ -78,7 +78,7 @@ def test_runs_of_different_graph_versions(tmp_path, capsys):
     assert main(["diff", a[:10], b[:10], "--db", db]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert f"graph: node 'audit' only in run {b[:8]}'s graph" in lines
-    assert lines[1] == f"first difference: step 2 node 'score': route: score went to __end__ in run {a[:8]}, to audit in run {b[:8]}"
+    assert lines[1] == f"first difference: step 2 node 'score': route: score went to __end__ in run {a[:8]}, went to audit in run {b[:8]}"
 
 
 def test_ns_compares_one_subgraph(tmp_path, capsys):

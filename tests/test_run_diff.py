@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import load_agent
-from diff_graphs import retry_graph, stamped_graph, versioned_graph
-from replay_graphs import chat_graph, chat_script, sub_graph
+from diff_graphs import failing_graph, retry_graph, stamped_graph, timeout_graph, versioned_graph
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+from replay_graphs import chat_graph, chat_script, interrupt_graph, sub_graph
 
 from graphtape.recorder import Recorder
 from graphtape.replay.graph_shape import GraphShape, graph_changes
@@ -153,7 +155,7 @@ def test_runs_of_different_graph_versions_say_how_the_graphs_differ(recorder_fac
     assert diff.graph_changes == [f"node 'audit' only in {lb}'s graph", f"edges audit → __end__, score → audit only in {lb}'s graph", f"edge score → __end__ only in {la}'s graph"]
     route = diff.first_difference
     assert (route.kind, route.node, route.step) == ("route", "score", 2)
-    assert route.what == f"score went to __end__ in {la}, to audit in {lb}"
+    assert route.what == f"score went to __end__ in {la}, went to audit in {lb}"
     extra = next(d for d in diff.differences if d.kind == "extra")
     assert extra.step_b == 3 and "audit" in extra.what
     assert f"graph: node 'audit' only in {lb}'s graph" in diff.report()
@@ -222,3 +224,54 @@ def test_differences_inside_a_subgraph_come_before_the_parent_steps(recorder_fac
     assert [p[0] for p in only.aligned] == [-1, 0, 1, 2, 3]
     with pytest.raises(RunDiffError, match="no subgraph namespace 'nope'|neither run has a subgraph namespace 'nope'"):
         diff_runs(a, b, store=rec.store, ns="nope")
+
+
+def test_a_node_that_failed_in_one_run_only(recorder_factory):
+    rec = recorder_factory()
+    a = record(rec, failing_graph(False), {"x": 3}, "work")
+    b = record(rec, failing_graph(True), {"x": 3}, "work")
+    diff = diff_runs(a, b, store=rec.store)
+    la, lb = diff.labels
+    first = diff.first_difference
+    assert (first.kind, first.node, first.step) == ("error", "work", 1)
+    assert first.what == f"work failed in {lb} (ValueError: cannot work on 3), not in {la}"
+    kinds = [(d.kind, d.what) for d in diff.differences]
+    assert ("route", f"work went to __end__ in {la}, failed in {lb}") in kinds
+    assert kinds[-1] == ("error", f"the run ended error in {lb}, ok in {la}")
+
+
+def test_an_interrupt_answered_differently_is_told_like_a_call(recorder_factory):
+    rec = recorder_factory()
+    ids = []
+    for answer in ("yes", "no", None):
+        app = rec.attach(interrupt_graph(InMemorySaver()), name="ask")
+        config = {"configurable": {"thread_id": f"t-{answer}"}}
+        app.invoke({"q": "ship it?"}, config)
+        if answer is not None:
+            app.invoke(Command(resume=answer), config)
+        rec.flush()
+        ids.append(rec.last_run_id)
+    yes, no, waiting = ids
+    diff = diff_runs(yes, no, store=rec.store)
+    first = diff.first_difference
+    assert (first.kind, first.node, first.step, first.what) == ("call", "ask", 1, "ask was answered differently at its interrupt")
+    assert (first.recorded, first.actual) == ([["ask", "yes"]], [["ask", "no"]])
+    stopped = diff_runs(yes, waiting, store=rec.store)
+    lb = stopped.labels[1]
+    assert any(d.what == f"ask went to act in {stopped.labels[0]}, stopped at an interrupt in {lb}" for d in stopped.differences)
+    assert stopped.aligned[-1] == (2, None) and stopped.differences[-1].what.startswith(f"the run ended interrupted in {lb}")
+
+
+@pytest.mark.parametrize("linger", [0.0, 0.4], ids=["still running when the run ended", "returned before the run ended"])
+def test_a_call_its_node_gave_up_on_is_a_timeout_however_late_it_returned(recorder_factory, linger):
+    rec = recorder_factory()
+    a = record(rec, timeout_graph(0.0), {"order": "A-7"}, "look")
+    b = record(rec, timeout_graph(0.25, linger), {"order": "A-7"}, "look")
+    late = rec.store.calls(b)[0]
+    # How the recording holds it depends on when the run ended: still running, or returned late.
+    assert (late.error_type == "Unfinished") == (linger == 0.0)
+    diff = diff_runs(a, b, store=rec.store)
+    first = diff.first_difference
+    assert (first.kind, first.node, first.step) == ("call", "check", 1)
+    assert first.what.startswith(f"tool 'order_status' timed out in {diff.labels[1]} (its node stopped waiting after ")
+    assert first.recorded == "in transit" and first.actual["timed out"] and 90 <= first.actual["waited_ms"] <= 400
