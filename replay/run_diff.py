@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from itertools import zip_longest
 from typing import Any
@@ -85,26 +86,29 @@ def run_labels(a: RunInfo, b: RunInfo) -> tuple[str, str]:
 class Carry:
     """Whether a difference only carries the runs' different inputs through.
 
-    The inputs' differing leaves (strings, numbers) are paired up; A's value,
-    with each of A's leaves replaced by B's (also inside a longer text, for
-    texts of ``CARRY_MIN`` characters or more), equal to B's value means the
-    difference came in with the input.
+    The inputs' differing leaves are paired up. A's value with A's texts
+    replaced by B's (whole, or inside a longer text for texts of
+    ``CARRY_MIN`` characters or more: a question inside a prompt) and A's
+    numbers replaced by B's where they sit under the same key as in the
+    input (a number is too common to follow anywhere) equal to B's value
+    means the difference came in with the input.
     """
 
     def __init__(self, inputs_a: Any, inputs_b: Any) -> None:
-        pairs: list[tuple[Any, Any]] = []
-        _leaf_pairs(inputs_a, inputs_b, pairs)
-        self.texts = [(x, y) for x, y in pairs if isinstance(x, str)]
+        pairs: list[tuple[str | None, Any, Any]] = []
+        _leaf_pairs(inputs_a, inputs_b, None, pairs)
+        self.texts = [(x, y) for _, x, y in pairs if isinstance(x, str)]
         self.inside = [(x, y) for x, y in self.texts if len(x) >= CARRY_MIN]
-        self.scalars = [(x, y) for x, y in pairs if not isinstance(x, str)]
+        self.numbers = {(key, x): y for key, x, y in pairs if not isinstance(x, str) and key is not None}
 
     def __bool__(self) -> bool:
-        return bool(self.texts or self.scalars)
+        return bool(self.texts or self.numbers)
 
-    def explains(self, a: Any, b: Any) -> bool:
-        return bool(self) and self._swap(a) == b
+    def explains(self, a: Any, b: Any, key: str | None = None) -> bool:
+        """Whether ``a`` (A's, found under ``key`` if it is a state value) carried over is ``b``."""
+        return bool(self) and self._swap(a, key) == b
 
-    def _swap(self, v: Any) -> Any:
+    def _swap(self, v: Any, key: str | None) -> Any:
         if isinstance(v, str):
             for x, y in self.texts:
                 if v == x:
@@ -114,26 +118,28 @@ class Carry:
                     v = v.replace(x, y)
             return v
         if isinstance(v, dict):
-            return {k: self._swap(x) for k, x in v.items()}
+            return {k: self._swap(x, k) for k, x in v.items()}
         if isinstance(v, list):
-            return [self._swap(x) for x in v]
-        for x, y in self.scalars:
-            if type(v) is type(x) and v == x:
+            return [self._swap(x, key) for x in v]
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            y = self.numbers.get((key, v))
+            if y is not None and type(y) is type(v):
                 return y
         return v
 
 
-def _leaf_pairs(a: Any, b: Any, out: list[tuple[Any, Any]]) -> None:
+def _leaf_pairs(a: Any, b: Any, key: str | None, out: list[tuple[str | None, Any, Any]]) -> None:
+    """The leaves where two inputs differ, with the dict key each sits under."""
     if a == b:
         return
     if isinstance(a, dict) and isinstance(b, dict):
         for k in a.keys() & b.keys():
-            _leaf_pairs(a[k], b[k], out)
+            _leaf_pairs(a[k], b[k], str(k), out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for x, y in zip(a, b):
-            _leaf_pairs(x, y, out)
+            _leaf_pairs(x, y, key, out)
     elif type(a) is type(b) and isinstance(a, (str, int, float)) and not isinstance(a, bool):
-        out.append((a, b))
+        out.append((key, a, b))
 
 
 class _Frames:
@@ -189,7 +195,7 @@ class _Differ:
         self.calls = _by_step(calls_a), _by_step(calls_b)
         models = sorted({c.name for c in calls_a if c.kind == "model"}), sorted({c.name for c in calls_b if c.kind == "model"})
         self.models = models
-        self.model_names_count = models[0] == models[1]  # else the models differ run-wide: said once, not per call
+        self.same_models = models[0] == models[1]  # else the models differ run-wide: said once, not per call
 
     # -- the whole run -------------------------------------------------------------------
     def go(self, ns: str) -> RunDiff:
@@ -213,7 +219,7 @@ class _Differ:
     def _ordered(self) -> list[RunDifference]:
         out = ordered(self.found)
         first = next((i for i, d in enumerate(out) if not d.carried), None)
-        return [d if d.first == (i == first) else _replace(d, first=(i == first)) for i, d in enumerate(out)]
+        return [d if d.first == (i == first) else replace(d, first=(i == first)) for i, d in enumerate(out)]
 
     def _setup(self) -> None:
         """What the runs were given: inputs and the models they asked (premises, not where they went apart)."""
@@ -222,7 +228,7 @@ class _Differ:
             keys = _differing_keys(ia, ib)
             what = "the runs were given other inputs" + (f" ({', '.join(keys)})" if keys else "")
             self._add("input", None, None, None, what, ia, ib, (-1,), carried=True)
-        if not self.model_names_count and self.models[0] and self.models[1]:
+        if not self.same_models and self.models[0] and self.models[1]:
             what = f"the runs asked other models: {', '.join(self.models[0])} in {self.labels[0]}, {', '.join(self.models[1])} in {self.labels[1]}"
             self._add("model", None, None, None, what, self.models[0], self.models[1], (-1,), carried=True)
 
@@ -353,12 +359,12 @@ class _Differ:
         for side, calls in ((0, calls_a), (1, calls_b)):
             for c in calls:
                 args = normalize_arguments(c.kind, c.inputs, self.arg_normalize)
-                name = c.name if c.kind == "tool" or self.model_names_count else "model"
+                name = c.name if c.kind == "tool" or self.same_models else "model"
                 groups.setdefault((c.kind, name, c.node or ""), ([], []))[side].append((c, args))
         ends = _task_ends(da), _task_ends(db)
         for (kind, name, node), (xs, ys) in sorted(groups.items()):
             for x, y in _pair_calls(xs, ys, self.carry):
-                label = f"{kind} {name!r}" if kind == "tool" or self.model_names_count else "model call"
+                label = f"{kind} {name!r}" if kind == "tool" or self.same_models else "model call"
                 if x is None or y is None:
                     c, args = x or y
                     kind_of = "missing" if y is None else "extra"
@@ -418,7 +424,7 @@ class _Differ:
                 status.pop(key, None)
                 continue
             x, y = (None if x is _MISSING else x), (None if y is _MISSING else y)
-            now = "carried" if self.carry.explains(x, y) else "real"
+            now = "carried" if self.carry.explains(x, y, key) else "real"
             before = status.get(key)
             status[key] = now if before != "real" else "real"
             if before == now or before == "real":
@@ -441,12 +447,6 @@ class _Differ:
             RunDifference(kind, step, node, what, a, b, path if path is not None else ns_path(ns_a or ns_b), order=order,
                           step_b=step_b, ns_a=ns_a, ns_b=ns_b, root=root, carried=carried, labels=self.labels)
         )
-
-
-def _replace(d: RunDifference, **changes: Any) -> RunDifference:
-    from dataclasses import replace
-
-    return replace(d, **changes)
 
 
 def _by_step(calls: list[CallInfo]) -> dict[tuple[str, int | None], list[CallInfo]]:
@@ -483,7 +483,10 @@ def _gave_up(call: CallInfo, ends: dict[str, tuple[float, float]]) -> bool:
     end = ends.get(call.task_id or "")
     if end is None or call.started_at is None or call.latency_ms is None:
         return False
-    return call.started_at + call.latency_ms / 1000 > end[0] + 0.001
+    task_end, ran = end
+    if not task_end - ran - 0.001 <= call.started_at <= task_end:
+        return False  # the call did not start inside its task: the clocks disagree (an imported run), they tell nothing
+    return call.started_at + call.latency_ms / 1000 > task_end + 0.001
 
 
 def _task_ends(detail: StepDetail) -> dict[str, tuple[float, float]]:

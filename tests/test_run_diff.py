@@ -12,7 +12,7 @@ from replay_graphs import chat_graph, chat_script, interrupt_graph, sub_graph
 from graphtape.recorder import Recorder
 from graphtape.replay.graph_shape import GraphShape, graph_changes
 from graphtape.replay.run_align import align
-from graphtape.replay.run_diff import RunDiffError, diff_runs
+from graphtape.replay.run_diff import Carry, RunDiffError, diff_runs
 
 
 def record(rec: Recorder, graph, inputs: dict, name: str) -> str:
@@ -275,3 +275,14 @@ def test_a_call_its_node_gave_up_on_is_a_timeout_however_late_it_returned(record
     assert (first.kind, first.node, first.step) == ("call", "check", 1)
     assert first.what.startswith(f"tool 'order_status' timed out in {diff.labels[1]} (its node stopped waiting after ")
     assert first.recorded == "in transit" and first.actual["timed out"] and 90 <= first.actual["waited_ms"] <= 400
+
+
+def test_what_carries_the_inputs_through():
+    carry = Carry({"question": "Where is my order A-1042?", "limit": 3, "n": 1}, {"question": "Has my order A-1042 arrived?", "limit": 5, "n": 1})
+    prompt = [{"type": "human", "content": "User asks: Where is my order A-1042? Be brief."}]
+    assert carry.explains(prompt, [{"type": "human", "content": "User asks: Has my order A-1042 arrived? Be brief."}])
+    assert not carry.explains(prompt, [{"type": "human", "content": "User asks: Has my order A-1042 arrived? Be long."}])
+    # A number is followed only under the key it has in the input, never anywhere it happens to appear.
+    assert carry.explains(3, 5, "limit") and carry.explains({"limit": 3}, {"limit": 5})
+    assert not carry.explains(3, 5, "retries") and not carry.explains({"retries": 3}, {"retries": 5})
+    assert not Carry({"a": 1}, {"a": 1}).explains("x", "y")
