@@ -12,7 +12,8 @@ from replay_graphs import chat_graph, chat_script, interrupt_graph, sub_graph
 from graphtape.recorder import Recorder
 from graphtape.replay.graph_shape import GraphShape, graph_changes
 from graphtape.replay.run_align import align
-from graphtape.replay.run_diff import Carry, RunDiffError, diff_runs
+from graphtape.replay.carry import Carry
+from graphtape.replay.run_diff import RunDiffError, diff_runs
 
 
 def record(rec: Recorder, graph, inputs: dict, name: str) -> str:
