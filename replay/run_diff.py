@@ -125,7 +125,9 @@ class _Differ:
     def __init__(self, store: RunStore, a: RunInfo, b: RunInfo, normalize: Normalizer, ignore: tuple[str, ...]) -> None:
         self.store, self.a, self.b = store, a, b
         self.normalize = normalize
-        self.arg_normalize = Normalizer()  # call arguments: only volatile ids are dropped, as in replay
+        # Call arguments: only volatile ids are dropped, as in replay. Without ignore paths that is the
+        # state's normalizer too: one memo, so a message in both a prompt and the state is walked once.
+        self.arg_normalize = normalize if not ignore else Normalizer()
         self.ignore = ignore
         self.labels = run_labels(a, b)
         self.found: list[RunDifference] = []
