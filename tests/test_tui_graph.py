@@ -157,3 +157,29 @@ def test_layout_of_a_cycle_draws_both_directions_and_counts():
     for name in ("reason", "act"):
         box = layout.boxes[name]
         assert name in layout.line(box.y + 1).plain
+
+
+def test_a_run_recorded_without_a_structure_is_drawn_from_the_routes_it_took(tmp_path):
+    import sqlalchemy as sa
+
+    from graphtape.recorder import open_store
+    from graphtape.tui.graph_reader import read_graph
+
+    db = str(tmp_path / "bare.db")
+    with Recorder(db) as rec:
+        rec.attach(sub_graph(1), name="sub").invoke({"n": 1, "log": []})
+        rec.flush()
+        run_id = rec.last_run_id
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:  # as an import of LangGraph checkpoints leaves it: no graph recorded
+        conn.execute(sa.text("UPDATE runs SET graph = NULL WHERE id = :id"), {"id": run_id})
+    engine.dispose()
+    store = open_store(db)
+    try:
+        drawings = read_graph(store, run_id)
+    finally:
+        store.close()
+    assert len(drawings) == 1 and "no graph structure was recorded with this run: drawn from the routes it took" in drawings[0].note
+    layout = drawings[0].layout
+    assert set(layout.boxes) == {"__start__", "pre", "child", "post", "__end__"}
+    assert layout.counts[("pre", "child")] == 1
