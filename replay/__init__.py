@@ -3,7 +3,8 @@
 ``replay(run_id, graph, from_step, mode)`` resumes the user's graph at a
 recorded checkpoint with tool and model calls answered from the recording;
 ``fork`` continues from an edited state. Both record a new, linked run and
-return a ``ReplayResult`` listing every ``Divergence``. ``export_fixture`` /
+return a ``ReplayResult`` listing every ``Divergence``. ``diff_runs`` compares
+any two recorded runs (a ``RunDiff``), aligned by what ran. ``export_fixture`` /
 ``import_fixture`` turn a run into a file a pytest test replays offline.
 
 Names are imported on first use: the pytest plugin loads this package in
@@ -32,7 +33,10 @@ _WHERE = {
     "ReplayMiss": "graphtape.replay.answers",
     "ReplayMode": "graphtape.replay.modes",
     "ReplayResult": "graphtape.replay.result",
+    "RunDiff": "graphtape.replay.diff_result",
+    "RunDifference": "graphtape.replay.diff_result",
     "StepRange": "graphtape.replay.fixture",
+    "diff_runs": "graphtape.replay.run_diff",
     "export_fixture": "graphtape.replay.fixture",
     "fork": "graphtape.replay.runner",
     "import_fixture": "graphtape.replay.fixture",

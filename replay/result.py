@@ -145,12 +145,12 @@ def _dump(value: Any) -> str:
     return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def unified_diff(recorded: Any, actual: Any) -> str:
+def unified_diff(recorded: Any, actual: Any, labels: tuple[str, str] = ("recorded", "actual")) -> str:
     """Unified diff of two values dumped as sorted JSON (at most ``MAX_DIFF_LINES`` lines)."""
     a, b = _dump(recorded).splitlines(), _dump(actual).splitlines()
     if a == b:
         return ""
-    lines = list(difflib.unified_diff(a, b, "recorded", "actual", lineterm="", n=2))
+    lines = list(difflib.unified_diff(a, b, labels[0], labels[1], lineterm="", n=2))
     if len(lines) > MAX_DIFF_LINES:
         lines = lines[:MAX_DIFF_LINES] + [f"... {len(lines) - MAX_DIFF_LINES} more diff lines"]
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 The commands come from the README's ``bash`` blocks, in order, run from a project folder
 holding the demo agents and the store ``graphtape demo`` (the first command's end) made.
-A replay may exit 1 (it diverged); everything else exits 0, except ``graphtape tui``
+A replay may exit 1 (it diverged), a diff too (the runs differ); everything else exits 0, except ``graphtape tui``
 without a terminal, which must say so in one line. ``--web`` runs until its URL is printed.
 """
 
@@ -82,6 +82,8 @@ def test_every_readme_command_runs(tmp_path):
             assert proc.returncode == 2 and proc.stderr == "graphtape: error: the TUI needs a terminal (try graphtape show RUN)\n", where
         elif argv[:1] == ["replay"]:
             assert proc.returncode in (0, 1) and ("matches the recording" in proc.stdout or "divergence" in proc.stdout), where
+        elif argv[:1] == ["diff"]:
+            assert proc.returncode in (0, 1) and ("first difference" in proc.stdout or "behaved the same" in proc.stdout or '"same"' in proc.stdout), where
         else:
             assert proc.returncode == 0, where
     assert (tmp_path / "fixtures" / "runs" / "incident-42.json").is_file()

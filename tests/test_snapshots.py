@@ -36,7 +36,7 @@ def _freeze(db: str) -> None:
         conn.execute(
             sa.text(
                 "UPDATE calls SET error_type='Unfinished', error_message='the call had not returned when the run ended', output='null' "
-                "WHERE name='lookup_order_status' AND node='act'"
+                "WHERE name='lookup_order_status' AND node='act' AND run_id IN (SELECT id FROM runs WHERE name='demo:incident')"
             )
         )
         # Parallel calls race: order them by what they are, not by when they started.
@@ -186,3 +186,26 @@ def test_compare_screen(snap_compare, frozen_replay):
         await _settle(pilot)
 
     assert snap_compare(_app(db, "0001"), terminal_size=(120, 32), run_before=go)
+
+
+def test_compare_two_runs_screen(snap_compare, frozen_demo):
+    async def go(pilot):
+        await _settle(pilot)
+        await pilot.press("down", "m", "up", "d")  # mark demo:happy as run A, diff demo:incident against it
+        await _settle(pilot)
+        await _settle(pilot)
+        pilot.app.clear_notifications()  # what the keys said on the way ("Marked…", "Comparing…")
+        await _settle(pilot)
+
+    assert snap_compare(_app(frozen_demo), terminal_size=(120, 36), run_before=go)
+
+
+def test_run_screen_graph(snap_compare, frozen_demo):
+    async def go(pilot):
+        await _settle(pilot)
+        await pilot.press("7")  # the incident opens at step 2 (act timed out): its graph, act and its route lit
+        await _settle(pilot)
+        await pilot.press("right")
+        await _settle(pilot)
+
+    assert snap_compare(_app(frozen_demo, "last"), terminal_size=(120, 36), run_before=go)

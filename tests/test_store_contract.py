@@ -825,6 +825,11 @@ def test_namespaces_of_subgraphs(recorder: Recorder) -> None:
         assert store.checkpoint_at(run_id, s.step, child).channel_versions == saved.checkpoint["channel_versions"]
     assert store.state_at(run_id, max(s.step for s in store.list_steps(run_id))) == {"n": 23}
     assert store.namespaces("no-such-run") == []
+    graph_json = store.run_graph(run_id)
+    assert graph_json == store.run_detail(run_id).graph
+    assert graph_json["nodes"] == ["prep", "child"] and graph_json["subgraphs"]["child"]["nodes"] == ["double", "inc"]
+    with pytest.raises(RunNotFound):
+        store.run_graph("no-such-run")
 
 
 def test_add_run_writes_a_whole_run_once(store_url: str) -> None:

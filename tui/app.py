@@ -95,7 +95,37 @@ class GraphtapeApp(App):
         self.push_screen(RunScreen(run_id))
 
     def on_compare_screen_open_run(self, message: CompareScreen.OpenRun) -> None:
-        self.push_screen(RunScreen(message.run_id, message.ns, back_pops=True))
+        self.push_screen(RunScreen(message.run_id, message.ns, message.step, back_pops=True))
+
+    class RunsCompared(Message):
+        """Two runs diffed (``diff``), or why not (``error``)."""
+
+        def __init__(self, diff: Any = None, error: str | None = None) -> None:
+            super().__init__()
+            self.diff = diff
+            self.error = error
+
+    def compare_runs(self, run_a: str, run_b: str) -> None:
+        """Diff run B against run A in a worker, then open the compare screen on the result."""
+        self.notify("Comparing the two runs…", timeout=2)
+        self.diff_runs(run_a, run_b)
+
+    @work(thread=True, exclusive=True, group="diff-runs")
+    def diff_runs(self, run_a: str, run_b: str) -> None:
+        from graphtape.replay.run_diff import diff_runs
+
+        try:
+            diff = diff_runs(run_a, run_b, store=self.store)
+        except GraphtapeError as exc:
+            self.post_message(self.RunsCompared(error=str(exc)))
+            return
+        self.post_message(self.RunsCompared(diff))
+
+    def on_graphtape_app_runs_compared(self, message: RunsCompared) -> None:
+        if message.error is not None:
+            self.notify(message.error, title="Cannot compare the runs", severity="error")
+            return
+        self.push_screen(CompareScreen(message.diff))
 
     def show_runs(self) -> None:
         """Back to the runs list (built now if the app opened on a named run)."""

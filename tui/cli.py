@@ -4,7 +4,7 @@ Parsing, dispatch and error handling live here; the work is in ``tui.demo``,
 ``tui.views`` and ``tui.render``. Importing this module loads neither Textual
 nor LangGraph: each command imports what it needs when it runs.
 
-Exit codes: 0 ok, 1 reserved for "replay diverged", 2 error (one line on
+Exit codes: 0 ok, 1 reserved for "replay diverged" and "the runs differ", 2 error (one line on
 stderr, traceback with ``--debug``), 130 interrupted, 141 output pipe closed.
 """
 
@@ -26,7 +26,7 @@ from graphtape.tui.cli_args import non_negative, step_number
 __all__ = ["build_parser", "main"]
 
 EXIT_OK = 0
-EXIT_DIVERGED = 1  # reserved for `graphtape replay`
+EXIT_DIVERGED = 1  # reserved for `graphtape replay` (diverged) and `graphtape diff` (the runs differ)
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
@@ -112,9 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("run", metavar="RUN", nargs="?", help="run to open: id, unique prefix, last or last~N")
     add_web_flags(tui)
 
-    from graphtape.tui import cli_admin, cli_fixtures, cli_replay
+    from graphtape.tui import cli_admin, cli_diff, cli_fixtures, cli_replay
 
     cli_replay.register(command)
+    cli_diff.register(command)
     cli_fixtures.register(command)
     cli_admin.register(command)
     parser.set_defaults(root_parser=parser)  # completion reads the whole tree without importing this module

@@ -144,6 +144,20 @@ class RunReads:
         return self._run_info(rows[0]) if rows else None
 
     @_damage_is_a_store_error
+    def run_graph(self, run_id: str) -> dict[str, Any]:
+        """The graph structure recorded with a run (nodes, edges, routers, subgraphs), read alone.
+
+        ``run_detail`` has it too, with the run's output, which for a long run
+        means rebuilding its last state: a diff or a graph view needs only this.
+        ``{}`` when the run was recorded without one (imported checkpoints).
+        """
+        rows = self._read(sa.select(S.runs.c.graph).where(S.runs.c.id == run_id))
+        if not rows:
+            raise RunNotFound(f"no run {run_id}")
+        graph = _uj(rows[0].graph, {})
+        return graph if isinstance(graph, dict) else {}
+
+    @_damage_is_a_store_error
     def encoded_inputs(self, run_id: str) -> tuple[Any, Any]:
         """A run's ``(inputs, config)`` as stored: encoded, blob references unresolved (to copy, not to show)."""
         rows = self._read(sa.select(S.runs.c.inputs, S.runs.c.config).where(S.runs.c.id == run_id))

@@ -1,4 +1,4 @@
-"""The compare screen: a replay (or fork) beside the run it came from, divergence by divergence."""
+"""The compare screen: a replay (or fork) beside the run it came from, or two recorded runs diffed, difference by difference."""
 
 from __future__ import annotations
 
@@ -16,27 +16,32 @@ from textual.widgets.option_list import Option
 
 from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.records import StepInfo
+from graphtape.tui.comparison import StatePair, comparison_for, diff_verdict
 from graphtape.tui.data import DiffEntry, diff_states
-from graphtape.tui.render import clean
+from graphtape.tui.render import clean, printable
 from graphtape.tui.screens.runs import status_text
 from graphtape.tui.widgets.diff_view import DiffView
 from graphtape.tui.widgets.panels import TextPanel
 from graphtape.tui.widgets.timeline import Timeline
 
 NARROW = 110
-_KIND_STYLE = {"route": "magenta", "call": "cyan", "arguments": "cyan", "state": "yellow", "error": "red", "missing": "red", "extra": "red", "fork": "green"}
+_KIND_STYLE = {"route": "magenta", "call": "cyan", "arguments": "cyan", "state": "yellow", "error": "red", "missing": "red", "extra": "red", "fork": "green", "input": "blue", "model": "blue"}
 
 
 def divergence_label(d: Any) -> Text:
-    """One row of the divergence list: FIRST, where, kind, what."""
-    text = Text()
+    """One row of the divergence list: FIRST, where, kind, what (dim: it only carries the runs' other inputs)."""
+    carried = getattr(d, "carried", False)
+    text = Text(style="dim" if carried else "")
     if d.first:
         text.append("FIRST ", style="bold red")
-    text.append("end" if d.step is None else f"step {d.step}", style="bold")
+    where = d.where() if hasattr(d, "where") else ("end" if d.step is None else f"step {d.step}")
+    text.append(printable(where), style="bold")
     if d.node:
-        text.append(f" {d.node}")
+        text.append(f" {printable(d.node)}")
     text.append(f"  {d.kind}", style=_KIND_STYLE.get(d.kind, ""))
-    text.append(f": {d.what}")
+    text.append(f": {printable(d.what)}")
+    if carried and d.kind not in ("input", "model"):
+        text.append("  (carries the inputs)", style="italic")
     return text
 
 
@@ -70,18 +75,21 @@ def raised(result: Any) -> str | None:
 
 
 class CompareScreen(Screen):
-    """The original run's timeline beside the replay's, the divergences, and a two-run diff.
+    """Two runs' timelines side by side, their differences, and a diff of both states.
 
-    Built from a ``ReplayResult``: the divergences come with it; the two
-    timelines and the states are read from the store in workers. Selecting a
-    divergence moves both timelines to its step and diffs the recorded state
-    against the replayed one there; moving either timeline diffs that step.
+    Built from a ``ReplayResult`` (a replay or fork beside its original) or a
+    ``RunDiff`` (two recorded runs, aligned): the differences come with it,
+    and ``tui.comparison`` says where each is on both sides. The timelines and
+    the states are read from the store in workers. Selecting a difference
+    (the first one is selected) moves both timelines to its steps and diffs
+    the two states there; moving either timeline moves the other to its
+    partner step and diffs those.
     """
 
     BINDINGS = [
-        Binding("n,right_square_bracket", "divergence(1)", "Next divergence"),
-        Binding("p,left_square_bracket", "divergence(-1)", "Prev divergence"),
-        Binding("o", "open_new", "Open new run"),
+        Binding("n,right_square_bracket", "divergence(1)", "Next difference"),
+        Binding("p,left_square_bracket", "divergence(-1)", "Prev difference"),
+        Binding("o", "open_new", "Open run", tooltip="the replay's own run (for two runs: run B)"),
         Binding("escape", "back", "Back"),
         Binding("question_mark", "app.help", "Keys"),
     ]
@@ -102,25 +110,29 @@ class CompareScreen(Screen):
     class OpenRun(Message):
         """Asks the app to open the re-run's own run screen (screens never import each other)."""
 
-        def __init__(self, run_id: str, ns: str) -> None:
+        def __init__(self, run_id: str, ns: str, step: int | None = None) -> None:
             super().__init__()
             self.run_id = run_id
             self.ns = ns
+            self.step = step  # opens there (the step selected on that side), else where the run opens
 
     def __init__(self, result: Any) -> None:
         super().__init__()
         self.result = result
-        self.divergences = list(result.divergences)
-        self.selected = 0 if self.divergences else -1
+        self.view = comparison_for(result)
+        self.divergences = self.view.divergences
+        self.selected = self.view.first
         self.source_steps: list[StepInfo] = []
         self.new_steps: list[StepInfo] = []
-        self.step_offset = 0  # new run's step number = the original's + offset (a fork adds its edit step)
         self.pair: tuple[int | None, int | None] | None = None
+        self.pair_ns: tuple[str, str] = ("", "")
+        self._placed: dict[str, int] = {}  # timeline id -> the row the screen just moved it to
         self.diff_title = ""
         self.diff_entries: list[DiffEntry] = []
 
     def compose(self) -> ComposeResult:
-        yield Static(verdict(self.result), id="compare-header")
+        header = diff_verdict(self.result) if self.result.kind == "diff" else verdict(self.result)
+        yield Static(header, id="compare-header")
         with Horizontal(id="compare-runs"):
             with Vertical(classes="compare-side"):
                 yield Static(id="compare-original-label", classes="compare-label")
@@ -141,7 +153,7 @@ class CompareScreen(Screen):
         if self.divergences:
             listing.add_options([Option(divergence_label(d), id=str(i)) for i, d in enumerate(self.divergences)])
         else:
-            listing.add_option(Option(Text(f"no divergences: the {self.result.kind} did what the recording did", style="green"), disabled=True))
+            listing.add_option(Option(Text(self.view.none_text, style="green"), disabled=True))
         self._show_divergence_text()
         self.load_runs()
 
@@ -151,14 +163,14 @@ class CompareScreen(Screen):
     # -- loading ---------------------------------------------------------------
     @work(thread=True, exclusive=True, group="compare-runs")
     def load_runs(self) -> None:
-        store, r = self.app.store, self.result
+        store = self.app.store
         sides = []
         try:
-            for run_id in (r.source_run_id, r.run_id):
-                if run_id is None:
+            for side in (self.view.left, self.view.right):
+                if side.run_id is None:
                     sides.append((None, [], {}))
                     continue
-                sides.append((clean(store.get_run(run_id)), clean(store.list_steps(run_id, r.ns)), store.call_counts(run_id, r.ns)))
+                sides.append((clean(store.get_run(side.run_id)), clean(store.list_steps(side.run_id, side.ns)), store.call_counts(side.run_id, side.ns)))
         except GraphtapeError as exc:
             self.post_message(self.RunsLoaded(None, str(exc)))
             return
@@ -168,12 +180,12 @@ class CompareScreen(Screen):
         if message.sides is None:
             self.query_one("#compare-header", Static).update(Text(f"Cannot read the runs: {message.error}", style="bold red"))
             return
-        (src_run, self.source_steps, src_calls), (new_run, self.new_steps, new_calls) = message.sides
-        if self.new_steps:
-            self.step_offset = self.new_steps[0].step - self.result.from_step if self.result.kind == "fork" else 0
-        for label_id, timeline_id, title, run, steps, calls in (
-            ("#compare-original-label", "#compare-original", "recorded", src_run, self.source_steps, src_calls),
-            ("#compare-new-label", "#compare-new", self.result.kind, new_run, self.new_steps, new_calls),
+        (src_run, src_steps, src_calls), (new_run, new_steps, new_calls) = message.sides
+        self.source_steps, self.new_steps = self.view.loaded(src_steps, new_steps)
+        marks = self.view.marks()
+        for label_id, timeline_id, title, run, steps, calls, marked in (
+            ("#compare-original-label", "#compare-original", self.view.left.title, src_run, src_steps, src_calls, marks[0]),
+            ("#compare-new-label", "#compare-new", self.view.right.title, new_run, new_steps, new_calls, marks[1]),
         ):
             label = Text(title, style="bold")
             if run is not None:
@@ -184,15 +196,19 @@ class CompareScreen(Screen):
             else:
                 label.append("  (not recorded)", style="dim")
             self.query_one(label_id, Static).update(label)
-            resumed = run.fork_step if run is not None and run.parent_run_id and not self.result.ns else None
-            self.query_one(timeline_id, Timeline).show_steps(steps, calls, resumed)
+            timeline = self.query_one(timeline_id, Timeline)
+            side = self.view.left if timeline_id == "#compare-original" else self.view.right
+            resumed = run.fork_step if run is not None and run.parent_run_id and not side.ns else None
+            timeline.show_steps(self.source_steps if side is self.view.left else self.new_steps, calls, resumed)
+            timeline.marks = marked
         listing = self.query_one("#divergence-list", OptionList)
         if self.divergences:
             listing.focus()
             listing.highlighted = self.selected  # posts OptionHighlighted, which selects it
         else:
             self.query_one("#compare-original", Timeline).focus()
-            self._go_to_step(self.source_steps[-1].step if self.source_steps else None)
+            if self.source_steps:
+                self._go_to(self.view.at_row(0, (self.source_steps, self.new_steps), len(self.source_steps) - 1))
 
     # -- selection -------------------------------------------------------------
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -202,7 +218,7 @@ class CompareScreen(Screen):
         self.selected = int(event.option.id)
         self._show_divergence_text()
         d = self.divergences[self.selected]
-        self._go_to_step(d.step if d.step is not None else (self.source_steps[-1].step if self.source_steps else None))
+        self._go_to(self.view.at(d), self.view.timeline_steps(d))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()  # Enter on a divergence: it is already shown
@@ -210,66 +226,71 @@ class CompareScreen(Screen):
     def _show_divergence_text(self) -> None:
         panel = self.query_one("#divergence-text", TextPanel)
         if not self.divergences:
-            summary = Text(f"The {self.result.kind} matches the recording: no divergence to show.", style="green")
-            if self.result.error:
+            summary = Text(self.view.none_text[:1].upper() + self.view.none_text[1:] + ".", style="green")
+            if getattr(self.result, "error", None):
                 summary = Text(f"The re-run failed: {self.result.error}", style="red")
             panel.show(summary)
             return
         d = self.divergences[self.selected]
         text = Text()
-        for line in d.render().splitlines():
+        for line in printable(d.render()).splitlines():
             style = "bold" if not text else "red" if line.startswith("  -") else "green" if line.startswith("  +") else ""
             text.append(line + "\n", style=style)
         text.rstrip()
         panel.show(text)
 
-    def _go_to_step(self, step: int | None) -> None:
-        """Move both timelines to the original's ``step`` (and the replay's matching one) and diff them there."""
-        if step is None:
-            return
-        src = _index_of(self.source_steps, step)
-        new = _index_of(self.new_steps, step + self.step_offset)
-        if src is not None:
-            self.query_one("#compare-original", Timeline).cursor = src
-        if new is not None:
-            self.query_one("#compare-new", Timeline).cursor = new
-        self._load_pair(step if src is not None else None, step + self.step_offset if new is not None else None)
+    def _go_to(self, pair: StatePair, timelines: tuple[int | None, int | None] | None = None, row: int | None = None) -> None:
+        """Move both timelines (to ``row``, or to ``timelines``' steps, else the pair's own) and diff the pair's states."""
+        if row is not None:
+            src = new = row
+        else:
+            a, b = timelines if timelines is not None else pair.steps
+            src = _index_of(self.source_steps, a) if a is not None else None
+            new = _index_of(self.new_steps, b) if b is not None else None
+            if self.view.aligned_rows:  # one row on both: a side without the step shows its gap row
+                src = new = src if src is not None else new
+        for timeline_id, index in (("compare-original", src), ("compare-new", new)):
+            timeline = self.query_one(f"#{timeline_id}", Timeline)
+            if index is not None and timeline.cursor != index:
+                self._placed[timeline_id] = index  # its StepChosen is this move's echo, not the user's
+                timeline.cursor = index
+        # A step the timeline of its namespace does not have (a replay that stopped early) is none.
+        steps = list(pair.steps)
+        for k, (have, side) in enumerate(((self.source_steps, self.view.left), (self.new_steps, self.view.right))):
+            if steps[k] is not None and pair.ns[k] == side.ns and _index_of(have, steps[k]) is None:
+                steps[k] = None
+        self._load_pair(StatePair((steps[0], steps[1]), pair.ns))
 
     def on_timeline_step_chosen(self, message: Timeline.StepChosen) -> None:
         message.stop()
         timeline = message.control
         if timeline is None:
             return
-        if timeline.id == "compare-original":
-            step = self.source_steps[message.index].step
-        else:
-            step = self.new_steps[message.index].step - self.step_offset
-        self._go_to_step(step)
-
-    def _load_pair(self, src_step: int | None, new_step: int | None) -> None:
-        pair = (src_step, new_step)
-        if pair == self.pair:
+        if self._placed.pop(timeline.id or "", None) == message.index:
             return
-        self.pair = pair
+        side = 0 if timeline.id == "compare-original" else 1
+        pair = self.view.at_row(side, (self.source_steps, self.new_steps), message.index)
+        self._go_to(pair, row=message.index if self.view.aligned_rows else None)
+
+    def _load_pair(self, pair: StatePair) -> None:
+        if (pair.steps, pair.ns) == (self.pair, self.pair_ns):
+            return
+        self.pair, self.pair_ns = pair.steps, pair.ns
         self.load_pair(pair)
 
     @work(thread=True, exclusive=True, group="compare-diff")
-    def load_pair(self, pair: tuple[int | None, int | None]) -> None:
-        from graphtape.replay.normalize import Normalizer
-
-        store, r = self.app.store, self.result
-        src_step, new_step = pair
+    def load_pair(self, pair: StatePair) -> None:
+        store, view = self.app.store, self.view
+        (a, b), (ns_a, ns_b) = pair.steps, pair.ns
         try:
-            old = store.state_at(r.source_run_id, src_step, r.ns) if src_step is not None else {}
-            new = store.state_at(r.run_id, new_step, r.ns) if new_step is not None and r.run_id else {}
+            old = store.state_at(view.left.run_id, a, ns_a) if a is not None and view.left.run_id else {}
+            new = store.state_at(view.right.run_id, b, ns_b) if b is not None and view.right.run_id else {}
         except GraphtapeError as exc:
-            self.post_message(self.PairLoaded(pair, f"Cannot read the states: {exc}", []))
+            self.post_message(self.PairLoaded(pair.steps, f"Cannot read the states: {exc}", []))
             return
-        left = f"recorded step {src_step}" if src_step is not None else "(no such step recorded)"
-        right = f"{r.kind} step {new_step}" if new_step is not None else f"(the {r.kind} has no such step)"
-        # Compared as the replay compares them: message ids and other volatile fields left out.
-        same = Normalizer()
-        self.post_message(self.PairLoaded(pair, f"{left} → {right} · message ids ignored", diff_states(same(old), same(new))))
+        # Compared as the comparison compares them: ids and other volatile fields (and ignored paths) left out.
+        same = view.normalize
+        self.post_message(self.PairLoaded(pair.steps, view.title(pair), diff_states(same(old), same(new))))
 
     def on_compare_screen_pair_loaded(self, message: PairLoaded) -> None:
         if message.pair != self.pair:
@@ -281,21 +302,22 @@ class CompareScreen(Screen):
     # -- actions -----------------------------------------------------------------
     def action_divergence(self, delta: int) -> None:
         if not self.divergences:
-            self.notify("No divergences: the replay matches the recording.")
+            self.notify(self.view.none_text[:1].upper() + self.view.none_text[1:] + ".")
             return
         listing = self.query_one("#divergence-list", OptionList)
         listing.highlighted = max(0, min(len(self.divergences) - 1, self.selected + delta))
 
     def action_open_new(self) -> None:
-        if not self.result.run_id:
+        run_id, ns = self.view.open_target()
+        if not run_id:
             self.notify("The re-run was not recorded.", severity="warning")
             return
-        self.post_message(self.OpenRun(self.result.run_id, self.result.ns))
+        self.post_message(self.OpenRun(run_id, ns, self.pair[1] if self.pair is not None and self.pair_ns[1] == ns else None))
 
     def action_back(self) -> None:
         self.app.pop_screen()
 
 
-def _index_of(steps: list[StepInfo], number: int) -> int | None:
-    found = [i for i, s in enumerate(steps) if s.step == number]
+def _index_of(steps: list[StepInfo | None], number: int) -> int | None:
+    found = [i for i, s in enumerate(steps) if s is not None and s.step == number]
     return found[-1] if found else None

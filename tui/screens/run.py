@@ -26,6 +26,7 @@ from graphtape.tui.screens.prompts import ExportPrompt, ExportRequest, ForkPromp
 from graphtape.tui.screens.runs import status_text, when
 from graphtape.tui.step_reader import StepPayload, StepReader
 from graphtape.tui.widgets.diff_view import DiffView
+from graphtape.tui.widgets.graph_view import GraphView
 from graphtape.tui.widgets.panels import CallsPanel, SubgraphList, TextPanel, routes_renderable
 from graphtape.tui.widgets.state_tree import StateTree
 from graphtape.tui.widgets.timeline import Timeline
@@ -65,6 +66,7 @@ class RunScreen(Screen):
         Binding("4", "tab('routes')", "Routes tab", show=False),
         Binding("5", "tab('calls')", "Calls tab", show=False),
         Binding("6", "tab('subgraphs')", "Subgraphs tab", show=False),
+        Binding("7", "tab('graph')", "Graph tab", show=False, tooltip="the run's graph, this step's nodes and route lit up"),
         Binding("escape", "back", "Runs", tooltip="back to the list of runs"),
         Binding("question_mark", "app.help", "Keys", tooltip="every key of this screen"),
     ]
@@ -180,6 +182,8 @@ class RunScreen(Screen):
                     yield CallsPanel(id="calls-panel")
                 with TabPane("Subgraphs", id="subgraphs"):
                     yield SubgraphList(id="subgraph-list")
+                with TabPane("Graph", id="graph"):
+                    yield GraphView(self.run_id, self.ns, id="graph-view")
             yield Static(id="step-error")
         yield Static(id="run-status")
         yield Footer()
@@ -303,6 +307,7 @@ class RunScreen(Screen):
         self.query_one("#routes-panel", TextPanel).show(routes_renderable(p.detail.routes, p.detail.next, p.step.step, p.detail.tasks))
         self.query_one(CallsPanel).show_calls(p.calls, p.detail.tasks)
         self.query_one(SubgraphList).show_namespaces(p.subgraphs)
+        self.query_one(GraphView).show_step(p.step.step, p.detail)
         self._status(self._step_status(p))
 
     # -- text bits ---------------------------------------------------------------

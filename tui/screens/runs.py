@@ -179,6 +179,8 @@ class RunsScreen(Screen):
         Binding("o", "cycle_sort", "Sort", tooltip="by the next column (or click a column's header)"),
         Binding("O", "reverse_sort", "Reverse", tooltip="the sort order"),
         Binding("r", "reload", "Reload", tooltip="read the store again"),
+        Binding("m", "mark_run", "Mark", tooltip="mark the selected run as run A of a diff"),
+        Binding("d", "diff_run", "Diff", tooltip="diff the selected run against the marked one (or pick which)"),
         Binding("escape", "clear_filter", "Clear", show=False, tooltip="the text filter"),
         Binding("question_mark", "app.help", "Keys"),
         Binding("q", "app.quit", "Quit"),
@@ -215,6 +217,7 @@ class RunsScreen(Screen):
         self.column_fit: ColumnFit | None = None  # the column widths the table was last drawn with
         self.cell_widths: dict[str, int] = {}  # each column's widest cell, measured once per read
         self.natural: dict[str, int] = {}  # the same with the headers as now labelled
+        self.marked: RunInfo | None = None  # run A of the next diff (m)
 
     def compose(self) -> ComposeResult:
         yield Static(id="runs-title")
@@ -337,12 +340,39 @@ class RunsScreen(Screen):
             parts.append(f"status={self.status_filter}")
         if self.text_filter:
             parts.append(f"filter={self.text_filter!r}")
+        if self.marked is not None:
+            parts.append(f"A: {self.marked.name} {self.marked.id[:ID_CHARS]} (d on another run diffs it)")
         self.query_one("#runs-title", Static).update(Text("  ·  ".join(parts), style="bold"))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "open_run" and not self.runs:
-            return None  # shown dimmed: there is nothing to open
+        if action in ("open_run", "mark_run", "diff_run") and not self.runs:
+            return None  # shown dimmed: there is nothing to open or diff
         return True
+
+    # -- diffing two runs ---------------------------------------------------------
+    def action_mark_run(self) -> None:
+        run = self.query_one(RunsTable).selected_run()
+        if run is None:
+            return
+        self.marked = None if self.marked is not None and self.marked.id == run.id else run
+        self._title()
+        if self.marked is not None:
+            self.notify(f"Marked {run.name} ({run.id[:ID_CHARS]}) as run A: press d on another run to diff it against this one.")
+
+    def action_diff_run(self) -> None:
+        run = self.query_one(RunsTable).selected_run()
+        if run is None:
+            return
+        if self.marked is not None and self.marked.id != run.id:
+            self.app.compare_runs(self.marked.id, run.id)
+            return
+        from graphtape.tui.screens.run_picker import RunPicker
+
+        def picked(other: str | None) -> None:
+            if other:
+                self.app.compare_runs(other, run.id)
+
+        self.app.push_screen(RunPicker(run, self.loaded), picked)
 
     def action_open_run(self) -> None:
         run_id = self._selected()

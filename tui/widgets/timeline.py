@@ -90,18 +90,31 @@ class Timeline(RowsView):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.steps: list[StepInfo] = []
+        self.steps: list[StepInfo | None] = []  # None: a gap row (two aligned runs, the other has a step here)
         self.calls: dict[int, dict[str, int]] = {}
         self.resumed_at: int | None = None
+        self._marks: dict[int, Text] = {}
         self._step_width = COLUMNS[0][1]
 
-    def show_steps(self, steps: list[StepInfo], calls: dict[int, dict[str, int]], resumed_at: int | None = None) -> None:
+    @property
+    def marks(self) -> dict[int, Text]:
+        """A mark per step number, shown before the step's own markers (the compare screen's ``+`` and ``≠``)."""
+        return self._marks
+
+    @marks.setter
+    def marks(self, marks: dict[int, Text]) -> None:
+        self._marks = marks
+        self._lines.clear()
+        self.refresh()
+
+    def show_steps(self, steps: list[StepInfo | None], calls: dict[int, dict[str, int]], resumed_at: int | None = None) -> None:
         """Replace the rows (the screen hands over steps, per-step call counts and, for a
-        replay or fork, the step it resumed from)."""
+        replay or fork, the step it resumed from; a ``None`` row is a gap in an aligned view)."""
         self.steps = steps
         self.calls = calls
         self.resumed_at = resumed_at
-        self._step_width = max([COLUMNS[0][1], *(len(str(s.step)) for s in steps[:1] + steps[-1:])])
+        ends = [next((s for s in steps if s is not None), None), next((s for s in reversed(steps) if s is not None), None)]
+        self._step_width = max([COLUMNS[0][1], *(len(str(s.step)) for s in ends if s is not None)])
         self.set_reactive(Timeline.cursor, -1)
         self._lines.clear()
         self._set_virtual_size()
@@ -140,7 +153,12 @@ class Timeline(RowsView):
             cells = [Text(title) for title, _, _ in COLUMNS] + [Text(ROUTE_HEADER)]
         else:
             step = self.steps[index]
-            cells = step_cells(step, self.calls.get(step.step, {}), self.resumed_at)
+            if step is None:
+                cells = [Text("·", style="dim"), Text(), Text("(no step here)", style="dim italic"), Text(), Text(), Text()]
+            else:
+                cells = step_cells(step, self.calls.get(step.step, {}), self.resumed_at)
+                if step.step in self._marks:
+                    cells[1] = Text.assemble(self._marks[step.step], cells[1])
         widths = [self._step_width, *(w for _, w, _ in COLUMNS[1:]), route]
         justify = [j for _, _, j in COLUMNS] + ["left"]
         console = self.app.console
