@@ -225,12 +225,14 @@ def baseline_setups(shape: Shape, tmp: Path) -> list[Setup]:
     out.append(Setup("floor (null saver+handler)", lambda inp, n: floor.invoke(inp, _config(n, callbacks=[handler]))))
     mem_saver = InMemorySaver()
     mem = shape.graph(checkpointer=mem_saver)
-    out.append(Setup("InMemorySaver", lambda inp, n: mem.invoke(inp, _config(n)), captured=lambda: f"{sum(len(v) for v in mem_saver.storage.values())} checkpoints (state)"))
+    last_thread = lambda: next(reversed(mem_saver.storage.values()))  # noqa: E731 - the latest run's thread
+    out.append(Setup("InMemorySaver", lambda inp, n: mem.invoke(inp, _config(n)), captured=lambda: f"{sum(len(v) for v in last_thread().values())} checkpoints (state)"))
     conn = sqlite3.connect(str(tmp / f"lg-{shape.label}.sqlite"), check_same_thread=False)
     saver = SqliteSaver(conn)
     saver.setup()
     lite = shape.graph(checkpointer=saver)
-    count = lambda: f"{conn.execute('SELECT COUNT(*) FROM checkpoints').fetchone()[0]} checkpoints (state)"  # noqa: E731
+    last = "SELECT COUNT(*) FROM checkpoints WHERE thread_id = (SELECT thread_id FROM checkpoints ORDER BY rowid DESC LIMIT 1)"
+    count = lambda: f"{conn.execute(last).fetchone()[0]} checkpoints (state)"  # noqa: E731
     out.append(Setup("SqliteSaver", lambda inp, n: lite.invoke(inp, _config(n)), captured=count, close=conn.close))
     out.append(Setup("SqliteSaver sync", lambda inp, n: lite.invoke(inp, _config(n), durability="sync"), captured=count))
     return out
