@@ -14,8 +14,9 @@ next one); each superstep appends one ~200-character message to an
 For each run the script times, with medians over repetitions:
 
 1. **open**: from app start (``build_app(db, run_id)``, headless at 140x40)
-   until the run screen holds the last step's payload, and until the UI is
-   idle again (layout and paint done);
+   until the run screen holds the payload of the step it opens at (its first
+   problem, else step 0), and until the UI is idle again (layout and paint
+   done); then ``end`` until the last step's payload is on screen;
 2. **step**: ``left`` until the previous step's payload is on screen (this
    includes the default diff of a step against the one before it);
 3. **diff**: the first superstep marked (``home``, ``right``, ``m``), then
@@ -387,15 +388,25 @@ def _run_screen(app: Any) -> Any:
 
 
 async def _open(app: Any, pilot: Any, t0: float) -> tuple[Any, dict[str, float]]:
-    """Wait until the run screen shows its last step; times from ``t0`` (seconds)."""
+    """Wait until the run screen shows the step it opens at, then go to the last step (``end``).
+
+    A run opens at its first problem, else where its story starts (step 0), so the opening
+    step is read first; the last step, whose state is the largest, is where the stepping
+    and diff sessions start from. Times from ``t0`` (seconds).
+    """
     await _until(lambda: (s := _run_screen(app)) is not None and bool(s.steps), "the run screen's steps")
     screen = _run_screen(app)
     t_steps = time.perf_counter() - t0
-    last = len(screen.steps) - 1
-    await _until(lambda: screen.payload is not None and screen.payload.index == last, "the last step's payload")
+    await _until(lambda: screen.payload is not None and screen.payload.index == screen.index, "the opening step's payload")
     t_payload = time.perf_counter() - t0
     t_paint = await _settle(pilot) - t0
-    return screen, {"steps": t_steps, "payload": t_payload, "painted": t_paint}
+    last = len(screen.steps) - 1
+    t_end = time.perf_counter()
+    if screen.index != last:
+        await _step_to(app, screen, "end", last)
+    t_last = time.perf_counter() - t_end
+    await _settle(pilot)
+    return screen, {"steps": t_steps, "payload": t_payload, "painted": t_paint, "last": t_last}
 
 
 async def _press(app: Any, key: str) -> None:
@@ -569,6 +580,7 @@ def measure(rec: Recorded, db: Path, reps: int, presses: int, budget_s: float) -
     res.ui["open (steps listed)"] = [o["steps"] for o in ui_opens]
     res.ui["open"] = [o["payload"] for o in ui_opens]
     res.ui["open, painted"] = [o["painted"] for o in ui_opens]
+    res.ui["end (last step)"] = [o["last"] for o in ui_opens]
     steps_ui, diffs_ui, n = asyncio.run(ui_step_and_diff(db, rec.run_id, presses, reps, budget_s))
     res.ui["step"] = [a for a, _ in steps_ui]
     res.ui["step, painted"] = [b for _, b in steps_ui]
@@ -584,7 +596,7 @@ def measure(rec: Recorded, db: Path, reps: int, presses: int, budget_s: float) -
 # Printing
 # ---------------------------------------------------------------------------
 
-OPS = ["open (steps listed)", "open", "open, painted", "step", "step, painted", "diff", "diff, painted"]
+OPS = ["open (steps listed)", "open", "open, painted", "end (last step)", "step", "step, painted", "diff", "diff, painted"]
 
 
 def _ms(xs: list[float]) -> float:

@@ -57,6 +57,8 @@ class CaptureHandler(BaseCallbackHandler):
     def _chain_start(self, run_id: UUID, parent_run_id: UUID | None, tags: list[str], metadata: dict | None, name: str | None) -> None:
         if not metadata or "langgraph_checkpoint_ns" not in metadata:
             return
+        if _HIDDEN in tags and metadata.get("langgraph_node", START) != START:
+            return  # LangGraph's own runnables (channel writes) in a node: nothing to keep, and most chain runs
         ns, node, task_id, step = self._where(metadata)
         if task_id is None or node is None:
             return

@@ -227,9 +227,14 @@ class Encoder:
             if math.isfinite(v):
                 return v
             return {ENVELOPE: "float", "v": repr(v)}
+        ident = id(v)
+        # A message met before in this run (every prompt repeats the history): its reference,
+        # without the walk, while the object is the one cached and has not changed since.
+        hit = self._shared.get(ident)
+        if hit is not None and hit[0] is v and hit[1] == _stamp(v):
+            return hit[2]
         # A container met again while it is still being encoded is a cycle (a tree with parent
         # pointers): marked, counted, and the walk goes on with the rest.
-        ident = id(v)
         if ident in self._open:
             if not self._cycle_told:  # one fault per value, however many back-references it has
                 self._cycle_told = True
@@ -408,11 +413,16 @@ class Encoder:
 
 def _stamp(v: Any) -> Any:
     # Messages get mutated in place (add_messages assigns ids): re-encode when they do.
-    content = getattr(v, "content", None)
+    # Read from the instance dict: a pydantic model answers a missing attribute (a human
+    # message's tool_calls, a message's page_content) through a slow raising __getattr__.
+    fields = getattr(v, "__dict__", None)
+    if type(fields) is not dict:
+        fields = {k: getattr(v, k, None) for k in ("content", "page_content", "id", "tool_calls", "name")}
+    content = fields.get("content")
     if content is None:
-        content = getattr(v, "page_content", None)
+        content = fields.get("page_content")
     size = len(content) if isinstance(content, (str, list)) else 0
-    return (getattr(v, "id", None), size, len(getattr(v, "tool_calls", None) or ()), getattr(v, "name", None))
+    return (fields.get("id"), size, len(fields.get("tool_calls") or ()), fields.get("name"))
 
 
 def _safe_str(v: Any) -> str:

@@ -10,6 +10,7 @@ while reading any step costs one keyframe plus a bounded number of deltas.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -61,7 +62,7 @@ class FrameBuilder:
             if type(v) is list:
                 items = self._items.get(ch)
                 if items is not None:
-                    k = _common_prefix(items, v)
+                    k = common_prefix(items, v)
                     added = [self.encode(x) for x in v[k:]]
                     encs = self._encs[ch][:k] + added
                     delta_lists[ch] = {"k": k, "a": added}
@@ -111,8 +112,11 @@ class FrameBuilder:
 _MISSING = object()
 
 
-def _common_prefix(old: list, new: list) -> int:
+def common_prefix(old: list, new: list) -> int:
+    """How many leading items ``new`` shares (by identity) with ``old``."""
     n = min(len(old), len(new))
+    if all(map(operator.is_, old, new)):  # the usual case, a list that grew: checked at C speed
+        return n
     i = 0
     while i < n and old[i] is new[i]:
         i += 1

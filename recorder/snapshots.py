@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from graphtape.recorder.frames import common_prefix
+
 _MAX_DEPTH = 50
 
 
@@ -96,8 +98,5 @@ class ChannelCopies:
 def _grown(old_items: list, old_copy: list, new: list) -> list:
     """A copy of ``new`` that reuses ``old_copy``'s items for the leading items ``new`` shares with
     the list ``old_copy`` was made from (``old_items``)."""
-    n = min(len(old_items), len(new))
-    i = 0
-    while i < n and old_items[i] is new[i]:
-        i += 1
+    i = common_prefix(old_items, new)
     return old_copy[:i] + [v if type(v) not in _CONTAINERS else containers(v, 1) for v in new[i:]]

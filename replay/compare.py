@@ -81,8 +81,20 @@ def _frames_after(store: RunStore, side: Side) -> tuple[dict[str, Any] | None, I
 class RunComparison:
     """Collects the divergences between a recording and its replay."""
 
-    def __init__(self, store: RunStore, normalize: Normalizer, mode: ReplayMode, *, order: dict[str, int] | None = None, arg_normalize: Normalizer | None = None) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        normalize: Normalizer,
+        mode: ReplayMode,
+        *,
+        order: dict[str, int] | None = None,
+        arg_normalize: Normalizer | None = None,
+        read_details: Callable[[str, str], list[StepDetail]] | None = None,
+    ) -> None:
         self.store = store
+        # Every step of (run, namespace) without the tasks' writes: the replay has read the
+        # recording's already, so they are not read twice.
+        self.read_details = read_details or (lambda run_id, ns: store.step_details(run_id, ns, writes=False))
         self.normalize = normalize
         self.arg_normalize = arg_normalize or Normalizer()
         self.mode = mode
@@ -98,8 +110,8 @@ class RunComparison:
     def namespace(self, rec: Side, rep: Side, rec_calls: list[CallInfo], rep_calls: list[CallInfo]) -> None:
         """Compare the steps of one namespace after ``rec.after`` / ``rep.after``."""
         offset = (rep.after or 0) - (rec.after or 0) if rec.after is not None and rep.after is not None else 0
-        rec_details = {d.step.step: d for d in self.store.step_details(rec.run_id, rec.ns, after=rec.after, writes=False)}
-        rep_details = {d.step.step: d for d in self.store.step_details(rep.run_id, rep.ns, after=rep.after, writes=False)}
+        rec_details = {d.step.step: d for d in self.read_details(rec.run_id, rec.ns) if rec.after is None or d.step.step > rec.after}
+        rep_details = {d.step.step: d for d in self.read_details(rep.run_id, rep.ns) if rep.after is None or d.step.step > rep.after}
         # Where graphtape stopped the replay (a call it could not answer): later steps are not the graph's doing.
         cut = min((s - offset for s, d in rep_details.items() if any(t.error_type == "ReplayMiss" for t in d.tasks)), default=None)
         ns_label = ns_path(rec.ns)

@@ -134,6 +134,10 @@ def parse_fixture(data: bytes | str, label: str = "fixture") -> dict[str, Any]:
         )
     if version < 1:
         raise FixtureError(f"{label} uses fixture format v{version}, which this graphtape cannot read: re-export it from its run")
+    try:
+        orjson.dumps(doc)  # what the import writes back must be writable: orjson stops at 255 levels
+    except TypeError:
+        raise FixtureError(f"{label} is nested deeper than 255 levels, more than a store can keep: a damaged or hand-edited fixture? re-export it") from None
     _check(doc, label)
     return doc
 

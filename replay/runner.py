@@ -503,7 +503,10 @@ class _Run:
     def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, entered: dict[str, int]) -> list[Divergence]:
         if self.progress is not None:
             self.progress("comparing with the recording", 0, None)
-        cmp = RunComparison(self.store, self.normalize, self.mode, order=entered, arg_normalize=self.arg_normalize)
+        def read_details(run: str, n: str) -> list[Any]:
+            return self._details(n) if run == self.run.id else self.store.step_details(run, n, writes=False)
+
+        cmp = RunComparison(self.store, self.normalize, self.mode, order=entered, arg_normalize=self.arg_normalize, read_details=read_details)
         # Calls answered from the recording match it by construction; only live ones are compared after the fact.
         live_kinds = [k for k in ("tool", "model") if not self.mode.answers(k)]
         rec_calls = self.store.calls(self.run.id) if live_kinds else []

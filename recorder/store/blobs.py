@@ -153,9 +153,13 @@ class BlobReads:
             raise StoreError(f"cannot decode a recorded value: {_one_line(exc)}") from None
 
     def _typed_decoder(self, tree: Any) -> Any:
-        return None if tree is None else self.decode(tree, typed=True)
+        return tree if _bare(tree) else self.decode(tree, typed=True)
 
     def _plain_decoder(self, tree: Any) -> Any:
-        if tree is None:
-            return None
-        return self.decode(tree, typed=False)
+        return tree if _bare(tree) else self.decode(tree, typed=False)
+
+
+def _bare(tree: Any) -> bool:
+    """A value that decodes to itself (most of a step's routes and interrupts): no walk, no blob read."""
+    t = type(tree)
+    return tree is None or t is str or t is int or t is bool or t is float or ((t is list or t is dict) and not tree)

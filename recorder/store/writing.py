@@ -156,8 +156,57 @@ def _insert_rows(conn: Any, table: sa.Table, rows: list[dict]) -> None:
         end = start + 1
         while end < len(rows) and rows[end].keys() == keys:
             end += 1
-        conn.execute(sa.insert(table), rows[start:end])
+        _insert_same_keys(conn, table, rows[start:end])
         start = end
+
+
+# (dialect, table, keys) -> (driver SQL, parameter order for a positional style; None for a named one),
+# or None where the statement needs SQLAlchemy's own parameter processing.
+_DRIVER_INSERTS: dict[tuple, tuple[str, tuple[str, ...] | None] | None] = {}
+
+
+def _insert_same_keys(conn: Any, table: sa.Table, rows: list[dict]) -> None:
+    """One executemany: the statement compiled once per key set and handed to the driver as it is.
+
+    SQLAlchemy builds each row's parameters in Python (most of a superstep's write); the
+    rows here are plain values of the columns' own types, so the driver takes them directly.
+    Anything else (a default SQLAlchemy fills in, an unknown parameter style) goes through it.
+    """
+    dialect = conn.dialect
+    key = (dialect.name, dialect.paramstyle, table.name, tuple(rows[0]))
+    plan = _DRIVER_INSERTS.get(key, _MISSING)
+    if plan is _MISSING:
+        plan = _DRIVER_INSERTS[key] = _driver_insert(dialect, table, key[3])
+    if plan is None:
+        conn.execute(sa.insert(table), rows)
+        return
+    sql, order = plan
+    conn.exec_driver_sql(sql, [tuple(r[k] for k in order) for r in rows] if order is not None else rows)
+
+
+def _driver_insert(dialect: Any, table: sa.Table, keys: tuple[str, ...]) -> tuple[str, tuple[str, ...] | None] | None:
+    compiled = sa.insert(table).inline().compile(dialect=dialect, column_keys=list(keys))
+    if set(compiled.binds) != set(keys) or any(_needs_processing(table.c[k].type) for k in keys):
+        return None
+    if dialect.paramstyle in ("qmark", "numeric", "format") and compiled.positiontup is not None:
+        order = tuple(compiled.positiontup)
+        if len(order) != len(keys) or set(order) != set(keys):
+            return None
+        return str(compiled), order
+    if dialect.paramstyle in ("pyformat", "named"):
+        return str(compiled), None
+    return None
+
+
+def _needs_processing(col_type: Any) -> bool:
+    # Strings, numbers, booleans and bytes reach SQLite and psycopg as they are; a type that
+    # converts its values (JSON, an Enum, a TypeDecorator) goes through SQLAlchemy.
+    if isinstance(col_type, (sa.String, sa.Integer, sa.Float, sa.Boolean, sa.LargeBinary)) and not isinstance(col_type, (sa.Enum, sa.JSON)):
+        return False
+    return True
+
+
+_MISSING = object()
 
 
 def is_lock_conflict(exc: BaseException) -> bool:
