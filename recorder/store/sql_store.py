@@ -9,8 +9,12 @@ query, ``decode`` (``blobs``) for every value, ``mark_dead_runs``
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
+import sqlalchemy as sa
+
+from graphtape.recorder.errors import StoreError
 from graphtape.recorder.store.blobs import BlobReads
 from graphtape.recorder.store.connection import Connection, resolve_url
 from graphtape.recorder.store.gc import GarbageCollection
@@ -21,6 +25,7 @@ from graphtape.recorder.store.read_state import StateReads
 from graphtape.recorder.store.read_steps import StepReads
 from graphtape.recorder.store.schema_version import SchemaGate
 from graphtape.recorder.store.upkeep import Upkeep
+from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store.writing import Writing
 
 
@@ -40,3 +45,22 @@ class SqlStore(Writing, RunReads, RunListing, StepReads, StateReads, CallReads, 
 def open_store(db: str | os.PathLike | None = None, *, create: bool = False) -> SqlStore:
     """Open an existing store for reading (``create=True`` makes it if missing)."""
     return SqlStore(db, create=create)
+
+
+def check_url(db: str | os.PathLike | None = None) -> str:
+    """The store URL for ``db``, or a one-line ``StoreError`` if it names no store graphtape can use.
+
+    Only what is wrong with the argument itself (not a path or URL, a backend
+    graphtape does not write to, its driver not installed): a store that is
+    down, missing or unwritable is a passing fault the recorder waits out.
+    """
+    url = resolve_url(db)
+    try:
+        backend = sa.engine.make_url(url).get_backend_name()
+    except Exception:  # noqa: BLE001 - any parse failure is the same bad argument
+        raise StoreError(f"cannot open {shown_url(url)}: not a database path or a SQLAlchemy URL") from None
+    if backend not in ("sqlite", "postgresql"):
+        raise StoreError(f"cannot open {shown_url(url)}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
+    if backend == "postgresql" and importlib.util.find_spec("psycopg") is None:
+        raise StoreError(f"cannot open {shown_url(url)}: driver 'psycopg' is not installed (pip install 'graphtape[postgres]')")
+    return url

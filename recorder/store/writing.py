@@ -51,6 +51,9 @@ class Writing:
         self._known_blobs: set[str] = set()
         self._wlock = threading.Lock()
         self._wconn: Any = None
+        # How long a write waits for a lock another writer holds (seconds); None: the engine's own
+        # (SQLite's busy timeout). The recorder's writer sets it to its bound.
+        self.write_wait: float | None = None
         if self.is_sqlite:
             from sqlalchemy.dialects.sqlite import insert as dialect_insert
         else:
@@ -115,7 +118,12 @@ class Writing:
         # them all: no pool checkout per superstep.
         with self._wlock:
             if self._wconn is None or self._wconn.closed:
-                self._wconn = self.engine.connect()
+                conn = self.engine.connect()
+                if self.write_wait is not None:
+                    ms = max(1, int(self.write_wait * 1000))
+                    conn.exec_driver_sql(f"PRAGMA busy_timeout = {ms}" if self.is_sqlite else f"SET lock_timeout = {ms}")
+                    conn.commit()
+                self._wconn = conn
             return self._wconn
 
     def _write_in(self, conn: Any, batch: Batch, new_blobs: list[str]) -> None:
