@@ -11,6 +11,7 @@ right without knowing it exists, and deleting a run clears its facets.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -26,6 +27,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     event,
 )
 
@@ -38,6 +40,47 @@ MIGRATES_FROM = frozenset({2, 3})
 
 metadata = MetaData()
 
+# -- text any column takes ---------------------------------------------------------
+# PostgreSQL's text refuses NUL; neither backend can encode a lone surrogate. Such a
+# character is stored as ESCAPE + its code point in hex + ";" (ESCAPE itself too, so the
+# mapping reverses exactly); text without them, nearly all of it, is stored as it is.
+ESCAPE = "\U0010ffff"  # a noncharacter: valid UTF-8 that text does not hold by accident
+_REFUSED = re.compile("[\x00\ud800-\udfff\U0010ffff]")
+_ESCAPED = re.compile("\U0010ffff([0-9a-f]{1,6});")
+
+
+def needs_escape(text: str) -> bool:
+    """Whether ``text`` holds a character a text column refuses (or the escape itself)."""
+    return _REFUSED.search(text) is not None
+
+
+def to_column(text: str) -> str:
+    """``text`` as a text column stores it on every backend (unchanged unless it holds a refused character)."""
+    if _REFUSED.search(text) is None:
+        return text
+    return _REFUSED.sub(lambda m: f"{ESCAPE}{ord(m.group()):x};", text)
+
+
+def from_column(text: str) -> str:
+    """The text ``to_column`` was given."""
+    if ESCAPE not in text:
+        return text
+    return _ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+class AnyText(TypeDecorator):
+    """``Text`` that stores any Python string losslessly (NUL, lone surrogates) on SQLite and PostgreSQL."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        return to_column(value) if isinstance(value, str) else value
+
+    def process_result_value(self, value: Any, dialect: Any) -> Any:
+        return from_column(value) if isinstance(value, str) else value
+
+
 meta = Table(
     "graphtape_meta",
     metadata,
@@ -49,31 +92,31 @@ runs = Table(
     "runs",
     metadata,
     Column("id", String(16), primary_key=True),
-    Column("name", Text, nullable=False),
-    Column("graph_name", Text, nullable=False),
-    Column("graph_ref", Text),
-    Column("thread_id", Text),
+    Column("name", AnyText, nullable=False),
+    Column("graph_name", AnyText, nullable=False),
+    Column("graph_ref", AnyText),
+    Column("thread_id", AnyText),
     Column("status", String(16), nullable=False),
     Column("status_reason", String(32)),
-    Column("error_type", Text),
-    Column("error_message", Text),
+    Column("error_type", AnyText),
+    Column("error_message", AnyText),
     Column("started_at", Float, nullable=False),
     Column("ended_at", Float),
     Column("heartbeat_at", Float),
-    Column("inputs", Text),
-    Column("output", Text),
-    Column("config", Text),
-    Column("graph", Text),
-    Column("versions", Text),
-    Column("tags", Text),
+    Column("inputs", AnyText),
+    Column("output", AnyText),
+    Column("config", AnyText),
+    Column("graph", AnyText),
+    Column("versions", AnyText),
+    Column("tags", AnyText),
     Column("parent_run_id", String(16)),
     Column("fork_step", Integer),
-    Column("fork_edit", Text),
+    Column("fork_edit", AnyText),
     Column("step_count", Integer, nullable=False, default=0),
     Column("redactions", Integer, nullable=False, default=0),
     Column("faults", Integer, nullable=False, default=0),
-    Column("fault_log", Text),
-    Column("owner_host", Text),
+    Column("fault_log", AnyText),
+    Column("owner_host", AnyText),
     Column("owner_pid", Integer),
     Column("durability", String(16)),
     # Every listing is newest first with the id breaking ties: each index ends in (started_at, id).
@@ -91,19 +134,19 @@ steps = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("run_id", String(16), nullable=False),
-    Column("ns", Text, nullable=False, default=""),
+    Column("ns", AnyText, nullable=False, default=""),
     Column("seq", Integer, nullable=False),
     Column("step", Integer, nullable=False),
     Column("source", String(16)),
-    Column("checkpoint_id", Text),
-    Column("parent_checkpoint_id", Text),
+    Column("checkpoint_id", AnyText),
+    Column("parent_checkpoint_id", AnyText),
     Column("created_at", Float, nullable=False),
     Column("duration_ms", Float),
     Column("is_key", Boolean, nullable=False),
-    Column("nodes", Text, nullable=False, default=""),
+    Column("nodes", AnyText, nullable=False, default=""),
     # ",key1,key2," — state keys the step's tasks wrote (reverse watch, search)
-    Column("writes", Text, nullable=False, default=""),
-    Column("summary", Text),
+    Column("writes", AnyText, nullable=False, default=""),
+    Column("summary", AnyText),
     Column("flags", Integer, nullable=False, default=0),
     # zlib/orjson: {"s": state frame (key or delta), "t": tasks, "r": routes, "e": events}
     Column("payload", LargeBinary, nullable=False),
@@ -116,19 +159,19 @@ calls = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("run_id", String(16), nullable=False),
-    Column("ns", Text, nullable=False, default=""),
+    Column("ns", AnyText, nullable=False, default=""),
     Column("step", Integer),
-    Column("task_id", Text),
-    Column("node", Text),
+    Column("task_id", AnyText),
+    Column("node", AnyText),
     Column("call_id", String(36), nullable=False),
     Column("parent_call_id", String(36)),
     Column("kind", String(8), nullable=False),
-    Column("name", Text, nullable=False),
-    Column("inputs", Text),
-    Column("output", Text),
-    Column("error_type", Text),
-    Column("error_message", Text),
-    Column("traceback", Text),  # JSON frames [file, line, function, source] of a failed call
+    Column("name", AnyText, nullable=False),
+    Column("inputs", AnyText),
+    Column("output", AnyText),
+    Column("error_type", AnyText),
+    Column("error_message", AnyText),
+    Column("traceback", AnyText),  # JSON frames [file, line, function, source] of a failed call
     Column("started_at", Float, nullable=False),
     Column("latency_ms", Float),
     Column("input_tokens", Integer),
@@ -155,7 +198,7 @@ run_facets = Table(
     metadata,
     # "tag", "node" (a node that ran) or "tool" (a tool that was called)
     Column("kind", String(8), primary_key=True),
-    Column("value", Text, primary_key=True),
+    Column("value", AnyText, primary_key=True),
     Column("run_id", String(16), primary_key=True),
     Index("ix_run_facets_run", "run_id"),
 )

@@ -31,10 +31,8 @@ import time
 import weakref
 from collections.abc import Callable
 
-from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError, PendingRollbackError, ResourceClosedError
-
 from graphtape.recorder.errors import StoreError
-from graphtape.recorder.store import Batch, RunStore, _sqlite_path
+from graphtape.recorder.store import Batch, RunStore, _sqlite_path, is_duplicate, is_passing
 
 Work = Callable[[], Batch | None]
 # (what failed, the rows it concerns, whether those rows are lost for good)
@@ -302,11 +300,9 @@ class Writer:
             for k, row_batch in enumerate(rows):
                 try:
                     store.write(row_batch)
-                except IntegrityError:
-                    # A run row already there: the commit that wrote it lost its answer.
-                    if not row_batch.runs_new:
-                        self._fault(StoreError("a row was refused as a duplicate of one stored"), row_batch, lost=True)
                 except Exception as exc:  # noqa: BLE001
+                    if is_duplicate(exc) and row_batch.runs_new:
+                        continue  # a run row already there: the commit that wrote it lost its answer
                     if is_passing(exc):
                         _put_back(batch, rows[k:] + pending[i + 1 :])
                         raise
@@ -456,16 +452,6 @@ class Writer:
 
 
 _RETRY = object()
-
-
-def is_passing(exc: BaseException) -> bool:
-    """Whether a write failed on something that passes (a lock, a full disk, a lost connection): keep the rows and retry."""
-    if isinstance(exc, (OperationalError, InterfaceError, PendingRollbackError, ResourceClosedError, StoreError, OSError, TimeoutError)):
-        return True
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    text = str(exc).lower()
-    return any(w in text for w in ("terminating connection", "server closed the connection", "connection", "locked", "readonly", "read-only"))
 
 
 def _run_ids(batch: Batch) -> set[str]:

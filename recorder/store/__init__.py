@@ -34,6 +34,6 @@ from graphtape.recorder.store.read_runs import MAX_INT  # noqa: F401
 from graphtape.recorder.store.read_state import KEYFRAMES_KEPT, SHARED_REFS  # noqa: F401
 from graphtape.recorder.store.sql_store import SqlStore, open_store
 from graphtape.recorder.store.upkeep import STALE_HEARTBEAT_S, migrate_store  # noqa: F401
-from graphtape.recorder.store.writing import Batch, is_lock_conflict  # noqa: F401
+from graphtape.recorder.store.writing import Batch, is_duplicate, is_lock_conflict, is_passing  # noqa: F401
 
 __all__ = ["RunStore", "SqlStore", "open_store", "resolve_url", "Batch", "GcReport", "pack", "unpack"]
