@@ -19,6 +19,7 @@ import re
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
@@ -115,6 +116,7 @@ class Recorder:
         if lock_wait <= 0:
             raise ValueError(f"lock_wait must be a positive number of seconds, got {lock_wait!r}")
         self._sessions: dict[str, RunSession] = {}
+        self._recent: weakref.WeakValueDictionary[str, RunSession] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
         self._interrupted: dict[tuple[str, str], str] = {}
         self._warned: set[str] = set()
@@ -213,8 +215,9 @@ class Recorder:
             run_ids.update(r["run_id"] for r in batch.calls)
             run_ids.update(r["id"] for r in batch.runs_new)
             run_ids.update(rid for rid, _ in batch.runs_update)
-        live = [self._sessions[r] for r in run_ids if r in self._sessions]
-        targets = live if batch is not None else list(self._sessions.values())
+        # A run that ended may still be written (its rows wait in the writer): its session is found
+        # here while anything refers to it, so a fault before its last update is built counts there.
+        targets = [s for r in run_ids if (s := self._recent.get(r)) is not None] if batch is not None else list(self._sessions.values())
         for s in targets:
             s.fault(message)
             if lost and batch is not None and (batch.steps or batch.calls):
@@ -265,6 +268,7 @@ class Recorder:
                 kwargs = {**kwargs, _STREAM_KW_DURABILITY: "sync"}
             with self._lock:
                 self._sessions[run_id] = session
+                self._recent[run_id] = session
             self.last_run_id = run_id
             self._write_run_start(session, binding, input, config, kwargs, resumed)
             seed = binding.take_seed() if not resumed else None

@@ -257,8 +257,8 @@ _PG_TRIGGERS = [
                 SELECT DISTINCT 'tag', t.value #>> '{}', NEW.id FROM jsonb_array_elements(NEW.tags::jsonb) AS t(value)
                 WHERE jsonb_typeof(t.value) = 'string'
                 ON CONFLICT DO NOTHING;
-            EXCEPTION WHEN invalid_text_representation THEN
-                NULL;  -- tags that are not JSON are not indexed; the run is still written
+            EXCEPTION WHEN invalid_text_representation OR untranslatable_character THEN
+                NULL;  -- tags that are not JSON (or hold a NUL jsonb refuses) are not indexed; the run is still written
             END;
         END IF;
         RETURN NEW;
@@ -286,6 +286,11 @@ _PG_TRIGGERS = [
     "DROP TRIGGER IF EXISTS gt_calls_facets ON calls",
     "CREATE TRIGGER gt_calls_facets AFTER INSERT ON calls FOR EACH ROW EXECUTE FUNCTION gt_calls_facets()",
 ]
+
+
+def pg_runs_trigger_sql() -> str:
+    """The PostgreSQL function that indexes a run's tags (replaced in stores made before it took NUL)."""
+    return _PG_TRIGGERS[0]
 
 
 def install_triggers(conn: Any) -> None:

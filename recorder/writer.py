@@ -217,8 +217,10 @@ class Writer:
             dropped = Batch(steps=kept.steps, calls=kept.calls, calls_update=kept.calls_update, blobs=kept.blobs)
             self._kept = Batch(runs_new=kept.runs_new, runs_update=kept.runs_update)
             self._kept_bytes = _size(self._kept)
-            why = f"{_rows(dropped)} rows dropped: more than {self.keep_bytes // 2**20} MiB waited for the store ({_why(self._failing)})"
-            self._fault(StoreError(why), dropped, lost=True)
+            why = f"{_rows(dropped)} rows dropped: more than {_mib(self.keep_bytes)} waited for the store ({_why(self._failing)})"
+            # The runs' last updates ride along (not written here): a run that ended already carries the fault.
+            ids = _run_ids(dropped)
+            self._fault(StoreError(why), Batch(steps=dropped.steps, calls=dropped.calls, runs_update=[u for u in self._kept.runs_update if u[0] in ids]), lost=True)
 
     def _write_kept(self, budget: float) -> bool:
         """Write every kept row in one transaction (caller holds ``_io``); ``True`` once nothing is kept."""
@@ -297,7 +299,10 @@ class Writer:
                     _put_back(batch, pending[i:])
                     raise
             rows = _row_batches(group)
+            refused_run = False
             for k, row_batch in enumerate(rows):
+                if refused_run and (row_batch.steps or row_batch.calls):
+                    continue  # never a step or call without its run row (counted with the run row)
                 try:
                     store.write(row_batch)
                 except Exception as exc:  # noqa: BLE001
@@ -306,15 +311,21 @@ class Writer:
                     if is_passing(exc):
                         _put_back(batch, rows[k:] + pending[i + 1 :])
                         raise
-                    self._fault(exc, row_batch, lost=True)
+                    if row_batch.runs_new:
+                        refused_run = True
+                        lost = Batch(runs_new=row_batch.runs_new, steps=group.steps, calls=group.calls)
+                        self._fault(exc, lost, lost=True)
+                    else:
+                        self._fault(exc, row_batch, lost=True)
 
     def _tell(self, batch: Batch) -> None:
-        """Count the episode's fault once on each run whose rows are held back by it (under ``_lock``)."""
+        """Count the episode's fault once for each run whose rows it holds back (under ``_lock``)."""
         new = _run_ids(batch) - self._told
         if not new or self._failing is None:
             return
         self._told |= new
-        self._fault(self._failing, _only_runs(batch, new), lost=False)
+        for run_id in sorted(new):
+            self._fault(self._failing, _only_runs(batch, {run_id}), lost=False)
 
     def _fault(self, exc: Exception, batch: Batch | None, *, lost: bool) -> None:
         with self._lock:
@@ -511,6 +522,10 @@ def _size(batch: Batch) -> int:
                 if isinstance(v, (bytes, str)):
                     n += len(v)
     return n + 200 * _rows(batch)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
 
 
 def _why(exc: BaseException | None) -> str:

@@ -95,7 +95,28 @@ class SchemaGate:
             )
         if version < S.SCHEMA_VERSION:
             raise SchemaVersionError(f"{self._safe_url()} uses old schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: re-record, or open it with the graphtape that wrote it")
+        if not self.is_sqlite:
+            self._refresh_pg_tag_trigger()
         return True
+
+    def _refresh_pg_tag_trigger(self) -> None:
+        """A store made before the tag index took NUL: its trigger would refuse such a run's row; replace it.
+
+        One query on open; the replacement runs once per store, under the schema lock.
+        A role that may not replace functions keeps the old one (runs with a NUL tag then
+        wait for the store like any refused row)."""
+        check = sa.text("SELECT prosrc FROM pg_proc WHERE proname = 'gt_runs_facets' AND pronamespace = to_regnamespace(current_schema())::oid")
+        try:
+            with self.engine.begin() as conn:
+                src = conn.execute(check).scalar()
+                if src is None or "untranslatable_character" in src:
+                    return
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext('graphtape schema ' || coalesce(current_schema(), '')))"))
+                src = conn.execute(check).scalar()
+                if src is not None and "untranslatable_character" not in src:
+                    conn.exec_driver_sql(S.pg_runs_trigger_sql())
+        except SQLAlchemyError:
+            pass
 
 
 def _autocommit_then_pragmas(dbapi_conn: Any, record: Any) -> None:
