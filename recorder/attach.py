@@ -124,6 +124,7 @@ class Recorder:
         self.fault_count = 0
         url = check_url(db)  # a db that names no store raises; one that cannot be reached yet does not
         store: SqlStore | None = None
+        open_error: StoreError | None = None
         try:
             store = SqlStore(url, create=True)
         except SchemaVersionError:
@@ -131,6 +132,7 @@ class Recorder:
         except StoreError as exc:
             if strict:
                 raise
+            open_error = exc
             self._write_fault(exc, None, False)
         self.writer = Writer(
             store,
@@ -138,6 +140,7 @@ class Recorder:
             on_fault=self._write_fault,
             lock_wait=lock_wait,
             opener=lambda: SqlStore(url, create=True),
+            open_error=open_error,
         )
 
     # -- public --------------------------------------------------------------

@@ -65,6 +65,7 @@ class Writer:
         on_fault: FaultHandler,
         lock_wait: float = LOCK_WAIT_S,
         opener: Opener | None = None,
+        open_error: Exception | None = None,
         keep_bytes: int = KEEP_BYTES,
     ) -> None:
         self.background = background
@@ -91,6 +92,11 @@ class Writer:
         self.store: RunStore | None = None
         if store is not None:
             self._adopt(store)
+        else:
+            # Not opened yet: a fault from the start, so sync runs never wait on the opening;
+            # the background retry opens the store and writes what was kept meanwhile.
+            self.open_error = open_error
+            self._failing = open_error or StoreError("the store is not open yet")
         _live_writers.add(self)
         if background:
             self._start_thread(self._loop)

@@ -176,10 +176,12 @@ def test_postgres_backends_killed_while_recording_lose_no_run(pg_url: str, durab
     killer.start()
     run_ids = []
     try:
-        deadline = time.monotonic() + 4.0
+        deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline or sum(kills) < 3:
             assert graph.invoke(START_STATE) == RESULT
             run_ids.append(rec.last_run_id)
+            if durability == "async":
+                time.sleep(0.03)  # runs spread over the kills, not hundreds of them
             if time.monotonic() > deadline + 10:
                 break
     finally:
