@@ -458,7 +458,7 @@ class Writer:
                 with self._lock:
                     self._keep(group)
             ok = True
-            if self._kept and not (stop and self._closed and self._gone):
+            if self._kept:
                 with self._io:
                     ok = self._write_kept(self.lock_wait)
         finally:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sqlite3
+from pathlib import Path
 
 import sqlalchemy as sa
 
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.store.blobs import BlobReads
-from graphtape.recorder.store.connection import Connection, resolve_url
+from graphtape.recorder.store.connection import Connection, _sqlite_path, resolve_url
 from graphtape.recorder.store.gc import GarbageCollection
 from graphtape.recorder.store.listing import RunListing
 from graphtape.recorder.store.read_calls import CallReads
@@ -51,8 +53,9 @@ def check_url(db: str | os.PathLike | None = None) -> str:
     """The store URL for ``db``, or a one-line ``StoreError`` if it names no store graphtape can use.
 
     Only what is wrong with the argument itself (not a path or URL, a backend
-    graphtape does not write to, its driver not installed): a store that is
-    down, missing or unwritable is a passing fault the recorder waits out.
+    graphtape does not write to, its driver not installed, a file that is not
+    a SQLite database): a store that is down, missing or unwritable is a
+    passing fault the recorder waits out.
     """
     url = resolve_url(db)
     try:
@@ -63,4 +66,27 @@ def check_url(db: str | os.PathLike | None = None) -> str:
         raise StoreError(f"cannot open {shown_url(url)}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
     if backend == "postgresql" and importlib.util.find_spec("psycopg") is None:
         raise StoreError(f"cannot open {shown_url(url)}: driver 'psycopg' is not installed (pip install 'graphtape[postgres]')")
+    path = _sqlite_path(url)
+    if path is not None and path.is_file():
+        try:
+            with open(path, "rb") as f:
+                head = f.read(16)
+        except OSError:
+            head = b""  # unreadable now: a passing fault, waited out
+        if head and (head != b"SQLite format 3\x00" or _damaged(path)):
+            raise StoreError(f"cannot open {path}: it is not a SQLite database, or a damaged one: point graphtape at a different file")
     return url
+
+
+def _damaged(path: Path) -> bool:
+    """Whether SQLite calls the file not a database (its first page unreadable); a lock or any other error is not that."""
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=0.1)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        text = str(exc).lower()
+        return "not a database" in text or "malformed" in text
+    return False
