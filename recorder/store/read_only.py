@@ -68,8 +68,8 @@ def is_read_only_error(exc: BaseException) -> bool:
 
 
 def read_only_message(where: str, what: str) -> str:
-    """One line: the store is read-only, what needed to write, and what to try."""
-    return f"{where} is read-only: {what} needs a store it can write to (pass --db with a writable copy, or fix its permissions)"
+    """One line: the store is read-only, what needed to write to it, and what to try."""
+    return f"the store {where} is read-only: {what}, so it needs a store it can write to (pass --db, or get write access)"
 
 
 class ReadOnlyAccess:

@@ -12,9 +12,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from graphtape.recorder import schema as S
-from graphtape.recorder.errors import StoreError
+from graphtape.recorder.errors import ReadOnlyStore, StoreError
 from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store.connection import _one_line, _sqlite_path, resolve_url
+from graphtape.recorder.store.read_only import is_read_only_error, read_only_message, sqlite_cannot_write
 
 STALE_HEARTBEAT_S = 600.0
 
@@ -152,14 +153,18 @@ def migrate_store(db: str | os.PathLike | None = None) -> tuple[str, int, int]:
     path = _sqlite_path(url)
     if path is not None and not path.is_file():
         raise StoreError(f"no database at {path} (nothing to migrate)")
-    engine = sa.create_engine(url)
     label = str(path) if path is not None else shown_url(url)  # never the password (also ?password=)
+    if path is not None and sqlite_cannot_write(path):
+        raise ReadOnlyStore(read_only_message(label, "migrate upgrades its schema in place"))
+    engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
             before, after = S.migrate(conn)
     except ValueError as exc:
         raise StoreError(f"cannot migrate {label}: {exc}") from None
     except SQLAlchemyError as exc:
+        if is_read_only_error(exc):
+            raise ReadOnlyStore(read_only_message(label, "migrate upgrades its schema in place")) from None
         raise StoreError(f"cannot migrate {label}: {_one_line(exc)}") from None
     finally:
         engine.dispose()
