@@ -42,7 +42,7 @@ class RunListing:
             q = q.limit(limit)
         if offset:
             q = q.offset(offset)
-        return [self._run_info(r) for r in self._read(q)]
+        return self._run_infos(self._read(q))
 
     @_damage_is_a_store_error
     def count_runs(self, **filters: Any) -> int:
