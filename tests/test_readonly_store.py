@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -75,7 +76,7 @@ def source(tmp_path_factory) -> dict[str, Path]:
 class ReadOnlyStore_:
     """A copy of the source store made read-only one way (``kind``), and a way to run graphtape on it."""
 
-    def __init__(self, kind: str, source: dict[str, Path]) -> None:
+    def __init__(self, kind: str, source: dict[str, Path], *, killed: bool = False) -> None:
         self.kind = kind
         # Under /tmp, not pytest's 0700 folder, so that `nobody` can reach it.
         self.base = Path(tempfile.mkdtemp(prefix="graphtape-ro-"))
@@ -84,6 +85,12 @@ class ReadOnlyStore_:
         self.folder.mkdir()
         self.db = self.folder / "runs.db"
         shutil.copy(source["db"], self.db)
+        if killed:  # its run as a recorder that died would have left it: running, its process gone
+            gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+            engine = sa.create_engine(f"sqlite:///{self.db}")
+            with engine.begin() as conn:
+                conn.execute(sa.text("UPDATE runs SET status = 'running', ended_at = NULL, owner_host = :h, owner_pid = :p"), {"h": socket.gethostname(), "p": int(gone.stdout)})
+            engine.dispose()
         self.extras = self.base / "extras"  # what commands read besides the store: readable by anyone
         self.extras.mkdir()
         for name in ("fixture", "other_db"):
@@ -164,6 +171,21 @@ def test_reading_commands_read_it_and_leave_nothing_behind(ro):
     assert "would delete 1 run(s)" in ro.cli("gc", "--older-than", "0d", "--dry-run").stdout
     # No -wal or -shm was created, and the database is byte for byte what it was.
     assert ro.snapshot() == ro.before
+
+
+def test_a_killed_run_shows_as_killed_though_the_store_cannot_be_marked(source):
+    ro = ReadOnlyStore_("folder", source, killed=True)
+    try:
+        done = ro.cli("runs", "--json")
+        assert done.returncode == 0, done.stderr
+        (run,) = json.loads(done.stdout)
+        assert (run["status"], run["status_reason"]) == ("interrupted", "killed")
+        assert run["ended_at"] is not None and run["step_count"] > 0
+        assert "interrupted (killed)" in ro.cli("show", "last").stdout
+        assert json.loads(ro.cli("runs", "--json", "--status", "running").stdout) == []
+        assert ro.snapshot() == ro.before  # shown, not stored
+    finally:
+        ro.cleanup()
 
 
 @pytest.mark.parametrize("command", sorted(WRITERS))

@@ -28,16 +28,18 @@ class RunReads:
     """Finds a run and reads it whole."""
 
     def _run_info(self, r: Any, step_count: int) -> RunInfo:
+        # A run found dead in a store that may only be read (see ``mark_dead_runs``): killed, though not stored as such.
+        dead = r.status == "running" and r.id in self.__dict__.get("_dead_unmarked", {})
         return RunInfo(
             id=r.id,
             name=r.name,
             graph_name=r.graph_name,
-            status=r.status,
+            status="interrupted" if dead else r.status,
             started_at=r.started_at,
-            ended_at=r.ended_at,
+            ended_at=self._dead_unmarked[r.id] if dead else r.ended_at,
             step_count=step_count,
             thread_id=r.thread_id,
-            status_reason=r.status_reason,
+            status_reason="killed" if dead else r.status_reason,
             error_type=r.error_type,
             error_message=r.error_message,
             graph_ref=r.graph_ref,

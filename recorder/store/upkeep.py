@@ -29,7 +29,8 @@ class Upkeep:
         On this host a run is dead when its owner pid is gone. A run recorded
         on another host is dead when neither its heartbeat nor its latest
         step is newer than ``STALE_HEARTBEAT_S``. A dead run ends at its last
-        sign of life.
+        sign of life. A store that may only be read is not changed: the runs
+        found dead there are shown as killed all the same (``_dead_unmarked``).
         """
         host = socket.gethostname()
         rows = self._read(sa.select(S.runs.c.id, S.runs.c.owner_host, S.runs.c.owner_pid, S.runs.c.heartbeat_at).where(S.runs.c.status == "running"))
@@ -60,16 +61,19 @@ class Upkeep:
             ended[r.id] = seen
         if not ended:
             return 0
-        try:
-            with self.engine.begin() as conn:
-                for run_id, seen in ended.items():
-                    conn.execute(
-                        sa.update(S.runs)
-                        .where(S.runs.c.id == run_id, S.runs.c.status == "running")
-                        .values(status="interrupted", status_reason="killed", ended_at=seen)
-                    )
-        except SQLAlchemyError:
-            return 0  # read-only database: still readable, just not marked
+        if not self.read_only:
+            try:
+                with self.engine.begin() as conn:
+                    for run_id, seen in ended.items():
+                        conn.execute(
+                            sa.update(S.runs)
+                            .where(S.runs.c.id == run_id, S.runs.c.status == "running")
+                            .values(status="interrupted", status_reason="killed", ended_at=seen)
+                        )
+                return len(ended)
+            except SQLAlchemyError:
+                pass  # could not write after all: shown as killed below, not stored
+        self.__dict__.setdefault("_dead_unmarked", {}).update(ended)
         return len(ended)
 
     def delete_run(self, run_id: str) -> None:
