@@ -305,6 +305,14 @@ def test_a_select_only_postgresql_role_reads_and_refuses_writes(pg_roles, capsys
         assert not owner.read_only
     finally:
         owner.close()
+    asked = open_store(owner_url, read_only=True)  # read-only on request: the server refuses writes too
+    try:
+        assert asked.read_only and asked.get_run("last").id == run.id
+        with pytest.raises(sa.exc.DBAPIError, match="read-only transaction"):
+            with asked.engine.begin() as conn:
+                conn.execute(sa.text("DELETE FROM runs"))
+    finally:
+        asked.close()
     code, out, err = run_cli(capsys, "--db", url, "runs", "--json")
     assert code == 0 and json.loads(out)[0]["id"] == run.id, err
     code, out, err = run_cli(capsys, "--db", url, "show", "last")

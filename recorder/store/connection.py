@@ -120,7 +120,9 @@ class Connection:
                 engine = sa.create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 10})
                 event.listen(engine, "connect", _on_sqlite_connect)
             else:
-                engine = sa.create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+                # Asked to read only: every transaction is READ ONLY, so the server refuses a write.
+                options = {"postgresql_readonly": True} if read_only else {}
+                engine = sa.create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10, execution_options=options)
             with engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
         except StoreError:
