@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from textual.widgets import Static
 
 from graphtape.recorder import Recorder, open_store
 from graphtape.recorder.errors import ReadOnlyStore
@@ -40,6 +41,7 @@ from graphtape.tui.app import build_app
 from graphtape.tui.cli import main
 from graphtape.tui.demo import record_demo
 from graphtape.tui.screens.run import RunScreen
+from graphtape.tui.screens.runs import RunsScreen
 
 ROOT = Path(__file__).resolve().parents[1]
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -73,7 +75,7 @@ def source(tmp_path_factory) -> dict[str, Path]:
     return {"db": db, "fixture": folder / "happy.json", "other_db": other}
 
 
-class ReadOnlyStore_:
+class ReadOnlyCopy:
     """A copy of the source store made read-only one way (``kind``), and a way to run graphtape on it."""
 
     def __init__(self, kind: str, source: dict[str, Path], *, killed: bool = False) -> None:
@@ -138,7 +140,7 @@ class ReadOnlyStore_:
 
 @pytest.fixture(params=["file", "folder"])
 def ro(request, source):
-    store = ReadOnlyStore_(request.param, source)
+    store = ReadOnlyCopy(request.param, source)
     yield store
     store.cleanup()
 
@@ -174,7 +176,7 @@ def test_reading_commands_read_it_and_leave_nothing_behind(ro):
 
 
 def test_a_killed_run_shows_as_killed_though_the_store_cannot_be_marked(source):
-    ro = ReadOnlyStore_("folder", source, killed=True)
+    ro = ReadOnlyCopy("folder", source, killed=True)
     try:
         done = ro.cli("runs", "--json")
         assert done.returncode == 0, done.stderr
@@ -328,8 +330,14 @@ def test_a_select_only_postgresql_role_reads_and_refuses_writes(pg_roles, capsys
 
 async def test_the_tui_on_a_select_only_role_refuses_replay_and_fork(pg_roles):
     _, role = pg_roles
-    app = build_app(role(), "last")
+    app = build_app(role())
     async with app.run_test(size=(120, 36)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, RunsScreen) and app.screen.runs:
+                break
+        assert "(read-only)" in str(app.screen.query_one("#runs-title", Static).render())
+        app.open_run(app.screen.runs[0].id)
         for _ in range(100):
             await pilot.pause(0.05)
             if isinstance(app.screen, RunScreen) and app.screen.payload is not None:
