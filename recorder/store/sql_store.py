@@ -16,6 +16,7 @@ from graphtape.recorder.store.connection import Connection, resolve_url
 from graphtape.recorder.store.gc import GarbageCollection
 from graphtape.recorder.store.listing import RunListing
 from graphtape.recorder.store.read_calls import CallReads
+from graphtape.recorder.store.read_only import ReadOnlyAccess
 from graphtape.recorder.store.read_runs import RunReads
 from graphtape.recorder.store.read_state import StateReads
 from graphtape.recorder.store.read_steps import StepReads
@@ -24,19 +25,23 @@ from graphtape.recorder.store.upkeep import Upkeep
 from graphtape.recorder.store.writing import Writing
 
 
-class SqlStore(Writing, RunReads, RunListing, StepReads, StateReads, CallReads, BlobReads, Upkeep, GarbageCollection, SchemaGate, Connection):
+class SqlStore(Writing, RunReads, RunListing, StepReads, StateReads, CallReads, BlobReads, Upkeep, GarbageCollection, SchemaGate, ReadOnlyAccess, Connection):
     """``RunStore`` over SQLAlchemy (SQLite or PostgreSQL)."""
 
-    def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True) -> None:
+    def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True, read_only: bool = False) -> None:
         self.url = resolve_url(db)
         self._init_blob_cache()
         self._init_state_cache()
-        self.engine = self._connect(create)
+        self.engine = self._connect(create, read_only)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._init_writing()
         self._check_schema(create)
 
 
-def open_store(db: str | os.PathLike | None = None, *, create: bool = False) -> SqlStore:
-    """Open an existing store for reading (``create=True`` makes it if missing)."""
-    return SqlStore(db, create=create)
+def open_store(db: str | os.PathLike | None = None, *, create: bool = False, read_only: bool = False) -> SqlStore:
+    """Open an existing store for reading (``create=True`` makes it if missing).
+
+    A store that cannot be written opens read-only by itself (``store.read_only``);
+    ``read_only=True`` asks for that even when it could be written.
+    """
+    return SqlStore(db, create=create, read_only=read_only)
