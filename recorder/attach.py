@@ -38,7 +38,7 @@ from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
 from graphtape.recorder.session import RunSession, host_and_pid
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
-from graphtape.recorder.store.sql_store import check_url
+from graphtape.recorder.store.sql_store import check_url, open_for_writing
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
 
 
@@ -126,7 +126,7 @@ class Recorder:
         store: SqlStore | None = None
         open_error: StoreError | None = None
         try:
-            store = SqlStore(url, create=True)
+            store = open_for_writing(url)
         except SchemaVersionError:
             raise
         except StoreError as exc:
@@ -139,7 +139,7 @@ class Recorder:
             background=self.durability is Durability.ASYNC,
             on_fault=self._write_fault,
             lock_wait=lock_wait,
-            opener=lambda: SqlStore(url, create=True),
+            opener=lambda: open_for_writing(url),
             open_error=open_error,
         )
 

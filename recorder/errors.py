@@ -11,6 +11,10 @@ class StoreError(GraphtapeError):
     """The store cannot be opened or read (bad path, corrupt file, unreachable server)."""
 
 
+class ReadOnlyStore(StoreError):
+    """The store can be read but not written (a read-only file, folder, mount or database role)."""
+
+
 class SchemaVersionError(StoreError):
     """The database was written by a schema this graphtape does not understand."""
 

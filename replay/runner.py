@@ -33,6 +33,7 @@ from graphtape.replay.intercept import answering
 from graphtape.replay.limits import Limits, recorded_limits
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, ns_path
+from graphtape.replay.recording_check import RecorderWarnings, not_recorded
 from graphtape.replay.restore import Restored, replay_saver, restore, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
 
@@ -155,6 +156,8 @@ class _Run:
                 self.store.close()
 
     def _go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool, to_step: int | None = None) -> ReplayResult:
+        kind = "replay" if update is None else "fork"
+        self.store.require_writable(f"{kind} records the {kind} as a new run")
         steps = self.store.list_steps(self.run.id, ns) if ns else self._root_steps()
         if not steps:
             raise ReplayError(f"run {self.run.id} has no steps" + (f" in namespace {ns!r}" if ns else ""))
@@ -218,6 +221,7 @@ class _Run:
         lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name, recursion_limit=self._resume_limit)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
+        warnings = RecorderWarnings()
         try:
             with answering(answerer), answering_http(http if self.mode.answers(HTTP) else None), recorded_limits(self._limits):
                 error = self._drive(app, config)
@@ -225,6 +229,10 @@ class _Run:
             recorder.flush()
             run_id = recorder.last_run_id
             recorder.close()
+            warnings.stop()
+        why = not_recorded(self.store, run_id, recorder.fault_count, warnings.lines, edit["kind"])
+        if why is not None:
+            raise ReplayError(why)
         entered = self._entered()
         by_path = {ns_path(n): s for n, s in entered.items()}
         found: list[Divergence] = []

@@ -220,7 +220,7 @@ def test_processes_and_threads_record_into_one_store(backend: str, tmp_path: Pat
             numbers = [s.step for s in steps]
             # Exactly the supersteps the graph executed: its last step holds its output.
             assert numbers == list(range(-1, len(numbers) - 1)), (tag, numbers)
-            assert run.step_count == len(numbers) - 1, tag
+            assert run.step_count == len(numbers), tag  # every superstep stored, the input step too
             # The input step, step 0, then one step per `work` (with `check` beside it now and then).
             assert [sorted(s.nodes) for s in steps[2:]] == [["check", "work"] if k and (base + k) % 3 == 0 else ["work"] for k in range(length)], tag
             final = store.state_at(run.id, numbers[-1])

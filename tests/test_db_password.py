@@ -47,6 +47,7 @@ async def test_no_command_screen_or_error_shows_the_password(pg_url, tmp_path, c
 
     from graphtape.tui.app import build_app
 
+    monkeypatch.chdir(tmp_path)  # commands without --db (import-langgraph) make ./graphtape.db here, not in the checkout
     url = with_passwords(pg_url)
     root = Path(__file__).resolve().parents[1]
     outputs = []
@@ -80,7 +81,6 @@ async def test_no_command_screen_or_error_shows_the_password(pg_url, tmp_path, c
     assert all(not leaked(o) for o in outputs), [o for o in outputs if leaked(o)]
 
     # The TUI's runs header (the web page shows the same screen).
-    monkeypatch.chdir(tmp_path)
     app = build_app(url)
     async with app.run_test(size=(140, 30)) as pilot:
         for _ in range(60):

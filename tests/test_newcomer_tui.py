@@ -283,7 +283,7 @@ async def test_a_fork_opens_with_its_lineage_its_edit_and_the_originals_step_num
         # The edit is step {at} (the step forked after), then the original's numbering goes on.
         assert steps == list(range(at, at + len(steps))) and at in original
         assert str(step_cells(fork_screen.steps[0], {})[2]) == "(update)"
-        assert fork_screen.run.step_count == steps[-1] + 1
+        assert fork_screen.run.step_count == len(steps)  # the fork's own steps, not its last step number + 1
         await pilot.press("i")
         await settle(pilot, lambda: isinstance(app.screen, RunInfoScreen))
         assert app.screen.edit["update"] == {"retries": 9}

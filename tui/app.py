@@ -63,6 +63,7 @@ class GraphtapeApp(App):
     def open_store(self) -> None:
         try:
             store = self.store or open_store(self.db)
+            _ = store.read_only  # asked here, on the worker: PostgreSQL answers with a query
             run_id = store.resolve_run(self.run_ref) if self.run_ref else None
         except GraphtapeError as exc:
             self.post_message(self.StoreOpened(None, str(exc), None))

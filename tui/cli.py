@@ -352,10 +352,22 @@ def _main(argv: Sequence[str] | None) -> int:
     except Exception as exc:  # noqa: BLE001 - a bug: still one line unless --debug
         if debug:
             traceback.print_exc()
+        if _read_only_failure(exc):
+            print("graphtape: error: the store is read-only: this command writes to it, so it needs a store it can write to (pass --db, or get write access)", file=sys.stderr)
+            return EXIT_ERROR
         line = str(exc).strip().splitlines()
         detail = f": {line[0]}" if line else ""
         print(f"graphtape: error: unexpected {type(exc).__name__}{detail} (rerun with --debug for the traceback, and please report it)", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _read_only_failure(exc: BaseException) -> bool:
+    """A write that met a read-only store (a database error, not a bug): said as such, not as "please report it"."""
+    if not type(exc).__module__.startswith("sqlalchemy"):
+        return False
+    from graphtape.recorder.store.read_only import is_read_only_error
+
+    return is_read_only_error(exc)
 
 
 if __name__ == "__main__":

@@ -130,10 +130,18 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int | None], Non
         yield update
 
 
-def _open_for_writing(db: str | None) -> Any:
+def _open_for_writing(db: str | None, what: str | None) -> Any:
+    """Open the store a command writes to; ``what`` it writes is said in one line if the store is read-only."""
     from graphtape.recorder import open_store
 
-    return open_store(db, create=False)
+    store = open_store(db, create=False)
+    try:
+        if what:
+            store.require_writable(what)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 # -- gc, stats, migrate ------------------------------------------------------------------
@@ -141,7 +149,7 @@ def _open_for_writing(db: str | None) -> Any:
 
 def cmd_gc(args: argparse.Namespace) -> int:
     """Delete old runs and the blobs only they used."""
-    store = _open_for_writing(args.db)
+    store = _open_for_writing(args.db, None if args.dry_run else "gc deletes runs")
     try:
         with progress_bar(not args.json) as progress:
             report = store.gc(args.older_than, keep_failed=args.keep_failed, dry_run=args.dry_run, progress=progress)
@@ -218,6 +226,7 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
 
     store = open_store(args.db, create=True)
     try:
+        store.require_writable("import-langgraph adds the threads as runs")
         with progress_bar(not args.json) as progress:
             summary = import_langgraph(args.source, store, threads=args.thread, progress=progress)
     finally:

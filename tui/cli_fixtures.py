@@ -123,6 +123,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     fixture = read_fixture(args.file)
     store = open_store(args.db, create=True)
     try:
+        store.require_writable("import adds the fixture as a run")
         imported = import_fixture(store, fixture, label=args.file)
         url = shown_url(store.url)  # printed: never the password
     finally:

@@ -56,6 +56,7 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
 
     store = open_store(args.db, create=False)
     try:
+        store.require_writable(f"{args.command} records the {args.command} as a new run")
         run = store.get_run(args.run)
     except GraphtapeError:
         store.close()

@@ -59,6 +59,21 @@ def demo_names() -> dict[str, str]:
     return names
 
 
+def _refuse_read_only(db: str | None) -> None:
+    """A store that exists but may only be read: one line now, not a recorder fault per run."""
+    from graphtape.recorder import open_store
+    from graphtape.recorder.errors import StoreError
+
+    try:
+        store = open_store(db, create=False)
+    except StoreError:
+        return  # not there yet (the recorder creates it), or it says what is wrong itself
+    try:
+        store.require_writable("demo records the demo agents' runs")
+    finally:
+        store.close()
+
+
 def record_demo(
     db: str | None,
     scenario: str = ALL,
@@ -76,6 +91,7 @@ def record_demo(
         raise DemoError(f"unknown scenario {scenario!r}: choose one of {', '.join([*names, ALL])}")
     chosen = list(names) if scenario == ALL else [scenario]
     done: list[DemoRun] = []
+    _refuse_read_only(db)
     with Recorder(db) as rec:
         url = rec.store.url
         if on_start is not None:

@@ -292,6 +292,9 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
     field("thread", run.get("thread_id") or "-")
     ended = f"   duration {fmt_duration(run['duration_s'])}" if run.get("ended_at") else "   (still running, or killed)"
     field("started", fmt_time(run["started_at"]) + ended)
+    steps = view["steps"]
+    if steps and not view["ns"]:  # the root's count, as `runs` and the TUI show it
+        field("steps", f"{run['step_count']} ({steps[0]['step']}..{steps[-1]['step']})")
     if view.get("inputs") is None and parent:
         # A replay or fork resumes the parent's checkpoint: the graph was given no input of its own.
         field("input", f"none: it resumed run {parent[:8]} after step {run.get('fork_step')}" + ("" if replayed else ", with the edit applied"))
@@ -317,7 +320,6 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
     if others:
         field("subgraphs" if not view["ns"] else "others", ", ".join(f"{_ns_label(ns)} ({n} steps)" for ns, n in others.items()) + "   (see them with --ns NS)")
 
-    steps = view["steps"]
     out.append("")
     if not steps:
         out.append("  no steps recorded" + (f" in namespace {view['ns']!r}" if view["ns"] else ""))

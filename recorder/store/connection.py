@@ -2,13 +2,15 @@
 
 A path or URL becomes a SQLAlchemy URL (``GRAPHTAPE_DB``, else
 ``./graphtape.db``). A SQLite file is created 0600 and opened in WAL mode
-with a busy timeout; PostgreSQL goes through psycopg with a small pool.
+with a busy timeout, or read-only when it cannot be written (``read_only``);
+PostgreSQL goes through psycopg with a small pool.
 Every failure to open or to read is one ``StoreError`` line, passwords masked.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from graphtape.recorder.errors import StoreError
+from graphtape.recorder.store.read_only import read_only_uri, sqlite_cannot_write
 from graphtape.recorder.store.urls import shown_url
 
 DEFAULT_DB = "graphtape.db"
@@ -59,6 +62,14 @@ def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _on_read_only_connect(dbapi_conn: Any, _record: Any) -> None:
+    # No journal_mode here: setting it is a write. The file's own mode (WAL) is read as it is.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA query_only=1")
+    cur.close()
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -70,8 +81,11 @@ class Connection:
     url: str
     engine: Engine
 
-    def _connect(self, create: bool) -> Engine:
+    def _connect(self, create: bool, read_only: bool = False) -> Engine:
+        """The engine; a SQLite file that cannot be written (or ``read_only``) opens read-only."""
         path = _sqlite_path(self.url)
+        if path is None:
+            self._read_only = True if read_only else None  # PostgreSQL: asked when it matters
         if path is not None:
             if not path.parent.is_dir():
                 raise StoreError(f"cannot open database {path}: directory {path.parent} does not exist")
@@ -92,11 +106,23 @@ class Connection:
         if backend not in ("sqlite", "postgresql"):
             raise StoreError(f"cannot open {self._safe_url()}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
         try:
-            if path is not None or self.url.startswith("sqlite"):
+            if path is not None and (read_only or sqlite_cannot_write(path)):
+                self._read_only = True
+                uri = read_only_uri(path)
+                engine = sa.create_engine(
+                    "sqlite://",
+                    creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10),
+                    poolclass=sa.pool.QueuePool,
+                )
+                event.listen(engine, "connect", _on_read_only_connect)
+            elif path is not None or self.url.startswith("sqlite"):
+                self._read_only = False
                 engine = sa.create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 10})
                 event.listen(engine, "connect", _on_sqlite_connect)
             else:
-                engine = sa.create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+                # Asked to read only: every transaction is READ ONLY, so the server refuses a write.
+                options = {"postgresql_readonly": True} if read_only else {}
+                engine = sa.create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10, execution_options=options)
             with engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
         except StoreError:

@@ -42,7 +42,9 @@ class RunListing:
             q = q.limit(limit)
         if offset:
             q = q.offset(offset)
-        return [self._run_info(r) for r in self._read(q)]
+        runs = self._run_infos(self._read(q))
+        # A run found dead in a read-only store shows as killed though stored as running.
+        return [r for r in runs if r.status == status] if status else runs
 
     @_damage_is_a_store_error
     def count_runs(self, **filters: Any) -> int:

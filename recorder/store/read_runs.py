@@ -1,4 +1,12 @@
-"""Reading runs: one run by id, unique prefix or ``last~N``, and its details (inputs, output, config, fault log)."""
+"""Reading runs: one run by id, unique prefix or ``last~N``, and its details (inputs, output, config, fault log).
+
+A run's ``step_count`` is read here and nowhere else: the number of supersteps
+stored for it in the root graph (distinct step numbers, the input step and a
+step that never completed included), which is what ``show`` and the TUI list.
+It is counted from the steps, never taken from the run row: a killed run never
+wrote its last count, and a run that continues a thread or a fork does not start
+at step -1, so "last step + 1" is not how many steps it has.
+"""
 
 from __future__ import annotations
 
@@ -19,17 +27,19 @@ MAX_INT = 2**63 - 1  # the store's integer columns (and so step numbers, offsets
 class RunReads:
     """Finds a run and reads it whole."""
 
-    def _run_info(self, r: Any) -> RunInfo:
+    def _run_info(self, r: Any, step_count: int) -> RunInfo:
+        # A run found dead in a store that may only be read (see ``mark_dead_runs``): killed, though not stored as such.
+        dead = r.status == "running" and r.id in self.__dict__.get("_dead_unmarked", {})
         return RunInfo(
             id=r.id,
             name=r.name,
             graph_name=r.graph_name,
-            status=r.status,
+            status="interrupted" if dead else r.status,
             started_at=r.started_at,
-            ended_at=r.ended_at,
-            step_count=r.step_count or 0,
+            ended_at=self._dead_unmarked[r.id] if dead else r.ended_at,
+            step_count=step_count,
             thread_id=r.thread_id,
-            status_reason=r.status_reason,
+            status_reason="killed" if dead else r.status_reason,
             error_type=r.error_type,
             error_message=r.error_message,
             graph_ref=r.graph_ref,
@@ -41,13 +51,29 @@ class RunReads:
             durability=r.durability,
         )
 
+    def _run_infos(self, rows: list[Any]) -> list[RunInfo]:
+        """``RunInfo`` for run rows, each with its step count (one grouped read per 500 runs)."""
+        counts = self.step_counts([r.id for r in rows])
+        return [self._run_info(r, counts.get(r.id, 0)) for r in rows]
+
+    @_damage_is_a_store_error
+    def step_counts(self, run_ids: list[str]) -> dict[str, int]:
+        """How many supersteps each run has stored in its root graph (see the module's docstring)."""
+        c = S.steps.c
+        out: dict[str, int] = {}
+        ids = list(dict.fromkeys(run_ids))
+        for i in range(0, len(ids), 500):
+            q = sa.select(c.run_id, sa.func.count(sa.distinct(c.step))).where(c.run_id.in_(ids[i : i + 500]), c.ns == "").group_by(c.run_id)
+            out.update((run_id, int(n)) for run_id, n in self._read(q))
+        return out
+
     # Newest first; the id breaks ties so every backend lists (and counts ``last~N``) alike.
     _NEWEST_FIRST = (S.runs.c.started_at.desc(), S.runs.c.id.desc())
 
     _RUN_COLS = [
         c
         for c in S.runs.c
-        if c.name not in ("inputs", "output", "config", "graph", "versions", "fork_edit", "fault_log")
+        if c.name not in ("inputs", "output", "config", "graph", "versions", "fork_edit", "fault_log", "step_count")
     ]
 
     @_damage_is_a_store_error
@@ -103,7 +129,7 @@ class RunReads:
         rows = self._read(sa.select(*self._RUN_COLS).where(S.runs.c.id == run_id))
         if not rows:
             raise RunNotFound(f"no run {run_id}")
-        return self._run_info(rows[0])
+        return self._run_infos(rows)[0]
 
     @_damage_is_a_store_error
     def run_detail(self, ref: str, *, typed: bool = False) -> RunDetail:
@@ -141,7 +167,7 @@ class RunReads:
             .order_by(*self._NEWEST_FIRST)
             .limit(1)
         )
-        return self._run_info(rows[0]) if rows else None
+        return self._run_infos(rows)[0] if rows else None
 
     @_damage_is_a_store_error
     def run_graph(self, run_id: str) -> dict[str, Any]:

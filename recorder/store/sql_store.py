@@ -16,12 +16,13 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from graphtape.recorder.errors import StoreError
+from graphtape.recorder.errors import ReadOnlyStore, StoreError
 from graphtape.recorder.store.blobs import BlobReads
 from graphtape.recorder.store.connection import Connection, _sqlite_path, resolve_url
 from graphtape.recorder.store.gc import GarbageCollection
 from graphtape.recorder.store.listing import RunListing
 from graphtape.recorder.store.read_calls import CallReads
+from graphtape.recorder.store.read_only import ReadOnlyAccess, read_only_message
 from graphtape.recorder.store.read_runs import RunReads
 from graphtape.recorder.store.read_state import StateReads
 from graphtape.recorder.store.read_steps import StepReads
@@ -31,22 +32,37 @@ from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store.writing import Writing
 
 
-class SqlStore(Writing, RunReads, RunListing, StepReads, StateReads, CallReads, BlobReads, Upkeep, GarbageCollection, SchemaGate, Connection):
+class SqlStore(Writing, RunReads, RunListing, StepReads, StateReads, CallReads, BlobReads, Upkeep, GarbageCollection, SchemaGate, ReadOnlyAccess, Connection):
     """``RunStore`` over SQLAlchemy (SQLite or PostgreSQL)."""
 
-    def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True) -> None:
+    def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True, read_only: bool = False) -> None:
         self.url = resolve_url(db)
         self._init_blob_cache()
         self._init_state_cache()
-        self.engine = self._connect(create)
+        self.engine = self._connect(create, read_only)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._init_writing()
         self._check_schema(create)
 
 
-def open_store(db: str | os.PathLike | None = None, *, create: bool = False) -> SqlStore:
-    """Open an existing store for reading (``create=True`` makes it if missing)."""
-    return SqlStore(db, create=create)
+def open_store(db: str | os.PathLike | None = None, *, create: bool = False, read_only: bool = False) -> SqlStore:
+    """Open an existing store for reading (``create=True`` makes it if missing).
+
+    A store that cannot be written opens read-only by itself (``store.read_only``);
+    ``read_only=True`` asks for that even when it could be written.
+    """
+    return SqlStore(db, create=create, read_only=read_only)
+
+
+def open_for_writing(db: str | os.PathLike | None = None) -> SqlStore:
+    """Open (or create) a store to record into; ``ReadOnlyStore`` if it can only be read (a passing fault
+    for the recorder, which keeps trying: a store opened read-only would stay so)."""
+    store = SqlStore(db, create=True)
+    if store.is_sqlite and store.read_only:
+        where = store._safe_url()
+        store.close()
+        raise ReadOnlyStore(read_only_message(where, "recording writes runs"))
+    return store
 
 
 def check_url(db: str | os.PathLike | None = None) -> str:

@@ -12,9 +12,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from graphtape.recorder import schema as S
-from graphtape.recorder.errors import StoreError
+from graphtape.recorder.errors import ReadOnlyStore, StoreError
 from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store.connection import _one_line, _sqlite_path, resolve_url
+from graphtape.recorder.store.read_only import is_read_only_error, read_only_message, sqlite_cannot_write
 
 STALE_HEARTBEAT_S = 600.0
 
@@ -28,7 +29,8 @@ class Upkeep:
         On this host a run is dead when its owner pid is gone. A run recorded
         on another host is dead when neither its heartbeat nor its latest
         step is newer than ``STALE_HEARTBEAT_S``. A dead run ends at its last
-        sign of life.
+        sign of life. A store that may only be read is not changed: the runs
+        found dead there are shown as killed all the same (``_dead_unmarked``).
         """
         host = socket.gethostname()
         rows = self._read(sa.select(S.runs.c.id, S.runs.c.owner_host, S.runs.c.owner_pid, S.runs.c.heartbeat_at).where(S.runs.c.status == "running"))
@@ -59,16 +61,19 @@ class Upkeep:
             ended[r.id] = seen
         if not ended:
             return 0
-        try:
-            with self.engine.begin() as conn:
-                for run_id, seen in ended.items():
-                    conn.execute(
-                        sa.update(S.runs)
-                        .where(S.runs.c.id == run_id, S.runs.c.status == "running")
-                        .values(status="interrupted", status_reason="killed", ended_at=seen)
-                    )
-        except SQLAlchemyError:
-            return 0  # read-only database: still readable, just not marked
+        if not self.read_only:
+            try:
+                with self.engine.begin() as conn:
+                    for run_id, seen in ended.items():
+                        conn.execute(
+                            sa.update(S.runs)
+                            .where(S.runs.c.id == run_id, S.runs.c.status == "running")
+                            .values(status="interrupted", status_reason="killed", ended_at=seen)
+                        )
+                return len(ended)
+            except SQLAlchemyError:
+                pass  # could not write after all: shown as killed below, not stored
+        self.__dict__.setdefault("_dead_unmarked", {}).update(ended)
         return len(ended)
 
     def delete_run(self, run_id: str) -> None:
@@ -152,14 +157,18 @@ def migrate_store(db: str | os.PathLike | None = None) -> tuple[str, int, int]:
     path = _sqlite_path(url)
     if path is not None and not path.is_file():
         raise StoreError(f"no database at {path} (nothing to migrate)")
-    engine = sa.create_engine(url)
     label = str(path) if path is not None else shown_url(url)  # never the password (also ?password=)
+    if path is not None and sqlite_cannot_write(path):
+        raise ReadOnlyStore(read_only_message(label, "migrate upgrades its schema in place"))
+    engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
             before, after = S.migrate(conn)
     except ValueError as exc:
         raise StoreError(f"cannot migrate {label}: {exc}") from None
     except SQLAlchemyError as exc:
+        if is_read_only_error(exc):
+            raise ReadOnlyStore(read_only_message(label, "migrate upgrades its schema in place")) from None
         raise StoreError(f"cannot migrate {label}: {_one_line(exc)}") from None
     finally:
         engine.dispose()

@@ -187,17 +187,18 @@ class CompareScreen(Screen):
             ("#compare-original-label", "#compare-original", self.view.left.title, src_run, src_steps, src_calls, marks[0]),
             ("#compare-new-label", "#compare-new", self.view.right.title, new_run, new_steps, new_calls, marks[1]),
         ):
+            side = self.view.left if timeline_id == "#compare-original" else self.view.right
             label = Text(title, style="bold")
             if run is not None:
                 label.append(f"  {run.id}  ", style="dim")
                 label.append_text(status_text(run, with_lineage=False))  # the header says where it comes from
                 if steps:
-                    label.append(f"  steps {steps[0].step}..{steps[-1].step}", style="dim")
+                    count = run.step_count if not side.ns else len(steps)  # the root's: the count every screen shows
+                    label.append(f"  {count} step{'s' if count != 1 else ''} ({steps[0].step}..{steps[-1].step})", style="dim")
             else:
                 label.append("  (not recorded)", style="dim")
             self.query_one(label_id, Static).update(label)
             timeline = self.query_one(timeline_id, Timeline)
-            side = self.view.left if timeline_id == "#compare-original" else self.view.right
             resumed = run.fork_step if run is not None and run.parent_run_id and not side.ns else None
             timeline.show_steps(self.source_steps if side is self.view.left else self.new_steps, calls, resumed)
             timeline.marks = marked

@@ -602,8 +602,15 @@ class RunScreen(Screen):
             return False
         return True
 
+    def _store_read_only(self, what: str) -> bool:
+        """Replay and fork record a new run: on a store that may only be read, say so instead."""
+        if getattr(self.app.store, "read_only", False):
+            self.notify(f"{self.app.store_label} is read-only: {what} records a new run, so it needs a store graphtape can write to.", title="Read-only store", severity="warning")
+            return True
+        return False
+
     def action_replay(self) -> None:
-        if self._refused():
+        if self._refused() or self._store_read_only("replay"):
             return
         step = self._selected_step()
         if step is None or not self._can_rerun():
@@ -617,7 +624,7 @@ class RunScreen(Screen):
         self.app.push_screen(ReplayPrompt(step.step, self.graph_ref, recorded_ref=self.run.graph_ref), done)
 
     def action_fork(self) -> None:
-        if self._refused():
+        if self._refused() or self._store_read_only("fork"):
             return
         step = self._selected_step()
         if step is None or not self._can_rerun():

@@ -335,7 +335,8 @@ class RunsScreen(Screen):
     def _title(self) -> None:
         column = _BY_KEY[self.sort_key]
         direction = "▼" if self.descending else "▲"
-        parts = [f"Runs in {self.app.store_label}", f"{len(self.runs)} shown", f"sorted by {column.label} {direction}"]
+        read_only = " (read-only)" if getattr(self.app.store, "read_only", False) else ""  # known once the store opened
+        parts = [f"Runs in {self.app.store_label}{read_only}", f"{len(self.runs)} shown", f"sorted by {column.label} {direction}"]
         if self.status_filter:
             parts.append(f"status={self.status_filter}")
         if self.text_filter:
