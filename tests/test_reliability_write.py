@@ -70,11 +70,11 @@ def orphan_rows(store: SqlStore) -> int:
 
 
 def assert_complete(store: SqlStore, run_ids: list[str], nodes: int = NODES) -> None:
-    """Each run is stored, ended ``ok``, with every superstep (input and ``nodes`` more) and the count that says so."""
+    """Each run is stored, ended ``ok``, with every superstep (the input, then ``nodes`` more) and the count that says so."""
     for run_id in run_ids:
         run = store.get_run(run_id)
         steps = [s.step for s in store.list_steps(run_id) if not s.pending]
-        assert (run.status, steps, run.step_count) == ("ok", list(range(-1, nodes + 1)), nodes + 1), run
+        assert (run.status, steps, run.step_count) == ("ok", list(range(-1, nodes + 1)), nodes + 2), run
         assert store.state_at(run_id, nodes)["n"] == nodes
     assert orphan_rows(store) == 0
 
