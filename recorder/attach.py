@@ -38,7 +38,7 @@ from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
 from graphtape.recorder.session import RunSession, host_and_pid
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
-from graphtape.recorder.store.sql_store import check_url, open_for_writing
+from graphtape.recorder.store.sql_store import check_url, is_not_a_store, open_for_writing
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
 
 
@@ -130,7 +130,7 @@ class Recorder:
         except SchemaVersionError:
             raise
         except StoreError as exc:
-            if strict:
+            if strict or is_not_a_store(exc):
                 raise
             open_error = exc
             self._write_fault(exc, None, False)

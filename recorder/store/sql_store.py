@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sqlite3
-from pathlib import Path
 
 import sqlalchemy as sa
 
@@ -89,20 +87,12 @@ def check_url(db: str | os.PathLike | None = None) -> str:
                 head = f.read(16)
         except OSError:
             head = b""  # unreadable now: a passing fault, waited out
-        if head and (head != b"SQLite format 3\x00" or _damaged(path)):
-            raise StoreError(f"cannot open {path}: it is not a SQLite database, or a damaged one: point graphtape at a different file")
+        if head and head != b"SQLite format 3\x00":
+            raise StoreError(f"cannot open {path}: it is not a SQLite database: point graphtape at a different file")
     return url
 
 
-def _damaged(path: Path) -> bool:
-    """Whether SQLite calls the file not a database (its first page unreadable); a lock or any other error is not that."""
-    try:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=0.1)
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        text = str(exc).lower()
-        return "not a database" in text or "malformed" in text
-    return False
+def is_not_a_store(exc: StoreError) -> bool:
+    """Whether opening failed on what the store is (a damaged file, another program's data), not on a passing fault."""
+    text = str(exc).lower()
+    return "not a database" in text or "malformed" in text or "not a graphtape database" in text
