@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from graphtape.recorder.errors import ReadOnlyStore, StoreError
 from graphtape.recorder.store.blobs import BlobReads
-from graphtape.recorder.store.connection import Connection, _sqlite_path, resolve_url
+from graphtape.recorder.store.connection import Connection, resolve_url
 from graphtape.recorder.store.gc import GarbageCollection
 from graphtape.recorder.store.listing import RunListing
 from graphtape.recorder.store.read_calls import CallReads
@@ -67,9 +67,10 @@ def check_url(db: str | os.PathLike | None = None) -> str:
     """The store URL for ``db``, or a one-line ``StoreError`` if it names no store graphtape can use.
 
     Only what is wrong with the argument itself (not a path or URL, a backend
-    graphtape does not write to, its driver not installed, a file that is not
-    a SQLite database): a store that is down, missing or unwritable is a
-    passing fault the recorder waits out.
+    graphtape does not write to, its driver not installed): a store that is
+    down, missing or unwritable is a passing fault the recorder waits out.
+    (The file itself is never opened here: closing any descriptor of a SQLite
+    file drops the locks this process's connections hold on it.)
     """
     url = resolve_url(db)
     try:
@@ -80,15 +81,6 @@ def check_url(db: str | os.PathLike | None = None) -> str:
         raise StoreError(f"cannot open {shown_url(url)}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
     if backend == "postgresql" and importlib.util.find_spec("psycopg") is None:
         raise StoreError(f"cannot open {shown_url(url)}: driver 'psycopg' is not installed (pip install 'graphtape[postgres]')")
-    path = _sqlite_path(url)
-    if path is not None and path.is_file():
-        try:
-            with open(path, "rb") as f:
-                head = f.read(16)
-        except OSError:
-            head = b""  # unreadable now: a passing fault, waited out
-        if head and head != b"SQLite format 3\x00":
-            raise StoreError(f"cannot open {path}: it is not a SQLite database: point graphtape at a different file")
     return url
 
 
