@@ -212,15 +212,18 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """List runs as a table or JSON."""
+    from graphtape.recorder.store.read_only import open_listing
     from graphtape.tui.cli_admin import run_filters
     from graphtape.tui.render import runs_table
-    from graphtape.recorder.store.read_only import open_listing
-    from graphtape.tui.views import run_dict
+    from graphtape.tui.views import run_dict, runs_view
 
     store = open_listing(args.db)  # a SQLite file is listed without SQLAlchemy: start-up is most of this command
     try:
         fetch = args.limit + 1 if args.limit else None
-        runs = [run_dict(r) for r in store.list_runs(status=args.status, text=args.search, limit=fetch, **run_filters(args))]
+        if run_filters(args):
+            runs = [run_dict(r) for r in store.list_runs(status=args.status, text=args.search, limit=fetch, **run_filters(args))]
+        else:
+            runs = runs_view(store, status=args.status, text=args.search, limit=fetch)
     finally:
         store.close()
     more = bool(args.limit) and len(runs) > args.limit
