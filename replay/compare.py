@@ -48,6 +48,7 @@ class StateTrack:
         self.enc: dict[str, Any] = {}
         self.dec: dict[str, Any] = {}
         self._dec_of: dict[str, Any] = {}  # key -> the encoded value ``dec[key]`` was decoded from
+        self._same_items: set[tuple[str, int, str, str]] = set()  # list items found equal to the other run's
 
     def advance(self, values: dict[str, Any]) -> set[str]:
         """Move to the next step's stored values; returns the keys whose value changed."""
@@ -92,8 +93,20 @@ class StateTrack:
         if a == b:
             return True
         if type(a) is list and type(b) is list and len(a) == len(b):
-            return all(x == y or self.item(key, i) == other.item(key, i) for i, (x, y) in enumerate(zip(a, b)))
+            return all(x == y or self._same_item(other, key, i, x, y) for i, (x, y) in enumerate(zip(a, b)))
         return self.value(key) == other.value(key)
+
+    def _same_item(self, other: StateTrack, key: str, i: int, x: Any, y: Any) -> bool:
+        # A list that grows (messages) holds the same stored items step after step, each
+        # stored differently in the two runs (their ids differ): decode each pair once.
+        rx, ry = _blob_ref(x), _blob_ref(y)
+        pair = (key, i, rx, ry) if rx is not None and ry is not None else None
+        if pair is not None and pair in self._same_items:
+            return True
+        equal = self.item(key, i) == other.item(key, i)
+        if equal and pair is not None:
+            self._same_items.add(pair)
+        return equal
 
 
 def _frames_after(store: RunStore, side: Side) -> tuple[dict[str, Any] | None, Iterator[tuple[int, dict[str, Any]]]]:
@@ -274,6 +287,14 @@ def _outcome(call: CallInfo, normalize: Normalizer) -> Any:
     if call.error_type:
         return {"error": call.error_type, "message": call.error_message}
     return normalize(call.output)
+
+
+def _blob_ref(item: Any) -> str | None:
+    """The blob an encoded item points to (``{"$b": hash}``), if it is just that."""
+    if type(item) is dict and len(item) == 1:
+        ref = item.get("$b")
+        return ref if type(ref) is str else None
+    return None
 
 
 def _value(v: Any) -> Any:
