@@ -71,6 +71,7 @@ def replay_saver() -> Any:
     graph without memory records with: serializing every superstep (as
     LangGraph's ``InMemorySaver`` does) cost a replay more than running its graph.
     """
+    from langgraph.checkpoint.base import copy_checkpoint
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graphtape.recorder.saver import RunScopedSaver
@@ -82,6 +83,12 @@ def replay_saver() -> Any:
             if isinstance(current, int) or (current is None and self.int_versions):
                 return (current or 0) + 1
             return InMemorySaver.get_next_version(self, current, channel)  # type: ignore[arg-type]
+
+        def get_tuple(self, config: Any) -> Any:
+            # LangGraph changes a loaded checkpoint in place (versions_seen); the seed checkpoint
+            # the replay records must stay as restored, so each load gets its own copy.
+            found = super().get_tuple(config)
+            return found._replace(checkpoint=copy_checkpoint(found.checkpoint)) if found is not None else None
 
     return ReplaySaver()
 
