@@ -212,7 +212,7 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """List runs as a table or JSON."""
-    from graphtape.recorder.store.read_only import open_listing
+    from graphtape.recorder.store.quick_listing import open_listing
     from graphtape.tui.cli_admin import run_filters
     from graphtape.tui.render import runs_table
     from graphtape.tui.views import run_dict, runs_view

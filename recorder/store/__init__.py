@@ -14,7 +14,7 @@ One module per concern; ``sql_store`` puts them together:
 - ``read_steps``: supersteps (tasks, routes, events). ``read_state``: the state
   and the checkpoint at a step. ``read_calls``: tool and model calls.
 - ``blobs``: content-addressed values, read, cached and decoded.
-- ``payloads``: the bytes of payloads and blobs. ``read_only``: ``list_runs`` of a SQLite file
+- ``payloads``: the bytes of payloads and blobs. ``quick_listing``: ``list_runs`` of a SQLite file
   through the standard library (no SQLAlchemy), for ``graphtape runs``. ``read_guard``: what one read
   may inflate, and damage as one ``StoreError``.
 - ``upkeep``: dead runs, deleting a run, stats, migrating. ``gc``: old runs and
@@ -24,7 +24,7 @@ The names below are what other modules import from ``graphtape.recorder.store``.
 """
 
 # Re-exported: the recorder, replay, the TUI, tests and benchmarks import these from here. Each
-# loads on first use, so a reader that needs no SQLAlchemy (``read_only``: ``graphtape runs`` on a
+# loads on first use, so a reader that needs no SQLAlchemy (``quick_listing``: ``graphtape runs`` on a
 # SQLite file) does not pay for it by importing this package.
 from graphtape.recorder.lazy import lazy_exports
 

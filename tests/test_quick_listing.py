@@ -27,7 +27,7 @@ from graphtape.recorder import schema as S
 from graphtape.recorder.store import SqlStore, connection
 from graphtape.recorder.store import listing as full_listing
 from graphtape.recorder.store import read_only
-from graphtape.recorder.store.read_only import ListingStore, open_listing
+from graphtape.recorder.store.quick_listing import ListingStore, open_listing
 from graphtape.tui.cli import main
 
 
