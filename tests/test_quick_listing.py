@@ -26,7 +26,7 @@ from graphtape.recorder import Recorder
 from graphtape.recorder import schema as S
 from graphtape.recorder.store import SqlStore, connection
 from graphtape.recorder.store import listing as full_listing
-from graphtape.recorder.store import read_only
+from graphtape.recorder.store import quick_listing
 from graphtape.recorder.store.quick_listing import ListingStore, open_listing
 from graphtape.tui.cli import main
 
@@ -110,30 +110,30 @@ def test_both_paths_list_the_same_runs(store_file, filters):
         expected = _fields(full.list_runs(**filters))
     finally:
         full.close()
-    got = read_only._list_read_only(Path(store_file), **filters)
+    got = quick_listing._list_read_only(Path(store_file), **filters)
     assert got is not None, "the read-only path handed a plain SQLite listing to the full store"
     assert _fields(got) == expected
 
 
 def test_the_store_holds_what_the_filters_test(store_file):
     """The comparisons above are only worth something if the filters find runs."""
-    rows = read_only._list_read_only(Path(store_file))
+    rows = quick_listing._list_read_only(Path(store_file))
     assert {r.status for r in rows} >= {"ok", "error", "interrupted"}
     assert any(r.tags for r in rows) and any(r.error_message for r in rows)
     for filters in ({"tag": "env:prod"}, {"node": "agent"}, {"error": "boom"}, {"status": "interrupted"}, {"text": "50%"}, {"name": "demo:*"}):
-        assert read_only._list_read_only(Path(store_file), **filters), filters
+        assert quick_listing._list_read_only(Path(store_file), **filters), filters
 
 
 def test_a_facet_most_runs_share_is_walked_alike(store_file, monkeypatch):
     monkeypatch.setattr(full_listing.RunListing, "FACET_WALK", 0)
-    monkeypatch.setattr(read_only, "FACET_WALK", 0)
+    monkeypatch.setattr(quick_listing, "FACET_WALK", 0)
     for filters in ({"tag": "env:prod", "limit": 5}, {"node": "bump", "limit": 1}, {"tool": "lookup_order_status", "limit": 2}):
         full = SqlStore(store_file, create=False)
         try:
             expected = _fields(full.list_runs(**filters))
         finally:
             full.close()
-        assert _fields(read_only._list_read_only(Path(store_file), **filters)) == expected
+        assert _fields(quick_listing._list_read_only(Path(store_file), **filters)) == expected
 
 
 def test_the_read_only_path_never_writes(store_file, tmp_path):
@@ -160,7 +160,7 @@ def test_a_run_still_marked_running_goes_to_the_full_store(tmp_path):
         rec.attach(_graph(), name="r").invoke({"n": 1})
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE runs SET status = 'running', ended_at = NULL, owner_host = ?, owner_pid = 999999999", (os.uname().nodename,))
-    assert read_only._list_read_only(db) is None
+    assert quick_listing._list_read_only(db) is None
     store = open_listing(str(db))
     try:
         runs = store.list_runs()
@@ -176,7 +176,7 @@ def test_another_schema_version_goes_to_the_full_store_and_its_error(tmp_path):
         rec.attach(_graph(), name="r").invoke({"n": 1})
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE graphtape_meta SET value = '999' WHERE key = 'schema_version'")
-    assert read_only._list_read_only(db) is None
+    assert quick_listing._list_read_only(db) is None
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["--db", str(db), "runs"])
@@ -184,18 +184,18 @@ def test_another_schema_version_goes_to_the_full_store_and_its_error(tmp_path):
 
 
 def test_its_constants_are_the_stores(monkeypatch):
-    assert read_only.SCHEMA_VERSION == S.SCHEMA_VERSION
-    assert (read_only.DEFAULT_DB, read_only.ENV_DB) == (connection.DEFAULT_DB, connection.ENV_DB)
-    assert read_only.FACET_WALK == full_listing.RunListing.FACET_WALK
-    assert read_only._ABANDONED_WORDS == full_listing.ABANDONED_WORDS
+    assert quick_listing.SCHEMA_VERSION == S.SCHEMA_VERSION
+    assert (quick_listing.DEFAULT_DB, quick_listing.ENV_DB) == (connection.DEFAULT_DB, connection.ENV_DB)
+    assert quick_listing.FACET_WALK == full_listing.RunListing.FACET_WALK
+    assert quick_listing._ABANDONED_WORDS == full_listing.ABANDONED_WORDS
     monkeypatch.setenv("GRAPHTAPE_DB", "here.db")
     for db in (None, "x.db", "~/y.db", "sqlite:////tmp/z.db"):
-        assert "sqlite:///" + str(read_only.sqlite_file(db)) == connection.resolve_url(db)
+        assert "sqlite:///" + str(quick_listing.sqlite_file(db)) == connection.resolve_url(db)
 
 
 def test_urls_it_does_not_read_itself():
     for db in ("sqlite:///:memory:", "sqlite:////tmp/a.db?mode=ro", "sqlite:///file:a.db", "postgresql://u@h/d", "mysql://h/d"):
-        assert read_only.sqlite_file(db) is None
+        assert quick_listing.sqlite_file(db) is None
 
 
 def test_postgresql_lists_through_sqlalchemy(pg_url):
