@@ -22,6 +22,7 @@ from urllib.parse import quote
 import orjson
 
 from graphtape.recorder.records import RunInfo
+from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
 
 # The schema this reader understands; a test holds it equal to ``schema.SCHEMA_VERSION``
 # (importing the schema would import SQLAlchemy, which is what this module avoids).
@@ -103,7 +104,10 @@ def open_listing(db: str | os.PathLike | None = None) -> ListingStore:
 def _list_read_only(path: Path, **filters: Any) -> list[RunInfo] | None:
     """The listing, or None when the full store must answer (see the module docstring)."""
     try:
-        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=10)
+        # A store this process may not write is read the way the full store reads it (nothing
+        # created beside it); otherwise ``mode=ro`` reads alongside any writer.
+        uri = read_only_uri(path) if sqlite_cannot_write(path) else f"file:{quote(str(path))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=10)
     except sqlite3.Error:
         return None
     try:
@@ -113,7 +117,9 @@ def _list_read_only(path: Path, **filters: Any) -> list[RunInfo] | None:
         if conn.execute("SELECT 1 FROM runs WHERE status = 'running' LIMIT 1").fetchone() is not None:
             return None  # maybe a dead run to mark: the full store's job
         sql, params = _query(conn, **filters)
-        return [_run_info(r) for r in conn.execute(sql, params).fetchall()]
+        rows = conn.execute(sql, params).fetchall()
+        counts = _step_counts(conn, [r[0] for r in rows])
+        return [_run_info(r, counts.get(r[0], 0)) for r in rows]
     except (sqlite3.Error, orjson.JSONDecodeError, ValueError, TypeError):
         return None
     finally:
@@ -208,10 +214,21 @@ def _tags(text: str | None) -> Any:
         return []
 
 
-def _run_info(r: tuple) -> RunInfo:
+def _step_counts(conn: sqlite3.Connection, run_ids: list[str]) -> dict[str, int]:
+    """As ``RunReads.step_counts``: distinct root supersteps stored per run."""
+    out: dict[str, int] = {}
+    for i in range(0, len(run_ids), 500):
+        chunk = run_ids[i : i + 500]
+        marks = ", ".join("?" * len(chunk))
+        q = f"SELECT run_id, count(DISTINCT step) FROM steps WHERE run_id IN ({marks}) AND ns = '' GROUP BY run_id"
+        out.update(conn.execute(q, chunk).fetchall())
+    return out
+
+
+def _run_info(r: tuple, step_count: int) -> RunInfo:
     """As ``RunReads._run_info``."""
     (id_, name, graph_name, graph_ref, thread_id, status, status_reason, error_type, error_message, started_at,
-     ended_at, _heartbeat, tags, parent_run_id, fork_step, step_count, redactions, faults, _host, _pid, durability) = r  # fmt: skip
+     ended_at, _heartbeat, tags, parent_run_id, fork_step, _stored_count, redactions, faults, _host, _pid, durability) = r  # fmt: skip
     return RunInfo(
         id=id_,
         name=name,
@@ -219,7 +236,7 @@ def _run_info(r: tuple) -> RunInfo:
         status=status,
         started_at=started_at,
         ended_at=ended_at,
-        step_count=step_count or 0,
+        step_count=step_count,
         thread_id=thread_id,
         status_reason=status_reason,
         error_type=error_type,
