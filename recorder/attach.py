@@ -174,7 +174,7 @@ class Recorder:
         cls = _recorded_class(base_cls, binding)
         copy = graph.copy(update={"checkpointer": tee})
         copy.__class__ = cls
-        if graph_ref is None:
+        if graph_ref is None and lineage is None:  # a replay's graph is a fresh copy: no module holds it
             binding.origin = origin_of(graph, copy)
         return copy
 

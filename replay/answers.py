@@ -15,7 +15,8 @@ from typing import Any
 from langchain_core.runnables.config import var_child_runnable_config
 
 from graphtape.recorder.capture import model_label
-from graphtape.recorder.codec import to_plain
+from graphtape.recorder.codec import Decoder, Encoder
+from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.session import call_site
 
 from graphtape.replay.calls import CallBook, LiveCall, Miss, RecordedCall, adopt_live_ids, message_from_plain, normalize_arguments, revive_command, revive_opaque
@@ -60,6 +61,7 @@ class RecordingAnswerer:
         self.served = {"tool": 0, "model": 0}
         self._lock = threading.Lock()
         self._plain_memo: dict[int, tuple[Any, Any]] = {}
+        self._redactor = _RecordedClean(_recorded_strings(c.call for c in book.recorded))
 
     # -- models ------------------------------------------------------------------
     def answers_model(self, model: Any) -> bool:
@@ -74,7 +76,7 @@ class RecordingAnswerer:
         name = model_label(type(model).__name__, params, metadata)
         override = self.overrides.get(name) or self.overrides.get(type(model).__name__) or self.overrides.get("model")
         if override is not None:
-            return Answer(value=message_from_plain(_plain(override(messages))))
+            return Answer(value=message_from_plain(self._plain(override(messages))))
         if not self.mode.answers("model"):
             return None
         inputs: dict[str, Any] = {"messages": [self._plain_once(m) for m in messages]}
@@ -104,7 +106,7 @@ class RecordingAnswerer:
             shown = {k: v for k, v in tool_input.items() if k not in injected} if injected else tool_input
         else:
             shown = tool_input
-        live = LiveCall("tool", tool.name, *_who(metadata), arguments=normalize_arguments("tool", _plain(shown), self.normalize))
+        live = LiveCall("tool", tool.name, *_who(metadata), arguments=normalize_arguments("tool", self._plain(shown), self.normalize))
         got = self._take(live)
         if got is None:
             return None
@@ -142,9 +144,13 @@ class RecordingAnswerer:
         hit = self._plain_memo.get(id(value))
         if hit is not None and hit[0] is value:
             return hit[1]
-        plain = _plain(value)
+        plain = self._plain(value)
         self._plain_memo[id(value)] = (value, plain)
         return plain
+
+    def _plain(self, value: Any) -> Any:
+        """A live value in the plain form recordings decode to (and redacted the same way)."""
+        return Decoder({}, typed=False).decode(Encoder(self._redactor).encode(value))
 
     def _take(self, live: LiveCall) -> RecordedCall | None:
         got = self.book.take(live)
@@ -168,9 +174,45 @@ def _who(metadata: Mapping[str, Any]) -> tuple[int | None, str, str | None]:
     return step, ns_path(ns), node
 
 
-def _plain(value: Any) -> Any:
-    """A live value in the plain form recordings decode to (and redacted the same way)."""
-    return to_plain(value)
+class _RecordedClean(Redactor):
+    """The default redaction, except for text the recording holds as it is.
+
+    A replayed conversation is mostly the recording's own text handed back
+    (answers, tool results, the input): that text was redacted when it was
+    recorded and is stored as it is, so scrubbing it again hides nothing and
+    only costs time. Any other text is scrubbed as always.
+    """
+
+    def __init__(self, recorded: set[str]) -> None:
+        super().__init__()
+        self._recorded = recorded
+
+    def scrub(self, text: str) -> str:
+        if text in self._recorded:
+            return text
+        return super().scrub(text)
+
+
+def _recorded_strings(calls: Any) -> set[str]:
+    """Every string in the recorded calls' inputs and outputs (decoded values, shared ones walked once)."""
+    out: set[str] = set()
+    seen: set[int] = set()
+    stack: list[Any] = []
+    for c in calls:
+        stack.append(c.inputs)
+        stack.append(c.output)
+    while stack:
+        v = stack.pop()
+        if type(v) is str:
+            out.add(v)
+        elif isinstance(v, (dict, list, tuple)):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            stack.extend(v.values() if isinstance(v, dict) else v)
+            if isinstance(v, dict):
+                out.update(k for k in v if type(k) is str)
+    return out
 
 
 def _fields(schema: Any) -> list[str]:

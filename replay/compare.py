@@ -1,9 +1,10 @@
 """Compare a replayed run with its recording, superstep by superstep, from the store.
 
 Both runs are read the way every reader reads them (the store API). State is
-decoded incrementally: only keys whose stored value changed in a step are
-decoded and compared, and a list that grew decodes only its new items, so a
-long run costs time in proportion to what changed, not to its length.
+compared as stored first: only keys whose stored value changed in a step are
+compared, equal stored values need no decoding, a list is compared item by
+item and only items stored differently are decoded, so a long run costs time
+in proportion to what differs, not to its length.
 """
 
 from __future__ import annotations
@@ -34,13 +35,20 @@ class Side:
 
 
 class StateTrack:
-    """A run's state in one namespace, decoded as it changes."""
+    """A run's state in one namespace: encoded as stored, decoded only where asked.
+
+    Two runs' stored values are compared encoded first (equal bytes are equal
+    values, and a list is compared item by item), so a long run decodes only
+    the values that differ, plus what a reported divergence shows.
+    """
 
     def __init__(self, store: RunStore, normalize: Normalizer) -> None:
         self.store = store
         self.normalize = normalize
         self.enc: dict[str, Any] = {}
         self.dec: dict[str, Any] = {}
+        self._dec_of: dict[str, Any] = {}  # key -> the encoded value ``dec[key]`` was decoded from
+        self._same_items: set[tuple[str, int, str, str]] = set()  # list items found equal to the other run's
 
     def advance(self, values: dict[str, Any]) -> set[str]:
         """Move to the next step's stored values; returns the keys whose value changed."""
@@ -52,16 +60,53 @@ class StateTrack:
             changed.add(key)
             if new is _MISSING:
                 self.enc.pop(key, None)
-                self.dec.pop(key, None)
-                continue
-            if isinstance(new, list) and isinstance(old, list) and len(new) >= len(old) and new[: len(old)] == old:
-                tail = self.store.decode(new[len(old) :])
-                base = self.dec.get(key, [])
-                self.dec[key] = [*base, *(self.normalize(v, (key, str(len(base) + i))) for i, v in enumerate(tail))]
             else:
-                self.dec[key] = self.normalize(self.store.decode(new), (key,))
-            self.enc[key] = new
+                self.enc[key] = new
         return changed
+
+    def value(self, key: str) -> Any:
+        """The key's value decoded and normalized (a list that grew decodes only its new items)."""
+        enc = self.enc.get(key, _MISSING)
+        if enc is _MISSING:
+            return _MISSING
+        was = self._dec_of.get(key, _MISSING)
+        if was is enc:
+            return self.dec[key]
+        if isinstance(enc, list) and isinstance(was, list) and len(enc) >= len(was) and enc[: len(was)] == was:
+            tail = self.store.decode(enc[len(was) :])
+            base = self.dec[key]
+            self.dec[key] = [*base, *(self.normalize(v, (key, str(len(base) + i))) for i, v in enumerate(tail))]
+        else:
+            self.dec[key] = self.normalize(self.store.decode(enc), (key,))
+        self._dec_of[key] = enc
+        return self.dec[key]
+
+    def item(self, key: str, i: int) -> Any:
+        """Item ``i`` of the key's stored list, decoded and normalized as ``value`` would have it."""
+        return self.normalize(self.store.decode(self.enc[key][i]), (key, str(i)))
+
+    def same(self, other: StateTrack, key: str) -> bool:
+        """Whether the key holds the same value here and in ``other`` (after normalizing)."""
+        a, b = self.enc.get(key, _MISSING), other.enc.get(key, _MISSING)
+        if a is _MISSING or b is _MISSING:
+            return a is b
+        if a == b:
+            return True
+        if type(a) is list and type(b) is list and len(a) == len(b):
+            return all(x == y or self._same_item(other, key, i, x, y) for i, (x, y) in enumerate(zip(a, b)))
+        return self.value(key) == other.value(key)
+
+    def _same_item(self, other: StateTrack, key: str, i: int, x: Any, y: Any) -> bool:
+        # A list that grows (messages) holds the same stored items step after step, each
+        # stored differently in the two runs (their ids differ): decode each pair once.
+        rx, ry = _blob_ref(x), _blob_ref(y)
+        pair = (key, i, rx, ry) if rx is not None and ry is not None else None
+        if pair is not None and pair in self._same_items:
+            return True
+        equal = self.item(key, i) == other.item(key, i)
+        if equal and pair is not None:
+            self._same_items.add(pair)
+        return equal
 
 
 def _frames_after(store: RunStore, side: Side) -> tuple[dict[str, Any] | None, Iterator[tuple[int, dict[str, Any]]]]:
@@ -143,7 +188,9 @@ class RunComparison:
         routes_rec, routes_rep = self._routes(rec), self._routes(rep)
         for source in sorted(routes_rec.keys() | routes_rep.keys()):
             a, b = routes_rec.get(source, []), routes_rep.get(source, [])
-            if sorted(map(_key, a)) != sorted(map(_key, b)):
+            # Equal in order is equal (the usual case); only otherwise is the order set aside, by
+            # serializing each route (a Send carries the whole state: costly, every step).
+            if a != b and sorted(map(_key, a)) != sorted(map(_key, b)):
                 add(Divergence("route", step, source, _route_what(a, b), a, b, ns))
         errs_rec = sorted((t.node, t.error_type or "", t.error_message or "") for t in rec.tasks if t.error_type)
         errs_rep = sorted((t.node, t.error_type or "", t.error_message or "") for t in rep.tasks if t.error_type)
@@ -191,15 +238,14 @@ class RunComparison:
                 return
             changed = rec_track.advance(values) | rep_track.advance(rep_values)
             for key in sorted(changed):
-                a, b = rec_track.dec.get(key, _MISSING), rep_track.dec.get(key, _MISSING)
-                if a == b:
+                if rec_track.same(rep_track, key):
                     diverged.discard(key)
                     continue
                 if key in diverged:
                     continue  # still the same divergence: reported where it began
                 diverged.add(key)
                 node = self._writer(rec.run_id, rec.ns, step, key)
-                add(Divergence("state", step, node, f"state key {key!r} differs", _value(a), _value(b), ns))
+                add(Divergence("state", step, node, f"state key {key!r} differs", _value(rec_track.value(key)), _value(rep_track.value(key)), ns))
 
     def _writer(self, run_id: str, ns: str, step: int, key: str) -> str | None:
         try:
@@ -241,6 +287,14 @@ def _outcome(call: CallInfo, normalize: Normalizer) -> Any:
     if call.error_type:
         return {"error": call.error_type, "message": call.error_message}
     return normalize(call.output)
+
+
+def _blob_ref(item: Any) -> str | None:
+    """The blob an encoded item points to (``{"$b": hash}``), if it is just that."""
+    if type(item) is dict and len(item) == 1:
+        ref = item.get("$b")
+        return ref if type(ref) is str else None
+    return None
 
 
 def _value(v: Any) -> Any:

@@ -67,17 +67,28 @@ def replay_saver() -> Any:
     LangGraph compares versions with ``>``: a recording made with integer
     versions (graphtape's own saver) must continue with integers, one made
     by a user's saver with that saver's strings. ``restore`` tells the saver
-    which kind it put in.
+    which kind it put in. It keeps checkpoints by reference, like the saver a
+    graph without memory records with: serializing every superstep (as
+    LangGraph's ``InMemorySaver`` does) cost a replay more than running its graph.
     """
+    from langgraph.checkpoint.base import copy_checkpoint
     from langgraph.checkpoint.memory import InMemorySaver
 
-    class ReplaySaver(InMemorySaver):
+    from graphtape.recorder.saver import RunScopedSaver
+
+    class ReplaySaver(RunScopedSaver):
         int_versions = False
 
         def get_next_version(self, current: Any, channel: Any) -> Any:
             if isinstance(current, int) or (current is None and self.int_versions):
                 return (current or 0) + 1
-            return super().get_next_version(current, channel)
+            return InMemorySaver.get_next_version(self, current, channel)  # type: ignore[arg-type]
+
+        def get_tuple(self, config: Any) -> Any:
+            # LangGraph changes a loaded checkpoint in place (versions_seen); the seed checkpoint
+            # the replay records must stay as restored, so each load gets its own copy.
+            found = super().get_tuple(config)
+            return found._replace(checkpoint=copy_checkpoint(found.checkpoint)) if found is not None else None
 
     return ReplaySaver()
 

@@ -362,10 +362,10 @@ class _Differ:
         writers = {t.node for t in da.tasks} | {t.node for t in db.tasks}
         node = next(iter(writers)) if len(writers) == 1 else None
         for key in sorted(changed):
-            x, y = sa.state.dec.get(key, _MISSING), sb.state.dec.get(key, _MISSING)
-            if x == y:
+            if sa.state.same(sb.state, key):
                 status.pop(key, None)
                 continue
+            x, y = sa.state.value(key), sb.state.value(key)
             x, y = (None if x is _MISSING else x), (None if y is _MISSING else y)
             now = "carried" if self.carry.explains(x, y, key) else "real"
             before = status.get(key)

@@ -6,12 +6,15 @@ The text renderer and ``--json`` print the same dicts, so the two never drift.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from graphtape.recorder import RunInfo, RunStore, StepDetail, StepInfo
+from graphtape.recorder import RunInfo, StepDetail, StepInfo
 from graphtape.recorder.errors import StepNotFound
 from graphtape.recorder.records import FLAG_RESUME
 from graphtape.tui.render import node_waits
+
+if TYPE_CHECKING:  # the store protocol loads SQLAlchemy: `graphtape runs` on a SQLite file does without
+    from graphtape.recorder import RunStore
 
 __all__ = ["ROOT", "run_dict", "run_view", "runs_view", "step_view"]
 

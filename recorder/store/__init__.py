@@ -14,7 +14,8 @@ One module per concern; ``sql_store`` puts them together:
 - ``read_steps``: supersteps (tasks, routes, events). ``read_state``: the state
   and the checkpoint at a step. ``read_calls``: tool and model calls.
 - ``blobs``: content-addressed values, read, cached and decoded.
-- ``payloads``: the bytes of payloads and blobs. ``read_guard``: what one read
+- ``payloads``: the bytes of payloads and blobs. ``quick_listing``: ``list_runs`` of a SQLite file
+  through the standard library (no SQLAlchemy), for ``graphtape runs``. ``read_guard``: what one read
   may inflate, and damage as one ``StoreError``.
 - ``upkeep``: dead runs, deleting a run, stats, migrating. ``gc``: old runs and
   the blobs nothing reaches any more.
@@ -22,18 +23,25 @@ One module per concern; ``sql_store`` puts them together:
 The names below are what other modules import from ``graphtape.recorder.store``.
 """
 
-# Re-exported: the recorder, replay, the TUI, tests and benchmarks import these from here.
-from graphtape.recorder.store.connection import DEFAULT_DB, ENV_DB, _one_line, _sqlite_path, resolve_url  # noqa: F401
-from graphtape.recorder.store.urls import shown_url  # noqa: F401
-from graphtape.recorder.store.contract import RunStore
-from graphtape.recorder.store.gc import GcReport, Progress, _no_progress  # noqa: F401
-from graphtape.recorder.store.listing import ABANDONED_WORDS  # noqa: F401
-from graphtape.recorder.store.payloads import MAX_INFLATE, expand_payload, pack, squeeze, unpack  # noqa: F401
-from graphtape.recorder.store.read_guard import MAX_READ_BYTES, ReadBudget, read_budget  # noqa: F401
-from graphtape.recorder.store.read_runs import MAX_INT  # noqa: F401
-from graphtape.recorder.store.read_state import KEYFRAMES_KEPT, SHARED_REFS  # noqa: F401
-from graphtape.recorder.store.sql_store import SqlStore, open_store
-from graphtape.recorder.store.upkeep import STALE_HEARTBEAT_S, migrate_store  # noqa: F401
-from graphtape.recorder.store.writing import Batch, is_duplicate, is_lock_conflict, is_passing  # noqa: F401
+# Re-exported: the recorder, replay, the TUI, tests and benchmarks import these from here. Each
+# loads on first use, so a reader that needs no SQLAlchemy (``quick_listing``: ``graphtape runs`` on a
+# SQLite file) does not pay for it by importing this package.
+from graphtape.recorder.lazy import lazy_exports
+
+_WHERE = {
+    **dict.fromkeys(("DEFAULT_DB", "ENV_DB", "_one_line", "_sqlite_path", "resolve_url"), "graphtape.recorder.store.connection"),
+    "shown_url": "graphtape.recorder.store.urls",
+    "RunStore": "graphtape.recorder.store.contract",
+    **dict.fromkeys(("GcReport", "Progress", "_no_progress"), "graphtape.recorder.store.gc"),
+    "ABANDONED_WORDS": "graphtape.recorder.store.listing",
+    **dict.fromkeys(("MAX_INFLATE", "expand_payload", "pack", "squeeze", "unpack"), "graphtape.recorder.store.payloads"),
+    **dict.fromkeys(("MAX_READ_BYTES", "ReadBudget", "read_budget"), "graphtape.recorder.store.read_guard"),
+    "MAX_INT": "graphtape.recorder.store.read_runs",
+    **dict.fromkeys(("KEYFRAMES_KEPT", "SHARED_REFS"), "graphtape.recorder.store.read_state"),
+    **dict.fromkeys(("SqlStore", "open_store"), "graphtape.recorder.store.sql_store"),
+    **dict.fromkeys(("STALE_HEARTBEAT_S", "migrate_store"), "graphtape.recorder.store.upkeep"),
+    **dict.fromkeys(("Batch", "is_duplicate", "is_lock_conflict", "is_passing"), "graphtape.recorder.store.writing"),
+}
 
 __all__ = ["RunStore", "SqlStore", "open_store", "resolve_url", "Batch", "GcReport", "pack", "unpack"]
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from graphtape.recorder.errors import StoreError
-from graphtape.recorder.store.read_only import read_only_uri, sqlite_cannot_write
+from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
 from graphtape.recorder.store.urls import shown_url
 
 DEFAULT_DB = "graphtape.db"

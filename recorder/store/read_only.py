@@ -18,10 +18,6 @@ Commands that must write ask ``require_writable`` first and get one
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from urllib.parse import quote
-
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -36,26 +32,6 @@ _READ_ONLY_WORDS = (
 )
 # SQLSTATE: read_only_sql_transaction, insufficient_privilege
 _READ_ONLY_CODES = ("25006", "42501")
-
-
-def sqlite_cannot_write(path: Path) -> bool:
-    """Whether opening ``path`` for writing would fail: the file, or its folder and its WAL files, not writable.
-
-    ``os.access`` also answers for a read-only mount (as root too). A writable
-    file in a folder we cannot write to is still writable when its ``-wal`` and
-    ``-shm`` are there and writable (SQLite needs nothing else).
-    """
-    if not os.access(path, os.W_OK):
-        return True
-    if os.access(path.parent, os.W_OK | os.X_OK):
-        return False
-    return not all(os.access(f"{path}{end}", os.W_OK) for end in ("-wal", "-shm"))
-
-
-def read_only_uri(path: Path) -> str:
-    """The SQLite URI that reads ``path`` without creating anything beside it."""
-    flag = "mode=ro" if Path(f"{path}-shm").exists() else "immutable=1"
-    return f"file:{quote(str(path))}?{flag}"
 
 
 def is_read_only_error(exc: BaseException) -> bool:

@@ -15,7 +15,8 @@ from graphtape.recorder import schema as S
 from graphtape.recorder.errors import ReadOnlyStore, StoreError
 from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store.connection import _one_line, _sqlite_path, resolve_url
-from graphtape.recorder.store.read_only import is_read_only_error, read_only_message, sqlite_cannot_write
+from graphtape.recorder.store.read_only import is_read_only_error, read_only_message
+from graphtape.recorder.store.sqlite_files import sqlite_cannot_write
 
 STALE_HEARTBEAT_S = 600.0
 
