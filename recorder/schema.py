@@ -11,7 +11,6 @@ right without knowing it exists, and deleting a run clears its facets.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,6 +30,9 @@ from sqlalchemy import (
     event,
 )
 
+# Any text in a text column: the mapping lives in store.column_text, free of SQLAlchemy.
+from graphtape.recorder.store.column_text import from_column, needs_escape, to_column  # noqa: F401
+
 # v2: steps.writes (state keys each step's tasks wrote).
 # v3: run_facets and its triggers; runs indexed for newest-first listing by status, name and errors.
 # v4: calls.traceback (the frames of a failed call's error) and ix_calls_failed.
@@ -39,34 +41,6 @@ SCHEMA_VERSION = 4
 MIGRATES_FROM = frozenset({2, 3})
 
 metadata = MetaData()
-
-# -- text any column takes ---------------------------------------------------------
-# PostgreSQL's text refuses NUL; neither backend can encode a lone surrogate. Such a
-# character is stored as ESCAPE + its code point in hex + ";" (ESCAPE itself too, so the
-# mapping reverses exactly); text without them, nearly all of it, is stored as it is.
-ESCAPE = "\U0010ffff"  # a noncharacter: valid UTF-8 that text does not hold by accident
-_REFUSED = re.compile("[\x00\ud800-\udfff\U0010ffff]")
-_ESCAPED = re.compile("\U0010ffff([0-9a-f]{1,6});")
-
-
-def needs_escape(text: str) -> bool:
-    """Whether ``text`` holds a character a text column refuses (or the escape itself)."""
-    return _REFUSED.search(text) is not None
-
-
-def to_column(text: str) -> str:
-    """``text`` as a text column stores it on every backend (unchanged unless it holds a refused character)."""
-    if _REFUSED.search(text) is None:
-        return text
-    return _REFUSED.sub(lambda m: f"{ESCAPE}{ord(m.group()):x};", text)
-
-
-def from_column(text: str) -> str:
-    """The text ``to_column`` was given."""
-    if ESCAPE not in text:
-        return text
-    return _ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), text)
-
 
 class AnyText(TypeDecorator):
     """``Text`` that stores any Python string losslessly (NUL, lone surrogates) on SQLite and PostgreSQL."""

@@ -469,3 +469,15 @@ def test_gc_removes_orphan_rows(any_url: str) -> None:
     assert orphan_rows(store) == 0
     assert [r.id for r in store.list_runs()] == ["kept"]  # a live run is not an orphan's parent to remove
     store.close()
+
+
+def test_the_quick_listing_reads_any_text_too(tmp_path: Path) -> None:
+    """``graphtape runs`` on a SQLite file reads without SQLAlchemy: it undoes the same escape."""
+    from graphtape.recorder.store.quick_listing import open_listing
+
+    db = tmp_path / "quick.db"
+    store = SqlStore(str(db), create=True)
+    store.write(Batch(runs_new=[{"id": "r2", "name": ODD, "graph_name": "g\x00", "thread_id": ODD, "status": "error", "error_message": ODD, "started_at": 1.0, "step_count": 0, "tags": '["t"]'}]))
+    store.close()
+    (run,) = open_listing(str(db)).list_runs()
+    assert (run.name, run.graph_name, run.thread_id, run.error_message) == (ODD, "g\x00", ODD, ODD)
