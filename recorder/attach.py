@@ -160,8 +160,9 @@ class Recorder:
         self.close()
 
     # -- internals -------------------------------------------------------------
-    def _session_for(self, config: dict) -> RunSession | None:
-        run_id = (config or {}).get("configurable", {}).get(RUN_KEY)
+    def _session_for(self, conf: dict) -> RunSession | None:
+        """The session of the run whose config's ``configurable`` is ``conf``."""
+        run_id = conf.get(RUN_KEY)
         return self._sessions.get(run_id) if run_id else None
 
     def _write_fault(self, exc: Exception, batch: Batch | None) -> None:

@@ -699,7 +699,7 @@ class RunSession:
                 if jump is not None:
                     d["ret"] = enc({"jump_to": jump})
                 out.append(d)
-        ends_here = (node, END) in graph.edges or END in graph.node_ends.get(node, ()) or (node in graph.nodes and not graph.leads_on(node))
+        ends_here = graph.ends_here(node)
         if not out and not static and not branch_dests and acc.error is None and ends_here:
             # LangGraph writes nothing for an edge to END, nor for a node that may end the run
             # (its declared destinations hold END) or that has no way on: the run ended here.
