@@ -80,8 +80,14 @@ def call_site(metadata: Mapping[str, Any] | None) -> tuple[str, str | None, str 
     The recorder and the replay both place calls with this, so they always agree.
     """
     md = metadata or {}
-    ns, node, task_id = split_task_ns(str(md.get("langgraph_checkpoint_ns", "") or ""))
-    for _ in range(push_depth(md.get("langgraph_path"))):
+    task_ns = md.get("langgraph_checkpoint_ns", "") or ""
+    path = md.get("langgraph_path")
+    if type(task_ns) is str and "|" not in task_ns and not (type(path) is tuple and path and path[0] == "__pregel_push"):
+        # The common case, a node of the root graph ("agent:<task id>"): no namespace to walk.
+        node, _, task_id = task_ns.partition(":")
+        return "", md.get("langgraph_node", node or None), task_id or None, md.get("langgraph_step")
+    ns, node, task_id = split_task_ns(str(task_ns))
+    for _ in range(push_depth(path)):
         ns = ns.rpartition("|")[0]
     return ns, md.get("langgraph_node", node), task_id, md.get("langgraph_step")
 
