@@ -191,11 +191,13 @@ class Recorder:
         thread_id = conf.get("thread_id")
         generated = thread_id is None
         if generated:
-            # Our checkpointer needs a thread; a run-scoped one keeps runs independent.
-            thread_id = conf["thread_id"] = f"graphtape-{secrets.token_hex(8)}"
+            # Our checkpointer needs a thread; a run-scoped one keeps runs independent. Named
+            # after the run, so the run's id is the one value identical runs store differently.
+            new_run_id = secrets.token_hex(8)
+            thread_id = conf["thread_id"] = f"graphtape-{new_run_id}"
         config["configurable"] = conf
         try:
-            run_id, seq_start, resumed = self._run_id_for(binding, thread_id, input)
+            run_id, seq_start, resumed = (new_run_id, 0, False) if generated else self._run_id_for(binding, thread_id, input)
             self.store.forget_written_blobs()
             known = self.store.checkpoint_steps(run_id) if resumed else None
             redactor = Redactor(self.redact_patterns, self.redact_keys)
