@@ -734,3 +734,20 @@ async def test_the_transcript_opens_at_its_end_and_end_reaches_the_last_message(
             text = "\n".join(strip.text for strip in lines)
             assert "2024-05-03." in text.rsplit("╭", 1)[-1]  # "...delivered on 2024-05-03." (wrapped)
             assert body.region.height == len(lines)
+
+
+@pytest.mark.parametrize("size", [(120, 36), (80, 24), (160, 40)])
+async def test_every_tab_label_shows_in_full_whichever_tab_is_open(demo_db, size):
+    from textual.widgets import Tab, Tabs
+
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        for key in "1234567":
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            strip = screen.query_one(Tabs)
+            room = strip.region
+            for tab in strip.query(Tab):
+                assert room.x <= tab.region.x and tab.region.right <= room.right, (key, str(tab.label), tab.region, room)
