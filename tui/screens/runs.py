@@ -21,7 +21,9 @@ from graphtape.recorder.records import RunInfo
 from graphtape.tui.render import clean
 from graphtape.tui.widgets.runs_table import PAD, RunsTable, TableColumn
 
-FORKED = "forked"  # not a stored status: runs with a parent (forks and replays), filtered here
+FORKED = "forked"  # not stored statuses: forks, or replays (runs with a parent), filtered here
+REPLAYED = "replayed"
+_LINEAGE_FILTERS = (FORKED, REPLAYED)
 STATUSES = (None, "ok", "error", "interrupted", "running")
 _STATUS_STYLE = {"ok": "green", "error": "bold red", "interrupted": "yellow", "running": "cyan"}
 ID_CHARS = 8  # how much of a run id the list shows, in the id column and in "fork of …"
@@ -65,8 +67,17 @@ def lineage(run: RunInfo) -> str:
     """``fork of 1a2b3c4d`` or ``replay of 1a2b3c4d`` for a run with a parent, else nothing."""
     if not run.parent_run_id:
         return ""
-    kind = "replay" if any(str(t).startswith("replay-of:") for t in run.tags) else "fork"
+    kind = "replay" if is_replay(run) else "fork"
     return f"{kind} of {run.parent_run_id[:ID_CHARS]}"
+
+
+def is_replay(run: RunInfo) -> bool:
+    """A run with a parent is a replay when tagged so, else a fork."""
+    return bool(run.parent_run_id) and any(str(t).startswith("replay-of:") for t in run.tags)
+
+
+def is_fork(run: RunInfo) -> bool:
+    return bool(run.parent_run_id) and not is_replay(run)
 
 
 def duration(run: RunInfo) -> str:
@@ -163,7 +174,8 @@ class RunsScreen(Screen):
     """Lists runs newest first; Enter opens one.
 
     ``s`` steps the status filter through ok, error, interrupted, running and, when the
-    store holds any, forked (forks and replays), then back to all. ``o`` sorts by the next
+    store holds any, forked (forks only) and replayed (replays), then back to all; Esc
+    clears every filter (status and text). ``o`` sorts by the next
     column, ``O`` reverses the order, and clicking a header sorts by it (again: reversed);
     the selected run stays selected when the order or the screen's size changes.
     """
@@ -175,13 +187,13 @@ class RunsScreen(Screen):
     BINDINGS = [
         Binding("enter", "open_run", "Open", tooltip="the selected run's steps"),
         Binding("slash", "filter", "Filter", tooltip="by name, graph, error, tag or id"),
-        Binding("s", "cycle_status", "Status", tooltip="show only ok, error, interrupted, running or forked runs, or all"),
+        Binding("s", "cycle_status", "Status", tooltip="show only ok, error, interrupted, running, forked or replayed runs, or all"),
         Binding("o", "cycle_sort", "Sort", tooltip="by the next column (or click a column's header)"),
         Binding("O", "reverse_sort", "Reverse", tooltip="the sort order"),
         Binding("r", "reload", "Reload", tooltip="read the store again"),
         Binding("m", "mark_run", "Mark", tooltip="mark the selected run as run A of a diff"),
         Binding("d", "diff_run", "Diff", tooltip="diff the selected run against the marked one (or pick which)"),
-        Binding("escape", "clear_filter", "Clear", show=False, tooltip="the text filter"),
+        Binding("escape", "clear_filter", "Clear", show=False, tooltip="every filter: status and text"),
         Binding("question_mark", "app.help", "Keys"),
         Binding("q", "app.quit", "Quit"),
     ]
@@ -213,7 +225,8 @@ class RunsScreen(Screen):
         self.text_filter = ""
         self.sort_key = "started"
         self.descending = True
-        self.has_forks = False  # as of the last read without a status filter
+        self.has_forks = False  # as of the last read without a status filter (or with a lineage one)
+        self.has_replays = False
         self.column_fit: ColumnFit | None = None  # the column widths the table was last drawn with
         self.cell_widths: dict[str, int] = {}  # each column's widest cell, measured once per read
         self.natural: dict[str, int] = {}  # the same with the headers as now labelled
@@ -237,14 +250,16 @@ class RunsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="runs")
     def load_runs(self, status: str | None, text: str) -> None:
-        stored = None if status == FORKED else status
+        stored = None if status in _LINEAGE_FILTERS else status
         try:
             runs = clean(self.app.store.list_runs(status=stored, text=text or None, limit=20_000))  # names print as text
         except GraphtapeError as exc:
             self.post_message(self.Loaded(None, str(exc), status=status, text=text))
             return
         if status == FORKED:  # the store has no parent filter: narrow the list here
-            runs = [r for r in runs if r.parent_run_id]
+            runs = [r for r in runs if is_fork(r)]
+        elif status == REPLAYED:
+            runs = [r for r in runs if is_replay(r)]
         self.post_message(self.Loaded(runs, status=status, text=text, widths=cell_widths(runs)))
 
     def on_runs_screen_loaded(self, message: Loaded) -> None:
@@ -257,8 +272,9 @@ class RunsScreen(Screen):
             return
         self.loaded = message.runs or []
         self.cell_widths = message.widths
-        if message.status in (None, FORKED):
-            self.has_forks = any(r.parent_run_id for r in self.loaded)
+        if message.status is None and not message.text:  # every run read: which lineage filters apply
+            self.has_forks = any(is_fork(r) for r in self.loaded)
+            self.has_replays = any(is_replay(r) for r in self.loaded)
         self._show()
 
     def _show(self, keep_selection: bool = False) -> None:
@@ -404,19 +420,24 @@ class RunsScreen(Screen):
         self.reload()
 
     def action_clear_filter(self) -> None:
+        """Every filter goes: the status one and the text one (as the empty list promises)."""
         box = self.query_one("#runs-filter", Input)
         if box.has_focus:
             self.set_focus(None)
         box.value = ""
         box.display = False
         self.text_filter = ""
+        self.status_filter = None
         self.reload()
 
     def action_reload(self) -> None:
         self.reload()
 
     def action_cycle_status(self) -> None:
-        cycle = STATUSES + ((FORKED,) if self.has_forks or self.status_filter == FORKED else ())
+        lineages = tuple(
+            kind for kind, present in ((FORKED, self.has_forks), (REPLAYED, self.has_replays)) if present or self.status_filter == kind
+        )
+        cycle = STATUSES + lineages
         self.status_filter = cycle[(cycle.index(self.status_filter) + 1) % len(cycle)]
         self.reload()
 
