@@ -172,6 +172,28 @@ async def test_diff_without_a_mark_asks_which_run_to_compare_with(store):
         assert left.steps[left.cursor].step == 2 and left.steps[left.cursor].nodes == ["child"]
 
 
+async def test_one_enter_in_the_pickers_filter_picks_the_first_match(store):
+    db, ids = store
+    app = build_app(db)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await settle(pilot)
+        runs = app.screen
+        select_run(runs, ids["incident"])
+        await pilot.press("d")
+        await settle(pilot, lambda: isinstance(app.screen, RunPicker))
+        picker = app.screen
+        await pilot.press(*"nothing-like-this", "enter")  # no match: the picker stays, saying so
+        await settle(pilot)
+        assert app.screen is picker and "no other run matches" in str(picker.query_one("#picker-runs", OptionList).get_option_at_index(0).prompt)
+        box = picker.query_one("#picker-filter")
+        box.value = ""
+        box.focus()
+        await pilot.press(*"happy", "enter")
+        await settle(pilot, lambda: isinstance(app.screen, CompareScreen))
+        compare = app.screen
+        assert isinstance(compare, CompareScreen) and (compare.result.a.id, compare.result.b.id) == (ids["happy"], ids["incident"])
+
+
 async def test_two_runs_that_behaved_the_same_say_so(store):
     db, ids = store
     app = build_app(db)
