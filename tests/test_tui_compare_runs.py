@@ -207,3 +207,43 @@ async def test_two_runs_that_behaved_the_same_say_so(store):
         await pilot.press("n")  # nothing to move to: says so, does not fail
         await settle(pilot)
         assert app.screen is compare
+
+
+async def test_compare_paths_keep_their_tails_gap_rows_fit_and_v_shows_the_difference_in_full(store):
+    from rich.style import Style
+
+    from graphtape.tui.screens.prompts import ValueScreen
+    from graphtape.tui.widgets.diff_view import DiffView
+
+    db, ids = store
+    app = build_app(db)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        app.compare_runs(ids["happy"], ids["incident"])
+        await settle(pilot, lambda: isinstance(app.screen, CompareScreen))
+        compare = app.screen
+        await settle(pilot, lambda: compare.pair == (2, 2))
+        # Gap rows say so within the nodes column, not cut to "(no step he…".
+        left = compare.query_one("#compare-original", Timeline)
+        gaps = [left.draw_row(i, "", Style()).text for i, s in enumerate(left.steps) if s is None]
+        assert gaps and all("(no step)" in row and "…" not in row for row in gaps), gaps
+        # Sibling paths cut to the diff's path column still read apart: their tails stay.
+        view = compare.query_one("#compare-diff", DiffView)
+        long = [e.path for e in view.entries if e.path.startswith("intermediate_steps[0].")]
+        assert len(long) >= 3
+        lines = [view._draw(i, view.scrollable_content_region.width, Style()).text for i in range(2, 2 + len(view._rows))]
+        paths = [line[2 : 2 + min(view._path_width, int(view.scrollable_content_region.width * 0.35))].strip() for line in lines]
+        shown = [p for p in paths if p.startswith("inter")]
+        assert len(shown) == len(long) and len(set(shown)) == len(shown), shown
+        assert any(p.endswith("observation.status") for p in shown), shown
+        # v: the selected difference and the states' diff, in full.
+        d = compare.divergences[compare.selected]
+        await pilot.press("v")
+        await settle(pilot, lambda: isinstance(app.screen, ValueScreen))
+        viewer = app.screen
+        assert isinstance(viewer, ValueScreen)
+        assert d.what in viewer.text and "intermediate_steps[0].observation.status" in viewer.text
+        assert viewer.title_text.startswith(f"difference {compare.selected + 1} of {len(compare.divergences)}")
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.screen is compare

@@ -91,6 +91,33 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
 
 
+def cut_middle(path: str, width: int) -> str:
+    """``path`` in at most ``width`` cells, cut in the middle so its tail (what tells sibling
+    paths apart: ``…observation.status`` from ``…observation.result``) stays whole.
+
+    The tail keeps about two thirds of the room and starts at a ``.`` or ``[`` where one is
+    near, so it shows whole path segments; the head keeps the start (the state key).
+    """
+    if len(path) <= width:
+        return path
+    if width < 2:
+        return "…"[:width]
+    room = width - 1  # one cell for the ellipsis
+    size = max(1, (room * 2) // 3)
+    start = len(path) - size
+    # Widen the tail back to the start of its segment when that costs little, else narrow it
+    # forward to the next segment; the head keeps at least a few characters of the key.
+    back = max(path.rfind(".", 0, start + 1) + 1, path.rfind("[", 0, start + 1))
+    forward = min((i for i in (path.find(".", start), path.find("[", start)) if i >= 0), default=-1)
+    if back > 0 and start - back <= room // 4 and room - (len(path) - back) >= 3:
+        start = back
+    elif 0 <= forward - start <= size // 2:
+        start = forward + 1 if path[forward] == "." else forward
+    tail = path[start:]
+    head = path[: room - len(tail)]
+    return f"{head}…{tail}"
+
+
 def fold(value: Any, at: int = FOLD_AT, keep: int = FOLD_KEEP) -> Any:
     """``value`` with every string longer than ``at`` cut to ``keep`` characters plus a note."""
     if isinstance(value, str):
