@@ -751,3 +751,31 @@ async def test_every_tab_label_shows_in_full_whichever_tab_is_open(demo_db, size
             room = strip.region
             for tab in strip.query(Tab):
                 assert room.x <= tab.region.x and tab.region.right <= room.right, (key, str(tab.label), tab.region, room)
+
+
+async def test_the_state_tree_says_1_item_not_1_items(demo_db):
+    from graphtape.tui.widgets.state_tree import StateTree
+
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        await pilot.press("G")
+        await settle(app, pilot)
+        labels = [str(node.label) for node in screen.query_one(StateTree).root.children]
+        line = next(label for label in labels if "intermediate_steps" in label)
+        assert "[3 items]" in line, labels  # the incident's last step: three tool results (two timed out)
+        while screen.steps[screen.index].step > 0 and "[1 item]" not in line:
+            await pilot.press("left")
+            await settle(app, pilot)
+            labels = [str(node.label) for node in screen.query_one(StateTree).root.children]
+            line = next(label for label in labels if "intermediate_steps" in label)
+        assert "[1 item]" in line and "[1 items]" not in " ".join(labels), labels
+
+
+def test_counts_read_in_the_right_number():
+    from graphtape.tui.data import short
+    from graphtape.tui.render import plural
+
+    assert short([1]) == "[1 item]" and short([1, 2]) == "[2 items]" and short([]) == "[0 items]"
+    assert plural(1, "step") == "1 step" and plural(3, "more line") == "3 more lines"

@@ -85,6 +85,11 @@ def clean(value: Any) -> Any:
     return value
 
 
+def plural(n: int, word: str) -> str:
+    """``1 item``, ``2 items``: a count with its noun in the right number."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def clip(text: str, width: int) -> str:
     """One line, at most ``width`` characters (an ellipsis marks the cut)."""
     text = " ".join(str(text).splitlines()).replace("\t", " ")
@@ -345,7 +350,7 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
     if view["ns"]:
         field("namespace", view["ns"])
     if others:
-        field("subgraphs" if not view["ns"] else "others", ", ".join(f"{_ns_label(ns)} ({n} steps)" for ns, n in others.items()) + "   (see them with --ns NS)")
+        field("subgraphs" if not view["ns"] else "others", ", ".join(f"{_ns_label(ns)} ({plural(n, 'step')})" for ns, n in others.items()) + "   (see them with --ns NS)")
 
     out.append("")
     if not steps:
