@@ -284,6 +284,26 @@ async def test_esc_clears_every_filter_on_an_empty_and_a_full_list(lineage_db):
         assert not screen.query_one("#runs-filter", Input).display
 
 
+@pytest.mark.parametrize("width", [80, 120])
+async def test_a_run_with_recorder_faults_shows_them_at_any_width(lineage_db, width):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(width, 24)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        table = screen.query_one(RunsTable)
+        faulty = next(r for r in screen.runs if r.faults)
+        lines = [table.render_line(y).text for y in range(1, table.size.height)]
+        row = next(line for line in lines if faulty.id[:8] in line)
+        assert ("faults" in header(table)) == (width == 120)
+        if width == 120:  # the column is in view: the status cell stays plain
+            assert not screen.column_fit.faults_in_status and "⚠" not in row
+            assert row.rstrip().endswith(str(faulty.faults))
+        else:  # scrolled out of view: the status cell carries the count
+            assert screen.column_fit.faults_in_status
+            assert f"error ⚠{faulty.faults}" in row, row
+            assert not any("⚠" in line for line in lines if line.strip() and faulty.id[:8] not in line)
+
+
 async def test_an_empty_store_still_answers_q_and_help_and_shows_them(empty_db):
     app = build_app(empty_db)
     async with app.run_test(size=(100, 20)) as pilot:

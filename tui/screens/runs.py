@@ -31,6 +31,7 @@ _PAD = 2 * PAD  # the table's blank cells beside every column
 _FULL_TIME, _SHORT_TIME = "%Y-%m-%d %H:%M:%S", "%m-%d %H:%M"
 _TIME_WIDTH = {False: len("2026-01-31 23:59:59"), True: len("01-31 23:59")}
 _STATUS_MAX = len("interrupted")  # a longer reason is cut with an ellipsis
+_STATUS_FAULTS = "status+faults"  # not a column: the widest status cell with its fault mark
 _NAME_MIN, _GRAPH_MIN = 12, 8  # the narrowest the two free-text columns get before the table scrolls
 
 
@@ -88,6 +89,21 @@ def _unstyled(run: RunInfo) -> str:
     return ""
 
 
+FAULT_MARK = "⚠"
+
+
+def fault_mark(run: RunInfo) -> str:
+    """`` ⚠5`` for a run whose recorder hit 5 faults, else nothing: folded into the status cell
+    when the faults column is scrolled out of view."""
+    return f" {FAULT_MARK}{run.faults}" if run.faults else ""
+
+
+def status_with_faults(run: RunInfo) -> Text:
+    text = Text(status_word(run), style=_STATUS_STYLE.get(run.status, ""))
+    text.append(fault_mark(run), style="bold red")
+    return text
+
+
 @dataclass(frozen=True)
 class Column:
     """A column of the runs table: its label, what its cell says (and in which colour), and how it
@@ -106,7 +122,8 @@ class Column:
 
 # What tells runs apart comes first, so a narrow terminal shows name, id (what commands
 # take), status, steps, start and duration; the origin (fork of, replay of), the graph
-# and the redacted and fault counts (always last) are then a scroll away.
+# and the redacted and fault counts (always last) are then a scroll away, the fault
+# count also shown beside the status (``error ⚠2``) so a faulty recording never hides.
 COLUMNS = (
     Column("name", "name", lambda r: r.name, lambda r: r.name.lower()),
     Column("id", "id", lambda r: r.id[:ID_CHARS], lambda r: r.id),
@@ -135,24 +152,31 @@ def cell_widths(runs: list[RunInfo]) -> dict[str, int]:
 
     A pass over every cell, so it runs once per read, in the worker, not on every sort.
     """
-    return {c.key: max(map(cell_len, {c.text(run) for run in runs}), default=0) for c in COLUMNS if c.key != "started"}
+    widths = {c.key: max(map(cell_len, {c.text(run) for run in runs}), default=0) for c in COLUMNS if c.key != "started"}
+    widths[_STATUS_FAULTS] = max((cell_len(status_word(r)) + cell_len(fault_mark(r)) for r in runs if r.faults), default=0)
+    return widths
 
 
 @dataclass(frozen=True)
 class ColumnFit:
-    """Column widths (without padding) and whether ``started`` drops the year and seconds."""
+    """Column widths (without padding), whether ``started`` drops the year and seconds, and
+    whether the status cell carries the fault count (the faults column is scrolled away)."""
 
     widths: dict[str, int]
     short_time: bool
+    faults_in_status: bool = False
 
 
 def fit_columns(natural: dict[str, int], available: int) -> ColumnFit:
     """Widths that fit ``available`` cells: started shortens first, then graph, then name shrink.
 
-    ``natural`` is each column's widest cell or label (for ``started``, its label).
-    When even the narrowest widths are too wide, the name keeps what is left beside
-    the other lead columns (up to duration); the rest is reached by scrolling right.
+    ``natural`` is each column's widest cell or label (for ``started``, its label), and may
+    hold the widest status cell with its fault mark. When even the narrowest widths are
+    too wide, the name keeps what is left beside the other lead columns (up to duration);
+    the rest is reached by scrolling right, so the status cell then shows the fault count.
     """
+    natural = dict(natural)
+    with_faults = natural.pop(_STATUS_FAULTS, 0)
     widths = dict(natural)
     for short in (False, True):
         widths["started"] = max(natural["started"], _TIME_WIDTH[short])
@@ -165,8 +189,11 @@ def fit_columns(natural: dict[str, int], available: int) -> ColumnFit:
         widths["graph"] = max(graph_min, room - natural["name"])
         widths["name"] = room - widths["graph"]
     else:
+        folded = with_faults > 0
+        widths["status"] = max(widths["status"], min(with_faults, _STATUS_MAX + 4))
         lead = sum(widths[k] + _PAD for k in _LEAD if k != "name")
         widths["name"] = max(name_min, min(natural["name"], available - lead - _PAD))
+        return ColumnFit(widths, True, folded)
     return ColumnFit(widths, True)
 
 
@@ -314,6 +341,8 @@ class RunsScreen(Screen):
         columns = []
         for column in COLUMNS:
             cell = short_when if column.key == "started" and fit.short_time else column.cell
+            if column.key == "status" and fit.faults_in_status:
+                cell = status_with_faults
             columns.append(TableColumn(column.key, self._label(column), fit.widths[column.key], cell))
         return columns
 
@@ -321,6 +350,7 @@ class RunsScreen(Screen):
         """Each column's widest label or cell; ``started`` is measured by its label (its cells are fixed)."""
         natural = {c.key: max(cell_len(self._label(c)), self.cell_widths.get(c.key, 0)) for c in COLUMNS}
         natural["status"] = min(natural["status"], max(_STATUS_MAX, len(self._label(_BY_KEY["status"]))))
+        natural[_STATUS_FAULTS] = self.cell_widths.get(_STATUS_FAULTS, 0)
         return natural
 
     def _table_width(self) -> int:
