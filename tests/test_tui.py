@@ -779,3 +779,30 @@ def test_counts_read_in_the_right_number():
 
     assert short([1]) == "[1 item]" and short([1, 2]) == "[2 items]" and short([]) == "[0 items]"
     assert plural(1, "step") == "1 step" and plural(3, "more line") == "3 more lines"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)])
+async def test_the_fork_and_replay_prompts_fit_the_screen_title_first(demo_db, size):
+    from textual.widgets import Input, OptionList, Static
+
+    from graphtape.tui.screens.prompts import ForkPrompt, PromptBody, ReplayPrompt
+
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        for key, kind, title in (("f", ForkPrompt, "Fork after step"), ("r", ReplayPrompt, "Replay from step")):
+            await pilot.press(key)
+            await settle(app, pilot)
+            prompt = app.screen
+            assert isinstance(prompt, kind)
+            body = prompt.query_one(PromptBody)
+            heading = prompt.query(Static).first()
+            assert title in str(heading.render())
+            assert body.max_scroll_y == 0, f"the {kind.__name__} scrolls at {size}"
+            assert 0 <= body.region.y and body.region.bottom <= size[1] and body.region.contains_region(heading.region)
+            # Borderless fields only where they are needed to fit.
+            short = size[1] < 30
+            assert all(field.compact == short for field in prompt.query(Input))
+            assert prompt.query_one(OptionList).compact == short
+            await pilot.press("escape")
+            await settle(app, pilot)
