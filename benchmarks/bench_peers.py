@@ -695,13 +695,44 @@ def _file_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
-def _gt_bytes(path: Path, prefill: int, steps: int) -> tuple[int, dict[str, int]]:
+def _gt_bytes(path: Path, prefill: int, steps: int, fixed_ids: bool = False) -> tuple[int, dict[str, int]]:
+    """Record one growing-message run; ``fixed_ids`` gives every message an id of its own
+    (as a scripted model's replies have), where otherwise add_messages draws random ones."""
     rec = Recorder(path)
-    g = rec.attach(build(MsgState, _msg_node).compile())
+    g = rec.attach(build(MsgState, _fixed_id_msg_node if fixed_ids else _msg_node).compile())
     inputs = msg_inputs(steps, prefill)
+    if fixed_ids:
+        inputs["messages"] = [m.model_copy(update={"id": f"in-{i}"}) for i, m in enumerate(inputs["messages"])]
     g.invoke(inputs, _config(steps, thread="t"))
     rec.close()
     return _file_bytes(path), table_bytes(path)
+
+
+def _fixed_id_msg_node(state: Any) -> dict:
+    out = _msg_node(state)
+    out["messages"][0].id = f"m-{state['n']}"
+    return out
+
+
+def _recorded_content(path: Path) -> tuple[dict, list]:
+    """Every blob, and every step row without what must differ between identical runs: the run's
+    id, LangGraph's checkpoint and task ids, and times (task start offsets and durations)."""
+    import zlib
+
+    conn = sqlite3.connect(str(path))
+    try:
+        blobs = dict(conn.execute("SELECT hash, data FROM blobs"))
+        steps = []
+        for row in conn.execute("SELECT ns, seq, step, source, is_key, nodes, writes, summary, flags, payload FROM steps ORDER BY seq"):
+            data = row[-1]
+            payload = json.loads(zlib.decompress(data[1:]) if data[:1] == b"z" else data[1:])
+            for task in payload.get("t", []):
+                for key in ("id", "dt", "ms"):
+                    task.pop(key, None)
+            steps.append((row[:-1], payload))
+        return blobs, steps
+    finally:
+        conn.close()
 
 
 def storage_section(prefill: int, k: int, tmp: Path) -> float:
@@ -724,6 +755,20 @@ def storage_section(prefill: int, k: int, tmp: Path) -> float:
     print(f"  SqliteSaver     {lite_per_step / 1024:8.1f} KiB/superstep  (from {lite_k} to {2 * lite_k})")
     same = again_a == again_b
     print(f"  two identical {k}-superstep runs: {again_a[0]} and {again_b[0]} bytes; tables {'identical' if same else 'DIFFER: ' + str({t: (again_a[1].get(t), again_b[1].get(t)) for t in set(again_a[1]) | set(again_b[1]) if again_a[1].get(t) != again_b[1].get(t)})}")
+    print("    (random message ids: add_messages draws them, and they are part of each message's blob)")
+    # The same with every message id fixed, as a scripted model's replies have them: the content.
+    fixed = []
+    for name in ("fixed-a.db", "fixed-b.db"):
+        bench_recorder._off_counter = 0
+        fixed.append((_gt_bytes(tmp / name, prefill, k, fixed_ids=True), _recorded_content(tmp / name)))
+    (size_a, _), (blobs_a, steps_a) = fixed[0]
+    (size_b, _), (blobs_b, steps_b) = fixed[1]
+    print(
+        f"  the same with fixed message ids: {size_a} and {size_b} bytes; "
+        f"blobs {'identical' if blobs_a == blobs_b else 'DIFFER'} ({len(blobs_a)}); "
+        f"step rows {'identical' if steps_a == steps_b else 'DIFFER'} ({len(steps_a)}, frames, routes, writes, summaries; "
+        "apart from the run id, LangGraph's checkpoint and task ids, and times)"
+    )
     return per_step
 
 

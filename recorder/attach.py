@@ -200,8 +200,9 @@ class Recorder:
         self.close()
 
     # -- internals -------------------------------------------------------------
-    def _session_for(self, config: dict) -> RunSession | None:
-        run_id = (config or {}).get("configurable", {}).get(RUN_KEY)
+    def _session_for(self, conf: dict) -> RunSession | None:
+        """The session of the run whose config's ``configurable`` is ``conf``."""
+        run_id = conf.get(RUN_KEY)
         return self._sessions.get(run_id) if run_id else None
 
     def _write_fault(self, exc: Exception, batch: Batch | None, lost: bool) -> None:
@@ -246,12 +247,14 @@ class Recorder:
         thread_id = conf.get("thread_id")
         generated = thread_id is None
         if generated:
-            # Our checkpointer needs a thread; a run-scoped one keeps runs independent.
-            thread_id = conf["thread_id"] = f"graphtape-{secrets.token_hex(8)}"
+            # Our checkpointer needs a thread; a run-scoped one keeps runs independent. Named
+            # after the run, so the run's id is the one value identical runs store differently.
+            new_run_id = secrets.token_hex(8)
+            thread_id = conf["thread_id"] = f"graphtape-{new_run_id}"
         config["configurable"] = conf
         try:
             store = self.writer.store  # None while it cannot be opened: the run is kept for it
-            run_id, seq_start, resumed = self._run_id_for(binding, thread_id, input, store)
+            run_id, seq_start, resumed = (new_run_id, 0, False) if generated else self._run_id_for(binding, thread_id, input, store)
             if store is not None:
                 store.forget_written_blobs()
             known = store.checkpoint_steps(run_id) if resumed and store is not None else None

@@ -33,9 +33,9 @@ class CaptureHandler(BaseCallbackHandler):
     def __init__(self, session: RunSession) -> None:
         self.session = session
         self.raise_error = session.strict
-        # run id -> (ns, task_id) for node runs; router runs -> (ns, task_id, name)
-        self._nodes: dict[UUID, tuple[str, str]] = {}
-        self._routers: dict[UUID, tuple[str, str, str]] = {}
+        # run id (its integer) -> (ns, task_id) for node runs; router runs -> (ns, task_id, name)
+        self._nodes: dict[int, tuple[str, str]] = {}
+        self._routers: dict[int, tuple[str, str, str]] = {}
 
     # -- helpers ---------------------------------------------------------------
     def _guard(self, fn: Any, *args: Any) -> None:
@@ -46,53 +46,62 @@ class CaptureHandler(BaseCallbackHandler):
             if self.session.strict:
                 raise
 
-    @staticmethod
-    def _where(metadata: dict | None) -> tuple[str, str | None, str | None, int | None]:
-        return call_site(metadata)
-
     # -- chains: nodes and routers -------------------------------------------
+    # Runs are kept by their id's integer: a UUID hashes through Python code, and these
+    # maps are asked on every chain run's start and end (several per superstep).
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self._guard(self._chain_start, run_id, parent_run_id, tags or [], metadata, kwargs.get("name"))
-
-    def _chain_start(self, run_id: UUID, parent_run_id: UUID | None, tags: list[str], metadata: dict | None, name: str | None) -> None:
         if not metadata or "langgraph_checkpoint_ns" not in metadata:
             return
-        if _HIDDEN in tags and metadata.get("langgraph_node", START) != START:
+        try:
+            self._chain_start(run_id, parent_run_id, tags or (), metadata, kwargs.get("name"))
+        except Exception as exc:  # noqa: BLE001 - recording must not break the graph
+            self.session.fault(f"capture: {type(exc).__name__}: {exc}")
+            if self.session.strict:
+                raise
+
+    def _chain_start(self, run_id: UUID, parent_run_id: UUID | None, tags: Any, metadata: dict, name: str | None) -> None:
+        hidden = _HIDDEN in tags
+        if hidden and metadata.get("langgraph_node", START) != START:
             return  # LangGraph's own runnables (channel writes) in a node: nothing to keep, and most chain runs
-        ns, node, task_id, step = self._where(metadata)
+        ns, node, task_id, step = call_site(metadata)
         if task_id is None or node is None:
             return
-        if _HIDDEN in tags:
+        if hidden:
             # START's task is hidden, but a router on START (a conditional entry point, as a
             # swarm's active-agent router) decides the run's first route: keep that one.
             router = self.session.graph.for_ns(ns).router_for_run(START, name) if node == START else None
             if router is not None:
-                self._routers[run_id] = (ns, task_id, router)
+                self._routers[run_id.int] = (ns, task_id, router)
             return
-        parent_node = self._nodes.get(parent_run_id) if parent_run_id else None
+        parent_node = self._nodes.get(parent_run_id.int) if parent_run_id else None
         pushed = push_depth(metadata.get("langgraph_path")) > 0
         if (parent_node is None or pushed) and name == node and (pushed or any(t.startswith("graph:step:") for t in tags)):
-            self._nodes[run_id] = (ns, task_id)
+            self._nodes[run_id.int] = (ns, task_id)
             self.session.on_node_start(ns, task_id, node, step)
         elif parent_node is not None and parent_node == (ns, task_id):
             router = self.session.graph.for_ns(ns).router_for_run(node, name)
             if router is not None:
-                self._routers[run_id] = (ns, task_id, router)
+                self._routers[run_id.int] = (ns, task_id, router)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        if run_id in self._nodes:
-            ns, task_id = self._nodes.pop(run_id)
-            self._guard(self.session.on_node_end, ns, task_id, outputs, None)
-        elif run_id in self._routers:
-            ns, task_id, name = self._routers.pop(run_id)
-            self._guard(self.session.on_router_end, ns, task_id, name, outputs)
+        if not (self._nodes or self._routers):
+            return
+        key = run_id.int
+        node = self._nodes.pop(key, None)
+        if node is not None:
+            self._guard(self.session.on_node_end, node[0], node[1], outputs, None)
+            return
+        router = self._routers.pop(key, None)
+        if router is not None:
+            self._guard(self.session.on_router_end, router[0], router[1], router[2], outputs)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        if run_id in self._nodes:
-            ns, task_id = self._nodes.pop(run_id)
-            self._guard(self.session.on_node_end, ns, task_id, None, error)
+        key = run_id.int
+        node = self._nodes.pop(key, None)
+        if node is not None:
+            self._guard(self.session.on_node_end, node[0], node[1], None, error)
         else:
-            self._routers.pop(run_id, None)
+            self._routers.pop(key, None)
 
     # -- tools -----------------------------------------------------------------
     def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *, run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None, metadata: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -152,7 +161,7 @@ class CaptureHandler(BaseCallbackHandler):
 
     # -- shared call bookkeeping --------------------------------------------------
     def _begin(self, run_id: UUID, parent_run_id: UUID | None, metadata: dict | None, kind: str, name: str, inputs: Any) -> None:
-        ns, node, task_id, step = self._where(metadata)
+        ns, node, task_id, step = call_site(metadata)
         parent = str(parent_run_id) if parent_run_id and self.session.is_call(str(parent_run_id)) else None
         self.session.begin_call(
             str(run_id),

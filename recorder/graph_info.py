@@ -33,6 +33,16 @@ class GraphInfo:
     # state channels LangGraph never checkpoints nor hands the saver (UntrackedValue): what
     # nodes write to them is taken from the nodes' own output instead
     untracked: frozenset[str] = frozenset()
+    # per-node facts asked once per superstep, worked out once (the shape never changes once described)
+    _ends_here: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+
+    def ends_here(self, node: str) -> bool:
+        """Whether a run may end after ``node`` with nothing written for it: an edge to END,
+        END among its declared destinations, or a node with no way on."""
+        hit = self._ends_here.get(node)
+        if hit is None:
+            hit = self._ends_here[node] = (node, END) in self.edges or END in self.node_ends.get(node, ()) or (node in self.nodes and not self.leads_on(node))
+        return hit
 
     def for_ns(self, ns: str) -> GraphInfo:
         """The graph a task in namespace ``ns`` (``"alice:<id>|agent:<id>"``) belongs to; this one if unknown."""

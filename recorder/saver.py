@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, WRIT
 RUN_KEY = "__graphtape_run"
 KEEP_CHECKPOINTS = 2
 
-SessionLookup = Callable[[dict], Any]
+SessionLookup = Callable[[dict], Any]  # the run's session from its config's "configurable"
 
 
 def _conf(config: dict) -> dict:
@@ -33,6 +33,8 @@ class TeeSaver(BaseCheckpointSaver):
         super().__init__(serde=inner.serde)
         self.inner = inner
         self._lookup = lookup
+        # Asked once per updated channel per superstep: the inner saver's own, without a hop.
+        self.get_next_version = inner.get_next_version  # type: ignore[method-assign]
 
     def __getattr__(self, name: str) -> Any:
         # Anything the base class does not define (setup(), conn, ...) is the inner saver's.
@@ -46,10 +48,10 @@ class TeeSaver(BaseCheckpointSaver):
 
     # -- recording -------------------------------------------------------------
     def _record_put(self, config: dict, checkpoint: dict, metadata: dict, new_versions: dict) -> None:
-        session = self._lookup(config)
+        conf = config.get("configurable") or {} if config else {}
+        session = self._lookup(conf)
         if session is None:
             return
-        conf = _conf(config)
         try:
             session.on_checkpoint(conf.get("checkpoint_ns", ""), checkpoint, metadata, conf.get("checkpoint_id"), new_versions)
         except Exception as exc:  # noqa: BLE001
@@ -58,12 +60,12 @@ class TeeSaver(BaseCheckpointSaver):
                 raise
 
     def _record_writes(self, config: dict, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> None:
-        session = self._lookup(config)
+        conf = config.get("configurable") or {} if config else {}
+        session = self._lookup(conf)
         if session is None:
             return
-        conf = _conf(config)
         try:
-            session.on_writes(conf.get("checkpoint_ns", ""), conf.get("checkpoint_id"), list(writes), task_id, task_path)
+            session.on_writes(conf.get("checkpoint_ns", ""), conf.get("checkpoint_id"), writes, task_id, task_path)
         except Exception as exc:  # noqa: BLE001
             session.fault(f"writes: {type(exc).__name__}: {exc}")
             if session.strict:

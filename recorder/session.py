@@ -80,8 +80,14 @@ def call_site(metadata: Mapping[str, Any] | None) -> tuple[str, str | None, str 
     The recorder and the replay both place calls with this, so they always agree.
     """
     md = metadata or {}
-    ns, node, task_id = split_task_ns(str(md.get("langgraph_checkpoint_ns", "") or ""))
-    for _ in range(push_depth(md.get("langgraph_path"))):
+    task_ns = md.get("langgraph_checkpoint_ns", "") or ""
+    path = md.get("langgraph_path")
+    if type(task_ns) is str and "|" not in task_ns and not (type(path) is tuple and path and path[0] == "__pregel_push"):
+        # The common case, a node of the root graph ("agent:<task id>"): no namespace to walk.
+        node, _, task_id = task_ns.partition(":")
+        return "", md.get("langgraph_node", node or None), task_id or None, md.get("langgraph_step")
+    ns, node, task_id = split_task_ns(str(task_ns))
+    for _ in range(push_depth(path)):
         ns = ns.rpartition("|")[0]
     return ns, md.get("langgraph_node", node), task_id, md.get("langgraph_step")
 
@@ -146,6 +152,7 @@ class RunSession:
         self.max_step = -1
         self.step_shift = 0  # root steps are stored this many lower (a fork: see Lineage.step_shift)
         self._hidden_channels: set[str] = set()
+        self._plain_channels: set[str] = set()  # state channels whose names are not secrets
         self._copies = ChannelCopies()
         self._untracked_now: dict[str, dict[str, Any]] = {}  # ns -> never-checkpointed channel -> value now
         self.passed_input: Any = _NOT_PASSED  # the run's input as the caller passed it (set by attach)
@@ -342,8 +349,12 @@ class RunSession:
     def _hide_secret_channels(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
         """State channels named like secrets (``openai_api_key``, ``db_password``) are stored redacted,
         as a secret under a mapping key is: a channel is the state's top-level key."""
+        keys = values.keys()
+        if keys <= self._plain_channels:
+            return values  # the usual case: every channel already judged not a secret
         secret = self.redactor.is_secret_key
-        if not any(secret(k) for k in values):
+        if not any(secret(k) for k in keys):
+            self._plain_channels.update(keys)
             return values
         out = {}
         for k, v in values.items():
@@ -550,7 +561,8 @@ class RunSession:
         ev_rows = [{"kind": e["kind"], "v": enc(e.get("v"))} for e in events]
         if ev_rows:
             flags |= FLAG_RESUME
-        tasks = sorted(tasks, key=lambda a: (a.path, a.task_id))
+        if len(tasks) > 1:
+            tasks = sorted(tasks, key=lambda a: (a.path, a.task_id))
         # One interrupt can surface in two tasks (a @task, and the entrypoint waiting on it):
         # it is one event, the innermost task's (the longest path).
         owner: dict[Any, TaskAcc] = {}
@@ -595,16 +607,22 @@ class RunSession:
             task_rows.append(row)
             if acc.error is None and not acc.interrupts:
                 routes.extend(self._routes(acc))
-        if any(e["kind"] == "resume" and e.get("task") for e in ev_rows):
+        if ev_rows and any(e["kind"] == "resume" and e.get("task") for e in ev_rows):
             ev_rows = [e for e in ev_rows if e["kind"] != "resume" or e.get("task")]
-        spans = [(a.t0, a.t0 + a.duration_ms / 1000) for a in tasks if a.t0 is not None and a.duration_ms is not None]
-        if spans:
-            duration = (max(e for _, e in spans) - min(b for b, _ in spans)) * 1000
+        first = last = None
+        for a in tasks:
+            if a.t0 is not None and a.duration_ms is not None:
+                end = a.t0 + a.duration_ms / 1000
+                first = a.t0 if first is None or a.t0 < first else first
+                last = end if last is None or end > last else last
+        if first is not None:
+            duration = (last - first) * 1000
         nodes = ",".join(dict.fromkeys(t["node"] for t in task_rows))
         index = {t["id"]: i for i, t in enumerate(task_rows)}
-        for item in (*routes, *ev_rows):
-            if "task" in item:
-                item["ti"] = index.get(item.pop("task"))
+        for items in (routes, ev_rows):
+            for item in items:
+                if "task" in item:
+                    item["ti"] = index.get(item.pop("task"))
         payload = {"t": task_rows, "r": routes, "e": ev_rows}
         if frame is not None:
             payload["s"] = frame
@@ -699,7 +717,7 @@ class RunSession:
                 if jump is not None:
                     d["ret"] = enc({"jump_to": jump})
                 out.append(d)
-        ends_here = (node, END) in graph.edges or END in graph.node_ends.get(node, ()) or (node in graph.nodes and not graph.leads_on(node))
+        ends_here = graph.ends_here(node)
         if not out and not static and not branch_dests and acc.error is None and ends_here:
             # LangGraph writes nothing for an edge to END, nor for a node that may end the run
             # (its declared destinations hold END) or that has no way on: the run ended here.

@@ -734,3 +734,75 @@ async def test_the_transcript_opens_at_its_end_and_end_reaches_the_last_message(
             text = "\n".join(strip.text for strip in lines)
             assert "2024-05-03." in text.rsplit("╭", 1)[-1]  # "...delivered on 2024-05-03." (wrapped)
             assert body.region.height == len(lines)
+
+
+@pytest.mark.parametrize("size", [(120, 36), (80, 24), (160, 40)])
+async def test_every_tab_label_shows_in_full_whichever_tab_is_open(demo_db, size):
+    from textual.widgets import Tab, Tabs
+
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        for key in "1234567":
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            strip = screen.query_one(Tabs)
+            room = strip.region
+            for tab in strip.query(Tab):
+                assert room.x <= tab.region.x and tab.region.right <= room.right, (key, str(tab.label), tab.region, room)
+
+
+async def test_the_state_tree_says_1_item_not_1_items(demo_db):
+    from graphtape.tui.widgets.state_tree import StateTree
+
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        await pilot.press("G")
+        await settle(app, pilot)
+        labels = [str(node.label) for node in screen.query_one(StateTree).root.children]
+        line = next(label for label in labels if "intermediate_steps" in label)
+        assert "[3 items]" in line, labels  # the incident's last step: three tool results (two timed out)
+        while screen.steps[screen.index].step > 0 and "[1 item]" not in line:
+            await pilot.press("left")
+            await settle(app, pilot)
+            labels = [str(node.label) for node in screen.query_one(StateTree).root.children]
+            line = next(label for label in labels if "intermediate_steps" in label)
+        assert "[1 item]" in line and "[1 items]" not in " ".join(labels), labels
+
+
+def test_counts_read_in_the_right_number():
+    from graphtape.tui.data import short
+    from graphtape.tui.render import plural
+
+    assert short([1]) == "[1 item]" and short([1, 2]) == "[2 items]" and short([]) == "[0 items]"
+    assert plural(1, "step") == "1 step" and plural(3, "more line") == "3 more lines"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)])
+async def test_the_fork_and_replay_prompts_fit_the_screen_title_first(demo_db, size):
+    from textual.widgets import Input, OptionList, Static
+
+    from graphtape.tui.screens.prompts import ForkPrompt, PromptBody, ReplayPrompt
+
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        for key, kind, title in (("f", ForkPrompt, "Fork after step"), ("r", ReplayPrompt, "Replay from step")):
+            await pilot.press(key)
+            await settle(app, pilot)
+            prompt = app.screen
+            assert isinstance(prompt, kind)
+            body = prompt.query_one(PromptBody)
+            heading = prompt.query(Static).first()
+            assert title in str(heading.render())
+            assert body.max_scroll_y == 0, f"the {kind.__name__} scrolls at {size}"
+            assert 0 <= body.region.y and body.region.bottom <= size[1] and body.region.contains_region(heading.region)
+            # Borderless fields only where they are needed to fit.
+            short = size[1] < 30
+            assert all(field.compact == short for field in prompt.query(Input))
+            assert prompt.query_one(OptionList).compact == short
+            await pilot.press("escape")
+            await settle(app, pilot)

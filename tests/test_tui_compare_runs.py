@@ -172,6 +172,28 @@ async def test_diff_without_a_mark_asks_which_run_to_compare_with(store):
         assert left.steps[left.cursor].step == 2 and left.steps[left.cursor].nodes == ["child"]
 
 
+async def test_one_enter_in_the_pickers_filter_picks_the_first_match(store):
+    db, ids = store
+    app = build_app(db)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await settle(pilot)
+        runs = app.screen
+        select_run(runs, ids["incident"])
+        await pilot.press("d")
+        await settle(pilot, lambda: isinstance(app.screen, RunPicker))
+        picker = app.screen
+        await pilot.press(*"nothing-like-this", "enter")  # no match: the picker stays, saying so
+        await settle(pilot)
+        assert app.screen is picker and "no other run matches" in str(picker.query_one("#picker-runs", OptionList).get_option_at_index(0).prompt)
+        box = picker.query_one("#picker-filter")
+        box.value = ""
+        box.focus()
+        await pilot.press(*"happy", "enter")
+        await settle(pilot, lambda: isinstance(app.screen, CompareScreen))
+        compare = app.screen
+        assert isinstance(compare, CompareScreen) and (compare.result.a.id, compare.result.b.id) == (ids["happy"], ids["incident"])
+
+
 async def test_two_runs_that_behaved_the_same_say_so(store):
     db, ids = store
     app = build_app(db)
@@ -183,5 +205,45 @@ async def test_two_runs_that_behaved_the_same_say_so(store):
         assert compare.divergences == [] and "behaved the same" in str(compare.query_one("#compare-header", Static).render())
         assert "no differences" in panel_text(compare, "#divergence-text").lower()
         await pilot.press("n")  # nothing to move to: says so, does not fail
+        await settle(pilot)
+        assert app.screen is compare
+
+
+async def test_compare_paths_keep_their_tails_gap_rows_fit_and_v_shows_the_difference_in_full(store):
+    from rich.style import Style
+
+    from graphtape.tui.screens.prompts import ValueScreen
+    from graphtape.tui.widgets.diff_view import DiffView
+
+    db, ids = store
+    app = build_app(db)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        app.compare_runs(ids["happy"], ids["incident"])
+        await settle(pilot, lambda: isinstance(app.screen, CompareScreen))
+        compare = app.screen
+        await settle(pilot, lambda: compare.pair == (2, 2))
+        # Gap rows say so within the nodes column, not cut to "(no step he…".
+        left = compare.query_one("#compare-original", Timeline)
+        gaps = [left.draw_row(i, "", Style()).text for i, s in enumerate(left.steps) if s is None]
+        assert gaps and all("(no step)" in row and "…" not in row for row in gaps), gaps
+        # Sibling paths cut to the diff's path column still read apart: their tails stay.
+        view = compare.query_one("#compare-diff", DiffView)
+        long = [e.path for e in view.entries if e.path.startswith("intermediate_steps[0].")]
+        assert len(long) >= 3
+        lines = [view._draw(i, view.scrollable_content_region.width, Style()).text for i in range(2, 2 + len(view._rows))]
+        paths = [line[2 : 2 + min(view._path_width, int(view.scrollable_content_region.width * 0.35))].strip() for line in lines]
+        shown = [p for p in paths if p.startswith("inter")]
+        assert len(shown) == len(long) and len(set(shown)) == len(shown), shown
+        assert any(p.endswith("observation.status") for p in shown), shown
+        # v: the selected difference and the states' diff, in full.
+        d = compare.divergences[compare.selected]
+        await pilot.press("v")
+        await settle(pilot, lambda: isinstance(app.screen, ValueScreen))
+        viewer = app.screen
+        assert isinstance(viewer, ValueScreen)
+        assert d.what in viewer.text and "intermediate_steps[0].observation.status" in viewer.text
+        assert viewer.title_text.startswith(f"difference {compare.selected + 1} of {len(compare.divergences)}")
+        await pilot.press("escape")
         await settle(pilot)
         assert app.screen is compare

@@ -232,28 +232,76 @@ async def test_clicking_a_header_sorts_by_it_and_again_reverses(lineage_db):
         assert screen.runs[-1].redactions == 3
 
 
-async def test_s_reaches_forked_when_the_store_has_forks(lineage_db):
+async def test_s_reaches_forked_and_replayed_when_the_store_has_them(lineage_db):
     app = build_app(lineage_db["db"])
     async with app.run_test(size=(120, 34)) as pilot:
         await settle(app, pilot)
         screen = app.screen
         shown = []
-        for _ in range(6):
+        for _ in range(7):
             await pilot.press("s")
             await settle(app, pilot)
             shown.append(screen.status_filter)
-        assert shown == ["ok", "error", "interrupted", "running", "forked", None]
+        assert shown == ["ok", "error", "interrupted", "running", "forked", "replayed", None]
         await pilot.press("s", "s", "s", "s", "s")
         await settle(app, pilot)
+        # "forked" lists forks only, as its name says; replays have their own filter.
         assert screen.status_filter == "forked" and "status=forked" in title(screen)
-        assert {r.id for r in screen.runs} == {lineage_db["fork"], lineage_db["replay"]}
-        await pilot.press("slash", *"incident", "enter")  # the text filter narrows the forks too
+        assert [r.id for r in screen.runs] == [lineage_db["fork"]]
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert screen.status_filter == "replayed" and [r.id for r in screen.runs] == [lineage_db["replay"]]
+        await pilot.press("slash", *"incident", "enter")  # the text filter narrows them too
         await settle(app, pilot)
         assert screen.runs == [] and app.focused is None
-        assert "No run matches the filter" in str(screen.query_one("#runs-empty", Static).render())
+        assert "No run matches the filter (Esc clears it)" in str(screen.query_one("#runs-empty", Static).render())
+
+
+async def test_esc_clears_every_filter_on_an_empty_and_a_full_list(lineage_db):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        everything = len(screen.runs)
+        # A status filter alone that matches nothing: the list says Esc clears it, and it does.
+        await pilot.press("s", "s", "s", "s")
+        await settle(app, pilot)
+        assert screen.status_filter == "running" and screen.runs == []
+        assert "Esc clears it" in str(screen.query_one("#runs-empty", Static).render())
         await pilot.press("escape")
         await settle(app, pilot)
-        assert len(screen.runs) == 2 and isinstance(app.focused, RunsTable)
+        assert screen.status_filter is None and len(screen.runs) == everything
+        assert "status=" not in title(screen) and isinstance(app.focused, RunsTable)
+        # Status and text filters with runs still shown: Esc clears both.
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("slash", *"demo", "enter")
+        await settle(app, pilot)
+        assert screen.status_filter == "ok" and screen.text_filter == "demo" and 0 < len(screen.runs) < everything
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert (screen.status_filter, screen.text_filter) == (None, "") and len(screen.runs) == everything
+        assert not screen.query_one("#runs-filter", Input).display
+
+
+@pytest.mark.parametrize("width", [80, 120])
+async def test_a_run_with_recorder_faults_shows_them_at_any_width(lineage_db, width):
+    app = build_app(lineage_db["db"])
+    async with app.run_test(size=(width, 24)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        table = screen.query_one(RunsTable)
+        faulty = next(r for r in screen.runs if r.faults)
+        lines = [table.render_line(y).text for y in range(1, table.size.height)]
+        row = next(line for line in lines if faulty.id[:8] in line)
+        assert ("faults" in header(table)) == (width == 120)
+        if width == 120:  # the column is in view: the status cell stays plain
+            assert not screen.column_fit.faults_in_status and "⚠" not in row
+            assert row.rstrip().endswith(str(faulty.faults))
+        else:  # scrolled out of view: the status cell carries the count
+            assert screen.column_fit.faults_in_status
+            assert f"error ⚠{faulty.faults}" in row, row
+            assert not any("⚠" in line for line in lines if line.strip() and faulty.id[:8] not in line)
 
 
 async def test_an_empty_store_still_answers_q_and_help_and_shows_them(empty_db):

@@ -14,7 +14,7 @@ from deepdiff import DeepDiff
 
 from graphtape.recorder.deferred import DeferredList, is_list, json_default, materialized
 from graphtape.recorder.records import StepDetail, StepInfo
-from graphtape.tui.render import printable
+from graphtape.tui.render import plural, printable
 
 FOLD_AT = 160
 FOLD_KEEP = 2  # appends kept at each end of a long run of them
@@ -216,7 +216,7 @@ def short(value: Any, limit: int = 60) -> str:
     if isinstance(value, dict) and "type" in value and "content" in value:
         return fold(f"{value['type']}: {content_text(value.get('content'))}", limit)
     if is_list(value):
-        return f"[{len(value)} items]"
+        return f"[{plural(len(value), 'item')}]"
     if isinstance(value, dict):
         return "{" + fold(", ".join(f"{k}: {short(v, 20)}" for k, v in list(value.items())[:4]), limit - 2) + "}"
     return fold(repr(value), limit)

@@ -85,10 +85,42 @@ def clean(value: Any) -> Any:
     return value
 
 
+def plural(n: int, word: str) -> str:
+    """``1 item``, ``2 items``: a count with its noun in the right number."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def clip(text: str, width: int) -> str:
     """One line, at most ``width`` characters (an ellipsis marks the cut)."""
     text = " ".join(str(text).splitlines()).replace("\t", " ")
     return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
+
+
+def cut_middle(path: str, width: int) -> str:
+    """``path`` in at most ``width`` cells, cut in the middle so its tail (what tells sibling
+    paths apart: ``…observation.status`` from ``…observation.result``) stays whole.
+
+    The tail keeps about two thirds of the room and starts at a ``.`` or ``[`` where one is
+    near, so it shows whole path segments; the head keeps the start (the state key).
+    """
+    if len(path) <= width:
+        return path
+    if width < 2:
+        return "…"[:width]
+    room = width - 1  # one cell for the ellipsis
+    size = max(1, (room * 2) // 3)
+    start = len(path) - size
+    # Widen the tail back to the start of its segment when that costs little, else narrow it
+    # forward to the next segment; the head keeps at least a few characters of the key.
+    back = max(path.rfind(".", 0, start + 1) + 1, path.rfind("[", 0, start + 1))
+    forward = min((i for i in (path.find(".", start), path.find("[", start)) if i >= 0), default=-1)
+    if back > 0 and start - back <= room // 4 and room - (len(path) - back) >= 3:
+        start = back
+    elif 0 <= forward - start <= size // 2:
+        start = forward + 1 if path[forward] == "." else forward
+    tail = path[start:]
+    head = path[: room - len(tail)]
+    return f"{head}…{tail}"
 
 
 def fold(value: Any, at: int = FOLD_AT, keep: int = FOLD_KEEP) -> Any:
@@ -318,7 +350,7 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
     if view["ns"]:
         field("namespace", view["ns"])
     if others:
-        field("subgraphs" if not view["ns"] else "others", ", ".join(f"{_ns_label(ns)} ({n} steps)" for ns, n in others.items()) + "   (see them with --ns NS)")
+        field("subgraphs" if not view["ns"] else "others", ", ".join(f"{_ns_label(ns)} ({plural(n, 'step')})" for ns, n in others.items()) + "   (see them with --ns NS)")
 
     out.append("")
     if not steps:

@@ -19,10 +19,19 @@ from graphtape.recorder.store.read_guard import _READ_BUDGET, ReadBudget
 
 
 def squeeze(raw: bytes) -> tuple[bool, bytes]:
-    """``(zipped, data)``: zlib-compressed only when that saves space."""
-    if len(raw) > 160:
-        z = zlib.compress(raw, 6)
-        if len(z) < len(raw) - 16:
+    """``(zipped, data)``: zlib-compressed only when that saves space.
+
+    The compressor's window and memory are sized to the data: a step's payload is a few
+    hundred bytes, and zlib's defaults (a 32 KiB window, ~256 KiB of state set up and
+    cleared per call) cost it more than the compressing. A window as large as the data
+    finds the same matches, and any zlib reader inflates it.
+    """
+    n = len(raw)
+    if n > 160:
+        bits = min(15, max(10, n.bit_length()))
+        c = zlib.compressobj(6, zlib.DEFLATED, bits, min(8, bits - 6))
+        z = c.compress(raw) + c.flush()
+        if len(z) < n - 16:
             return True, z
     return False, raw
 

@@ -17,8 +17,9 @@ from textual.widgets.option_list import Option
 from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.records import StepInfo
 from graphtape.tui.comparison import StatePair, comparison_for, diff_verdict
-from graphtape.tui.data import DiffEntry, diff_states
+from graphtape.tui.data import DiffEntry, diff_states, diff_text
 from graphtape.tui.render import clean, printable
+from graphtape.tui.screens.prompts import ValueScreen
 from graphtape.tui.screens.runs import status_text
 from graphtape.tui.widgets.diff_view import DiffView
 from graphtape.tui.widgets.panels import TextPanel
@@ -90,6 +91,7 @@ class CompareScreen(Screen):
         Binding("n,right_square_bracket", "divergence(1)", "Next difference"),
         Binding("p,left_square_bracket", "divergence(-1)", "Prev difference"),
         Binding("o", "open_new", "Open run", tooltip="the replay's own run (for two runs: run B)"),
+        Binding("v", "view_difference", "View", tooltip="the selected difference and the two states' diff in full"),
         Binding("escape", "back", "Back"),
         Binding("question_mark", "app.help", "Keys"),
     ]
@@ -307,6 +309,19 @@ class CompareScreen(Screen):
             return
         listing = self.query_one("#divergence-list", OptionList)
         listing.highlighted = max(0, min(len(self.divergences) - 1, self.selected + delta))
+
+    def action_view_difference(self) -> None:
+        """The selected difference's explanation and the state diff beside it, in full, in the value viewer."""
+        parts = []
+        if self.divergences:
+            d = self.divergences[self.selected]
+            parts.append(printable(d.render()))
+            title = f"difference {self.selected + 1} of {len(self.divergences)}: {divergence_label(d).plain}"
+        else:
+            title = self.view.none_text
+        if self.diff_title:
+            parts.append(f"{self.diff_title}\n{diff_text(self.diff_entries)}")
+        self.app.push_screen(ValueScreen(title, "\n\n".join(parts) or "nothing loaded yet"))
 
     def action_open_new(self) -> None:
         run_id, ns = self.view.open_target()

@@ -28,6 +28,7 @@ MODES = (
     ("live", "live: nothing mocked, the graph calls out for real"),
 )
 GRAPH_HINT = "module:attr or path/to/file.py:attr"
+SHORT_SCREEN = 30  # below this many rows the replay and fork prompts drop their fields' borders to fit
 
 
 class PromptBody(VerticalScroll, can_focus=False):
@@ -94,6 +95,18 @@ class _RunPrompt(ModalScreen):
     def on_mount(self) -> None:
         modes = self.query_one("#mode-options", OptionList)
         modes.highlighted = [m for m, _ in MODES].index(self.DEFAULT_MODE)
+        self._fit(self.app.size.height)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.height)
+
+    def _fit(self, rows: int) -> None:
+        """On a short screen (80x24) the fields go borderless, one row each, so the whole
+        prompt (its title first) shows without scrolling."""
+        compact = rows < SHORT_SCREEN
+        for field in self.query(Input):
+            field.compact = compact
+        self.query_one("#mode-options", OptionList).compact = compact
 
     def _mode(self) -> str:
         highlighted = self.query_one("#mode-options", OptionList).highlighted

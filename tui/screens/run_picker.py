@@ -69,8 +69,14 @@ class RunPicker(ModalScreen[str | None]):
         self._fill(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the filter picks the highlighted (first matching) run, as Enter on the list does."""
         event.stop()
-        self.query_one("#picker-runs", OptionList).focus()
+        listing = self.query_one("#picker-runs", OptionList)
+        index = listing.highlighted
+        if index is not None and not listing.get_option_at_index(index).disabled:
+            self.dismiss(listing.get_option_at_index(index).id)
+            return
+        listing.focus()  # nothing matches: the list says so, and the keys move there
 
     def on_key(self, event) -> None:
         # Typing on the list goes to the filter, so a name can be typed at once.

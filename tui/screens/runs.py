@@ -21,7 +21,9 @@ from graphtape.recorder.records import RunInfo
 from graphtape.tui.render import clean
 from graphtape.tui.widgets.runs_table import PAD, RunsTable, TableColumn
 
-FORKED = "forked"  # not a stored status: runs with a parent (forks and replays), filtered here
+FORKED = "forked"  # not stored statuses: forks, or replays (runs with a parent), filtered here
+REPLAYED = "replayed"
+_LINEAGE_FILTERS = (FORKED, REPLAYED)
 STATUSES = (None, "ok", "error", "interrupted", "running")
 _STATUS_STYLE = {"ok": "green", "error": "bold red", "interrupted": "yellow", "running": "cyan"}
 ID_CHARS = 8  # how much of a run id the list shows, in the id column and in "fork of …"
@@ -29,6 +31,7 @@ _PAD = 2 * PAD  # the table's blank cells beside every column
 _FULL_TIME, _SHORT_TIME = "%Y-%m-%d %H:%M:%S", "%m-%d %H:%M"
 _TIME_WIDTH = {False: len("2026-01-31 23:59:59"), True: len("01-31 23:59")}
 _STATUS_MAX = len("interrupted")  # a longer reason is cut with an ellipsis
+_STATUS_FAULTS = "status+faults"  # not a column: the widest status cell with its fault mark
 _NAME_MIN, _GRAPH_MIN = 12, 8  # the narrowest the two free-text columns get before the table scrolls
 
 
@@ -65,8 +68,17 @@ def lineage(run: RunInfo) -> str:
     """``fork of 1a2b3c4d`` or ``replay of 1a2b3c4d`` for a run with a parent, else nothing."""
     if not run.parent_run_id:
         return ""
-    kind = "replay" if any(str(t).startswith("replay-of:") for t in run.tags) else "fork"
+    kind = "replay" if is_replay(run) else "fork"
     return f"{kind} of {run.parent_run_id[:ID_CHARS]}"
+
+
+def is_replay(run: RunInfo) -> bool:
+    """A run with a parent is a replay when tagged so, else a fork."""
+    return bool(run.parent_run_id) and any(str(t).startswith("replay-of:") for t in run.tags)
+
+
+def is_fork(run: RunInfo) -> bool:
+    return bool(run.parent_run_id) and not is_replay(run)
 
 
 def duration(run: RunInfo) -> str:
@@ -75,6 +87,21 @@ def duration(run: RunInfo) -> str:
 
 def _unstyled(run: RunInfo) -> str:
     return ""
+
+
+FAULT_MARK = "⚠"
+
+
+def fault_mark(run: RunInfo) -> str:
+    """`` ⚠5`` for a run whose recorder hit 5 faults, else nothing: folded into the status cell
+    when the faults column is scrolled out of view."""
+    return f" {FAULT_MARK}{run.faults}" if run.faults else ""
+
+
+def status_with_faults(run: RunInfo) -> Text:
+    text = Text(status_word(run), style=_STATUS_STYLE.get(run.status, ""))
+    text.append(fault_mark(run), style="bold red")
+    return text
 
 
 @dataclass(frozen=True)
@@ -95,7 +122,8 @@ class Column:
 
 # What tells runs apart comes first, so a narrow terminal shows name, id (what commands
 # take), status, steps, start and duration; the origin (fork of, replay of), the graph
-# and the redacted and fault counts (always last) are then a scroll away.
+# and the redacted and fault counts (always last) are then a scroll away, the fault
+# count also shown beside the status (``error ⚠2``) so a faulty recording never hides.
 COLUMNS = (
     Column("name", "name", lambda r: r.name, lambda r: r.name.lower()),
     Column("id", "id", lambda r: r.id[:ID_CHARS], lambda r: r.id),
@@ -124,24 +152,31 @@ def cell_widths(runs: list[RunInfo]) -> dict[str, int]:
 
     A pass over every cell, so it runs once per read, in the worker, not on every sort.
     """
-    return {c.key: max(map(cell_len, {c.text(run) for run in runs}), default=0) for c in COLUMNS if c.key != "started"}
+    widths = {c.key: max(map(cell_len, {c.text(run) for run in runs}), default=0) for c in COLUMNS if c.key != "started"}
+    widths[_STATUS_FAULTS] = max((cell_len(status_word(r)) + cell_len(fault_mark(r)) for r in runs if r.faults), default=0)
+    return widths
 
 
 @dataclass(frozen=True)
 class ColumnFit:
-    """Column widths (without padding) and whether ``started`` drops the year and seconds."""
+    """Column widths (without padding), whether ``started`` drops the year and seconds, and
+    whether the status cell carries the fault count (the faults column is scrolled away)."""
 
     widths: dict[str, int]
     short_time: bool
+    faults_in_status: bool = False
 
 
 def fit_columns(natural: dict[str, int], available: int) -> ColumnFit:
     """Widths that fit ``available`` cells: started shortens first, then graph, then name shrink.
 
-    ``natural`` is each column's widest cell or label (for ``started``, its label).
-    When even the narrowest widths are too wide, the name keeps what is left beside
-    the other lead columns (up to duration); the rest is reached by scrolling right.
+    ``natural`` is each column's widest cell or label (for ``started``, its label), and may
+    hold the widest status cell with its fault mark. When even the narrowest widths are
+    too wide, the name keeps what is left beside the other lead columns (up to duration);
+    the rest is reached by scrolling right, so the status cell then shows the fault count.
     """
+    natural = dict(natural)
+    with_faults = natural.pop(_STATUS_FAULTS, 0)
     widths = dict(natural)
     for short in (False, True):
         widths["started"] = max(natural["started"], _TIME_WIDTH[short])
@@ -154,8 +189,11 @@ def fit_columns(natural: dict[str, int], available: int) -> ColumnFit:
         widths["graph"] = max(graph_min, room - natural["name"])
         widths["name"] = room - widths["graph"]
     else:
+        folded = with_faults > 0
+        widths["status"] = max(widths["status"], min(with_faults, _STATUS_MAX + 4))
         lead = sum(widths[k] + _PAD for k in _LEAD if k != "name")
         widths["name"] = max(name_min, min(natural["name"], available - lead - _PAD))
+        return ColumnFit(widths, True, folded)
     return ColumnFit(widths, True)
 
 
@@ -163,7 +201,8 @@ class RunsScreen(Screen):
     """Lists runs newest first; Enter opens one.
 
     ``s`` steps the status filter through ok, error, interrupted, running and, when the
-    store holds any, forked (forks and replays), then back to all. ``o`` sorts by the next
+    store holds any, forked (forks only) and replayed (replays), then back to all; Esc
+    clears every filter (status and text). ``o`` sorts by the next
     column, ``O`` reverses the order, and clicking a header sorts by it (again: reversed);
     the selected run stays selected when the order or the screen's size changes.
     """
@@ -175,13 +214,13 @@ class RunsScreen(Screen):
     BINDINGS = [
         Binding("enter", "open_run", "Open", tooltip="the selected run's steps"),
         Binding("slash", "filter", "Filter", tooltip="by name, graph, error, tag or id"),
-        Binding("s", "cycle_status", "Status", tooltip="show only ok, error, interrupted, running or forked runs, or all"),
+        Binding("s", "cycle_status", "Status", tooltip="show only ok, error, interrupted, running, forked or replayed runs, or all"),
         Binding("o", "cycle_sort", "Sort", tooltip="by the next column (or click a column's header)"),
         Binding("O", "reverse_sort", "Reverse", tooltip="the sort order"),
         Binding("r", "reload", "Reload", tooltip="read the store again"),
         Binding("m", "mark_run", "Mark", tooltip="mark the selected run as run A of a diff"),
         Binding("d", "diff_run", "Diff", tooltip="diff the selected run against the marked one (or pick which)"),
-        Binding("escape", "clear_filter", "Clear", show=False, tooltip="the text filter"),
+        Binding("escape", "clear_filter", "Clear", show=False, tooltip="every filter: status and text"),
         Binding("question_mark", "app.help", "Keys"),
         Binding("q", "app.quit", "Quit"),
     ]
@@ -213,7 +252,8 @@ class RunsScreen(Screen):
         self.text_filter = ""
         self.sort_key = "started"
         self.descending = True
-        self.has_forks = False  # as of the last read without a status filter
+        self.has_forks = False  # as of the last read without a status filter (or with a lineage one)
+        self.has_replays = False
         self.column_fit: ColumnFit | None = None  # the column widths the table was last drawn with
         self.cell_widths: dict[str, int] = {}  # each column's widest cell, measured once per read
         self.natural: dict[str, int] = {}  # the same with the headers as now labelled
@@ -237,14 +277,16 @@ class RunsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="runs")
     def load_runs(self, status: str | None, text: str) -> None:
-        stored = None if status == FORKED else status
+        stored = None if status in _LINEAGE_FILTERS else status
         try:
             runs = clean(self.app.store.list_runs(status=stored, text=text or None, limit=20_000))  # names print as text
         except GraphtapeError as exc:
             self.post_message(self.Loaded(None, str(exc), status=status, text=text))
             return
         if status == FORKED:  # the store has no parent filter: narrow the list here
-            runs = [r for r in runs if r.parent_run_id]
+            runs = [r for r in runs if is_fork(r)]
+        elif status == REPLAYED:
+            runs = [r for r in runs if is_replay(r)]
         self.post_message(self.Loaded(runs, status=status, text=text, widths=cell_widths(runs)))
 
     def on_runs_screen_loaded(self, message: Loaded) -> None:
@@ -257,8 +299,9 @@ class RunsScreen(Screen):
             return
         self.loaded = message.runs or []
         self.cell_widths = message.widths
-        if message.status in (None, FORKED):
-            self.has_forks = any(r.parent_run_id for r in self.loaded)
+        if message.status is None and not message.text:  # every run read: which lineage filters apply
+            self.has_forks = any(is_fork(r) for r in self.loaded)
+            self.has_replays = any(is_replay(r) for r in self.loaded)
         self._show()
 
     def _show(self, keep_selection: bool = False) -> None:
@@ -298,6 +341,8 @@ class RunsScreen(Screen):
         columns = []
         for column in COLUMNS:
             cell = short_when if column.key == "started" and fit.short_time else column.cell
+            if column.key == "status" and fit.faults_in_status:
+                cell = status_with_faults
             columns.append(TableColumn(column.key, self._label(column), fit.widths[column.key], cell))
         return columns
 
@@ -305,6 +350,7 @@ class RunsScreen(Screen):
         """Each column's widest label or cell; ``started`` is measured by its label (its cells are fixed)."""
         natural = {c.key: max(cell_len(self._label(c)), self.cell_widths.get(c.key, 0)) for c in COLUMNS}
         natural["status"] = min(natural["status"], max(_STATUS_MAX, len(self._label(_BY_KEY["status"]))))
+        natural[_STATUS_FAULTS] = self.cell_widths.get(_STATUS_FAULTS, 0)
         return natural
 
     def _table_width(self) -> int:
@@ -404,19 +450,24 @@ class RunsScreen(Screen):
         self.reload()
 
     def action_clear_filter(self) -> None:
+        """Every filter goes: the status one and the text one (as the empty list promises)."""
         box = self.query_one("#runs-filter", Input)
         if box.has_focus:
             self.set_focus(None)
         box.value = ""
         box.display = False
         self.text_filter = ""
+        self.status_filter = None
         self.reload()
 
     def action_reload(self) -> None:
         self.reload()
 
     def action_cycle_status(self) -> None:
-        cycle = STATUSES + ((FORKED,) if self.has_forks or self.status_filter == FORKED else ())
+        lineages = tuple(
+            kind for kind, present in ((FORKED, self.has_forks), (REPLAYED, self.has_replays)) if present or self.status_filter == kind
+        )
+        cycle = STATUSES + lineages
         self.status_filter = cycle[(cycle.index(self.status_filter) + 1) % len(cycle)]
         self.reload()
 

@@ -15,7 +15,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from graphtape.tui.render import printable
+from graphtape.tui.render import cut_middle, printable
 from graphtape.tui.data import DiffEntry, count_differences, short
 
 MARKS = {"added": ("+", "green"), "appended": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow"), "skipped": ("⋮", "dim")}
@@ -32,8 +32,9 @@ def entry_text(entry: DiffEntry, part: int, path_width: int, width: int) -> Text
     """
     mark, style = MARKS.get(entry.kind, ("?", ""))
     text = Text(f"{mark} " if part == 0 else "  ", style=style)
-    path = Text(printable(entry.path) if part == 0 else "", style=style)
-    path.truncate(path_width, overflow="ellipsis", pad=True)
+    # Cut in the middle: sibling paths differ at their ends ("…observation.status", "…observation.result").
+    path = Text(cut_middle(printable(entry.path), path_width) if part == 0 else "", style=style)
+    path.truncate(path_width, pad=True)
     text.append_text(path)
     text.append("  ")
     if entry.kind == "skipped":

@@ -14,7 +14,7 @@ from textual.widgets.option_list import Option
 from graphtape.recorder.records import CallInfo, RouteInfo
 from graphtape.tui import http_view
 from graphtape.tui.data import fold, short, to_json
-from graphtape.tui.render import call_outcome, frame_text, node_waits, printable, raised_at, traceback_lines
+from graphtape.tui.render import call_outcome, frame_text, node_waits, plural, printable, raised_at, traceback_lines
 
 _KIND_STYLE = {"conditional": "bold magenta", "static": "dim", "send": "bold cyan", "command": "bold yellow", "parent-command": "bold yellow"}
 
@@ -73,7 +73,7 @@ def routes_renderable(routes: list[RouteInfo], nxt: list[str], step: int = 0, ta
         for i, packet in enumerate(r.sends):
             rows.append(Text(f"    Send #{i} → {packet.get('node')}:", style="cyan"))
             lines = pretty(packet.get("arg")).splitlines()
-            shown = lines[:SEND_LINES] + ([f"… {len(lines) - SEND_LINES} more lines (v shows them all)"] if len(lines) > SEND_LINES else [])
+            shown = lines[:SEND_LINES] + ([f"… {plural(len(lines) - SEND_LINES, 'more line')} (v shows them all)"] if len(lines) > SEND_LINES else [])
             rows.append(Text("\n".join("        " + line for line in shown)))
     if nxt:
         rows.append(Text(f"\nnext: {', '.join(nxt)}", style="bold green"))
@@ -119,7 +119,7 @@ def call_detail(call: CallInfo, waited_ms: float | None = None, calls: list[Call
         from graphtape.tui.widgets.transcript import render_message
 
         msgs = call.inputs.get("messages") or []
-        parts.append(Text(f"input: {len(msgs)} messages", style="bold"))
+        parts.append(Text(f"input: {plural(len(msgs), 'message')}", style="bold"))
         parts.extend(render_message(m) for m in msgs if isinstance(m, dict))
         if call.inputs.get("tools"):
             parts.append(Text("tools sent: " + ", ".join(str((t.get("function") or t).get("name")) for t in call.inputs["tools"] if isinstance(t, dict)), style="yellow"))

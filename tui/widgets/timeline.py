@@ -23,6 +23,7 @@ COLUMNS = (("step", 4, "right"), ("", 2, "left"), ("nodes", 12, "left"), ("calls
 ROUTE_HEADER = "route (why the run went there)"
 ROUTE_MIN = 12
 GAP = 1
+GAP_LABEL = "(no step)"  # a gap row of two aligned runs: the other run has a step here
 
 
 def step_markers(step: StepInfo) -> Text:
@@ -154,7 +155,8 @@ class Timeline(RowsView):
         else:
             step = self.steps[index]
             if step is None:
-                cells = [Text("·", style="dim"), Text(), Text("(no step here)", style="dim italic"), Text(), Text(), Text()]
+                # Fits the nodes column whole (it is 12 wide): an aligned view's gap, the other run has a step here.
+                cells = [Text("·", style="dim"), Text(), Text(GAP_LABEL, style="dim italic"), Text(), Text(), Text()]
             else:
                 cells = step_cells(step, self.calls.get(step.step, {}), self.resumed_at)
                 if step.step in self._marks:
