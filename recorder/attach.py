@@ -19,6 +19,7 @@ import re
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
@@ -29,15 +30,16 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from graphtape.recorder import http_capture
 from graphtape.recorder.capture import CaptureHandler
 from graphtape.recorder.choices import Choice
-from graphtape.recorder.errors import GraphtapeError, RecorderFault
+from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersionError, StoreError
 from graphtape.recorder.graph_info import GraphInfo, describe
 from graphtape.recorder.graph_origin import Origin, display_name, origin_of
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
 from graphtape.recorder.session import RunSession, host_and_pid
 from graphtape.recorder.snapshots import snapshot
-from graphtape.recorder.store import Batch, SqlStore
-from graphtape.recorder.writer import Writer
+from graphtape.recorder.store import Batch, RunStore, SqlStore
+from graphtape.recorder.store.sql_store import check_url, is_not_a_store, open_for_writing
+from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
 
 
 class Durability(Choice):
@@ -83,6 +85,15 @@ class Recorder:
     ``strict=True`` raises recorder faults instead of counting them.
     ``http=False`` leaves the HTTP requests a run's own code makes unrecorded
     (see ``http_capture``).
+
+    A store that is down, missing, read-only or locked never stops the graph:
+    ``Recorder(...)`` warns once and keeps trying to open it, and rows the
+    store does not take are kept and written once it does. ``sync`` waits for
+    a locked store at most ``lock_wait`` seconds (default 2) before the run
+    goes on and its rows are left to the background retry. Each such fault is
+    counted (``fault_count``, and on the run, shown by the TUI's ``i``). Only a
+    ``db`` that names no usable store (not a path or URL, another backend, a
+    store of another schema version) raises here.
     """
 
     def __init__(
@@ -94,6 +105,7 @@ class Recorder:
         redact_patterns: str | re.Pattern[str] | Iterable[str | re.Pattern[str]] = (),
         redact_keys: str | Iterable[str] = (),
         http: bool = True,
+        lock_wait: float = LOCK_WAIT_S,
     ) -> None:
         self.durability = Durability.parse(durability)
         self.http = http
@@ -101,13 +113,35 @@ class Recorder:
         self.redact_patterns = _as_tuple(redact_patterns)
         self.redact_keys = _as_tuple(redact_keys)
         Redactor(self.redact_patterns, self.redact_keys)  # a bad pattern fails here, not mid-run
-        self.store = SqlStore(db, create=True)
-        self.writer = Writer(self.store, background=self.durability is Durability.ASYNC, on_fault=self._write_fault)
+        if lock_wait <= 0:
+            raise ValueError(f"lock_wait must be a positive number of seconds, got {lock_wait!r}")
         self._sessions: dict[str, RunSession] = {}
+        self._recent: weakref.WeakValueDictionary[str, RunSession] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
         self._interrupted: dict[tuple[str, str], str] = {}
+        self._warned: set[str] = set()
         self.last_run_id: str | None = None
         self.fault_count = 0
+        url = check_url(db)  # a db that names no store raises; one that cannot be reached yet does not
+        store: SqlStore | None = None
+        open_error: StoreError | None = None
+        try:
+            store = open_for_writing(url)
+        except SchemaVersionError:
+            raise
+        except StoreError as exc:
+            if strict or is_not_a_store(exc):
+                raise
+            open_error = exc
+            self._write_fault(exc, None, False)
+        self.writer = Writer(
+            store,
+            background=self.durability is Durability.ASYNC,
+            on_fault=self._write_fault,
+            lock_wait=lock_wait,
+            opener=lambda: open_for_writing(url),
+            open_error=open_error,
+        )
 
     # -- public --------------------------------------------------------------
     def attach(self, graph: Any, *, name: str | None = None, tags: Iterable[str] = (), graph_ref: str | None = None, lineage: Lineage | None = None) -> Any:
@@ -144,14 +178,20 @@ class Recorder:
             binding.origin = origin_of(graph, copy)
         return copy
 
+    @property
+    def store(self) -> RunStore:
+        """The store runs are recorded into (``StoreError`` while it cannot be opened)."""
+        return self.writer.open_store()
+
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until every recorded step so far is in the database."""
+        """Wait until every recorded step so far was tried; ``True`` if all of it is in the database."""
         return self.writer.flush(timeout)
 
-    def close(self) -> None:
-        """Flush and release the store."""
-        self.writer.close()
-        self.store.close()
+    def close(self, timeout: float = CLOSE_WAIT_S) -> None:
+        """Flush and release the store, trying rows it has not taken yet for up to ``timeout`` seconds."""
+        self.writer.close(timeout)
+        if self.writer.store is not None:
+            self.writer.store.close()
 
     def __enter__(self) -> Recorder:
         return self
@@ -165,22 +205,38 @@ class Recorder:
         run_id = conf.get(RUN_KEY)
         return self._sessions.get(run_id) if run_id else None
 
-    def _write_fault(self, exc: Exception, batch: Batch | None) -> None:
+    def _write_fault(self, exc: Exception, batch: Batch | None, lost: bool) -> None:
+        """Count a write fault and note it on the runs it concerns (their fault log, shown by the TUI's ``i``)."""
         self.fault_count += 1
-        _log.warning("graphtape: %s: %s", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
-        message = f"store write failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        run_ids = set()
+        line = str(exc).splitlines()[0] if str(exc) else ""
+        message = f"store write failed: {type(exc).__name__}: {line}"
+        if message not in self._warned and len(self._warned) < 100:
+            self._warned.add(message)  # one warning per distinct problem, not one per retry
+            _log.warning("graphtape: %s: %s", type(exc).__name__, line)
+        run_ids: set[str] = set()
         if batch is not None:
             run_ids.update(r["run_id"] for r in batch.steps)
             run_ids.update(r["run_id"] for r in batch.calls)
             run_ids.update(r["id"] for r in batch.runs_new)
-        targets = [self._sessions[r] for r in run_ids if r in self._sessions] or list(self._sessions.values())
+            run_ids.update(rid for rid, _ in batch.runs_update)
+        # A run that ended may still be written (its rows wait in the writer): its session is found
+        # here while anything refers to it, so a fault before its last update is built counts there.
+        targets = [s for r in run_ids if (s := self._recent.get(r)) is not None] if batch is not None else list(self._sessions.values())
         for s in targets:
             s.fault(message)
-            if batch is not None and (batch.steps or batch.calls):
+            if lost and batch is not None and (batch.steps or batch.calls):
                 s.frames_lost()
             if self.strict:
                 s.pending_error = RecorderFault(message)
+        if batch is not None:
+            # A run that ended already: its last update (built, still waiting to be written) carries the fault.
+            for rid, fields in batch.runs_update:
+                if "fault_log" in fields:
+                    log = orjson.loads(fields["fault_log"]) if fields["fault_log"] else []
+                    if len(log) < 50:
+                        log.append(message[:500])
+                    fields["faults"] = (fields.get("faults") or 0) + 1
+                    fields["fault_log"] = _json(log)
 
     def _begin(self, binding: _Binding, graph: Any, input: Any, config: dict | None, kwargs: dict) -> tuple[RunSession | None, dict, dict]:
         """Open a run (or continue an interrupted one on resume); never raises unless strict."""
@@ -197,9 +253,11 @@ class Recorder:
             thread_id = conf["thread_id"] = f"graphtape-{new_run_id}"
         config["configurable"] = conf
         try:
-            run_id, seq_start, resumed = (new_run_id, 0, False) if generated else self._run_id_for(binding, thread_id, input)
-            self.store.forget_written_blobs()
-            known = self.store.checkpoint_steps(run_id) if resumed else None
+            store = self.writer.store  # None while it cannot be opened: the run is kept for it
+            run_id, seq_start, resumed = (new_run_id, 0, False) if generated else self._run_id_for(binding, thread_id, input, store)
+            if store is not None:
+                store.forget_written_blobs()
+            known = store.checkpoint_steps(run_id) if resumed and store is not None else None
             redactor = Redactor(self.redact_patterns, self.redact_keys)
             session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known)
             session.thread_id = thread_id  # type: ignore[attr-defined]
@@ -216,6 +274,7 @@ class Recorder:
                 kwargs = {**kwargs, _STREAM_KW_DURABILITY: "sync"}
             with self._lock:
                 self._sessions[run_id] = session
+                self._recent[run_id] = session
             self.last_run_id = run_id
             self._write_run_start(session, binding, input, config, kwargs, resumed)
             seed = binding.take_seed() if not resumed else None
@@ -243,18 +302,18 @@ class Recorder:
             return False
         return True
 
-    def _run_id_for(self, binding: _Binding, thread_id: str, input: Any) -> tuple[str, int, bool]:
+    def _run_id_for(self, binding: _Binding, thread_id: str, input: Any, store: RunStore | None) -> tuple[str, int, bool]:
         is_resume = type(input).__name__ == "Command" and getattr(input, "resume", None) is not None
-        if is_resume:
+        if is_resume and store is not None:
             key = (binding.name, str(thread_id))
             run_id = self._interrupted.pop(key, None)
             if run_id is None:
-                prev = self.store.latest_run_for_thread(str(thread_id), binding.info.name)
+                prev = store.latest_run_for_thread(str(thread_id), binding.info.name)
                 if prev is not None and prev.status == "interrupted" and prev.status_reason == "interrupt":
                     run_id = prev.id
             if run_id is not None:
                 self.flush()
-                return run_id, self.store.max_seq(run_id), True
+                return run_id, store.max_seq(run_id), True
         return secrets.token_hex(8), 0, False
 
     def _write_run_start(self, session: RunSession, binding: _Binding, input: Any, config: dict, kwargs: dict, resumed: bool) -> None:

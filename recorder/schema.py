@@ -26,8 +26,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     event,
 )
+
+# Any text in a text column: the mapping lives in store.column_text, free of SQLAlchemy.
+from graphtape.recorder.store.column_text import from_column, needs_escape, to_column  # noqa: F401
 
 # v2: steps.writes (state keys each step's tasks wrote).
 # v3: run_facets and its triggers; runs indexed for newest-first listing by status, name and errors.
@@ -37,6 +41,19 @@ SCHEMA_VERSION = 4
 MIGRATES_FROM = frozenset({2, 3})
 
 metadata = MetaData()
+
+class AnyText(TypeDecorator):
+    """``Text`` that stores any Python string losslessly (NUL, lone surrogates) on SQLite and PostgreSQL."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        return to_column(value) if isinstance(value, str) else value
+
+    def process_result_value(self, value: Any, dialect: Any) -> Any:
+        return from_column(value) if isinstance(value, str) else value
+
 
 meta = Table(
     "graphtape_meta",
@@ -49,31 +66,31 @@ runs = Table(
     "runs",
     metadata,
     Column("id", String(16), primary_key=True),
-    Column("name", Text, nullable=False),
-    Column("graph_name", Text, nullable=False),
-    Column("graph_ref", Text),
-    Column("thread_id", Text),
+    Column("name", AnyText, nullable=False),
+    Column("graph_name", AnyText, nullable=False),
+    Column("graph_ref", AnyText),
+    Column("thread_id", AnyText),
     Column("status", String(16), nullable=False),
     Column("status_reason", String(32)),
-    Column("error_type", Text),
-    Column("error_message", Text),
+    Column("error_type", AnyText),
+    Column("error_message", AnyText),
     Column("started_at", Float, nullable=False),
     Column("ended_at", Float),
     Column("heartbeat_at", Float),
-    Column("inputs", Text),
-    Column("output", Text),
-    Column("config", Text),
-    Column("graph", Text),
-    Column("versions", Text),
-    Column("tags", Text),
+    Column("inputs", AnyText),
+    Column("output", AnyText),
+    Column("config", AnyText),
+    Column("graph", AnyText),
+    Column("versions", AnyText),
+    Column("tags", AnyText),
     Column("parent_run_id", String(16)),
     Column("fork_step", Integer),
-    Column("fork_edit", Text),
+    Column("fork_edit", AnyText),
     Column("step_count", Integer, nullable=False, default=0),
     Column("redactions", Integer, nullable=False, default=0),
     Column("faults", Integer, nullable=False, default=0),
-    Column("fault_log", Text),
-    Column("owner_host", Text),
+    Column("fault_log", AnyText),
+    Column("owner_host", AnyText),
     Column("owner_pid", Integer),
     Column("durability", String(16)),
     # Every listing is newest first with the id breaking ties: each index ends in (started_at, id).
@@ -91,19 +108,19 @@ steps = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("run_id", String(16), nullable=False),
-    Column("ns", Text, nullable=False, default=""),
+    Column("ns", AnyText, nullable=False, default=""),
     Column("seq", Integer, nullable=False),
     Column("step", Integer, nullable=False),
     Column("source", String(16)),
-    Column("checkpoint_id", Text),
-    Column("parent_checkpoint_id", Text),
+    Column("checkpoint_id", AnyText),
+    Column("parent_checkpoint_id", AnyText),
     Column("created_at", Float, nullable=False),
     Column("duration_ms", Float),
     Column("is_key", Boolean, nullable=False),
-    Column("nodes", Text, nullable=False, default=""),
+    Column("nodes", AnyText, nullable=False, default=""),
     # ",key1,key2," — state keys the step's tasks wrote (reverse watch, search)
-    Column("writes", Text, nullable=False, default=""),
-    Column("summary", Text),
+    Column("writes", AnyText, nullable=False, default=""),
+    Column("summary", AnyText),
     Column("flags", Integer, nullable=False, default=0),
     # zlib/orjson: {"s": state frame (key or delta), "t": tasks, "r": routes, "e": events}
     Column("payload", LargeBinary, nullable=False),
@@ -116,19 +133,19 @@ calls = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("run_id", String(16), nullable=False),
-    Column("ns", Text, nullable=False, default=""),
+    Column("ns", AnyText, nullable=False, default=""),
     Column("step", Integer),
-    Column("task_id", Text),
-    Column("node", Text),
+    Column("task_id", AnyText),
+    Column("node", AnyText),
     Column("call_id", String(36), nullable=False),
     Column("parent_call_id", String(36)),
     Column("kind", String(8), nullable=False),
-    Column("name", Text, nullable=False),
-    Column("inputs", Text),
-    Column("output", Text),
-    Column("error_type", Text),
-    Column("error_message", Text),
-    Column("traceback", Text),  # JSON frames [file, line, function, source] of a failed call
+    Column("name", AnyText, nullable=False),
+    Column("inputs", AnyText),
+    Column("output", AnyText),
+    Column("error_type", AnyText),
+    Column("error_message", AnyText),
+    Column("traceback", AnyText),  # JSON frames [file, line, function, source] of a failed call
     Column("started_at", Float, nullable=False),
     Column("latency_ms", Float),
     Column("input_tokens", Integer),
@@ -155,7 +172,7 @@ run_facets = Table(
     metadata,
     # "tag", "node" (a node that ran) or "tool" (a tool that was called)
     Column("kind", String(8), primary_key=True),
-    Column("value", Text, primary_key=True),
+    Column("value", AnyText, primary_key=True),
     Column("run_id", String(16), primary_key=True),
     Index("ix_run_facets_run", "run_id"),
 )
@@ -214,8 +231,8 @@ _PG_TRIGGERS = [
                 SELECT DISTINCT 'tag', t.value #>> '{}', NEW.id FROM jsonb_array_elements(NEW.tags::jsonb) AS t(value)
                 WHERE jsonb_typeof(t.value) = 'string'
                 ON CONFLICT DO NOTHING;
-            EXCEPTION WHEN invalid_text_representation THEN
-                NULL;  -- tags that are not JSON are not indexed; the run is still written
+            EXCEPTION WHEN invalid_text_representation OR untranslatable_character THEN
+                NULL;  -- tags that are not JSON (or hold a NUL jsonb refuses) are not indexed; the run is still written
             END;
         END IF;
         RETURN NEW;
@@ -243,6 +260,11 @@ _PG_TRIGGERS = [
     "DROP TRIGGER IF EXISTS gt_calls_facets ON calls",
     "CREATE TRIGGER gt_calls_facets AFTER INSERT ON calls FOR EACH ROW EXECUTE FUNCTION gt_calls_facets()",
 ]
+
+
+def pg_runs_trigger_sql() -> str:
+    """The PostgreSQL function that indexes a run's tags (replaced in stores made before it took NUL)."""
+    return _PG_TRIGGERS[0]
 
 
 def install_triggers(conn: Any) -> None:

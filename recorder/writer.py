@@ -1,17 +1,29 @@
-"""Gets recorded work into the store, in the background or right away.
+"""Gets recorded work into the store, in the background or right away, and never loses it to a passing fault.
 
 Work items are callables that encode live values and return a ``Batch``;
 running them on the writer thread keeps encoding off the graph's thread in the
 default mode. In ``sync`` mode the same item runs and commits before the
-caller returns. Write failures (locked database, full disk, deleted file) are
-retried briefly, then reported to ``on_fault``; they never reach the graph.
+caller returns, waiting for a locked store at most ``lock_wait`` seconds.
+
+A write that fails on something that passes (a lock, a full disk, a read-only
+file, a killed PostgreSQL connection, a store not reachable yet) is *kept*:
+its rows wait, in order, and go in with the next commit, retried in the
+background until the store takes them. Everything kept commits in one
+transaction, run rows before their steps, so a run is never partly there
+without its run row. Kept rows are bounded (``KEEP_BYTES``); past the bound the
+steps and calls are dropped and counted, never the run rows. A row the store
+refuses for what it is (not a passing fault) is written apart and, if it still
+fails, dropped and counted, so it cannot hold back the rows after it.
+
 A SQLite file deleted or replaced while recording is noticed before each
-commit: SQLite would go on writing into the deleted file without a word.
+commit: SQLite would go on writing into the deleted file without a word, so
+nothing more is written there.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import queue
 import threading
@@ -20,100 +32,340 @@ import weakref
 from collections.abc import Callable
 
 from graphtape.recorder.errors import StoreError
-from graphtape.recorder.store import Batch, RunStore, _sqlite_path, is_lock_conflict
+from graphtape.recorder.store import Batch, RunStore, _sqlite_path, is_duplicate, is_passing
 
 Work = Callable[[], Batch | None]
-FaultHandler = Callable[[Exception, Batch | None], None]
+# (what failed, the rows it concerns, whether those rows are lost for good)
+FaultHandler = Callable[[Exception, Batch | None, bool], None]
+Opener = Callable[[], RunStore]
 
-_RETRIES = 5
-# A "locked" error that came back this fast was not SQLite's busy timeout running out
-# (a stale read snapshot, a lock upgrade conflict): worth another try. One that took
-# longer already waited the whole timeout; trying again would only stall a sync graph.
-_QUICK_FAILURE_S = 1.0
+# How long ``sync`` waits for a locked or unreachable store before the run goes on
+# and its rows are left to the background retry.
+LOCK_WAIT_S = 2.0
+# Rows kept while the store does not take them, in bytes of payloads, blobs and text.
+KEEP_BYTES = 256 * 2**20
+# How long ``close`` (and interpreter exit) keeps trying to write kept rows.
+CLOSE_WAIT_S = 10.0
 _MAX_GROUP = 400
 _GATHER_S = 0.025
+_RETRY_FIRST_S = 0.05
+_RETRY_MAX_S = 1.0
+
+_log = logging.getLogger("graphtape")
 
 
 class Writer:
-    """Serializes work items into store transactions."""
+    """Serializes work items into store transactions and keeps what the store did not take yet."""
 
-    def __init__(self, store: RunStore, *, background: bool, on_fault: FaultHandler) -> None:
-        self.store = store
+    def __init__(
+        self,
+        store: RunStore | None,
+        *,
+        background: bool,
+        on_fault: FaultHandler,
+        lock_wait: float = LOCK_WAIT_S,
+        opener: Opener | None = None,
+        open_error: Exception | None = None,
+        keep_bytes: int = KEEP_BYTES,
+    ) -> None:
         self.background = background
         self.on_fault = on_fault
-        self._lock = threading.Lock()
+        self.lock_wait = lock_wait
+        self.keep_bytes = keep_bytes
+        self._opener = opener
+        self.open_error: Exception | None = None
+        self._lock = threading.RLock()  # work items, kept rows, the fault state
+        self._io = threading.Lock()  # one store write at a time
+        self._kept = Batch()
+        self._kept_bytes = 0
+        self._failing: Exception | None = None  # the fault of the episode under way
+        self._told: set[str] = set()  # runs told of that fault
+        # Faults are handed to ``on_fault`` outside the writer's locks: the handler takes the
+        # run's lock, which a graph thread may hold while it waits to submit.
+        self._faults: list[tuple[Exception, Batch | None, bool]] = []
+        self._wake = threading.Event()
         self._queue: queue.SimpleQueue[Work | None | threading.Event] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._file = _file_identity(store)
+        self._file: tuple[str, tuple[int, int]] | None = None
+        self._gone = False
+        self.store: RunStore | None = None
+        if store is not None:
+            self._adopt(store)
+        else:
+            # Not opened yet: a fault from the start, so sync runs never wait on the opening;
+            # the background retry opens the store and writes what was kept meanwhile.
+            self.open_error = open_error
+            self._failing = open_error or StoreError("the store is not open yet")
+        _live_writers.add(self)
         if background:
-            self._thread = threading.Thread(target=self._loop, name="graphtape-writer", daemon=True)
-            self._thread.start()
-            _live_writers.add(self)
+            self._start_thread(self._loop)
 
+    # -- public ----------------------------------------------------------------
     def submit(self, work: Work) -> None:
-        """Queue work (background) or run and commit it now (sync)."""
+        """Queue work (background) or run and commit it now (sync, waiting at most ``lock_wait``)."""
         if self._closed:
             return
         if self.background:
             self._queue.put(work)
             return
+        try:
+            self._submit_now(work)
+        finally:
+            self._dispatch()
+
+    def _submit_now(self, work: Work) -> None:
         with self._lock:
             batch = self._run(work)
             if batch:
-                self._commit(batch)
+                self._keep(batch)
+            if not self._kept:
+                return
+            if self._failing is not None:
+                self._start_retry()  # the store is failing: the run goes on, the retry has its rows
+                return
+        if not self._io.acquire(timeout=self.lock_wait):
+            self._start_retry()
+            return
+        try:
+            ok = self._write_kept(self.lock_wait)
+        finally:
+            self._io.release()
+        if not ok:
+            self._start_retry()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything submitted so far is committed."""
-        if not self.background or self._thread is None or not self._thread.is_alive():
-            return True
-        done = threading.Event()
-        self._queue.put(done)
-        return done.wait(timeout)
+        """Wait until everything submitted so far was tried; ``True`` if nothing is left kept."""
+        if self.background and self._thread is not None and self._thread.is_alive():
+            done = threading.Event()
+            self._queue.put(done)
+            if not done.wait(timeout):
+                return False
+        elif self._kept:
+            budget = self.lock_wait if timeout is None else min(timeout, self.lock_wait)
+            if self._io.acquire(timeout=budget):
+                try:
+                    self._write_kept(budget)
+                finally:
+                    self._io.release()
+            self._dispatch()
+        return not self._kept
 
-    def close(self, timeout: float | None = 30.0) -> None:
-        """Flush and stop the background thread."""
+    def close(self, timeout: float | None = CLOSE_WAIT_S) -> None:
+        """Flush, keep trying kept rows for up to ``timeout`` seconds, then stop (what is left is counted lost)."""
         if self._closed:
             return
-        self.flush(timeout)
+        limit = CLOSE_WAIT_S if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        self.flush(limit)
         self._closed = True
         if self._thread is not None:
             self._queue.put(None)
-            self._thread.join(timeout)
+            self._wake.set()
+            self._thread.join(max(0.0, deadline - time.monotonic()) + 1.0)
+        delay = _RETRY_FIRST_S
+        while self._kept and not self._gone:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if self._io.acquire(timeout=left):
+                try:
+                    if self._write_kept(min(left, self.lock_wait)):
+                        break
+                finally:
+                    self._io.release()
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, _RETRY_MAX_S)
+        with self._lock:
+            if self._kept:
+                lost, self._kept, self._kept_bytes = self._kept, Batch(), 0
+                self._fault(StoreError(f"{_rows(lost)} rows could not be written before the recorder closed: {_why(self._failing)}"), lost, lost=True)
+        self._dispatch()
         _live_writers.discard(self)
 
-    # -- internals -----------------------------------------------------------
+    @property
+    def kept_rows(self) -> int:
+        """Rows waiting for the store to take them (0 when all is written)."""
+        return _rows(self._kept)
+
+    def open_store(self) -> RunStore:
+        """The store, opening it now if it could not be opened yet (``StoreError`` if it still cannot)."""
+        if self.store is None:
+            with self._io:
+                self._ensure_store()
+        if self.store is None:
+            raise self.open_error if isinstance(self.open_error, StoreError) else StoreError(_why(self.open_error))
+        return self.store
+
+    # -- internals: keeping and writing ----------------------------------------
     def _run(self, work: Work) -> Batch | None:
         try:
             return work()
         except (KeyboardInterrupt, SystemExit):
             if not self.background:
                 raise  # sync mode runs on the graph's thread: Ctrl+C stops the program
-            self.on_fault(RuntimeError("encoding was interrupted"), None)
+            self._fault(RuntimeError("encoding was interrupted"), None, lost=True)
             return None
         except BaseException as exc:  # noqa: BLE001 - counted, never raised into the graph, never the end of the writer
-            self.on_fault(exc, None)  # type: ignore[arg-type]
+            self._fault(exc, None, lost=True)  # type: ignore[arg-type]
             return None
 
-    def _commit(self, batch: Batch) -> None:
-        gone = self._file_gone()
-        if gone:
-            self.on_fault(StoreError(gone), batch)
-            return
-        delay = 0.05
-        for attempt in range(_RETRIES):
-            started = time.monotonic()
+    def _keep(self, batch: Batch) -> None:
+        """Add rows to the kept batch (under ``_lock``); past the bound, drop its steps and calls."""
+        accumulating = bool(self._kept) or self._failing is not None
+        self._kept.merge(batch)
+        if accumulating:  # the common case (nothing waiting) skips the sizing
+            self._kept_bytes += _size(batch)
+        if self._failing is not None:
+            self._tell(batch)
+        if self._kept_bytes > self.keep_bytes:
+            kept = self._kept
+            dropped = Batch(steps=kept.steps, calls=kept.calls, calls_update=kept.calls_update, blobs=kept.blobs)
+            self._kept = Batch(runs_new=kept.runs_new, runs_update=kept.runs_update)
+            self._kept_bytes = _size(self._kept)
+            why = f"{_rows(dropped)} rows dropped: more than {_mib(self.keep_bytes)} waited for the store ({_why(self._failing)})"
+            # The runs' last updates ride along (not written here): a run that ended already carries the fault.
+            ids = _run_ids(dropped)
+            self._fault(StoreError(why), Batch(steps=dropped.steps, calls=dropped.calls, runs_update=[u for u in self._kept.runs_update if u[0] in ids]), lost=True)
+
+    def _write_kept(self, budget: float) -> bool:
+        """Write every kept row in one transaction (caller holds ``_io``); ``True`` once nothing is kept."""
+        with self._lock:
+            if not self._kept:
+                return True
+            inflight, self._kept, self._kept_bytes = self._kept, Batch(), 0
+        try:
+            store = self._ensure_store()
+            if store is None:
+                raise self.open_error or StoreError("the store cannot be opened")
+            gone = self._file_gone()
+            if gone:
+                self._gone = True
+                self._fault(StoreError(gone), inflight, lost=True)
+                return True
+            self._write(store, inflight, budget)
+        except Exception as exc:  # noqa: BLE001 - kept and counted, never raised into the graph
+            with self._lock:
+                inflight.merge(self._kept)
+                self._kept, self._kept_bytes = inflight, _size(inflight)
+                first = self._failing is None
+                self._failing = exc
+                if first:
+                    self._told = set()
+                    self._tell(inflight)
+                if self._kept_bytes > self.keep_bytes:
+                    self._keep(Batch())
+            return False
+        with self._lock:
+            if self._failing is not None and not self._kept:
+                _log.info("graphtape: the store takes writes again; every kept row is written")
+                self._failing = None
+                self._told = set()
+            return not self._kept
+
+    def _write(self, store: RunStore, batch: Batch, budget: float) -> None:
+        """Commit ``batch``, trying again while quick failures leave time in ``budget`` (a fresh connection each time)."""
+        deadline = time.monotonic() + budget
+        delay = 0.02
+        while True:
             try:
-                self.store.write(batch)
+                store.write(batch)
                 return
-            except Exception as exc:  # noqa: BLE001 - counted, never raised into the graph
-                quick = time.monotonic() - started < _QUICK_FAILURE_S
-                if is_lock_conflict(exc) and quick and attempt < _RETRIES - 1:
-                    time.sleep(delay)
-                    delay *= 2
-                    continue
-                self.on_fault(exc, batch)
-                return
+            except Exception as exc:  # noqa: BLE001
+                if not is_passing(exc):
+                    self._write_apart(store, batch)
+                    return
+                if time.monotonic() + delay >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    def _write_apart(self, store: RunStore, batch: Batch) -> None:
+        """A row the store refuses: write each run's rows apart, then row by row, dropping (and counting) only what is refused."""
+        groups: dict[str, Batch] = {}
+        call_run = {row["call_id"]: row["run_id"] for row in batch.calls}
+        for row in batch.runs_new:
+            groups.setdefault(row["id"], Batch()).runs_new.append(row)
+        for row in batch.steps:
+            groups.setdefault(row["run_id"], Batch()).steps.append(row)
+        for row in batch.calls:
+            groups.setdefault(row["run_id"], Batch()).calls.append(row)
+        for item in batch.calls_update:
+            groups.setdefault(call_run.get(item[0], ""), Batch()).calls_update.append(item)
+        for item in batch.runs_update:
+            groups.setdefault(item[0], Batch()).runs_update.append(item)
+        pending = [Batch(blobs=batch.blobs)] if batch.blobs else []
+        pending += list(groups.values())
+        for i, group in enumerate(pending):
+            try:
+                store.write(group)
+                continue
+            except Exception as exc:  # noqa: BLE001
+                if is_passing(exc):
+                    _put_back(batch, pending[i:])
+                    raise
+            rows = _row_batches(group)
+            refused_run = False
+            for k, row_batch in enumerate(rows):
+                if refused_run and (row_batch.steps or row_batch.calls):
+                    continue  # never a step or call without its run row (counted with the run row)
+                try:
+                    store.write(row_batch)
+                except Exception as exc:  # noqa: BLE001
+                    if is_duplicate(exc) and row_batch.runs_new:
+                        continue  # a run row already there: the commit that wrote it lost its answer
+                    if is_passing(exc):
+                        _put_back(batch, rows[k:] + pending[i + 1 :])
+                        raise
+                    if row_batch.runs_new:
+                        refused_run = True
+                        lost = Batch(runs_new=row_batch.runs_new, steps=group.steps, calls=group.calls)
+                        self._fault(exc, lost, lost=True)
+                    else:
+                        self._fault(exc, row_batch, lost=True)
+
+    def _tell(self, batch: Batch) -> None:
+        """Count the episode's fault once for each run whose rows it holds back (under ``_lock``)."""
+        new = _run_ids(batch) - self._told
+        if not new or self._failing is None:
+            return
+        self._told |= new
+        for run_id in sorted(new):
+            self._fault(self._failing, _only_runs(batch, {run_id}), lost=False)
+
+    def _fault(self, exc: Exception, batch: Batch | None, *, lost: bool) -> None:
+        with self._lock:
+            self._faults.append((exc, batch, lost))
+
+    def _dispatch(self) -> None:
+        """Hand the faults noted so far to ``on_fault`` (never under the writer's locks)."""
+        while self._faults:
+            with self._lock:
+                faults, self._faults = self._faults, []
+            for exc, batch, lost in faults:
+                try:
+                    self.on_fault(exc, batch, lost)
+                except Exception:  # noqa: BLE001 - a fault handler never stops the writer
+                    pass
+
+    # -- internals: the store --------------------------------------------------
+    def _adopt(self, store: RunStore) -> None:
+        self.store = store
+        self._file = _file_identity(store)
+        if hasattr(store, "write_wait"):
+            store.write_wait = self.lock_wait  # type: ignore[attr-defined]
+
+    def _ensure_store(self) -> RunStore | None:
+        if self.store is not None or self._opener is None:
+            return self.store
+        try:
+            store = self._opener()
+        except Exception as exc:  # noqa: BLE001 - kept trying; counted through the kept rows
+            self.open_error = exc
+            return None
+        self._adopt(store)
+        _log.info("graphtape: the store can be reached now; recording starts")
+        return store
 
     def _file_gone(self) -> str | None:
         """Why the SQLite file being recorded into is no longer at its path, if it is not."""
@@ -130,25 +382,60 @@ class Writer:
             return f"the database file {path} was replaced while recording; nothing more is written to it"
         return None
 
+    # -- internals: threads ----------------------------------------------------
+    def _start_thread(self, target: Callable[[], None]) -> None:
+        self._thread = threading.Thread(target=target, name="graphtape-writer", daemon=True)
+        self._thread.start()
+
+    def _start_retry(self) -> None:
+        """Sync mode: make sure a background thread retries the kept rows."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                if not self._closed:
+                    self._start_thread(self._retry_loop)
+        self._wake.set()
+
+    def _retry_loop(self) -> None:
+        delay = _RETRY_FIRST_S
+        while not self._closed:
+            self._wake.wait(delay)
+            self._wake.clear()
+            if self._closed:
+                return
+            with self._io:
+                done = self._write_kept(self.lock_wait)
+            self._dispatch()
+            if done:
+                with self._lock:
+                    if not self._kept:
+                        return
+                delay = _RETRY_FIRST_S
+            else:
+                delay = min(delay * 2, _RETRY_MAX_S)
+
     def _loop(self) -> None:
+        delay = _RETRY_FIRST_S
         while True:
             try:
-                if self._serve_one():
+                stop, ok = self._serve_one(delay if self._kept else None)
+                if stop:
                     return
+                delay = _RETRY_FIRST_S if ok else min(delay * 2, _RETRY_MAX_S)
             except BaseException as exc:  # noqa: BLE001 - the thread must outlive any one batch: later runs depend on it
-                try:
-                    self.on_fault(exc, None)  # type: ignore[arg-type]
-                except BaseException:  # noqa: BLE001
-                    pass
+                self._fault(exc, None, lost=True)  # type: ignore[arg-type]
+                self._dispatch()
 
-    def _serve_one(self) -> bool:
-        """Run and commit one group of queued work; ``True`` once asked to stop."""
-        item = self._queue.get()
+    def _serve_one(self, wait: float | None) -> tuple[bool, bool]:
+        """Run and commit one group of queued work (or retry kept rows after ``wait``); ``(stop, written)``."""
+        try:
+            item = self._queue.get(timeout=wait) if wait is not None else self._queue.get()
+        except queue.Empty:
+            item = _RETRY
         events: list[threading.Event] = []
         stop = False
         group = Batch()
         deadline = time.monotonic() + _GATHER_S
-        while True:
+        while item is not _RETRY:
             if item is None:
                 stop = True
             elif isinstance(item, threading.Event):
@@ -168,11 +455,90 @@ class Writer:
                 break
         try:
             if group:
-                self._commit(group)
+                with self._lock:
+                    self._keep(group)
+            ok = True
+            if self._kept:
+                with self._io:
+                    ok = self._write_kept(self.lock_wait)
         finally:
+            self._dispatch()
             for e in events:
                 e.set()
-        return stop
+        return stop, ok
+
+
+_RETRY = object()
+
+
+def _run_ids(batch: Batch) -> set[str]:
+    ids = {r["id"] for r in batch.runs_new}
+    ids.update(r["run_id"] for r in batch.steps)
+    ids.update(r["run_id"] for r in batch.calls)
+    ids.update(rid for rid, _ in batch.runs_update)
+    return ids
+
+
+def _only_runs(batch: Batch, ids: set[str]) -> Batch:
+    """The rows of ``batch`` that belong to ``ids`` (what a fault message is about; not written)."""
+    return Batch(
+        runs_new=[r for r in batch.runs_new if r["id"] in ids],
+        runs_update=[u for u in batch.runs_update if u[0] in ids],
+        steps=[r for r in batch.steps if r["run_id"] in ids],
+        calls=[r for r in batch.calls if r["run_id"] in ids],
+    )
+
+
+def _row_batches(group: Batch) -> list[Batch]:
+    """One batch per row, in the order a transaction applies them, the blobs with the first."""
+    out = [Batch(runs_new=[r]) for r in group.runs_new]
+    out += [Batch(steps=[r]) for r in group.steps]
+    out += [Batch(calls=[r]) for r in group.calls]
+    out += [Batch(calls_update=[u]) for u in group.calls_update]
+    out += [Batch(runs_update=[u]) for u in group.runs_update]
+    if group.blobs:
+        out.insert(0, Batch(blobs=group.blobs))
+    return out
+
+
+def _put_back(batch: Batch, rest: list[Batch]) -> None:
+    """Make ``batch`` hold only the rows of ``rest`` (what a passing fault interrupted), in order."""
+    merged = Batch()
+    for b in rest:
+        merged.merge(b)
+    batch.runs_new[:] = merged.runs_new
+    batch.runs_update[:] = merged.runs_update
+    batch.steps[:] = merged.steps
+    batch.calls[:] = merged.calls
+    batch.calls_update[:] = merged.calls_update
+    batch.blobs.clear()
+    batch.blobs.update(merged.blobs)
+
+
+def _rows(batch: Batch) -> int:
+    return len(batch.runs_new) + len(batch.runs_update) + len(batch.steps) + len(batch.calls) + len(batch.calls_update)
+
+
+def _size(batch: Batch) -> int:
+    """Roughly the bytes ``batch`` holds: payloads, blobs and the text of its rows."""
+    n = sum(len(data) for _, data in batch.blobs.values())
+    for rows in (batch.steps, batch.calls, batch.runs_new):
+        for row in rows:
+            for v in row.values():
+                if isinstance(v, (bytes, str)):
+                    n += len(v)
+    return n + 200 * _rows(batch)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
+
+
+def _why(exc: BaseException | None) -> str:
+    if exc is None:
+        return "the store did not take them"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def _file_identity(store: RunStore) -> tuple[str, tuple[int, int]] | None:
@@ -193,6 +559,6 @@ _live_writers: weakref.WeakSet[Writer] = weakref.WeakSet()
 def _flush_at_exit() -> None:
     for w in list(_live_writers):
         try:
-            w.close(timeout=10)
+            w.close()
         except Exception:  # noqa: BLE001 - never fail interpreter shutdown
             pass

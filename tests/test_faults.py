@@ -364,18 +364,16 @@ def test_lock_held_briefly_by_another_process_loses_nothing(tmp_path: Path, dura
 
 def test_lock_held_past_the_timeout_is_counted_not_raised(tmp_path: Path, durability: str) -> None:
     db = tmp_path / "stuck.db"
-    rec = Recorder(db, durability=durability)
+    rec = Recorder(db, durability=durability, lock_wait=0.2)  # give up sooner than the default 2 s
     held: list[Locker] = []
-    undo: list[Callable[[], None]] = []
 
     def lock() -> None:
-        undo.append(with_pragma(rec, "PRAGMA busy_timeout = 50"))  # give up sooner than the default 10 s
+        rec.flush()
         held.append(Locker(db, hold=2.0))
 
     def release() -> None:
-        rec.flush()  # the writes in between gave up
+        rec.flush()  # the writes in between gave up, and were kept
         held.pop().wait()
-        undo.pop()()
 
     assert rec.attach(looping({3: lock, 6: release})).invoke(START_STATE) == plain_result()
     rec.close()
@@ -383,53 +381,37 @@ def test_lock_held_past_the_timeout_is_counted_not_raised(tmp_path: Path, durabi
     run = store.get_run("last")
     assert run.status == "ok" and run.faults == rec.fault_count > 0
     assert all("locked" in line for line in store.run_detail(run.id).fault_log)
-    stored = check_steps(store, run.id)
-    assert before(durability, 3) | set(range(7, NODES + 1)) <= set(stored), stored
+    # Nothing is lost: the rows that met the lock were kept and written once it was released.
+    assert check_steps(store, run.id) == list(range(NODES + 1))
     store.close()
 
 
-def test_lock_that_outlasts_the_busy_timeout_is_not_retried(tmp_path: Path) -> None:
-    """SQLite already waited its whole busy timeout: trying again would only stall a sync graph longer."""
+def test_sync_waits_for_a_lock_only_up_to_its_bound(tmp_path: Path) -> None:
+    """Past ``lock_wait`` the graph goes on: its rows wait for the lock in the background, not on the graph's thread."""
     db = tmp_path / "patient.db"
-    rec = Recorder(db, durability="sync")
-    attempts: list[tuple] = []  # the step rows (seq numbers) of each insert tried, in order
-    slow_failures: list[tuple[int, tuple]] = []  # (attempt index, seqs) of inserts that waited out the timeout
-
-    def seqs_of(params, executemany) -> tuple:
-        return tuple(p[2] for p in (params if executemany else [params]))
-
-    @sa.event.listens_for(rec.store.engine, "before_cursor_execute")
-    def count(conn, cursor, statement, params, context, executemany):
-        if statement.startswith("INSERT INTO steps"):
-            attempts.append(seqs_of(params, executemany))
-            context.graphtape_started = time.monotonic()
-
-    @sa.event.listens_for(rec.store.engine, "handle_error")
-    def failed(ctx):
-        started = getattr(ctx.execution_context, "graphtape_started", None)
-        if started is not None and time.monotonic() - started >= 1.0:
-            slow_failures.append((len(attempts) - 1, attempts[-1]))
-
+    rec = Recorder(db, durability="sync", lock_wait=0.5)
+    step_times: list[float] = []
     held: list[Locker] = []
-    undo: list[Callable[[], None]] = []
 
     def lock() -> None:
-        undo.append(with_pragma(rec, "PRAGMA busy_timeout = 1500"))
-        held.append(Locker(db, hold=2.5))
+        rec.flush()
+        held.append(Locker(db, hold=3.0))
 
-    def release() -> None:
-        held.pop().wait()
-        undo.pop()()
-
-    assert rec.attach(looping({3: lock, 6: release})).invoke(START_STATE) == plain_result()
+    hooks = {3: lock}
+    for n in range(4, NODES):
+        hooks[n] = lambda: step_times.append(time.monotonic()) and None
+    started = time.monotonic()
+    assert rec.attach(looping(hooks)).invoke(START_STATE) == plain_result()
+    took = time.monotonic() - started
+    assert took < 3.0, f"the sync run waited {took:.1f} s for a 3 s lock with a 0.5 s bound"
+    held.pop().wait()
     rec.close()
-    assert rec.fault_count >= 1  # step 4 waited 1.5 s of the 2.5 s lock and gave up
-    # Every superstep (-1 .. NODES) was tried, written or given up; a lock that outlasted the
-    # timeout was not tried again (a quick "locked", a conflict as the lock is taken, may be).
-    assert len({seq for seqs in attempts for seq in seqs}) == NODES + 2
-    assert slow_failures, "no insert waited out the busy timeout"
-    for index, seqs in slow_failures:
-        assert not any(set(seqs) & set(later) for later in attempts[index + 1 :]), f"rows {seqs} were tried again after waiting out the timeout"
+    assert rec.fault_count >= 1
+    store = open_store(db)
+    run = store.get_run("last")
+    assert run.status == "ok" and run.faults == rec.fault_count
+    assert check_steps(store, run.id) == list(range(NODES + 1))
+    store.close()
 
 
 # ---------------------------------------------------------------------------
@@ -450,26 +432,27 @@ def test_postgres_connection_killed_mid_run(pg_url: str, durability: str) -> Non
         admin.dispose()
         assert killed >= 1
 
-    # The flush at 7 closes the background writer's batch that met the dead connection.
     assert rec.attach(looping({4: kill_backends, 7: lambda: rec.flush() and None})).invoke(START_STATE) == plain_result()
     rec.close()
     store = open_store(pg_url)
     run = store.get_run("last")
     assert run.status == "ok"
-    stored = check_steps(store, run.id)
-    # Only the one write that met the dead connection is lost (one step, or in the
-    # background mode the steps gathered into it); the connection is replaced.
+    # The write that met the dead connection is tried again on a fresh one: nothing is lost.
     assert run.faults == rec.fault_count <= 1
-    missing = sorted(set(range(NODES + 1)) - set(stored))
-    assert missing == list(range(missing[0], missing[-1] + 1)) if missing else True, stored
-    assert before(durability, 4) | set(range(9, NODES + 1)) <= set(stored), stored
+    assert check_steps(store, run.id) == list(range(NODES + 1))
     store.close()
 
 
-def test_recorder_on_a_missing_directory_fails_before_any_graph_runs(tmp_path: Path) -> None:
-    """Opening a recorder on an impossible path fails up front, in one line, before any graph runs."""
+def test_recorder_on_a_missing_directory_runs_the_graph_and_counts_the_fault(tmp_path: Path, caplog) -> None:
+    """A store that cannot be opened yet does not stop the program: a warning, a counted fault, the graph runs."""
+    with caplog.at_level(logging.WARNING, logger="graphtape"):
+        rec = Recorder(tmp_path / "nowhere" / "x.db")
+    assert rec.fault_count == 1
+    assert [r.getMessage() for r in caplog.records if "does not exist" in r.getMessage()]
+    assert rec.attach(looping()).invoke(START_STATE) == plain_result()
     with pytest.raises(StoreError, match="does not exist"):
-        Recorder(tmp_path / "nowhere" / "x.db")
+        rec.store
+    rec.close(timeout=0.2)
 
 
 # -- values that hurt the encoder: cycles, and reads that raise past Exception --------------------

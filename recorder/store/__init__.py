@@ -9,7 +9,9 @@ One module per concern; ``sql_store`` puts them together:
 - ``contract``: ``RunStore``, the protocol the contract tests hold every backend to.
 - ``connection``: URLs, opening the engine, reads. ``schema_version``: a new
   store's schema, or the version check of an existing one.
-- ``writing``: where runs, supersteps, calls and blobs are written (``Batch``).
+- ``writing``: where runs, supersteps, calls and blobs are written (``Batch``), and which
+  write failures pass (kept and retried by the recorder's writer). ``column_text``: any
+  string in a text column (NUL, lone surrogates), reversibly.
 - ``read_runs``: one run and its details. ``listing``: runs listed, filtered, counted.
 - ``read_steps``: supersteps (tasks, routes, events). ``read_state``: the state
   and the checkpoint at a step. ``read_calls``: tool and model calls.
@@ -17,8 +19,8 @@ One module per concern; ``sql_store`` puts them together:
 - ``payloads``: the bytes of payloads and blobs. ``quick_listing``: ``list_runs`` of a SQLite file
   through the standard library (no SQLAlchemy), for ``graphtape runs``. ``read_guard``: what one read
   may inflate, and damage as one ``StoreError``.
-- ``upkeep``: dead runs, deleting a run, stats, migrating. ``gc``: old runs and
-  the blobs nothing reaches any more.
+- ``upkeep``: dead runs, deleting a run, stats, migrating. ``gc``: old runs,
+  rows whose run is missing, and the blobs nothing reaches any more.
 
 The names below are what other modules import from ``graphtape.recorder.store``.
 """
@@ -40,7 +42,7 @@ _WHERE = {
     **dict.fromkeys(("KEYFRAMES_KEPT", "SHARED_REFS"), "graphtape.recorder.store.read_state"),
     **dict.fromkeys(("SqlStore", "open_store"), "graphtape.recorder.store.sql_store"),
     **dict.fromkeys(("STALE_HEARTBEAT_S", "migrate_store"), "graphtape.recorder.store.upkeep"),
-    **dict.fromkeys(("Batch", "is_lock_conflict"), "graphtape.recorder.store.writing"),
+    **dict.fromkeys(("Batch", "is_duplicate", "is_lock_conflict", "is_passing"), "graphtape.recorder.store.writing"),
 }
 
 __all__ = ["RunStore", "SqlStore", "open_store", "resolve_url", "Batch", "GcReport", "pack", "unpack"]

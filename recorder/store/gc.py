@@ -80,6 +80,9 @@ class GarbageCollection:
                 except SQLAlchemyError as exc:
                     raise StoreError(f"cannot delete runs from {self._safe_url()}: {_one_line(exc)}") from None
                 progress("deleting runs", min(i + 500, len(ids)), len(ids))
+        orphan_steps, orphan_calls = self._orphans(dry_run)
+        steps += orphan_steps
+        calls += orphan_calls
         unused, unused_bytes = self._unreferenced_blobs(set() if not dry_run else doomed, progress)
         if not dry_run and unused:
             unused, unused_bytes = self._delete_blobs(unused, now, progress)
@@ -93,7 +96,28 @@ class GarbageCollection:
             kept_fork_parents=len(kept_parents),
             dry_run=dry_run,
             run_ids=ids,
+            orphans=orphan_steps + orphan_calls,
         )
+
+    def _orphans(self, dry_run: bool) -> tuple[int, int]:
+        """Count (and unless ``dry_run`` delete) steps and calls whose run row is missing.
+
+        The recorder writes a run's row before or with its steps, so none should
+        exist; a store written by an older graphtape through a fault may hold some.
+        """
+        known = sa.select(S.runs.c.id)
+        st, ca, fa = S.steps.c, S.calls.c, S.run_facets.c
+        steps = int(self._read(sa.select(sa.func.count()).select_from(S.steps).where(st.run_id.not_in(known)))[0][0])
+        calls = int(self._read(sa.select(sa.func.count()).select_from(S.calls).where(ca.run_id.not_in(known)))[0][0])
+        if not dry_run and (steps or calls):
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(sa.delete(S.steps).where(st.run_id.not_in(known)))
+                    conn.execute(sa.delete(S.calls).where(ca.run_id.not_in(known)))
+                    conn.execute(sa.delete(S.run_facets).where(fa.run_id.not_in(known)))
+            except SQLAlchemyError as exc:
+                raise StoreError(f"cannot delete orphan rows from {self._safe_url()}: {_one_line(exc)}") from None
+        return steps, calls
 
     def _refs_of_runs(self, conn: Any, where_runs: Any | None, skip: set[str], progress: Progress, label: str) -> set[str]:
         """Blob hashes referenced by runs (all, or those matching ``where_runs``), skipping run ids in ``skip``."""
@@ -224,3 +248,4 @@ class GcReport:
     kept_fork_parents: int
     dry_run: bool
     run_ids: list[str] = field(default_factory=list)
+    orphans: int = 0  # steps and calls (counted in ``steps`` and ``calls`` too) whose run row was missing

@@ -22,6 +22,7 @@ from urllib.parse import quote
 import orjson
 
 from graphtape.recorder.records import RunInfo
+from graphtape.recorder.store.column_text import from_column
 from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
 
 # The schema this reader understands; a test holds it equal to ``schema.SCHEMA_VERSION``
@@ -229,6 +230,8 @@ def _run_info(r: tuple, step_count: int) -> RunInfo:
     """As ``RunReads._run_info``."""
     (id_, name, graph_name, graph_ref, thread_id, status, status_reason, error_type, error_message, started_at,
      ended_at, _heartbeat, tags, parent_run_id, fork_step, _stored_count, redactions, faults, _host, _pid, durability) = r  # fmt: skip
+    # Text columns hold any string through an escape (store.column_text): undone here as AnyText does.
+    name, graph_name, graph_ref, thread_id, error_type, error_message, tags = map(from_column, (name, graph_name, graph_ref, thread_id, error_type, error_message, tags))
     return RunInfo(
         id=id_,
         name=name,

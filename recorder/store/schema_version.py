@@ -2,18 +2,25 @@
 
 An older version that ``graphtape migrate`` upgrades says so; a newer one
 asks for a newer graphtape; a database with tables named like graphtape's
-but no version is refused as another program's. Two processes creating the
-same new store at once both end up with one schema.
+but no version is refused as another program's. Any number of processes may
+create the same new store at once: creation runs under a lock (SQLite's write
+lock taken up front, PostgreSQL's advisory lock), looks again once it holds
+it, and creates the tables and the version row in one transaction, so no one
+ever sees the tables without the version.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from graphtape.recorder import schema as S
 from graphtape.recorder.errors import SchemaVersionError, StoreError
-from graphtape.recorder.store.connection import _one_line
+from graphtape.recorder.store.connection import _on_sqlite_connect, _one_line
 
 
 class SchemaGate:
@@ -34,14 +41,33 @@ class SchemaGate:
             if not create:
                 raise StoreError(f"{self._safe_url()} is not a graphtape database (no graphtape_meta table): point graphtape at a different file")
             try:
-                with self.engine.begin() as conn:
-                    S.metadata.create_all(conn)
-                    conn.execute(sa.insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
+                self._create_schema()
             except SQLAlchemyError as exc:
                 if not self._version_ok_after_race():
                     raise StoreError(f"cannot create the graphtape schema in {self._safe_url()}: {_one_line(exc)}") from None
-            return
+                return
         self._version_ok_after_race(strict=True)
+
+    def _create_schema(self) -> None:
+        """Create the tables and the version row, once, whoever else is creating them at the same time."""
+        if self.is_sqlite:
+            # A transaction that takes SQLite's write lock at BEGIN (pysqlite would otherwise commit
+            # each CREATE on its own, and another process could see tables with no version yet).
+            engine = sa.create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 30}, poolclass=NullPool)
+            event.listen(engine, "connect", _autocommit_then_pragmas)
+            event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        else:
+            engine = self.engine
+        try:
+            with engine.begin() as conn:
+                if not self.is_sqlite:
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext('graphtape schema ' || coalesce(current_schema(), '')))"))
+                if not sa.inspect(conn).has_table(S.meta.name):
+                    S.metadata.create_all(conn)
+                    conn.execute(sa.insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
+        finally:
+            if engine is not self.engine:
+                engine.dispose()
 
     def _version_ok_after_race(self, strict: bool = False) -> bool:
         try:
@@ -69,4 +95,30 @@ class SchemaGate:
             )
         if version < S.SCHEMA_VERSION:
             raise SchemaVersionError(f"{self._safe_url()} uses old schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: re-record, or open it with the graphtape that wrote it")
+        if not self.is_sqlite:
+            self._refresh_pg_tag_trigger()
         return True
+
+    def _refresh_pg_tag_trigger(self) -> None:
+        """A store made before the tag index took NUL: its trigger would refuse such a run's row; replace it.
+
+        One query on open; the replacement runs once per store, under the schema lock.
+        A role that may not replace functions keeps the old one (runs with a NUL tag then
+        wait for the store like any refused row)."""
+        check = sa.text("SELECT prosrc FROM pg_proc WHERE proname = 'gt_runs_facets' AND pronamespace = to_regnamespace(current_schema())::oid")
+        try:
+            with self.engine.begin() as conn:
+                src = conn.execute(check).scalar()
+                if src is None or "untranslatable_character" in src:
+                    return
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext('graphtape schema ' || coalesce(current_schema(), '')))"))
+                src = conn.execute(check).scalar()
+                if src is not None and "untranslatable_character" not in src:
+                    conn.exec_driver_sql(S.pg_runs_trigger_sql())
+        except SQLAlchemyError:
+            pass
+
+
+def _autocommit_then_pragmas(dbapi_conn: Any, record: Any) -> None:
+    dbapi_conn.isolation_level = None  # transactions are begun by hand (BEGIN IMMEDIATE)
+    _on_sqlite_connect(dbapi_conn, record)

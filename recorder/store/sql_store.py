@@ -9,19 +9,24 @@ query, ``decode`` (``blobs``) for every value, ``mark_dead_runs``
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
+import sqlalchemy as sa
+
+from graphtape.recorder.errors import ReadOnlyStore, StoreError
 from graphtape.recorder.store.blobs import BlobReads
 from graphtape.recorder.store.connection import Connection, resolve_url
 from graphtape.recorder.store.gc import GarbageCollection
 from graphtape.recorder.store.listing import RunListing
 from graphtape.recorder.store.read_calls import CallReads
-from graphtape.recorder.store.read_only import ReadOnlyAccess
+from graphtape.recorder.store.read_only import ReadOnlyAccess, read_only_message
 from graphtape.recorder.store.read_runs import RunReads
 from graphtape.recorder.store.read_state import StateReads
 from graphtape.recorder.store.read_steps import StepReads
 from graphtape.recorder.store.schema_version import SchemaGate
 from graphtape.recorder.store.upkeep import Upkeep
+from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store.writing import Writing
 
 
@@ -45,3 +50,41 @@ def open_store(db: str | os.PathLike | None = None, *, create: bool = False, rea
     ``read_only=True`` asks for that even when it could be written.
     """
     return SqlStore(db, create=create, read_only=read_only)
+
+
+def open_for_writing(db: str | os.PathLike | None = None) -> SqlStore:
+    """Open (or create) a store to record into; ``ReadOnlyStore`` if it can only be read (a passing fault
+    for the recorder, which keeps trying: a store opened read-only would stay so)."""
+    store = SqlStore(db, create=True)
+    if store.is_sqlite and store.read_only:
+        where = store._safe_url()
+        store.close()
+        raise ReadOnlyStore(read_only_message(where, "recording writes runs"))
+    return store
+
+
+def check_url(db: str | os.PathLike | None = None) -> str:
+    """The store URL for ``db``, or a one-line ``StoreError`` if it names no store graphtape can use.
+
+    Only what is wrong with the argument itself (not a path or URL, a backend
+    graphtape does not write to, its driver not installed): a store that is
+    down, missing or unwritable is a passing fault the recorder waits out.
+    (The file itself is never opened here: closing any descriptor of a SQLite
+    file drops the locks this process's connections hold on it.)
+    """
+    url = resolve_url(db)
+    try:
+        backend = sa.engine.make_url(url).get_backend_name()
+    except Exception:  # noqa: BLE001 - any parse failure is the same bad argument
+        raise StoreError(f"cannot open {shown_url(url)}: not a database path or a SQLAlchemy URL") from None
+    if backend not in ("sqlite", "postgresql"):
+        raise StoreError(f"cannot open {shown_url(url)}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
+    if backend == "postgresql" and importlib.util.find_spec("psycopg") is None:
+        raise StoreError(f"cannot open {shown_url(url)}: driver 'psycopg' is not installed (pip install 'graphtape[postgres]')")
+    return url
+
+
+def is_not_a_store(exc: StoreError) -> bool:
+    """Whether opening failed on what the store is (a damaged file, another program's data), not on a passing fault."""
+    text = str(exc).lower()
+    return "not a database" in text or "malformed" in text or "not a graphtape database" in text

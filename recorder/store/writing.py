@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError, PendingRollbackError, ResourceClosedError
+
+from graphtape.recorder.errors import StoreError
+from graphtape.recorder.store.read_only import is_read_only_error
 
 from graphtape.recorder import schema as S
 
@@ -51,6 +54,9 @@ class Writing:
         self._known_blobs: set[str] = set()
         self._wlock = threading.Lock()
         self._wconn: Any = None
+        # How long a write waits for a lock another writer holds (seconds); None: the engine's own
+        # (SQLite's busy timeout). The recorder's writer sets it to its bound.
+        self.write_wait: float | None = None
         if self.is_sqlite:
             from sqlalchemy.dialects.sqlite import insert as dialect_insert
         else:
@@ -115,7 +121,12 @@ class Writing:
         # them all: no pool checkout per superstep.
         with self._wlock:
             if self._wconn is None or self._wconn.closed:
-                self._wconn = self.engine.connect()
+                conn = self.engine.connect()
+                if self.write_wait is not None:
+                    ms = max(1, int(self.write_wait * 1000))
+                    conn.exec_driver_sql(f"PRAGMA busy_timeout = {ms}" if self.is_sqlite else f"SET lock_timeout = {ms}")
+                    conn.commit()
+                self._wconn = conn
             return self._wconn
 
     def _write_in(self, conn: Any, batch: Batch, new_blobs: list[str]) -> None:
@@ -160,9 +171,10 @@ def _insert_rows(conn: Any, table: sa.Table, rows: list[dict]) -> None:
         start = end
 
 
-# (dialect, table, keys) -> (driver SQL, parameter order for a positional style; None for a named one),
-# or None where the statement needs SQLAlchemy's own parameter processing.
-_DRIVER_INSERTS: dict[tuple, tuple[str, tuple[str, ...] | None] | None] = {}
+# (dialect, table, keys) -> (driver SQL, parameter order for a positional style or None for a
+# named one, the keys of ``AnyText`` columns), or None where the statement needs SQLAlchemy's own
+# parameter processing.
+_DRIVER_INSERTS: dict[tuple, tuple[str, tuple[str, ...] | None, tuple[str, ...]] | None] = {}
 
 
 def _insert_same_keys(conn: Any, table: sa.Table, rows: list[dict]) -> None:
@@ -180,27 +192,44 @@ def _insert_same_keys(conn: Any, table: sa.Table, rows: list[dict]) -> None:
     if plan is None:
         conn.execute(sa.insert(table), rows)
         return
-    sql, order = plan
+    sql, order, texts = plan
+    if texts:
+        rows = [_text_safe(r, texts) for r in rows]
     conn.exec_driver_sql(sql, [tuple(r[k] for k in order) for r in rows] if order is not None else rows)
 
 
-def _driver_insert(dialect: Any, table: sa.Table, keys: tuple[str, ...]) -> tuple[str, tuple[str, ...] | None] | None:
+def _text_safe(row: dict, texts: tuple[str, ...]) -> dict:
+    """``row`` with its text values as ``AnyText`` stores them (the same dict when none needs it)."""
+    bad = [k for k in texts if isinstance(v := row[k], str) and S.needs_escape(v)]
+    if not bad:
+        return row
+    row = dict(row)
+    for k in bad:
+        row[k] = S.to_column(row[k])
+    return row
+
+
+def _driver_insert(dialect: Any, table: sa.Table, keys: tuple[str, ...]) -> tuple[str, tuple[str, ...] | None, tuple[str, ...]] | None:
     compiled = sa.insert(table).inline().compile(dialect=dialect, column_keys=list(keys))
     if set(compiled.binds) != set(keys) or any(_needs_processing(table.c[k].type) for k in keys):
         return None
+    texts = tuple(k for k in keys if isinstance(table.c[k].type, S.AnyText))
     if dialect.paramstyle in ("qmark", "numeric", "format") and compiled.positiontup is not None:
         order = tuple(compiled.positiontup)
         if len(order) != len(keys) or set(order) != set(keys):
             return None
-        return str(compiled), order
+        return str(compiled), order, texts
     if dialect.paramstyle in ("pyformat", "named"):
-        return str(compiled), None
+        return str(compiled), None, texts
     return None
 
 
 def _needs_processing(col_type: Any) -> bool:
-    # Strings, numbers, booleans and bytes reach SQLite and psycopg as they are; a type that
-    # converts its values (JSON, an Enum, a TypeDecorator) goes through SQLAlchemy.
+    # Strings, numbers, booleans and bytes reach SQLite and psycopg as they are (``AnyText`` after
+    # ``_text_safe``); a type that converts its values (JSON, an Enum, another TypeDecorator) goes
+    # through SQLAlchemy.
+    if isinstance(col_type, S.AnyText):
+        return False
     if isinstance(col_type, (sa.String, sa.Integer, sa.Float, sa.Boolean, sa.LargeBinary)) and not isinstance(col_type, (sa.Enum, sa.JSON)):
         return False
     return True
@@ -212,3 +241,22 @@ _MISSING = object()
 def is_lock_conflict(exc: BaseException) -> bool:
     """Whether a write failed on a lock another writer held (SQLite's "database is locked"): worth another try."""
     return isinstance(exc, OperationalError) and "locked" in str(exc).lower()
+
+
+def is_passing(exc: BaseException) -> bool:
+    """Whether a write failed on something that passes (a lock, a full disk, a read-only file,
+    a lost connection, a store not reachable yet): the rows are kept and tried again.
+    Anything else (a row the database refuses for what it holds) would fail the same way again."""
+    if isinstance(exc, (OperationalError, InterfaceError, PendingRollbackError, ResourceClosedError, StoreError, OSError, TimeoutError)):
+        return True
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    if is_read_only_error(exc):
+        return True  # a role without INSERT, a standby: until someone grants it
+    text = str(exc).lower()
+    return any(w in text for w in ("terminating connection", "server closed the connection", "connection is closed", "locked", "readonly"))
+
+
+def is_duplicate(exc: BaseException) -> bool:
+    """Whether a write failed because a row with its key is stored already."""
+    return isinstance(exc, IntegrityError)
