@@ -234,6 +234,7 @@ class Writer:
             if not self._kept:
                 return True
             inflight, self._kept, self._kept_bytes = self._kept, Batch(), 0
+            again = self._failing is not None  # an earlier try may have committed without an answer
         try:
             store = self._ensure_store()
             if store is None:
@@ -243,7 +244,7 @@ class Writer:
                 self._gone = True
                 self._fault(StoreError(gone), inflight, lost=True)
                 return True
-            self._write(store, inflight, budget)
+            self._write(store, inflight, budget, again=again)
         except Exception as exc:  # noqa: BLE001 - kept and counted, never raised into the graph
             with self._lock:
                 inflight.merge(self._kept)
@@ -263,15 +264,16 @@ class Writer:
                 self._told = set()
             return not self._kept
 
-    def _write(self, store: RunStore, batch: Batch, budget: float) -> None:
+    def _write(self, store: RunStore, batch: Batch, budget: float, *, again: bool = False) -> None:
         """Commit ``batch``, trying again while quick failures leave time in ``budget`` (a fresh connection each time)."""
         deadline = time.monotonic() + budget
         delay = 0.02
         while True:
             try:
-                store.write(batch)
+                store.write(batch, again=again)
                 return
             except Exception as exc:  # noqa: BLE001
+                again = True  # a connection lost at commit may have stored the batch
                 if not is_passing(exc):
                     self._write_apart(store, batch)
                     return
@@ -298,7 +300,7 @@ class Writer:
         pending += list(groups.values())
         for i, group in enumerate(pending):
             try:
-                store.write(group)
+                store.write(group, again=True)
                 continue
             except Exception as exc:  # noqa: BLE001
                 if is_passing(exc):
@@ -310,7 +312,7 @@ class Writer:
                 if refused_run and (row_batch.steps or row_batch.calls):
                     continue  # never a step or call without its run row (counted with the run row)
                 try:
-                    store.write(row_batch)
+                    store.write(row_batch, again=True)
                 except Exception as exc:  # noqa: BLE001
                     if is_duplicate(exc) and row_batch.runs_new:
                         continue  # a run row already there: the commit that wrote it lost its answer

@@ -481,3 +481,23 @@ def test_the_quick_listing_reads_any_text_too(tmp_path: Path) -> None:
     store.close()
     (run,) = open_listing(str(db)).list_runs()
     assert (run.name, run.graph_name, run.thread_id, run.error_message) == (ODD, "g\x00", ODD, ODD)
+
+
+def test_a_batch_sent_again_after_an_unanswered_commit_stores_each_row_once(any_url: str) -> None:
+    """A connection lost at COMMIT leaves it unknown whether the batch was stored; the retry
+    (``again``) must not store its run, steps or calls a second time, and must store what is new."""
+    store = SqlStore(any_url, create=True)
+    run = {"id": "r1", "name": "n", "graph_name": "g", "status": "running", "started_at": time.time(), "step_count": 0, "owner_pid": os.getpid(), "owner_host": os.uname().nodename}
+    step = {"run_id": "r1", "ns": "", "seq": 1, "step": 0, "created_at": 1.0, "is_key": True, "nodes": "a", "payload": b"x"}
+    call = {"run_id": "r1", "call_id": "c1", "kind": "tool", "name": "t", "started_at": 1.0, "streamed": False}
+    first = Batch(runs_new=[run], steps=[step], calls=[call])
+    store.write(first)  # committed, but (as far as the writer knows) unanswered
+    with pytest.raises(sa.exc.IntegrityError):
+        store.write(Batch(runs_new=[run]))  # sent again as it is, the run row is refused
+    store.write(Batch(runs_new=[run], steps=[step, {**step, "seq": 2, "step": 1}], calls=[call, {**call, "call_id": "c2"}], runs_update=[("r1", {"status": "ok"})]), again=True)
+    with store.engine.connect() as conn:
+        steps = conn.execute(sa.select(S.steps.c.seq).where(S.steps.c.run_id == "r1").order_by(S.steps.c.seq)).scalars().all()
+        calls = conn.execute(sa.select(S.calls.c.call_id).where(S.calls.c.run_id == "r1").order_by(S.calls.c.call_id)).scalars().all()
+    assert steps == [1, 2] and calls == ["c1", "c2"]
+    assert store.get_run("r1").status == "ok"
+    store.close()

@@ -54,6 +54,16 @@ def _sqlite_path(url: str) -> Path | None:
     return Path(p)
 
 
+# A server that neither answers nor refuses (a dropped route, a hung host) must not hold a
+# recorder's start or a flush for the operating system's TCP timeout (minutes).
+PG_CONNECT_TIMEOUT_S = 10
+
+
+def _pg_connect_args(url: str) -> dict[str, Any]:
+    """psycopg's connect arguments: a connect timeout unless the URL sets its own."""
+    return {} if "connect_timeout" in sa.engine.make_url(url).query else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+
+
 def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA busy_timeout=10000")
@@ -122,7 +132,7 @@ class Connection:
             else:
                 # Asked to read only: every transaction is READ ONLY, so the server refuses a write.
                 options = {"postgresql_readonly": True} if read_only else {}
-                engine = sa.create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10, execution_options=options)
+                engine = sa.create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10, execution_options=options, connect_args=_pg_connect_args(self.url))
             with engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
         except StoreError:

@@ -63,14 +63,20 @@ class Writing:
             from sqlalchemy.dialects.postgresql import insert as dialect_insert
         self._blob_insert = dialect_insert(S.blobs).on_conflict_do_nothing(index_elements=["hash"])
 
-    def write(self, batch: Batch) -> None:
-        """Apply a batch in one transaction (blobs deduplicated by hash)."""
+    def write(self, batch: Batch, *, again: bool = False) -> None:
+        """Apply a batch in one transaction (blobs deduplicated by hash).
+
+        ``again``: the batch is being sent again after a write whose outcome is
+        unknown (a connection lost at commit may have committed it): rows already
+        stored (a run by id, a step by run, namespace and seq, a call by id) are
+        left out, so a retry never stores a row twice.
+        """
         if not batch:
             return
         new_blobs = [h for h in batch.blobs if h not in self._known_blobs]
         conn = self._writer_conn()
         try:
-            self._write_in(conn, batch, new_blobs)
+            self._write_in(conn, batch, new_blobs, again=again)
         except BaseException:
             # A failed connection (disk full, file gone) is not reused.
             self._wconn = None
@@ -129,8 +135,10 @@ class Writing:
                 self._wconn = conn
             return self._wconn
 
-    def _write_in(self, conn: Any, batch: Batch, new_blobs: list[str]) -> None:
+    def _write_in(self, conn: Any, batch: Batch, new_blobs: list[str], *, again: bool = False) -> None:
         with conn.begin():
+            if again:
+                batch = _not_stored_yet(conn, batch)
             if new_blobs:
                 rows = [{"hash": h, "zipped": batch.blobs[h][0], "data": batch.blobs[h][1]} for h in new_blobs]
                 conn.execute(self._blob_insert, rows)
@@ -153,6 +161,29 @@ class Writing:
                 except Exception:  # noqa: BLE001 - closing a broken connection
                     pass
                 self._wconn = None
+
+
+def _not_stored_yet(conn: Any, batch: Batch) -> Batch:
+    """``batch`` without the runs, steps and calls a lost-answer commit may already have stored."""
+    run_ids = sorted({r["id"] for r in batch.runs_new} | {r["run_id"] for r in batch.steps} | {r["run_id"] for r in batch.calls})
+    if not run_ids:
+        return batch
+    runs, steps, calls = S.runs.c, S.steps.c, S.calls.c
+    have_runs = {r[0] for r in conn.execute(sa.select(runs.id).where(runs.id.in_(run_ids)))}
+    have_steps: set[tuple] = set()
+    have_calls: set[str] = set()
+    if batch.steps:
+        q = sa.select(steps.run_id, steps.ns, steps.seq).where(steps.run_id.in_(run_ids))
+        have_steps = {tuple(r) for r in conn.execute(q)}
+    if batch.calls:
+        have_calls = {r[0] for r in conn.execute(sa.select(calls.call_id).where(calls.run_id.in_(run_ids)))}
+    if not (have_runs or have_steps or have_calls):
+        return batch
+    out = Batch(runs_update=batch.runs_update, calls_update=batch.calls_update, blobs=batch.blobs)
+    out.runs_new = [r for r in batch.runs_new if r["id"] not in have_runs]
+    out.steps = [r for r in batch.steps if (r["run_id"], r.get("ns", ""), r["seq"]) not in have_steps]
+    out.calls = [r for r in batch.calls if r["call_id"] not in have_calls]
+    return out
 
 
 def _insert_rows(conn: Any, table: sa.Table, rows: list[dict]) -> None:
