@@ -59,6 +59,18 @@ def test_the_readme_search_examples_find_the_incident(demo, capsys, flag, words)
     assert code == 0 and out.strip() == "no runs match"
 
 
+def test_every_command_takes_the_name_the_runs_list_shows(demo, tmp_path, capsys):
+    """``graphtape runs`` shows names like demo:incident; show, export and diff take them as they take ids."""
+    db, ids = demo
+    code, out, _ = run_cli(capsys, "--db", db, "show", "demo:incident", "--json")
+    assert code == 0 and json.loads(out)["run"]["id"] == ids["incident"]
+    code, out, _ = run_cli(capsys, "--db", db, "export", "demo:happy", "-o", str(tmp_path / "happy.json"))
+    assert code == 0 and f"from run {ids['happy']}" in out
+    assert run_cli(capsys, "--db", db, "diff", "demo:happy", "demo:happy")[0] == 0
+    code, _, err = run_cli(capsys, "--db", db, "show", "demo:nothing")
+    assert code == 2 and "no run matches 'demo:nothing'" in err
+
+
 def test_a_timed_out_call_says_its_node_gave_up(demo, capsys):
     db, ids = demo
     code, out, _ = run_cli(capsys, "--db", db, "show", ids["incident"], "--step", "2")

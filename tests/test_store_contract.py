@@ -323,6 +323,11 @@ def test_resolve_run_references(listed: SqlStore) -> None:
         listed.get_run("nope")
     with pytest.raises(RunNotFound):
         listed.resolve_run("a1b2%")  # a wildcard is not a prefix
+    # A run's name, when no id starts with it: its newest run (as every command takes it).
+    assert listed.resolve_run("research") == "b7777777777777aa"
+    assert listed.resolve_run("100% done") == "c0ffee0000000000"
+    with pytest.raises(RunNotFound):
+        listed.resolve_run("support")  # names match whole, not as a prefix
 
 
 def test_exact_id_wins_over_longer_ids_it_prefixes(store_url: str) -> None:

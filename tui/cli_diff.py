@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import Any
 
 Command = Callable[[str, str, Callable[[argparse.Namespace], int]], argparse.ArgumentParser]
 
@@ -28,19 +27,6 @@ def register(command: Command) -> None:
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
 
-def find_run(store: Any, ref: str) -> str:
-    """A run id from what ``resolve_run`` takes, else from a run name (its newest run)."""
-    from graphtape.recorder.errors import RunNotFound
-
-    try:
-        return store.resolve_run(ref)
-    except RunNotFound:
-        named = store.list_runs(name=ref, limit=1) if ref and not ref.endswith("*") else []
-        if named:
-            return named[0].id
-        raise
-
-
 def cmd_diff(args: argparse.Namespace) -> int:
     """Diff two runs; print the report (or JSON) and say in the exit code whether they differ."""
     from graphtape.recorder import open_store
@@ -48,7 +34,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     store = open_store(args.db, create=False)
     try:
-        a, b = find_run(store, args.run_a), find_run(store, args.run_b)
+        a, b = store.resolve_run(args.run_a), store.resolve_run(args.run_b)
         result = diff_runs(a, b, store=store, ignore=args.ignore, ns=args.ns)
     finally:
         store.close()

@@ -78,10 +78,11 @@ class RunReads:
 
     @_damage_is_a_store_error
     def resolve_run(self, ref: str) -> str:
-        """A full run id from an id, a unique prefix, ``last`` or ``last~N``.
+        """A full run id from an id, a unique prefix, ``last``, ``last~N`` or a run's name (its newest run).
 
         Prefixes match case-sensitively on every backend, and an exact id wins
-        even when it is also the prefix of other ids. ``last`` counts recorded
+        even when it is also the prefix of other ids; a name is tried only when
+        no id starts with it. ``last`` counts recorded
         runs only: replays and forks (runs with a parent) are reached by id.
         """
         ref = (ref or "").strip()
@@ -116,6 +117,9 @@ class RunReads:
             .limit(4)
         )
         if not rows:
+            rows = self._read(sa.select(S.runs.c.id).where(S.runs.c.name == ref).order_by(*self._NEWEST_FIRST).limit(1))
+            if rows:
+                return rows[0].id
             raise RunNotFound(f"no run matches {ref!r} (graphtape runs lists them)")
         if len(rows) > 1:
             shown = ", ".join(r.id for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
