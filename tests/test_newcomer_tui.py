@@ -13,7 +13,7 @@ import os
 import pytest
 from textual.widgets import Input, OptionList, Static
 from textual.widgets._footer import FooterKey
-from textual.worker import WorkerCancelled
+from tui_helpers import settle
 
 from graphtape.recorder import Recorder, open_store
 from graphtape.tui.app import build_app
@@ -34,21 +34,6 @@ def incident(tmp_path_factory):
     db = str(tmp_path_factory.mktemp("newcomer-tui") / "demo.db")
     _, runs = record_demo(db, "incident")
     return db, runs[0].run.id
-
-
-async def settle(pilot, until=None) -> None:
-    app = pilot.app
-    for _ in range(200):
-        await pilot.pause(0.05)
-        try:
-            await app.workers.wait_for_complete()
-        except WorkerCancelled:
-            continue
-        screen = app.screen
-        loaded = not isinstance(screen, RunScreen) or (screen.payload is not None and screen.payload.index == screen.index)
-        if not any(w.is_running for w in app.workers) and loaded and (until is None or until()):
-            break
-    await pilot.pause(0.05)
 
 
 def runs_in(db: str) -> list:

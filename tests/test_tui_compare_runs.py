@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import load_agent
-from replay_graphs import sub_graph
 from textual.widgets import OptionList, Static
-from textual.worker import WorkerCancelled
+from tui_helpers import record_demo_and_subgraph_runs, settle
 
-from graphtape.recorder import Recorder
 from graphtape.tui.app import build_app
 from graphtape.tui.screens.compare import CompareScreen
 from graphtape.tui.screens.run import RunScreen
@@ -23,36 +20,7 @@ from graphtape.tui.widgets.timeline import Timeline
 def store(tmp_path_factory):
     """The demo's happy and incident runs and two runs of a graph with a subgraph."""
     db = str(tmp_path_factory.mktemp("tui-diff") / "runs.db")
-    agent = load_agent("reason_act")
-    ids = {}
-    with Recorder(db) as rec:
-        for scenario in ("happy", "incident"):
-            rec.attach(agent.build_graph(scenario), name=f"demo:{scenario}").invoke(agent.inputs_for(scenario))
-            rec.flush()
-            ids[scenario] = rec.last_run_id
-        for add in (1, 4):
-            rec.attach(sub_graph(add), name="sub").invoke({"n": 1, "log": []})
-            rec.flush()
-            ids[f"sub{add}"] = rec.last_run_id
-    return db, ids
-
-
-async def settle(pilot, until=None) -> None:
-    app = pilot.app
-    for _ in range(100):
-        await pilot.pause(0.05)
-        try:
-            await app.workers.wait_for_complete()
-        except WorkerCancelled:
-            continue
-        screen = app.screen
-        busy = any(w.is_running for w in app.workers)
-        loaded = not isinstance(screen, RunScreen) or (screen.payload is not None and screen.payload.index == screen.index)
-        if isinstance(screen, CompareScreen):
-            loaded = screen.pair is not None and bool(screen.diff_title)
-        if not busy and loaded and (until is None or until()):
-            break
-    await pilot.pause(0.05)
+    return db, record_demo_and_subgraph_runs(db)
 
 
 def select_run(screen: RunsScreen, run_id: str) -> None:

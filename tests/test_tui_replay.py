@@ -7,7 +7,7 @@ import json
 import pytest
 import sqlalchemy as sa
 from textual.widgets import Input, Static
-from textual.worker import WorkerCancelled
+from tui_helpers import settle
 
 from graphtape.recorder import Recorder, open_store
 from graphtape.replay import read_fixture
@@ -85,25 +85,6 @@ def project(tmp_path_factory):
         rec.flush()
         unnamed = rec.last_run_id
     return {"folder": folder, "db": db, "demo": demo[0].run.id, "triage": triage, "unnamed": unnamed, "changed": f"{folder / 'triage_changed.py'}:graph"}
-
-
-async def settle(pilot, until=None) -> None:
-    """Wait for workers (a replay runs the graph in one) and, if given, until ``until()`` holds."""
-    app = pilot.app
-    for _ in range(200):
-        await pilot.pause(0.05)
-        try:
-            await app.workers.wait_for_complete()
-        except WorkerCancelled:
-            continue
-        screen = app.screen
-        busy = any(w.is_running for w in app.workers)
-        loaded = not isinstance(screen, RunScreen) or (screen.payload is not None and screen.payload.index == screen.index)
-        if isinstance(screen, CompareScreen):
-            loaded = screen.pair is not None and bool(screen.diff_title)
-        if not busy and loaded and (until is None or until()):
-            break
-    await pilot.pause(0.05)
 
 
 def runs_of(db: str) -> list:
