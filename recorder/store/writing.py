@@ -173,7 +173,8 @@ def _not_stored_yet(conn: Any, batch: Batch) -> Batch:
     have_steps: set[tuple] = set()
     have_calls: set[str] = set()
     if batch.steps:
-        q = sa.select(steps.run_id, steps.ns, steps.seq).where(steps.run_id.in_(run_ids))
+        first = min(r["seq"] for r in batch.steps)  # a long run's earlier steps are not read again
+        q = sa.select(steps.run_id, steps.ns, steps.seq).where(steps.run_id.in_(run_ids), steps.seq >= first)
         have_steps = {tuple(r) for r in conn.execute(q)}
     if batch.calls:
         have_calls = {r[0] for r in conn.execute(sa.select(calls.call_id).where(calls.run_id.in_(run_ids)))}
