@@ -30,6 +30,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from graphtape.recorder.prefix_memo import MIN_LENGTH as HISTORY_MIN
+from graphtape.recorder.prefix_memo import PrefixMemo
 from graphtape.recorder.redaction import MARK, Redactor
 
 ENVELOPE = "$t"
@@ -126,6 +128,7 @@ class Encoder:
         self.sink = sink
         self.on_fault = on_fault
         self._shared: dict[int, tuple[Any, Any, dict]] = {}
+        self._histories = PrefixMemo(watch_messages=True)  # message histories met before, by their head
         self._clean_keys: set[str] = set()  # long keys scrub() leaves as they are
         self._open: set[int] = set()  # ids of the containers being encoded now: a cycle comes back to one
         self._left = ENCODE_BUDGET  # values one encode() may still build (a shared DAG can be exponential)
@@ -134,6 +137,7 @@ class Encoder:
     def forget(self) -> None:
         """Drop the identity cache (end of run)."""
         self._shared.clear()
+        self._histories.clear()
 
     def encode(self, value: Any) -> Any:
         """Encode ``value``; never raises for odd values, marks them instead.
@@ -243,6 +247,10 @@ class Encoder:
         self._open.add(ident)
         try:
             if t is list:
+                if len(v) >= HISTORY_MIN and self.sink is not None and _is_message(v[-1]):
+                    done = self._histories.apply(v, lambda x: self._enc(x, depth + 1, key), _is_message)
+                    if done is not None:
+                        return done
                 return [self._enc(x, depth + 1, key) for x in v]
             if t is tuple:
                 return {ENVELOPE: "tuple", "v": [self._enc(x, depth + 1, key) for x in v]}
@@ -486,6 +494,10 @@ def _special_kind(v: Any) -> str | None:
         kind = "interrupt"
     _KIND_CACHE[t] = kind
     return kind
+
+
+def _is_message(v: Any) -> bool:
+    return _special_kind(v) == "message"
 
 
 def _is_special(v: Any) -> bool:

@@ -16,6 +16,8 @@ from langchain_core.runnables.config import var_child_runnable_config
 
 from graphtape.recorder.capture import model_label
 from graphtape.recorder.codec import Decoder, Encoder
+from graphtape.recorder.prefix_memo import MIN_LENGTH as PREFIX_MIN
+from graphtape.recorder.prefix_memo import PrefixMemo
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.session import call_site
 
@@ -61,6 +63,7 @@ class RecordingAnswerer:
         self.served = {"tool": 0, "model": 0}
         self._lock = threading.Lock()
         self._plain_memo: dict[int, tuple[Any, Any]] = {}
+        self._prompts = PrefixMemo(watch_messages=True)
         self._redactor = _RecordedClean(_recorded_strings(c.call for c in book.recorded))
 
     # -- models ------------------------------------------------------------------
@@ -79,7 +82,7 @@ class RecordingAnswerer:
             return Answer(value=message_from_plain(self._plain(override(messages))))
         if not self.mode.answers("model"):
             return None
-        inputs: dict[str, Any] = {"messages": [self._plain_once(m) for m in messages]}
+        inputs: dict[str, Any] = {"messages": self._plain_messages(messages)}
         if params.get("tools"):
             inputs["tools"] = self._plain_once(params["tools"])
         live = LiveCall("model", name, *_who(metadata), arguments=normalize_arguments("model", inputs, self.normalize))
@@ -138,6 +141,13 @@ class RecordingAnswerer:
         names = frozenset(_fields(tool.get_input_schema())) - frozenset(_fields(tool.tool_call_schema))
         self._plain_memo[id(tool)] = (tool, names)
         return names
+
+    def _plain_messages(self, messages: list[Any]) -> list[Any]:
+        """A prompt's messages in plain form: each prompt is the last one and a bit more."""
+        if type(messages) is list and len(messages) >= PREFIX_MIN:
+            with self._lock:  # parallel nodes call models at once
+                return self._prompts.apply(messages, self._plain_once)
+        return [self._plain_once(m) for m in messages]
 
     def _plain_once(self, value: Any) -> Any:
         """``to_plain`` per object, once: a conversation's messages are resent on every model call."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graphtape.recorder import CallInfo, RunStore, StepDetail
+from graphtape.recorder import CallInfo, RouteInfo, RunStore, StepDetail
 
 from graphtape.replay.calls import normalize_arguments
 from graphtape.replay.modes import ReplayMode
@@ -134,17 +134,18 @@ class RunComparison:
         *,
         order: dict[str, int] | None = None,
         arg_normalize: Normalizer | None = None,
-        read_details: Callable[[str, str], list[StepDetail]] | None = None,
+        read_details: Callable[[str, str], list[StepDetail]] | None = None,  # routes as stored (encoded_routes=True)
     ) -> None:
         self.store = store
         # Every step of (run, namespace) without the tasks' writes: the replay has read the
         # recording's already, so they are not read twice.
-        self.read_details = read_details or (lambda run_id, ns: store.step_details(run_id, ns, writes=False))
+        self.read_details = read_details or (lambda run_id, ns: store.step_details(run_id, ns, writes=False, encoded_routes=True))
         self.normalize = normalize
         self.arg_normalize = arg_normalize or Normalizer()
         self.mode = mode
         self.order = order or {}  # namespace -> the root step that entered it (to order divergences)
         self.found: list[Divergence] = []
+        self._same_blobs: dict[tuple[str, str], bool] = {}  # (recorded blob, replayed blob) -> equal once normalized
 
     def _add(self, d: Divergence, rec_ns: str) -> None:
         root = self.order.get(rec_ns.split("|")[0], d.step) if rec_ns else d.step
@@ -185,9 +186,12 @@ class RunComparison:
         if nodes_rec != nodes_rep:
             add(Divergence("route", step, None, "other nodes ran in this step", sorted(nodes_rec.elements()), sorted(nodes_rep.elements()), ns))
             return
-        routes_rec, routes_rep = self._routes(rec), self._routes(rep)
-        for source in sorted(routes_rec.keys() | routes_rep.keys()):
-            a, b = routes_rec.get(source, []), routes_rep.get(source, [])
+        by_source_rec, by_source_rep = _by_source(rec), _by_source(rep)
+        for source in sorted(by_source_rec.keys() | by_source_rep.keys()):
+            stored_a, stored_b = by_source_rec.get(source, []), by_source_rep.get(source, [])
+            if self._same_stored_routes(stored_a, stored_b):
+                continue
+            a, b = self._routes(stored_a), self._routes(stored_b)
             # Equal in order is equal (the usual case); only otherwise is the order set aside, by
             # serializing each route (a Send carries the whole state: costly, every step).
             if a != b and sorted(map(_key, a)) != sorted(map(_key, b)):
@@ -198,19 +202,53 @@ class RunComparison:
             node = (errs_rec or errs_rep)[0][0]
             add(Divergence("error", step, node, "a node failed differently", [list(e) for e in errs_rec], [list(e) for e in errs_rep], ns))
 
-    def _routes(self, detail: StepDetail) -> dict[str, list[dict]]:
-        out: dict[str, list[dict]] = {}
-        for r in detail.routes:
-            out.setdefault(r.source, []).append(
-                {
-                    "kind": r.kind,
-                    "router": r.router,
-                    "returned": self.normalize(r.returned),
-                    "destinations": sorted(r.destinations),
-                    "sends": [self.normalize(s) for s in r.sends],
-                }
-            )
-        return out
+    def _same_stored_routes(self, a: list[RouteInfo], b: list[RouteInfo]) -> bool:
+        """Routes equal as stored, blob by blob: no decoding unless a blob pair is new.
+
+        Only a yes is final: stored differently may still be equal once decoded
+        and normalized, which the caller then checks.
+        """
+        if not self.normalize.path_free or len(a) != len(b):
+            return False
+        same = self._same_stored
+        return all(
+            x.kind == y.kind
+            and x.router == y.router
+            and sorted(x.destinations) == sorted(y.destinations)
+            and same(x.returned, y.returned)
+            and same(x.sends, y.sends)
+            for x, y in zip(a, b)
+        )
+
+    def _same_stored(self, a: Any, b: Any) -> bool:
+        if a == b:
+            return True
+        ta, tb = type(a), type(b)
+        if ta is list and tb is list:
+            return len(a) == len(b) and all(x == y or self._same_stored(x, y) for x, y in zip(a, b))
+        if ta is not dict or tb is not dict:
+            return False
+        ra, rb = _blob_ref(a), _blob_ref(b)
+        if ra is not None and rb is not None:
+            pair = (ra, rb)
+            known = self._same_blobs.get(pair)
+            if known is None:
+                known = self._same_blobs[pair] = self.normalize(self.store.decode(a)) == self.normalize(self.store.decode(b))
+            return known
+        return a.keys() == b.keys() and all(self._same_stored(a[k], b[k]) for k in a)
+
+    def _routes(self, routes: list[RouteInfo]) -> list[dict]:
+        """Routes as compared and reported: decoded (if read as stored) and normalized."""
+        return [
+            {
+                "kind": r.kind,
+                "router": r.router,
+                "returned": self.normalize(self.store.decode(r.returned)),
+                "destinations": sorted(r.destinations),
+                "sends": [self.normalize(s) for s in self.store.decode(r.sends)],
+            }
+            for r in routes
+        ]
 
     def _states(self, rec: Side, rep: Side, offset: int, cut: int | None, add: Callable[[Divergence], None], ns: str) -> None:
         rec_track, rep_track = StateTrack(self.store, self.normalize), StateTrack(self.store, self.normalize)
@@ -287,6 +325,13 @@ def _outcome(call: CallInfo, normalize: Normalizer) -> Any:
     if call.error_type:
         return {"error": call.error_type, "message": call.error_message}
     return normalize(call.output)
+
+
+def _by_source(detail: StepDetail) -> dict[str, list[RouteInfo]]:
+    out: dict[str, list[RouteInfo]] = {}
+    for r in detail.routes:
+        out.setdefault(r.source, []).append(r)
+    return out
 
 
 def _blob_ref(item: Any) -> str | None:

@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from graphtape.recorder.prefix_memo import MIN_LENGTH as PREFIX_MIN
+from graphtape.recorder.prefix_memo import PrefixMemo
+
 IGNORED = "<ignored>"
 
 # Keys of a plain message that identify or describe a call, not its meaning.
@@ -36,6 +39,13 @@ class Normalizer:
         # Without paths to ignore, a message normalizes the same wherever it is: keep the
         # result per message object (decoded messages are shared between calls and states).
         self._memo: dict[int, tuple[Any, Any]] | None = {} if not self.patterns and self.keys is None else None
+        # And a history is normalized again and again, one message longer each time: only its new end is walked.
+        self._lists = PrefixMemo() if self._memo is not None else None
+
+    @property
+    def path_free(self) -> bool:
+        """Whether a value normalizes the same wherever it sits (no ignored paths, no key filter)."""
+        return not self.patterns and self.keys is None
 
     def __call__(self, value: Any, path: Sequence[str] = ()) -> Any:
         return self._walk(value, tuple(path))
@@ -55,6 +65,8 @@ class Normalizer:
         if isinstance(value, dict):
             return self._walk_dict(value, path)
         if isinstance(value, (list, tuple)):
+            if self._lists is not None and type(value) is list and len(value) >= PREFIX_MIN:
+                return self._lists.apply(value, lambda v: self._walk(v, path))  # path-free: where it sits is moot
             return [self._walk(v, (*path, str(i))) for i, v in enumerate(value)]
         return value
 

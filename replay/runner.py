@@ -361,14 +361,14 @@ class _Run:
         return self._root_steps_memo
 
     def _details(self, ns: str) -> list[Any]:
-        """The recording's step details of a namespace, read once per replay."""
+        """The recording's step details of a namespace, read once per replay (routes as stored: only the comparer reads them)."""
         memo = self._details_memo
         if ns not in memo:
-            memo[ns] = self.store.step_details(self.run.id, ns, writes=False)
+            memo[ns] = self.store.step_details(self.run.id, ns, writes=False, encoded_routes=True)
         return memo[ns]
 
     def _config(self, thread_id: str, restored: Restored) -> dict[str, Any]:
-        recorded = self.store.run_detail(self.run.id).config or {}
+        recorded = self.store.run_detail(self.run.id, output=False).config or {}
         conf = {k: v for k, v in (recorded.get("configurable") or {}).items() if k not in _NOT_FORWARDED and not str(k).startswith("__")}
         conf["thread_id"] = thread_id
         config: dict[str, Any] = {"configurable": conf}
@@ -512,7 +512,7 @@ class _Run:
         if self.progress is not None:
             self.progress("comparing with the recording", 0, None)
         def read_details(run: str, n: str) -> list[Any]:
-            return self._details(n) if run == self.run.id else self.store.step_details(run, n, writes=False)
+            return self._details(n) if run == self.run.id else self.store.step_details(run, n, writes=False, encoded_routes=True)
 
         cmp = RunComparison(self.store, self.normalize, self.mode, order=entered, arg_normalize=self.arg_normalize, read_details=read_details)
         # Calls answered from the recording match it by construction; only live ones are compared after the fact.

@@ -375,6 +375,9 @@ def test_recorded_run_is_listed(chat_run) -> None:
     assert norm(detail.inputs) == norm(chat_input())
     assert {n for n in detail.graph["nodes"]} >= {"talk", "fan", "work"}
     assert store.latest_run_for_thread("chat-1", run.graph_name) == run
+    assert detail.output  # the final state
+    bare = store.run_detail(run_id, output=False)  # what a replay's config needs, without reading the final state
+    assert bare.output is None and (bare.config, bare.inputs, bare.graph) == (detail.config, detail.inputs, detail.graph)
 
 
 def test_list_steps_and_step_detail(chat_run) -> None:

@@ -136,14 +136,16 @@ class RunReads:
         return self._run_infos(rows)[0]
 
     @_damage_is_a_store_error
-    def run_detail(self, ref: str, *, typed: bool = False) -> RunDetail:
+    def run_detail(self, ref: str, *, typed: bool = False, output: bool = True) -> RunDetail:
         """A run with its inputs, output, config, graph and fault log; ``typed`` rebuilds
-        allow-listed types (messages, documents, registered classes) in the output."""
+        allow-listed types (messages, documents, registered classes) in the output.
+        ``output=False`` leaves the output out (None): it is the final state, read step by step."""
+        want_output = output
         run = self.get_run(ref)
         r = self._read(sa.select(S.runs).where(S.runs.c.id == run.id))[0]
         dec = self._plain_decoder
-        output = (self._typed_decoder if typed else dec)(_uj(r.output))
-        if output is None:
+        output = (self._typed_decoder if typed else dec)(_uj(r.output)) if want_output else None
+        if output is None and want_output:
             # Not stored twice: a run's output is its state after its last completed step.
             done = [s for s in self.list_steps(run.id) if not s.pending]
             if done:

@@ -148,9 +148,10 @@ class StepReads:
         payloads = [expand_payload(unpack(r.payload), r.created_at) for r in rows]
         return self._detail(self._step_info(row), payloads, list(dict.fromkeys(nxt)))
 
-    def _detail(self, info: StepInfo, payloads: Sequence[dict], nxt: list[str], typed: bool = False, writes: bool = True) -> StepDetail:
+    def _detail(self, info: StepInfo, payloads: Sequence[dict], nxt: list[str], typed: bool = False, writes: bool = True, encoded_routes: bool = False) -> StepDetail:
         """Merge the expanded payloads of one step's rows (in seq order) into its StepDetail."""
         dec = self._typed_decoder if typed else self._plain_decoder
+        route_dec = _as_stored if encoded_routes else dec
         tasks_by_id: dict[str, TaskInfo] = {}
         routes_by_task: dict[Any, list[dict]] = {}
         events: list[EventInfo] = []
@@ -182,8 +183,8 @@ class StepReads:
                 kind=d["kind"],
                 destinations=d.get("dest", []),
                 router=d.get("router"),
-                returned=dec(d.get("ret")),
-                sends=dec(d.get("sends", [])),
+                returned=route_dec(d.get("ret")),
+                sends=route_dec(d.get("sends", [])),
                 task_id=d.get("task"),
             )
             for task_routes in routes_by_task.values()
@@ -192,11 +193,15 @@ class StepReads:
         return StepDetail(step=info, tasks=list(tasks_by_id.values()), routes=routes, events=events, next=nxt)
 
     @_damage_is_a_store_error
-    def step_details(self, run_id: str, ns: str = "", *, after: int | None = None, typed: bool = False, writes: bool = True) -> list[StepDetail]:
+    def step_details(
+        self, run_id: str, ns: str = "", *, after: int | None = None, typed: bool = False, writes: bool = True, encoded_routes: bool = False
+    ) -> list[StepDetail]:
         """Every step of a namespace in order, in one read (replay compares whole runs).
 
         ``typed=True`` rebuilds written values as live objects (messages...), for
-        resuming; ``writes=False`` leaves the tasks' updates out (not decoded).
+        resuming; ``writes=False`` leaves the tasks' updates out (not decoded);
+        ``encoded_routes=True`` leaves routes' returned values and Send packets as
+        stored (a ``Send`` carries the whole state: a comparer decodes only what differs).
         """
         infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
         q = sa.select(S.steps.c.step, S.steps.c.seq, S.steps.c.payload, S.steps.c.created_at).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns)
@@ -212,7 +217,7 @@ class StepReads:
         out = []
         for i, info in enumerate(infos):
             nxt = infos[i + 1].nodes if i + 1 < len(infos) else []
-            out.append(self._detail(info, by_step.get(info.step, []), list(nxt), typed, writes))
+            out.append(self._detail(info, by_step.get(info.step, []), list(nxt), typed, writes, encoded_routes))
         return out
 
     @_damage_is_a_store_error
@@ -232,3 +237,7 @@ class StepReads:
             StepRow(r.seq, r.step, r.source, r.checkpoint_id, r.created_at, bool(r.is_key), r.flags or 0, expand_payload(unpack(r.payload), r.created_at))
             for r in rows
         ]
+
+
+def _as_stored(tree: Any) -> Any:
+    return tree
