@@ -657,6 +657,19 @@ def _one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------------------
 
 
+def check_source(source_url: str, threads: Iterable[str] = ()) -> None:
+    """Open the source read-only and find the threads asked for, or raise ``LangGraphImportError``.
+
+    For callers that make the target store only once the import can start: a
+    mistyped source must not leave a new, empty store behind.
+    """
+    source = _Source(source_url)
+    try:
+        source.threads(threads)
+    finally:
+        source.close()
+
+
 def import_langgraph(
     source_url: str,
     store: SqlStore,

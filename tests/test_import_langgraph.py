@@ -178,6 +178,8 @@ def test_one_thread_and_text_summary(sqlite_source, tmp_path, capsys):
     code = main(["--db", str(tmp_path / "g.db"), "import-langgraph", str(path), "--thread", "nope"])
     err = capsys.readouterr().err
     assert code == 2 and "no thread 'nope'" in err and err.count("\n") == 1
+    code = main(["--db", str(tmp_path / "other.db"), "import-langgraph", str(path), "--thread", "nope"])
+    assert code == 2 and not (tmp_path / "other.db").exists()
 
 
 def test_unsafe_values_are_never_rebuilt(sqlite_source, tmp_path, capsys):
@@ -219,6 +221,7 @@ def test_bad_sources_are_one_line_errors(tmp_path, capsys):
         out, err = capsys.readouterr()
         assert code == 2 and out == "" and err.startswith("graphtape: error: ") and err.count("\n") == 1, err
         assert needle in err, err
+        assert not (tmp_path / "out.db").exists()  # nothing to import: no new, empty store left behind
 
 
 # -- PostgresSaver --------------------------------------------------------------------------

@@ -222,8 +222,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_import_langgraph(args: argparse.Namespace) -> int:
     """Import LangGraph checkpoint threads as runs."""
     from graphtape.recorder import open_store
-    from graphtape.recorder.import_langgraph import import_langgraph
+    from graphtape.recorder.import_langgraph import check_source, import_langgraph
 
+    check_source(args.source, args.thread)  # a bad source makes no target store
     store = open_store(args.db, create=True)
     try:
         store.require_writable("import-langgraph adds the threads as runs")
