@@ -185,6 +185,8 @@ def test_a_killed_run_shows_as_killed_though_the_store_cannot_be_marked(source):
         assert run["ended_at"] is not None and run["step_count"] > 0
         assert "interrupted (killed)" in ro.cli("show", "last").stdout
         assert json.loads(ro.cli("runs", "--json", "--status", "running").stdout) == []
+        (killed,) = json.loads(ro.cli("runs", "--json", "--status", "interrupted").stdout)  # filtered as shown
+        assert killed["id"] == run["id"]
         assert ro.snapshot() == ro.before  # shown, not stored
     finally:
         ro.cleanup()

@@ -7,6 +7,7 @@ walking the newest runs instead (``FACET_WALK``): 50 matches come at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -37,20 +38,24 @@ class RunListing:
         self.mark_dead_runs()
         q = sa.select(*self._RUN_COLS).order_by(*self._NEWEST_FIRST)
         walk = self._facets_to_walk(limit, tag=tag, tool=tool, node=node)
-        q = q.where(*self._run_filters(status=status, text=text, name=name, tag=tag, tool=tool, node=node, error=error, walk=walk))
+        dead = self._unmarked_dead()
+        q = q.where(*self._run_filters(status=status, text=text, name=name, tag=tag, tool=tool, node=node, error=error, walk=walk, dead=dead))
         if limit is not None:
             q = q.limit(limit)
         if offset:
             q = q.offset(offset)
-        runs = self._run_infos(self._read(q))
-        # A run found dead in a read-only store shows as killed though stored as running.
-        return [r for r in runs if r.status == status] if status else runs
+        return self._run_infos(self._read(q))
 
     @_damage_is_a_store_error
     def count_runs(self, **filters: Any) -> int:
         """How many runs match ``filters`` (the keyword filters of ``list_runs``; none counts all)."""
-        q = sa.select(sa.func.count()).select_from(S.runs).where(*self._run_filters(**filters))
+        self.mark_dead_runs()
+        q = sa.select(sa.func.count()).select_from(S.runs).where(*self._run_filters(**filters, dead=self._unmarked_dead()))
         return int(self._read(q)[0][0])
+
+    def _unmarked_dead(self) -> list[str]:
+        """Runs found dead that a read-only store still holds as running: shown, and filtered, as killed."""
+        return list(self.__dict__.get("_dead_unmarked", {}))
 
     # A facet shared by more runs than this is checked run by run, newest first (see _facets_to_walk).
     FACET_WALK = 2000
@@ -86,6 +91,7 @@ class RunListing:
         tool: str | None = None,
         node: str | None = None,
         error: str | None = None,
+        dead: Sequence[str] = (),
     ) -> list[Any]:
         """WHERE clauses for the run filters, each one an index lookup:
 
@@ -96,7 +102,10 @@ class RunListing:
         """
         where: list[Any] = []
         r = S.runs.c
-        if status:
+        if status and dead and status in ("running", "interrupted"):
+            # Runs stored as running but found dead (a read-only store could not mark them) count as interrupted.
+            where.append(sa.and_(r.status == "running", r.id.not_in(dead)) if status == "running" else sa.or_(r.status == status, r.id.in_(dead)))
+        elif status:
             where.append(r.status == status)
         if name:
             if name.endswith("*"):
