@@ -113,6 +113,8 @@ class Recorder:
         self.redact_patterns = _as_tuple(redact_patterns)
         self.redact_keys = _as_tuple(redact_keys)
         Redactor(self.redact_patterns, self.redact_keys)  # a bad pattern fails here, not mid-run
+        # Text redacted when it was recorded, handed back by a replay: not scanned again (set by replay).
+        self.known_clean_text: frozenset[str] = frozenset()
         if lock_wait <= 0:
             raise ValueError(f"lock_wait must be a positive number of seconds, got {lock_wait!r}")
         self._sessions: dict[str, RunSession] = {}
@@ -258,7 +260,7 @@ class Recorder:
             if store is not None:
                 store.forget_written_blobs()
             known = store.checkpoint_steps(run_id) if resumed and store is not None else None
-            redactor = Redactor(self.redact_patterns, self.redact_keys)
+            redactor = Redactor(self.redact_patterns, self.redact_keys, known_clean=self.known_clean_text)
             session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known)
             session.thread_id = thread_id  # type: ignore[attr-defined]
             if input is not None and type(input).__name__ != "Command":

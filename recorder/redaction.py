@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 from graphtape.recorder.linear_regex import compile_linear
@@ -280,13 +280,15 @@ class Redactor:
     syntax: no lookarounds, no backreferences) to scrub from any text; ``keys``
     are extra key fragments whose values are redacted whole (matched
     case-insensitively anywhere in a key). An invalid pattern raises
-    ``ValueError`` here, before anything is recorded.
+    ``ValueError`` here, before anything is recorded. Text in ``known_clean`` is
+    returned as it is: text read back from a recording (a replay hands it back),
+    redacted when it was recorded, at least as strictly as here.
     """
 
     #: Text shorter than this is never changed by the built-in formats (callers may skip it).
     min_length = 8
 
-    def __init__(self, patterns: Iterable[str | re.Pattern[str]] = (), keys: Iterable[str] = ()) -> None:
+    def __init__(self, patterns: Iterable[str | re.Pattern[str]] = (), keys: Iterable[str] = (), *, known_clean: Collection[str] = frozenset()) -> None:
         if isinstance(patterns, (str, re.Pattern)):
             patterns = (patterns,)
         if isinstance(keys, str):
@@ -305,6 +307,7 @@ class Redactor:
         self._fragments = _KEY_FRAGMENTS + self._user_keys
         self._lock = threading.Lock()
         self._key_cache: dict[str, bool] = {}
+        self._known_clean = known_clean
         self._scrubbed_keys: dict[str, tuple[str | None, int]] = {}
         self.count = 0
 
@@ -378,7 +381,7 @@ class Redactor:
 
     def scrub(self, text: str) -> str:
         """Replace credential-looking substrings of ``text`` (in time linear in its length)."""
-        if len(text) < self.min_length:
+        if len(text) < self.min_length or text in self._known_clean:
             return text
         try:
             new, n = self._tokens.subn(_mark_token, text)

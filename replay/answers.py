@@ -64,7 +64,10 @@ class RecordingAnswerer:
         self._lock = threading.Lock()
         self._plain_memo: dict[int, tuple[Any, Any]] = {}
         self._prompts = PrefixMemo(watch_messages=True)
-        self._redactor = _RecordedClean(_recorded_strings(c.call for c in book.recorded))
+        # A replayed conversation is mostly the recording's own text handed back (answers, tool
+        # results, the input): redacted when recorded, so scrubbing it again hides nothing.
+        self.recorded_text = frozenset(_recorded_strings(c.call for c in book.recorded))
+        self._redactor = Redactor(known_clean=self.recorded_text)
 
     # -- models ------------------------------------------------------------------
     def answers_model(self, model: Any) -> bool:
@@ -182,25 +185,6 @@ class RecordingAnswerer:
 def _who(metadata: Mapping[str, Any]) -> tuple[int | None, str, str | None]:
     ns, node, _task, step = call_site(metadata)  # placed as the recorder placed the recorded calls
     return step, ns_path(ns), node
-
-
-class _RecordedClean(Redactor):
-    """The default redaction, except for text the recording holds as it is.
-
-    A replayed conversation is mostly the recording's own text handed back
-    (answers, tool results, the input): that text was redacted when it was
-    recorded and is stored as it is, so scrubbing it again hides nothing and
-    only costs time. Any other text is scrubbed as always.
-    """
-
-    def __init__(self, recorded: set[str]) -> None:
-        super().__init__()
-        self._recorded = recorded
-
-    def scrub(self, text: str) -> str:
-        if text in self._recorded:
-            return text
-        return super().scrub(text)
 
 
 def _recorded_strings(calls: Any) -> set[str]:

@@ -218,6 +218,7 @@ class _Run:
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         http = RecordedHttp(recorded_calls, offsets=offsets, miss_goes_live=miss_goes_live)
         recorder = Recorder(self.store.url)
+        recorder.known_clean_text = answerer.recorded_text
         lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name, recursion_limit=self._resume_limit)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None

@@ -8,6 +8,7 @@ divergence) and checks what the replay reports.
 from __future__ import annotations
 
 import asyncio
+import json
 import itertools
 import operator
 from typing import Annotated
@@ -604,3 +605,18 @@ def test_send_packets_carrying_the_history_compare_equal_and_changed_ones_diverg
     sent = [s["arg"]["messages"][-1]["content"] for s in d.actual[0]["sends"]]
     assert sent == ["task 0!", "task 1!"]
     assert [s["arg"]["messages"][-1]["content"] for s in d.recorded[0]["sends"]] == ["task 0", "task 1"]
+
+
+def test_a_secret_the_replay_makes_is_redacted_though_recorded_text_is_not_scanned_again(db):
+    key = "sk-" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2"
+    run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
+    result = replay(run_id, G.chat_graph(), db=db, overrides={"double": lambda x: f"{x} {key}"})
+    assert any(m.type == "tool" and m.content == "21 [REDACTED]" for m in result.final_state["messages"])  # the override answered
+    store = open_store(db)
+    try:
+        stored = json.dumps(store.state_at(result.run_id, store.list_steps(result.run_id)[-1].step))
+        recorded = json.dumps(store.state_at(run_id, store.list_steps(run_id)[-1].step))
+    finally:
+        store.close()
+    assert key not in stored and "21 [REDACTED]" in stored  # the replay's own new text is scrubbed
+    assert "21?" in stored and "21?" in recorded  # the recording's text is kept as it was
