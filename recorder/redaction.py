@@ -138,6 +138,7 @@ _TOKEN_COUNT_WORDS = frozenset(
 _KEY_FRAGMENTS = ("pass", "pwd", "auth", "secret", "token", "key", "credential", "cookie", "session", "jwt", "bearer", "dsn", "url", "string")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _KEY_CACHE_SIZE = 10_000
+_CLEAN_TEXT_LEN = 256  # text up to this long that holds no secret is remembered as clean
 
 
 @functools.lru_cache(maxsize=8192)
@@ -308,6 +309,7 @@ class Redactor:
         self._lock = threading.Lock()
         self._key_cache: dict[str, bool] = {}
         self._known_clean = known_clean
+        self._found_clean: set[str] = set()  # short text scrub() left as it was
         self._scrubbed_keys: dict[str, tuple[str | None, int]] = {}
         self.count = 0
 
@@ -381,7 +383,7 @@ class Redactor:
 
     def scrub(self, text: str) -> str:
         """Replace credential-looking substrings of ``text`` (in time linear in its length)."""
-        if len(text) < self.min_length or text in self._known_clean:
+        if len(text) < self.min_length or text in self._known_clean or text in self._found_clean:
             return text
         try:
             new, n = self._tokens.subn(_mark_token, text)
@@ -394,6 +396,11 @@ class Redactor:
             n += k
         if n:
             self._bump(n)
+        elif len(text) <= _CLEAN_TEXT_LEN and new == text:
+            # Short text repeats (a message's type, a tool's name, an id): scanned once.
+            if len(self._found_clean) >= _KEY_CACHE_SIZE:
+                self._found_clean.clear()
+            self._found_clean.add(text)
         return new
 
     def _format_spans(self, text: str) -> list[tuple[int, int]]:

@@ -564,3 +564,14 @@ def test_known_clean_text_is_returned_as_it_is_and_other_text_is_scrubbed():
     assert r.scrub(clean) is clean
     assert r.scrub(f"echo {key}") == f"echo {key}"  # the caller's promise: redacted when it was recorded
     assert key not in r.scrub(f"new {key}") and r.count == 1
+
+
+def test_short_text_found_clean_is_remembered_and_secrets_are_counted_every_time():
+    key = "sk-" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2"
+    r = Redactor()
+    for _ in range(3):
+        assert r.scrub("tool_call_with_context") == "tool_call_with_context"
+        assert r.scrub(f"token {key}") == f"token {MARK}"
+    assert r.count == 3  # each redaction counted, as before
+    user = Redactor(patterns=[r"tool_\w+"])  # a redactor's own patterns decide what is clean
+    assert user.scrub("tool_call_with_context") == MARK
