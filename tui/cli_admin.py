@@ -222,12 +222,23 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_import_langgraph(args: argparse.Namespace) -> int:
     """Import LangGraph checkpoint threads as runs."""
     from graphtape.recorder import open_store
+    from graphtape.recorder.errors import StoreError
     from graphtape.recorder.import_langgraph import check_source, import_langgraph
 
-    check_source(args.source, args.thread)  # a bad source makes no target store
+    why = "import-langgraph adds the threads as runs"
+    try:
+        existing = open_store(args.db)
+    except StoreError:
+        existing = None  # no store there yet: made below, once the source is known to be importable
+    if existing is not None:
+        try:
+            existing.require_writable(why)  # a store that cannot take the runs says so first
+        finally:
+            existing.close()
+    check_source(args.source, args.thread)  # a bad source makes no new, empty target store
     store = open_store(args.db, create=True)
     try:
-        store.require_writable("import-langgraph adds the threads as runs")
+        store.require_writable(why)
         with progress_bar(not args.json) as progress:
             summary = import_langgraph(args.source, store, threads=args.thread, progress=progress)
     finally:
