@@ -30,7 +30,9 @@ Sections:
    counted; the graph thread's own CPU is shown beside it. What each setup
    stored is counted; a setup that stored nothing is marked.
 2. **Replay**: a strict replay of a 101-superstep ``create_react_agent`` run,
-   for every tool that has one; a failure shows its error.
+   for every tool that has one; a failure shows its error. Baselines: the run
+   itself live with nothing attached, and graphtape recording it live (the
+   part of a strict replay spent recording the replay).
 3. **CLI**: ``graphtape runs`` on 1,000 runs against reeltime's ``tape ls`` on
    1,000 runs, each a whole process, alternated.
 4. **Storage**: graphtape's bytes per superstep at 1,000 messages against
@@ -490,6 +492,8 @@ class ReplayResult:
 def replay_section(steps: int, reps: int, tmp: Path) -> list[ReplayResult]:
     turns = react_turns(steps)
     runners: list[tuple[str, Callable[[], Callable[[], str]]]] = [
+        (BARE, lambda: _bare_runner(turns)),
+        (GT_RECORDING, lambda: _gt_record_runner(turns, tmp / "r-gt-rec")),
         ("graphtape", lambda: _gt_replayer(turns, tmp / "r-gt")),
         ("agent-rewind", lambda: _rewind_replayer(turns, tmp / "r-rewind")),
         ("reeltime", lambda: _reeltime_replayer(turns, tmp / "r-reel")),
@@ -521,6 +525,33 @@ def replay_section(steps: int, reps: int, tmp: Path) -> list[ReplayResult]:
                 res.wall.append(time.perf_counter() - w0)
         print(f"  replay: repetition {rep}/{reps}", file=sys.stderr, flush=True)
     return results
+
+
+BARE = "bare graph run"
+GT_RECORDING = "graphtape recording"
+
+
+def _bare_runner(turns: int) -> Callable[[], str]:
+    """The same run live with nothing attached: what re-running the graph costs any replay."""
+
+    def go() -> str:
+        react_graph(turns).invoke(react_inputs(0), _config(2 * turns + 1))
+        return "baseline: the run itself, live, no checkpointer, nothing recorded or compared"
+
+    return go
+
+
+def _gt_record_runner(turns: int, d: Path) -> Callable[[], str]:
+    """graphtape recording the same run: the part of its replay spent recording the replay."""
+    d.mkdir(parents=True)
+    rec = Recorder(d / "gt.db")
+
+    def go() -> str:
+        rec.attach(react_graph(turns)).invoke(react_inputs(0), _config(2 * turns + 1))
+        rec.flush(120)
+        return "baseline: recording the run live (a strict replay records its replay too)"
+
+    return go
 
 
 def _gt_replayer(turns: int, d: Path) -> Callable[[], str]:
@@ -626,15 +657,17 @@ def _timewarp_replayer(turns: int, d: Path) -> Callable[[], str]:
 
 def print_replay(results: list[ReplayResult], steps: int) -> dict[str, float]:
     print(f"\nStrict replay of a {steps}-superstep create_react_agent run ({react_turns(steps)} model+tool turns), medians")
-    print(f"  {'tool':<18} {'CPU ms':>8} {'wall ms':>8}  notes")
+    print(f"  {'tool':<20} {'CPU ms':>8} {'wall ms':>8} {'×bare':>6}  notes")
+    bare = next((statistics.median(r.cpu) for r in results if r.name == BARE and r.cpu), None)
     out = {}
     for r in results:
         if r.error or not r.cpu:
-            print(f"  {r.name:<18} {'FAILED':>8}  {r.error}")
+            print(f"  {r.name:<20} {'FAILED':>8}  {r.error}")
             continue
         cpu, wall = statistics.median(r.cpu) * 1e3, statistics.median(r.wall) * 1e3
         out[r.name] = wall
-        print(f"  {r.name:<18} {cpu:>8.0f} {wall:>8.0f}  {r.note}")
+        ratio = f"{cpu / (bare * 1e3):>6.2f}" if bare else f"{'':>6}"
+        print(f"  {r.name:<20} {cpu:>8.0f} {wall:>8.0f} {ratio}  {r.note}")
     return out
 
 
