@@ -238,7 +238,7 @@ class RunComparison:
         return a.keys() == b.keys() and all(self._same_stored(a[k], b[k]) for k in a)
 
     def _routes(self, routes: list[RouteInfo]) -> list[dict]:
-        """Routes as compared and reported: decoded (if read as stored) and normalized."""
+        """Routes as compared and reported: decoded from their stored form and normalized."""
         return [
             {
                 "kind": r.kind,

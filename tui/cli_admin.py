@@ -225,24 +225,22 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
     from graphtape.recorder.errors import StoreError
     from graphtape.recorder.import_langgraph import check_source, import_langgraph
 
-    why = "import-langgraph adds the threads as runs"
     try:
-        existing = open_store(args.db)
+        store = open_store(args.db)
     except StoreError:
-        existing = None  # no store there yet: made below, once the source is known to be importable
-    if existing is not None:
-        try:
-            existing.require_writable(why)  # a store that cannot take the runs says so first
-        finally:
-            existing.close()
-    check_source(args.source, args.thread)  # a bad source makes no new, empty target store
-    store = open_store(args.db, create=True)
+        store = None  # no store there yet: made below, once the source is known to be importable
     try:
-        store.require_writable(why)
+        if store is not None:
+            store.require_writable("import-langgraph adds the threads as runs")  # said before the source is checked
+        check_source(args.source, args.thread)  # a bad source makes no new, empty target store
+        if store is None:
+            store = open_store(args.db, create=True)
+            store.require_writable("import-langgraph adds the threads as runs")
         with progress_bar(not args.json) as progress:
             summary = import_langgraph(args.source, store, threads=args.thread, progress=progress)
     finally:
-        store.close()
+        if store is not None:
+            store.close()
     if args.json:
         _print_json(summary.to_dict())
         return EXIT_OK

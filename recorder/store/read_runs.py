@@ -140,30 +140,33 @@ class RunReads:
         """A run with its inputs, output, config, graph and fault log; ``typed`` rebuilds
         allow-listed types (messages, documents, registered classes) in the output.
         ``output=False`` leaves the output out (None): it is the final state, read step by step."""
-        want_output = output
         run = self.get_run(ref)
         r = self._read(sa.select(S.runs).where(S.runs.c.id == run.id))[0]
         dec = self._plain_decoder
-        output = (self._typed_decoder if typed else dec)(_uj(r.output)) if want_output else None
-        if output is None and want_output:
-            # Not stored twice: a run's output is its state after its last completed step.
-            done = [s for s in self.list_steps(run.id) if not s.pending]
-            if done:
-                output = self.state_at(run.id, done[-1].step, typed=typed)
-                if not output:
-                    # A functional-API entrypoint keeps no state channels: its output is what it returned.
-                    final = self.state_at(run.id, done[-1].step, typed=typed, internal=True)
-                    output = final.get("__end__", output)
+        final = self._final_output(run.id, r.output, typed) if output else None
         return RunDetail(
             run=run,
             inputs=dec(_uj(r.inputs)),
-            output=output,
+            output=final,
             config=dec(_uj(r.config)),
             graph=_uj(r.graph, {}),
             versions=_uj(r.versions, {}),
             fork_edit=dec(_uj(r.fork_edit)),
             fault_log=_uj(r.fault_log, []),
         )
+
+    def _final_output(self, run_id: str, stored: str | None, typed: bool) -> Any:
+        output = (self._typed_decoder if typed else self._plain_decoder)(_uj(stored))
+        if output is None:
+            # Not stored twice: a run's output is its state after its last completed step.
+            done = [s for s in self.list_steps(run_id) if not s.pending]
+            if done:
+                output = self.state_at(run_id, done[-1].step, typed=typed)
+                if not output:
+                    # A functional-API entrypoint keeps no state channels: its output is what it returned.
+                    final = self.state_at(run_id, done[-1].step, typed=typed, internal=True)
+                    output = final.get("__end__", output)
+        return output
 
     @_damage_is_a_store_error
     def latest_run_for_thread(self, thread_id: str, graph_name: str) -> RunInfo | None:
