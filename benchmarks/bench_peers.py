@@ -76,6 +76,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_recorder import IntState, MsgState, _int_node, _msg_node, build, int_inputs, msg_inputs, round_steps, table_bytes  # noqa: E402
+from bench_recorder import sqlite_saver as bench_sqlite_saver  # noqa: E402
 from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage  # noqa: E402
@@ -802,7 +803,42 @@ def storage_section(prefill: int, k: int, tmp: Path) -> float:
         f"step rows {'identical' if steps_a == steps_b else 'DIFFER'} ({len(steps_a)}, frames, routes, writes, summaries; "
         "apart from the run id, LangGraph's checkpoint and task ids, and times)"
     )
+    agent_storage(prefill, 10 if prefill < 1000 else 50, tmp)
     return per_step
+
+
+def _agent_inputs(prefill: int) -> dict:
+    """A history of ``prefill`` 200-character user messages, then the request."""
+    history = [HumanMessage(content=f"earlier message {i} " + "y" * 180, id=f"h-{i}") for i in range(prefill)]
+    return {"messages": [*history, HumanMessage(content="look everything up", id="ask")]}
+
+
+def _agent_bytes(path: Path, prefill: int, turns: int, saver: bool) -> int:
+    """File bytes after one create_react_agent run of ``turns`` tool turns, recorded by graphtape or kept by SqliteSaver."""
+    config = {"configurable": {"thread_id": "t"}, "recursion_limit": 2 * turns + 20}
+    if saver:
+        checkpointer, conn = bench_sqlite_saver(path)
+        react_graph(turns, checkpointer=checkpointer).invoke(_agent_inputs(prefill), config)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+    else:
+        rec = Recorder(path)
+        rec.attach(react_graph(turns)).invoke(_agent_inputs(prefill), config)
+        rec.close()
+    return _file_bytes(path)
+
+
+def agent_storage(prefill: int, turns: int, tmp: Path) -> None:
+    """Bytes per superstep of create_react_agent with a long history: every superstep's state,
+    each tool's Send packet and each model prompt carry the whole history."""
+    rows = []
+    for label, saver in (("graphtape", False), ("SqliteSaver", True)):
+        sizes = [_agent_bytes(tmp / f"agent-{label}-{prefill}-{n}.db", prefill, n, saver) for n in (turns, 2 * turns)]
+        rows.append((label, (sizes[1] - sizes[0]) / (2 * turns)))  # two supersteps per tool turn
+    print(f"\nStorage of create_react_agent at {prefill} messages (growth from {turns} to {2 * turns} tool turns ÷ {2 * turns} supersteps)")
+    for label, per_step in rows:
+        print(f"  {label:<15} {per_step:8.0f} B/superstep")
+    print(f"  SqliteSaver ÷ graphtape: {rows[1][1] / max(rows[0][1], 1):.0f}×")
 
 
 # ---------------------------------------------------------------------------

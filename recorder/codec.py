@@ -7,7 +7,9 @@ back as plain data carrying its type name.
 
 Encoded trees use small envelopes: ``{"$t": kind, ...}``. Values worth
 sharing between steps (messages, documents, long strings) can be replaced by
-``{"$b": hash}`` references to content-addressed blobs through a ``BlobSink``.
+``{"$b": hash}`` references to content-addressed blobs through a ``BlobSink``;
+a long message history, by a reference to shared blocks of it (``{"$t": "cat"}``,
+see ``history_blocks``), so a history one message longer stores only its end.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from graphtape.recorder.history_blocks import BLOCK_AT, CAT, HistoryBlocks
 from graphtape.recorder.prefix_memo import MIN_LENGTH as HISTORY_MIN
 from graphtape.recorder.prefix_memo import PrefixMemo
 from graphtape.recorder.redaction import MARK, Redactor
@@ -129,6 +132,7 @@ class Encoder:
         self.on_fault = on_fault
         self._shared: dict[int, tuple[Any, Any, dict]] = {}
         self._histories = PrefixMemo(watch_messages=True)  # message histories met before, by their head
+        self._blocks = HistoryBlocks(self._put)  # long histories stored as shared blocks
         self._clean_keys: set[str] = set()  # long keys scrub() leaves as they are
         self._open: set[int] = set()  # ids of the containers being encoded now: a cycle comes back to one
         self._left = ENCODE_BUDGET  # values one encode() may still build (a shared DAG can be exponential)
@@ -138,6 +142,7 @@ class Encoder:
         """Drop the identity cache (end of run)."""
         self._shared.clear()
         self._histories.clear()
+        self._blocks.clear()
 
     def encode(self, value: Any) -> Any:
         """Encode ``value``; never raises for odd values, marks them instead.
@@ -250,7 +255,7 @@ class Encoder:
                 if len(v) >= HISTORY_MIN and self.sink is not None and _is_message(v[-1]):
                     done = self._histories.apply(v, lambda x: self._enc(x, depth + 1, key), _is_message)
                     if done is not None:
-                        return done
+                        return self._blocks.encode(done) if len(done) >= BLOCK_AT else done
                 return [self._enc(x, depth + 1, key) for x in v]
             if t is tuple:
                 return {ENVELOPE: "tuple", "v": [self._enc(x, depth + 1, key) for x in v]}
@@ -756,6 +761,8 @@ class Decoder:
             return tuple(items) if self.typed else items
         if kind == "list":
             return [self._dec(i, d) for i in v]
+        if kind == CAT:
+            return self._concatenate(v, d)
         if kind == "set":
             items = [self._dec(i, d) for i in v]
             if self.typed:
@@ -831,6 +838,19 @@ class Decoder:
                     raise DecodeError(f"recorded {name} no longer fits its registered type: {exc}") from None
             return {TYPE_KEY: name, **fields} if isinstance(fields, dict) else {TYPE_KEY: name, "value": fields}
         return {TYPE_KEY: str(kind), **{k: val for k, val in x.items() if k != ENVELOPE}}
+
+    def _concatenate(self, parts: list, depth: int) -> list:
+        """A history stored as blocks (``history_blocks``): its parts' items in order."""
+        out: list = []
+        for part in parts:
+            items = self._dec(part, depth)
+            if type(items) is dict and items.get(TYPE_KEY) == "missing-blob":
+                items = [items]  # as a missing message reads: marked, and the rest of the history still reads
+            if type(items) is not list:
+                raise DecodeError(f"malformed recorded value (cat): a part is {type(items).__name__}, not a list")
+            self._spend(len(items))  # every list built is paid for: repeated parts cannot multiply unseen
+            out += items
+        return out
 
     def _message(self, cls_name: str, fields: dict) -> Any:
         if not self.typed:

@@ -36,9 +36,15 @@ from graphtape.recorder.store.column_text import from_column, needs_escape, to_c
 # v2: steps.writes (state keys each step's tasks wrote).
 # v3: run_facets and its triggers; runs indexed for newest-first listing by status, name and errors.
 # v4: calls.traceback (the frames of a failed call's error) and ix_calls_failed.
-SCHEMA_VERSION = 4
+# v5: values may hold long message histories as shared blocks ({"$t": "cat"}, recorder.history_blocks);
+#     the tables are v4's.
+SCHEMA_VERSION = 5
 # Versions ``migrate`` upgrades in place.
-MIGRATES_FROM = frozenset({2, 3})
+MIGRATES_FROM = frozenset({2, 3, 4})
+# Versions whose data this graphtape reads as it is: only the version number differs. A store at one
+# of them is read as it is, and raised to SCHEMA_VERSION when opened to record into (create=True), so an
+# older graphtape never meets values it cannot read.
+UPGRADES_ON_OPEN = frozenset({4})
 
 metadata = MetaData()
 
@@ -299,7 +305,8 @@ def migrate(conn: Any) -> tuple[int, int]:
 
     Returns ``(from, to)``. v2 -> v3 adds ``run_facets`` (filled from the
     runs, steps and calls already stored), its triggers and the new indexes;
-    v3 -> v4 adds ``calls.traceback`` and ``ix_calls_failed``. Raises ``ValueError`` with a sentence
+    v3 -> v4 adds ``calls.traceback`` and ``ix_calls_failed``; v4 -> v5 changes only the version
+    (values written from v5 on may hold history blocks). Raises ``ValueError`` with a sentence
     for a version it cannot upgrade.
     """
     version = stored_version(conn)

@@ -33,6 +33,7 @@ import orjson
 
 from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, collect_refs
 from graphtape.recorder.frames import FrameState
+from graphtape.recorder.history_blocks import CAT
 from graphtape.recorder.records import CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store import RunStore, read_budget
@@ -222,18 +223,22 @@ class _Exporter:
     # -- values ----------------------------------------------------------------------
     def value(self, tree: Any) -> Any:
         """A stored value as the fixture holds it."""
-        refs = collect_refs(tree).difference(self._raw_blobs)
-        if refs:
-            self._raw_blobs.update(self.store.blobs(refs))
+        self._read_blobs(tree)
         return self._walk(tree, 0)
 
     def channels(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """State channels by name: the recorder encodes each channel's value on its own,
         so (as when recording) channel names are not judged as secret keys; their values are."""
-        refs = collect_refs(list(values.values())).difference(self._raw_blobs)
-        if refs:
-            self._raw_blobs.update(self.store.blobs(refs))
+        self._read_blobs(list(values.values()))
         return {k: self._walk(v, 1) for k, v in values.items()}
+
+    def _read_blobs(self, tree: Any) -> None:
+        """Read the blobs ``tree`` refers to, and the blocks of the long histories among them (left as references)."""
+        refs = collect_refs(tree).difference(self._raw_blobs)
+        while refs:
+            found = self.store.blobs(refs)
+            self._raw_blobs.update(found)
+            refs = collect_refs([t for t in found.values() if type(t) is dict or type(t) is list]).difference(self._raw_blobs)
 
     def text(self, s: str | None) -> str | None:
         return None if s is None else self.redactor.scrub(s)
@@ -265,6 +270,8 @@ class _Exporter:
                 else:
                     out[self.redactor.scrub(k)] = self._walk(v, depth + 1)
             return out
+        if kind == CAT and type(x.get("v")) is list:
+            return self._flattened(x["v"], depth)
         if kind == "dict" and type(x.get("v")) is list:
             pairs = []
             for pair in x["v"]:
@@ -288,6 +295,16 @@ class _Exporter:
             v = out.get("v")
             if isinstance(v, dict) and type(v.get("id")) is str and v["id"]:
                 v["id"] = self.stable(v["id"], "interrupt")
+        return out
+
+    def _flattened(self, parts: list, depth: int) -> list:
+        """A history stored as blocks, as the one list it is: a fixture does not depend on how a store cuts it."""
+        out: list = []
+        for part in parts:
+            items = self._walk(part, depth + 1)
+            if type(items) is not list:
+                raise FixtureError("a recorded history is damaged (a block of it is not a list): the store was damaged")
+            out += items
         return out
 
     def _blob(self, h: str, depth: int) -> Any:

@@ -9,7 +9,7 @@ import operator
 from typing import Annotated, TypedDict
 
 from conftest import load_agent
-from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -193,3 +193,30 @@ def chat_graph(script: list[AIMessage] | None = None, *, is_async: bool = False,
     b.add_conditional_edges("agent", should_continue, ["tools", END])
     b.add_edge("tools", "agent")
     return b.compile()
+
+
+def send_history_graph(suffix: str = "", stop: int = 12):
+    """A router that sends the whole history to two workers (as create_react_agent's tool calls do),
+    until the history holds ``stop`` messages."""
+
+    class HistoryState(TypedDict):
+        messages: Annotated[list, add_messages]
+        done: Annotated[int, operator.add]
+
+    def talk(state) -> dict:
+        return {"messages": [AIMessage(content=f"turn {len(state['messages'])}")]}
+
+    def fan(state) -> list:
+        if len(state["messages"]) >= stop:
+            return [Send("finish", {"messages": state["messages"], "done": 0})]
+        return [Send("work", {"messages": [*state["messages"], HumanMessage(content=f"task {i}{suffix}")], "done": 0}) for i in range(2)]
+
+    g = StateGraph(HistoryState)
+    g.add_node("talk", talk)
+    g.add_node("work", lambda s: {"done": 1})
+    g.add_node("finish", lambda s: {"done": 100})
+    g.add_edge(START, "talk")
+    g.add_conditional_edges("talk", fan, ["work", "finish"])
+    g.add_edge("work", "talk")
+    g.add_edge("finish", END)
+    return g.compile()

@@ -185,6 +185,7 @@ def test_another_schema_version_goes_to_the_full_store_and_its_error(tmp_path):
 
 def test_its_constants_are_the_stores(monkeypatch):
     assert quick_listing.SCHEMA_VERSION == S.SCHEMA_VERSION
+    assert quick_listing.READS_AS_IS == S.UPGRADES_ON_OPEN
     assert (quick_listing.DEFAULT_DB, quick_listing.ENV_DB) == (connection.DEFAULT_DB, connection.ENV_DB)
     assert quick_listing.FACET_WALK == full_listing.RunListing.FACET_WALK
     assert quick_listing._ABANDONED_WORDS == full_listing.ABANDONED_WORDS

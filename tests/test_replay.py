@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import itertools
-import operator
-from typing import Annotated
 
 import pytest
 import replay_graphs as G
@@ -20,8 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.types import Command, Send
+from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from graphtape.recorder import Recorder, open_store
@@ -570,36 +567,10 @@ def test_last_means_the_newest_recorded_run_not_a_replay(db):
         store.close()
 
 
-def send_history_graph(suffix: str = ""):
-    """A router that sends the whole history to two workers (as create_react_agent's tool calls do)."""
-
-    class S(TypedDict):
-        messages: Annotated[list, add_messages]
-        done: Annotated[int, operator.add]
-
-    def talk(state) -> dict:
-        return {"messages": [AIMessage(content=f"turn {len(state['messages'])}")]}
-
-    def fan(state) -> list:
-        if len(state["messages"]) >= 12:
-            return [Send("finish", {"messages": state["messages"], "done": 0})]
-        return [Send("work", {"messages": [*state["messages"], HumanMessage(content=f"task {i}{suffix}")], "done": 0}) for i in range(2)]
-
-    g = StateGraph(S)
-    g.add_node("talk", talk)
-    g.add_node("work", lambda s: {"done": 1})
-    g.add_node("finish", lambda s: {"done": 100})
-    g.add_edge(START, "talk")
-    g.add_conditional_edges("talk", fan, ["work", "finish"])
-    g.add_edge("work", "talk")
-    g.add_edge("finish", END)
-    return g.compile()
-
-
 def test_send_packets_carrying_the_history_compare_equal_and_changed_ones_diverge(db):
-    run_id = record(db, send_history_graph(), {"messages": [HumanMessage(content=f"hello {i}") for i in range(9)], "done": 0})
-    assert not replay(run_id, send_history_graph(), db=db).diverged  # message ids differ: stored differently, equal once normalized
-    result = replay(run_id, send_history_graph(suffix="!"), db=db)
+    run_id = record(db, G.send_history_graph(), {"messages": [HumanMessage(content=f"hello {i}") for i in range(9)], "done": 0})
+    assert not replay(run_id, G.send_history_graph(), db=db).diverged  # message ids differ: stored differently, equal once normalized
+    result = replay(run_id, G.send_history_graph(suffix="!"), db=db)
     d = first(result, "route")
     assert d.node == "talk" and "same destinations" in d.what
     sent = [s["arg"]["messages"][-1]["content"] for s in d.actual[0]["sends"]]

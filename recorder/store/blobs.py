@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from graphtape.recorder import schema as S
 from graphtape.recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, DecodedBlobs, DecodeError, Decoder, collect_refs, count_values
 from graphtape.recorder.errors import StoreError
+from graphtape.recorder.history_blocks import is_cat
 from graphtape.recorder.store.connection import _one_line
 from graphtape.recorder.store.payloads import unpack
 
@@ -29,6 +30,7 @@ class BlobReads:
     def _init_blob_cache(self) -> None:
         self._blob_cache: OrderedDict[str, Any] = OrderedDict()
         self._blob_weights: dict[str, int] = {}  # values a cached blob with nested blobs expands to
+        self._blob_blocks: set[str] = set()  # cached blobs holding a history's blocks as references
         self._blob_lock = threading.Lock()  # also guards read_state's kept keyframes
         self._decoded_blobs = DecodedBlobs()
 
@@ -37,7 +39,10 @@ class BlobReads:
 
         A blob can reference other blobs (a message whose content is a long
         string): those references are resolved inside the trees returned, so
-        decoding a blob never needs another. Hashes not in the store are left
+        decoding such a blob needs no other. The blocks of a long history
+        (``history_blocks``) are the exception: they stay references, since
+        the next history shares them (:meth:`decode` reads them as it needs
+        them, each decoded once). Hashes not in the store are left
         out, and references to them stay as they are. Damaged nesting (a loop,
         deeper than the depth bound, or expanding to more than ``MAX_VALUES``
         values) raises ``StoreError``.
@@ -79,6 +84,7 @@ class BlobReads:
         # that each reference the next twice are refused rather than handed on.
         resolved: dict[str, Any] = {}
         weights: dict[str, int] = {}
+        holders: set[str] = set()  # blobs whose resolved tree holds history blocks (as references)
 
         def resolve(h: str, seen: tuple[str, ...], depth: int) -> int:
             if h not in resolved:
@@ -104,6 +110,9 @@ class BlobReads:
                 return out, n
             if t is not dict:
                 return x, 0
+            if is_cat(x):  # a history's blocks stay references: neighbouring histories share them, decoded once
+                holders.update(seen)
+                return x, count_values(x)
             ref = x.get(BLOB_REF)
             if type(ref) is str and len(x) == 1:
                 if ref in seen:  # content addressing makes a loop impossible in honest data
@@ -111,6 +120,8 @@ class BlobReads:
                 if ref not in trees:
                     return x, 1
                 w = resolve(ref, seen, depth + 1)
+                if ref in holders or ref in self._blob_blocks:
+                    holders.update(seen)
                 return resolved[ref], 1 + w
             d, n = {}, len(x)
             for k, v in x.items():
@@ -125,9 +136,11 @@ class BlobReads:
                 self._blob_cache[h] = resolved[h]
                 if h in nesting:
                     self._blob_weights[h] = weights[h]
+            self._blob_blocks.update(holders)
             while len(self._blob_cache) > 50_000:
                 old, _ = self._blob_cache.popitem(last=False)
                 self._blob_weights.pop(old, None)
+                self._blob_blocks.discard(old)
         return {h: resolved.get(h, trees[h]) for h in wanted if h in trees}
 
     def decode(self, tree: Any, *, typed: bool = False) -> Any:
@@ -142,15 +155,39 @@ class BlobReads:
         refs = collect_refs(tree)
         try:
             if typed:
-                return Decoder(self.blobs(refs), typed=True).decode(tree)
+                return Decoder(self._blobs_for(refs, None), typed=True).decode(tree)
             memo = self._decoded_blobs
             decoded = memo.lookup(refs)
-            blobs = self.blobs(refs.difference(decoded))
+            blobs = self._blobs_for(refs.difference(decoded), decoded)
             value = Decoder(blobs, decoded=decoded).decode(tree)
             memo.keep({h: decoded[h] for h in blobs if h in decoded})
             return value
         except (DecodeError, TypeError, ValueError, AttributeError, KeyError) as exc:
             raise StoreError(f"cannot decode a recorded value: {_one_line(exc)}") from None
+
+    def _blobs_for(self, refs: set[str], decoded: dict[str, Any] | None) -> dict[str, Any]:
+        """The blobs decoding ``refs`` needs: theirs, and the blocks of the histories they hold.
+
+        With ``decoded`` (plain decoding), blocks kept decoded are not read:
+        they join ``decoded``, so a history that grew reads only its new blocks.
+        """
+        out = self.blobs(refs)
+        holders = [h for h in out if h in self._blob_blocks]
+        rounds = 0
+        while holders:
+            rounds += 1
+            if rounds > MAX_DEPTH:
+                raise StoreError(f"{self._safe_url()} holds damaged data (history blocks nested more than {MAX_DEPTH} levels deep)")
+            blocks = collect_refs([out[h] for h in holders]).difference(out)
+            if decoded is not None:
+                blocks.difference_update(decoded)
+                hits = self._decoded_blobs.lookup(blocks)
+                decoded.update(hits)
+                blocks.difference_update(hits)
+            found = self.blobs(blocks)
+            out.update(found)
+            holders = [h for h in found if h in self._blob_blocks]
+        return out
 
     def _typed_decoder(self, tree: Any) -> Any:
         return tree if _bare(tree) else self.decode(tree, typed=True)

@@ -25,9 +25,10 @@ from graphtape.recorder.records import RunInfo
 from graphtape.recorder.store.column_text import from_column
 from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
 
-# The schema this reader understands; a test holds it equal to ``schema.SCHEMA_VERSION``
-# (importing the schema would import SQLAlchemy, which is what this module avoids).
-SCHEMA_VERSION = 4
+# The schemas this reader understands; a test holds them equal to ``schema.SCHEMA_VERSION`` and
+# ``schema.UPGRADES_ON_OPEN`` (importing the schema would import SQLAlchemy, which this module avoids).
+SCHEMA_VERSION = 5
+READS_AS_IS = frozenset({4})
 DEFAULT_DB = "graphtape.db"  # as ``connection.DEFAULT_DB`` / ``ENV_DB`` (the test holds them equal)
 ENV_DB = "GRAPHTAPE_DB"
 FACET_WALK = 2000  # as ``RunListing.FACET_WALK``
@@ -113,7 +114,7 @@ def _list_read_only(path: Path, **filters: Any) -> list[RunInfo] | None:
         return None
     try:
         version = conn.execute("SELECT value FROM graphtape_meta WHERE key = 'schema_version'").fetchone()
-        if version is None or version[0] != str(SCHEMA_VERSION):
+        if version is None or version[0] not in {str(v) for v in (SCHEMA_VERSION, *READS_AS_IS)}:
             return None
         if conn.execute("SELECT 1 FROM runs WHERE status = 'running' LIMIT 1").fetchone() is not None:
             return None  # maybe a dead run to mark: the full store's job

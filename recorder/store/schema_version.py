@@ -21,6 +21,7 @@ from sqlalchemy.pool import NullPool
 from graphtape.recorder import schema as S
 from graphtape.recorder.errors import SchemaVersionError, StoreError
 from graphtape.recorder.store.connection import _on_sqlite_connect, _one_line
+from graphtape.recorder.store.read_only import is_read_only_error
 
 
 class SchemaGate:
@@ -46,7 +47,7 @@ class SchemaGate:
                 if not self._version_ok_after_race():
                     raise StoreError(f"cannot create the graphtape schema in {self._safe_url()}: {_one_line(exc)}") from None
                 return
-        self._version_ok_after_race(strict=True)
+        self._version_ok_after_race(strict=True, create=create)
 
     def _create_schema(self) -> None:
         """Create the tables and the version row, once, whoever else is creating them at the same time."""
@@ -69,7 +70,7 @@ class SchemaGate:
             if engine is not self.engine:
                 engine.dispose()
 
-    def _version_ok_after_race(self, strict: bool = False) -> bool:
+    def _version_ok_after_race(self, strict: bool = False, create: bool = False) -> bool:
         try:
             with self.engine.connect() as conn:
                 row = conn.execute(sa.select(S.meta.c.value).where(S.meta.c.key == "schema_version")).first()
@@ -89,15 +90,31 @@ class SchemaGate:
             raise SchemaVersionError(
                 f"{self._safe_url()} was written by a newer graphtape (schema v{version}; this one reads v{S.SCHEMA_VERSION}): upgrade graphtape to open it"
             )
-        if version < S.SCHEMA_VERSION and version in S.MIGRATES_FROM:
+        if version in S.UPGRADES_ON_OPEN:
+            if create and self._read_only is not True:
+                self._raise_version(version)
+        elif version < S.SCHEMA_VERSION and version in S.MIGRATES_FROM:
             raise SchemaVersionError(
                 f"{self._safe_url()} uses schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: run `graphtape migrate` to upgrade it in place"
             )
-        if version < S.SCHEMA_VERSION:
+        elif version < S.SCHEMA_VERSION:
             raise SchemaVersionError(f"{self._safe_url()} uses old schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: re-record, or open it with the graphtape that wrote it")
         if not self.is_sqlite:
             self._refresh_pg_tag_trigger()
         return True
+
+    def _raise_version(self, version: int) -> None:
+        """Mark a store whose data this graphtape reads as it is (``UPGRADES_ON_OPEN``) as this version's,
+        before recording into it writes values an older graphtape could not read."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    sa.update(S.meta).where(S.meta.c.key == "schema_version", S.meta.c.value == str(version)).values(value=str(S.SCHEMA_VERSION))
+                )
+        except SQLAlchemyError as exc:
+            if is_read_only_error(exc):
+                return  # read as it is: nothing will be recorded into it
+            raise StoreError(f"cannot upgrade {self._safe_url()} from schema v{version} to v{S.SCHEMA_VERSION}: {_one_line(exc)}") from None
 
     def _refresh_pg_tag_trigger(self) -> None:
         """A store made before the tag index took NUL: its trigger would refuse such a run's row; replace it.
