@@ -18,6 +18,7 @@ Each graph is recorded once (module fixture); the checks share that recording:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import copy
 import json
 import os
@@ -707,3 +708,75 @@ async def test_the_tui_opens_every_run(recorded):
                 assert shown == sorted(c.call_id for c in calls if c.step == step.step), (name, step.step)
                 listed = screen.query_one(CallsPanel).query_one("#call-list")
                 assert listed.option_count == len(shown) and "No tool or model calls" not in str(listed.get_option_at_index(0).prompt), (name, step.step)
+
+
+LONG_HISTORY = 40  # earlier messages put before a case's own: its prompts and packets are stored as history blocks
+
+
+def _with_history(inputs: Any) -> Any:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    earlier = [(HumanMessage if i % 2 == 0 else AIMessage)(content=f"earlier turn {i}", id=f"earlier-{i}") for i in range(LONG_HISTORY)]
+    return {**inputs, "messages": [*earlier, *inputs["messages"]]}
+
+
+# The cases whose input is a message list (a test holds this to the corpus).
+HISTORY_NAMES = [
+    "agent_hitl", "agent_limits", "injected_tools", "middleware_agent", "openai_stream", "openai_tools", "react_structured",
+    "streamed", "supervisor", "supervisor_full", "swarm", "swarm3", "tool_errors", "tool_interrupt",
+]
+
+
+@pytest.fixture(scope="module")
+def recorded_long(corpus, tmp_path_factory):
+    """The message-taking cases recorded once more, each after a 40-message history."""
+    graphs, _server = corpus
+    from graphtape import Recorder
+
+    db = tmp_path_factory.mktemp("conformance-long") / "long.db"
+    runs: dict[str, str] = {}
+    rec = Recorder(str(db))
+    for name in HISTORY_NAMES:
+        case = dataclasses.replace(graphs.CASES[name], inputs=_with_history(graphs.CASES[name].inputs))
+        config = {**case.config, "configurable": {**case.config.get("configurable", {}), "thread_id": f"long-{name}"}}
+        _run(rec.attach(getattr(graphs, name), name=name, graph_ref=f"{GRAPHS}:{name}"), case, dict(config))
+        runs[name] = rec.last_run_id
+    rec.close()
+    return str(db), runs
+
+
+def test_long_histories_are_stored_as_blocks(corpus, recorded_long):
+    import sqlite3
+
+    graphs, _ = corpus
+    takes_messages = {n for n, c in graphs.CASES.items() if isinstance(c.inputs, dict) and isinstance(c.inputs.get("messages"), list)}
+    assert set(HISTORY_NAMES) == takes_messages
+    db, runs = recorded_long
+    conn = sqlite3.connect(db)
+    try:
+        hashes = [h for (h,) in conn.execute("SELECT hash FROM blobs")]
+    finally:
+        conn.close()
+    from graphtape import open_store
+    from graphtape.recorder.history_blocks import is_cat
+
+    store = open_store(db)
+    try:
+        tops = [h for h, tree in store.blobs(hashes).items() if is_cat(tree)]
+    finally:
+        store.close()
+    assert len(tops) >= len(runs)  # each run's prompts at least
+
+
+@pytest.mark.parametrize("name", HISTORY_NAMES)
+def test_strict_replay_after_a_long_history_is_clean(corpus, recorded_long, name):
+    graphs, _ = corpus
+    from graphtape import open_store, replay
+
+    db, runs = recorded_long
+    store = open_store(db)
+    try:
+        result = replay(runs[name], getattr(graphs, name), store=store)
+    finally:
+        store.close()
+    assert not result.diverged, result.report()
