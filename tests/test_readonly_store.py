@@ -187,6 +187,7 @@ def test_a_killed_run_shows_as_killed_though_the_store_cannot_be_marked(source):
         assert json.loads(ro.cli("runs", "--json", "--status", "running").stdout) == []
         (killed,) = json.loads(ro.cli("runs", "--json", "--status", "interrupted").stdout)  # filtered as shown
         assert killed["id"] == run["id"]
+        assert json.loads(ro.cli("stats", "--json").stdout)["runs_by_status"] == {"interrupted": 1}  # counted as shown
         assert ro.snapshot() == ro.before  # shown, not stored
     finally:
         ro.cleanup()

@@ -77,6 +77,17 @@ class Upkeep:
         self.__dict__.setdefault("_dead_unmarked", {}).update(ended)
         return len(ended)
 
+    def _count_unmarked_dead(self, by_status: dict[str, int]) -> None:
+        """Runs found dead in a store that may only be read are counted as shown: interrupted, not running."""
+        dead = self._unmarked_dead()
+        if not dead or not by_status.get("running"):
+            return
+        n = int(self._read(sa.select(sa.func.count()).select_from(S.runs).where(S.runs.c.id.in_(dead), S.runs.c.status == "running"))[0][0])
+        by_status["running"] -= n
+        by_status["interrupted"] = by_status.get("interrupted", 0) + n
+        if not by_status["running"]:
+            del by_status["running"]
+
     def delete_run(self, run_id: str) -> None:
         """Remove a run and its steps and calls (blobs are shared and kept)."""
         with self.engine.begin() as conn:
@@ -95,12 +106,13 @@ class Upkeep:
         return out
 
     def stats(self) -> dict[str, Any]:
-        """Rows and bytes per table, runs by status, and the database's size on disk.
+        """Rows and bytes per table, runs by status (dead runs found first, as ``runs`` finds them), and the database's size on disk.
 
         Bytes per table include its indexes: SQLite's ``dbstat`` where the
         build has it, PostgreSQL's ``pg_total_relation_size``; None when the
         backend cannot tell.
         """
+        self.mark_dead_runs()
         tables = [S.runs, S.steps, S.calls, S.blobs, S.run_facets]
         out: dict[str, Any] = {"backend": self.engine.dialect.name, "url": self._safe_url(), "schema_version": S.SCHEMA_VERSION}
         sizes: dict[str, int | None] = {t.name: None for t in tables}
@@ -126,6 +138,7 @@ class Upkeep:
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read {self._safe_url()}: {_one_line(exc)}") from None
         out["tables"] = {name: {"rows": counts[name], "bytes": sizes[name]} for name in counts}
+        self._count_unmarked_dead(by_status)  # after mark_dead_runs, above: as ``runs`` counts them
         out["runs_by_status"] = dict(sorted(by_status.items()))
         out["oldest_run_at"], out["newest_run_at"] = span[0], span[1]
         path = _sqlite_path(self.url)
