@@ -29,7 +29,7 @@ LEAF = 16  # items in the smallest block
 BLOCK_AT = 2 * LEAF  # shorter lists are stored as they are
 MEMO_SIZE = 100_000  # block hashes remembered per run before starting afresh
 
-_ENVELOPE = "$t"
+_ENVELOPE = "$t"  # as codec.ENVELOPE and codec.BLOB_REF (codec imports this module)
 _BLOB_REF = "$b"
 _ref_of = operator.itemgetter(_BLOB_REF)
 

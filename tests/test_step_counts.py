@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from textual.widgets import Static
-from textual.worker import WorkerCancelled
+from tui_helpers import settle as settle_screen
 
 from graphtape import Recorder, fork, replay
 from graphtape.recorder import open_store
@@ -198,16 +198,8 @@ def test_every_kind_of_run_counts_alike_in_the_store_and_the_cli_postgresql(pg_u
 
 
 async def settle(pilot, until) -> None:
-    app = pilot.app
-    for _ in range(200):
-        await pilot.pause(0.05)
-        try:
-            await app.workers.wait_for_complete()
-        except WorkerCancelled:
-            continue
-        if not any(w.is_running for w in app.workers) and until():
-            return
-    raise AssertionError(f"the screen never settled: {type(app.screen).__name__}")
+    await settle_screen(pilot, until)
+    assert until(), f"the screen never settled: {type(pilot.app.screen).__name__}"
 
 
 def _count_in(text: str, pattern: str) -> int:
