@@ -64,7 +64,12 @@ class Origin:
 def _names_holding(module: Any, targets: set[int]) -> list[str]:
     """Public attribute names of ``module`` whose value is one of ``targets`` (by identity), sorted."""
     try:
-        return sorted(name for name, value in list(vars(module).items()) if id(value) in targets and not name.startswith("_"))
+        namespace = vars(module)
+        # A first pass at C speed: most modules hold neither graph, and a process has
+        # a thousand modules with tens of thousands of attributes.
+        if targets.isdisjoint(map(id, list(namespace.values()))):
+            return []
+        return sorted(name for name, value in list(namespace.items()) if id(value) in targets and not name.startswith("_"))
     except Exception:  # noqa: BLE001 - an odd module namespace: no reference, recording goes on
         return []
 
