@@ -33,9 +33,11 @@ from typing import Any, Protocol
 import orjson
 
 from graphtape.recorder.history_blocks import BLOCK_AT, CAT, HistoryBlocks
+from graphtape.recorder.lone_surrogates import displayable, has_lone_surrogate, json_bytes
 from graphtape.recorder.prefix_memo import MIN_LENGTH as HISTORY_MIN
 from graphtape.recorder.prefix_memo import PrefixMemo
 from graphtape.recorder.redaction import MARK, Redactor
+from graphtape.recorder.store.column_text import from_column, to_column
 
 ENVELOPE = "$t"
 BLOB_REF = "$b"
@@ -105,7 +107,7 @@ def blob_hash(data: bytes) -> str:
 
 def dumps(tree: Any) -> bytes:
     """Serialize an already-encoded tree."""
-    return orjson.dumps(tree)
+    return json_bytes(tree)
 
 
 def loads(data: bytes | str) -> Any:
@@ -208,7 +210,7 @@ class Encoder:
         if hit is not None and hit[0] is value and hit[1] == stamp:
             return hit[2]
         tree = build()
-        ref = {BLOB_REF: self._put(orjson.dumps(tree))}
+        ref = {BLOB_REF: self._put(json_bytes(tree))}
         self._shared[id(value)] = (value, stamp, ref)
         return ref
 
@@ -223,7 +225,9 @@ class Encoder:
         t = type(v)
         if t is str:
             s = self.redactor.scrub(v)
-            if len(s) > LONG_STRING and self.sink is not None:
+            if not s.isascii() and has_lone_surrogate(s):
+                s = {ENVELOPE: "str", "v": to_column(s)}  # exactly, though UTF-8 cannot hold it
+            elif len(s) > LONG_STRING and self.sink is not None:
                 return {BLOB_REF: self._put(orjson.dumps(s))}
             return s
         if t is bool or v is None:
@@ -283,6 +287,8 @@ class Encoder:
             clean = self._clean_keys
             scrubbed: list[list[Any]] | None = None
             for k, x in v.items():
+                if not k.isascii() and has_lone_surrogate(k):
+                    return self._enc_pairs(v, d)  # a key JSON cannot hold: every key encoded, as pairs
                 # An empty secret is not a secret; "x != ''" is not asked of arbitrary objects (numpy).
                 if is_secret(k) and x is not None and (type(x) is not str or x):
                     val = redactor.mark()
@@ -303,9 +309,14 @@ class Encoder:
                 return out
             # Scrubbing made two keys equal: keep both, as pairs.
             return {ENVELOPE: "dict", "v": scrubbed}
+        return self._enc_pairs(v, d)
+
+    def _enc_pairs(self, v: Mapping, d: int) -> Any:
+        """A mapping as ``[key, value]`` pairs, each key encoded like any value (not a string, or not one JSON holds)."""
+        redactor, enc = self.redactor, self._enc
         items = []
         for k, x in v.items():
-            secret = isinstance(k, str) and is_secret(k) and x is not None and (type(x) is not str or x)
+            secret = isinstance(k, str) and redactor.is_secret_key(k) and x is not None and (type(x) is not str or x)
             items.append([enc(k, d, None), redactor.mark() if secret else enc(x, d, None)])
         return {ENVELOPE: "dict", "v": items}
 
@@ -779,6 +790,11 @@ class Decoder:
                 except TypeError:
                     pass
             return {_plain_key(k): val for k, val in pairs}
+        if kind == "str":
+            if type(v) is not str:
+                raise DecodeError("malformed recorded value (str): not text")
+            text = from_column(v)
+            return text if self.typed else displayable(text)
         if kind == "int":
             return int(v) if self.typed else v
         if kind == "float":

@@ -385,15 +385,19 @@ class Redactor:
         """Replace credential-looking substrings of ``text`` (in time linear in its length)."""
         if len(text) < self.min_length or text in self._known_clean or text in self._found_clean:
             return text
+        scanned = text
         try:
             new, n = self._tokens.subn(_mark_token, text)
         except UnicodeEncodeError:
-            new, n = self._tokens.subn(_mark_token, _scannable(text))
+            scanned = _scannable(text)
+            new, n = self._tokens.subn(_mark_token, scanned)
         new, k = self._text.subn(MARK, new)
         n += k
         if self._may_hold_keys(new):
             new, k = self._scrub_keyed(new)
             n += k
+        if not n and scanned is not text:
+            return text  # nothing to hide: the text as it was, lone surrogates and all (the encoder keeps them)
         if n:
             self._bump(n)
         elif len(text) <= _CLEAN_TEXT_LEN and new == text:

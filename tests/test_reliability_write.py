@@ -273,6 +273,57 @@ def test_nul_in_a_tool_error_and_state_is_recorded(any_url: str, durability: str
     store.close()
 
 
+def test_a_lone_surrogate_in_state_keys_and_errors_loses_no_step(any_url: str, durability: str) -> None:
+    """Half an emoji (a stream cut mid-character) in a state value, a dict key and a tool's error:
+    UTF-8 cannot hold it, yet every step is stored, the value reads back exactly (typed) or
+    displayable (plain), and a strict replay of the run is clean."""
+    from langchain_core.tools import tool
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.replay import replay
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        raise ValueError(f"cut \ud83d in {q}")
+
+    def cut(state: St) -> dict:
+        try:
+            lookup.invoke({"q": "x"})
+        except ValueError:
+            pass
+        return {"n": state["n"] + 1, "notes": ["x\ud800", {"k\udc00": "v"}]}
+
+    def after(state: St) -> dict:
+        return {"n": state["n"] + 1, "notes": ["after"]}
+
+    b = StateGraph(St)
+    b.add_node("cut", cut)
+    b.add_node("after", after)
+    b.add_edge(START, "cut")
+    b.add_edge("cut", "after")
+    b.add_edge("after", END)
+    graph = b.compile()
+    rec = Recorder(any_url, durability=durability, strict=True)
+    out = rec.attach(graph, name="surrogates").invoke(START_STATE)
+    run_id = rec.last_run_id
+    rec.close()
+    assert out["notes"] == ["x\ud800", {"k\udc00": "v"}, "after"] and rec.fault_count == 0
+    store = open_store(any_url)
+    try:
+        run = store.get_run(run_id)
+        assert (run.status, run.faults, run.step_count) == ("ok", 0, 4)
+        assert [s.step for s in store.list_steps(run_id)] == [-1, 0, 1, 2]
+        assert store.state_at(run_id, 2, typed=True)["notes"] == ["x\ud800", {"k\udc00": "v"}, "after"]
+        assert store.state_at(run_id, 2)["notes"] == ["x\ufffd", {"k\ufffd": "v"}, "after"]
+        (call,) = store.calls(run_id)
+        assert call.error_message.startswith("cut \ud83d in x")
+        result = replay(run_id, graph, mode="strict", store=store)
+        assert not result.diverged, result.report()
+    finally:
+        store.close()
+
+
 # ---------------------------------------------------------------------------
 # Eight processes create the same new store at once
 # ---------------------------------------------------------------------------
