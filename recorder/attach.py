@@ -32,9 +32,11 @@ from graphtape.recorder.capture import CaptureHandler
 from graphtape.recorder.choices import Choice
 from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersionError, StoreError
 from graphtape.recorder.graph_info import GraphInfo, describe
+from graphtape.recorder.lone_surrogates import json_bytes
 from graphtape.recorder.graph_origin import Origin, display_name, origin_of
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
+from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, without_checkpoints
 from graphtape.recorder.session import RunSession, host_and_pid
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
@@ -240,7 +242,7 @@ class Recorder:
                     fields["faults"] = (fields.get("faults") or 0) + 1
                     fields["fault_log"] = _json(log)
 
-    def _begin(self, binding: _Binding, graph: Any, input: Any, config: dict | None, kwargs: dict) -> tuple[RunSession | None, dict, dict]:
+    def _begin(self, binding: _Binding, graph: Any, input: Any, config: dict | None, kwargs: dict, *, is_async: bool = False) -> tuple[RunSession | None, dict, dict]:
         """Open a run (or continue an interrupted one on resume); never raises unless strict."""
         config = dict(config or {})
         conf = dict(config.get("configurable") or {})
@@ -274,12 +276,19 @@ class Recorder:
             config["callbacks"] = _with_handler(config.get("callbacks"), CaptureHandler(session))
             if self.durability is Durability.SYNC and kwargs.get(_STREAM_KW_DURABILITY) is None:
                 kwargs = {**kwargs, _STREAM_KW_DURABILITY: "sync"}
+            if binding.scoped is not None and (kwargs.get(_STREAM_KW_DURABILITY) == "exit" or kwargs.get("checkpoint_during") is False):
+                # "exit" saves only the last checkpoint, and the saver is graphtape's own (the graph has
+                # none): every superstep is saved, so every superstep is recorded. Nothing else sees it.
+                kwargs = {k: v for k, v in kwargs.items() if k != "checkpoint_during"}
+                kwargs[_STREAM_KW_DURABILITY] = "sync" if self.durability is Durability.SYNC else "async"
             with self._lock:
                 self._sessions[run_id] = session
                 self._recent[run_id] = session
             self.last_run_id = run_id
-            self._write_run_start(session, binding, input, config, kwargs, resumed)
+            self._write_run_start(session, binding, input, config, kwargs, resumed, is_async)
             seed = binding.take_seed() if not resumed else None
+            if seed is None and input is None and not resumed and not generated:
+                seed = _thread_checkpoint(graph, config)
             if seed is not None:
                 checkpoint, metadata, parent_id = seed
                 session.on_checkpoint("", checkpoint, metadata, parent_id, checkpoint.get("channel_versions", {}))
@@ -318,7 +327,7 @@ class Recorder:
                 return run_id, store.max_seq(run_id), True
         return secrets.token_hex(8), 0, False
 
-    def _write_run_start(self, session: RunSession, binding: _Binding, input: Any, config: dict, kwargs: dict, resumed: bool) -> None:
+    def _write_run_start(self, session: RunSession, binding: _Binding, input: Any, config: dict, kwargs: dict, resumed: bool, is_async: bool = False) -> None:
         conf = {k: v for k, v in config.get("configurable", {}).items() if not k.startswith("__")}
         host, pid = host_and_pid()
         now = time.time()
@@ -329,6 +338,8 @@ class Recorder:
         binding.find_graph_ref()
         limit = binding.lineage.recursion_limit if binding.lineage is not None and binding.lineage.recursion_limit is not None else config.get("recursion_limit")
         cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": limit, "stream": {k: v for k, v in kwargs.items() if k != _STREAM_KW_CONTEXT and isinstance(v, (str, int, bool, list, type(None)))}}
+        if is_async:
+            cfg["async"] = True  # replay drives the graph as it ran: an async-only hook has no sync side
         row: dict[str, Any] = {
             "id": session.run_id,
             "name": session.redactor.scrub(binding.name),  # a run named after a ticket may quote a key
@@ -369,7 +380,7 @@ class Recorder:
 
         self.writer.submit(work)
 
-    def _end(self, binding: _Binding, session: RunSession | None, error: BaseException | None, config: dict | None = None) -> None:
+    def _end(self, binding: _Binding, session: RunSession | None, error: BaseException | None, config: dict | None = None, *, at_breakpoint: bool = False) -> None:
         if session is None:
             if binding.scoped is not None and config:
                 binding.scoped.drop_thread(str(config.get("configurable", {}).get("thread_id")))
@@ -390,6 +401,8 @@ class Recorder:
             elif session.root_interrupted:
                 status, reason = "interrupted", "interrupt"
                 self._interrupted[(binding.name, str(session.thread_id))] = session.run_id  # type: ignore[attr-defined]
+            elif at_breakpoint:
+                status, reason = "interrupted", "breakpoint"  # the next run on the thread (invoke(None)) goes on from here
             now = time.time()
 
             def work() -> Batch:
@@ -454,27 +467,70 @@ def _recorded_class(base: type, binding: _Binding) -> type:
     def stream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> Iterator[Any]:
         rec = binding.recorder
         session, config, kwargs = rec._begin(binding, self, input, config, kwargs)
+        chunks = base.stream(self, input, config, **kwargs)
+        if binding.scoped is not None and (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
+            chunks = without_checkpoints(chunks, shape)  # the lent saver's events: not the caller's stream
         try:
-            yield from base.stream(self, input, config, **kwargs)
+            yield from chunks
         except BaseException as exc:
             rec._end(binding, session, exc, config)
             raise
-        rec._end(binding, session, None, config)
+        rec._end(binding, session, None, config, at_breakpoint=session is not None and _at_breakpoint(self, config, kwargs))
 
     async def astream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         rec = binding.recorder
-        session, config, kwargs = rec._begin(binding, self, input, config, kwargs)
+        session, config, kwargs = rec._begin(binding, self, input, config, kwargs, is_async=True)
+        chunks = base.astream(self, input, config, **kwargs)
+        if binding.scoped is not None and (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
+            chunks = awithout_checkpoints(chunks, shape)
         try:
-            async for chunk in base.astream(self, input, config, **kwargs):
+            async for chunk in chunks:
                 yield chunk
         except BaseException as exc:
             rec._end(binding, session, exc, config)
             raise
-        rec._end(binding, session, None, config)
+        stopped = False
+        if session is not None and _has_breakpoints(self, kwargs):
+            try:
+                stopped = bool((await self.aget_state(config)).next)
+            except Exception:  # noqa: BLE001 - not knowing leaves the run "ok", as before
+                stopped = False
+        rec._end(binding, session, None, config, at_breakpoint=stopped)
 
     stream.__doc__ = base.stream.__doc__
     astream.__doc__ = base.astream.__doc__
     return type(base.__name__, (base,), {"stream": stream, "astream": astream, "_graphtape_binding": binding, "__module__": base.__module__})
+
+
+def _has_breakpoints(graph: Any, kwargs: dict) -> bool:
+    """Whether the run may stop before or after a node (``interrupt_before``/``_after``, compiled or passed)."""
+    return bool(getattr(graph, "interrupt_before_nodes", None) or getattr(graph, "interrupt_after_nodes", None) or kwargs.get("interrupt_before") or kwargs.get("interrupt_after"))
+
+
+def _at_breakpoint(graph: Any, config: dict, kwargs: dict) -> bool:
+    """Whether a run that ended without error stopped at a static breakpoint (nodes are still to run)."""
+    if not _has_breakpoints(graph, kwargs):
+        return False
+    try:
+        return bool(graph.get_state(config).next)
+    except Exception:  # noqa: BLE001 - not knowing leaves the run "ok", as before
+        return False
+
+
+def _thread_checkpoint(graph: Any, config: dict) -> tuple[Any, Any, str | None] | None:
+    """The checkpoint a run given no input goes on from (after a breakpoint, an ``update_state``,
+    an error, or from an earlier checkpoint): the run's first step, so it can be replayed alone."""
+    saver = getattr(graph.checkpointer, "inner", None)
+    if not isinstance(saver, BaseCheckpointSaver) or isinstance(saver, RunScopedSaver):
+        return None
+    try:
+        found = saver.get_tuple(config)
+    except Exception:  # noqa: BLE001 - an async-only saver, a lost connection: the run starts at its next step
+        return None
+    if found is None:
+        return None
+    parent = ((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+    return found.checkpoint, found.metadata, parent
 
 
 def _with_handler(callbacks: Any, handler: CaptureHandler) -> Any:
@@ -510,7 +566,7 @@ def _versions() -> dict[str, str]:
 
 
 def _json(tree: Any) -> str:
-    return orjson.dumps(tree).decode()
+    return json_bytes(tree).decode()
 
 
 __all__ = ["Recorder", "Durability", "GraphtapeError", "Lineage"]

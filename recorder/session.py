@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 
 from graphtape.recorder.codec import Encoder
 from graphtape.recorder.frames import FrameBuilder
 from graphtape.recorder.graph_info import END, START, GraphInfo
 from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
+from graphtape.recorder.lone_surrogates import json_bytes
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.snapshots import ChannelCopies, containers, snapshot
 from graphtape.recorder.store import Batch, pack, squeeze
@@ -233,7 +233,12 @@ class RunSession:
                 if ch == INTERRUPT:
                     acc.interrupts.extend(v if isinstance(v, (list, tuple)) else [v])
                 elif ch == RESUME:
-                    acc.resumes.extend(v if isinstance(v, list) else [v])
+                    # ``interrupt()`` writes every resume value its task has used so far (a node
+                    # asking twice writes [a], then [a, b]): the latest list replaces the last.
+                    if isinstance(v, list):
+                        acc.resumes = list(v)
+                    else:
+                        acc.resumes.append(v)
                 elif ch == ERROR:
                     if acc.error is None:
                         acc.error = v if isinstance(v, BaseException) else RuntimeError(str(v))
@@ -839,11 +844,11 @@ def _short_plain(enc_value: Any) -> str:
 
 
 def _json(tree: Any) -> str:
-    return orjson.dumps(tree).decode()
+    return json_bytes(tree).decode()
 
 
 def _size(frame: dict) -> int:
-    return len(orjson.dumps(frame))
+    return len(json_bytes(frame))
 
 
 def host_and_pid() -> tuple[str, int]:

@@ -36,7 +36,7 @@ from graphtape.recorder.frames import FrameState
 from graphtape.recorder.history_blocks import CAT
 from graphtape.recorder.records import CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
-from graphtape.recorder.store import RunStore, read_budget
+from graphtape.recorder.store import RunStore, merge_events, read_budget
 from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
 
@@ -151,7 +151,7 @@ def _read_namespace(store: RunStore, run_id: str, ns: str) -> list[_Step]:
         for d in payload.get("r", []):
             by_task.setdefault(d.get("task"), []).append(d)
         m["routes"].update(by_task)
-        m["events"].extend(payload.get("e", []))
+        m["events"] = merge_events(m["events"], payload.get("e", []))
         frame = payload.get("s")
         if frame is not None and not pending:
             frames.apply(frame, bool(r.is_key))
@@ -497,7 +497,7 @@ def _fold_idless(fixture: dict[str, Any], table: dict[str, Any]) -> dict[str, An
 
 
 def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
-    """What a replay forwards: configurable (no thread or checkpoint keys), recursion limit, tags, metadata, the run context."""
+    """What a replay forwards: configurable (no thread or checkpoint keys), recursion limit, tags, metadata, the run context, async."""
     config = config if isinstance(config, dict) and ENVELOPE not in config else {}
     out: dict[str, Any] = {}
     conf = config.get("configurable")
@@ -515,6 +515,8 @@ def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
     for key in ("tags", "metadata", "context"):
         if config.get(key):
             out[key] = ex.value(config[key])
+    if config.get("async") is True:
+        out["async"] = True  # the run used ainvoke/astream: its replay does too
     return dict(sorted(out.items()))
 
 

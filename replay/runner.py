@@ -144,6 +144,7 @@ class _Run:
         self._resume_limit: int | None = None
         self._limits: Limits | None = None
         self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
+        self._ran_async = False  # the recording ran the graph with ainvoke/astream
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
         self._root_steps_memo: list[Any] | None = None
@@ -377,6 +378,7 @@ class _Run:
             self._context = recorded_context(self.graph, recorded.get("context"))
         except GraphtapeError as exc:
             raise ReplayError(str(exc)) from None
+        self._ran_async = recorded.get("async") is True
         limit = recorded.get("recursion_limit")
         if not isinstance(limit, int):
             limit = _default_recursion_limit()
@@ -464,7 +466,7 @@ class _Run:
     def _run_once(self, app: Any, payload: Any, config: dict) -> bool:
         """One invocation; True when it was stopped at ``to_step`` (the end of the window)."""
         to_step = self._to_step
-        is_async = _is_async_only(self.graph)
+        is_async = self._ran_async or _is_async_only(self.graph)
         kwargs = {"context": self._context} if self._context is not None else {}
         if to_step is None and self.progress is None:
             if is_async:
@@ -512,8 +514,14 @@ class _Run:
     def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, entered: dict[str, int]) -> list[Divergence]:
         if self.progress is not None:
             self.progress("comparing with the recording", 0, None)
+        replayed: dict[str, list[Any]] = {}
+
         def read_details(run: str, n: str) -> list[Any]:
-            return self._details(n) if run == self.run.id else self.store.step_details(run, n, writes=False, encoded_routes=True)
+            if run == self.run.id:
+                return self._details(n)
+            if n not in replayed:
+                replayed[n] = self.store.step_details(run, n, writes=False, encoded_routes=True)
+            return replayed[n]
 
         cmp = RunComparison(self.store, self.normalize, self.mode, order=entered, arg_normalize=self.arg_normalize, read_details=read_details)
         # Calls answered from the recording match it by construction; only live ones are compared after the fact.
@@ -527,6 +535,8 @@ class _Run:
             cmp.namespace(Side(self.run.id, ns, step), Side(run_id, ns, step + offset), _in_ns(rec_calls, ns), _in_ns(rep_calls, ns))
         rec_ns = [n for n in self.store.namespaces(self.run.id) if n and n != ns and entered.get(n.split("|")[0], -1) > rec_root_after]
         rep_ns = [n for n in self.store.namespaces(run_id) if n and n != ns]
+        rec_ns = _by_spawn(rec_ns, lambda n: read_details(self.run.id, n))
+        rep_ns = _by_spawn(rep_ns, lambda n: read_details(run_id, n))
         for a, b in _pair_namespaces(rec_ns, rep_ns):
             if a is None or b is None:
                 continue  # a subgraph that did (not) run shows as a route divergence in its parent
@@ -565,8 +575,29 @@ def _in_ns(calls: list[CallInfo], ns: str) -> list[CallInfo]:
     return [c for c in calls if c.ns == ns]
 
 
+def _by_spawn(namespaces: list[str], read: Callable[[str], list[Any]]) -> list[str]:
+    """Subgraph namespaces in the order of the tasks that entered them, level by level.
+
+    Parallel tasks (two ``Send`` packets to one subgraph node) enter their subgraphs
+    in whatever order their threads get there; the step and path of each entering
+    task (``__pregel_push`` and the packet's index) are the same in every run.
+    """
+    entered: dict[str, tuple[int, str]] = {}
+    for parent in sorted({n.rpartition("|")[0] for n in namespaces}):
+        for d in read(parent):
+            for t in d.tasks:
+                for sub in t.subgraph_ns:
+                    entered.setdefault(sub, (d.step.step, t.path))
+
+    def key(n: str) -> tuple[tuple[int, str], ...]:
+        parts = n.split("|")
+        return tuple(entered.get("|".join(parts[: i + 1]), (1 << 30, "")) for i in range(len(parts)))
+
+    return sorted(namespaces, key=key)  # stable: what no task names keeps its order
+
+
 def _pair_namespaces(rec: list[str], rep: list[str]) -> list[tuple[str | None, str | None]]:
-    """Pair subgraph namespaces by their path without task ids, in order of appearance."""
+    """Pair subgraph namespaces by their path without task ids, in the order they are given."""
     by_path: dict[str, list[str]] = {}
     for n in rep:
         by_path.setdefault(ns_path(n), []).append(n)
@@ -595,7 +626,10 @@ def _entered_at(root_details: list[Any]) -> dict[str, int]:
 
 def _resume_for(pending: list[tuple[str, Any]], values: list[tuple[str | None, Any]]) -> Any:
     if len(pending) == 1:
-        return values[0][1]
+        # By id when it has one: parallel tasks may all be waiting while the state shows one
+        # (a functional entrypoint surfaces one at a time), and a bare value answers none of them.
+        intr = pending[0][1]
+        return {intr.id: values[0][1]} if isinstance(getattr(intr, "id", None), str) else values[0][1]
     out = {}
     left = list(values)
     for node, intr in pending:

@@ -36,7 +36,7 @@ _WHERE = {
     "RunStore": "graphtape.recorder.store.contract",
     **dict.fromkeys(("GcReport", "Progress", "_no_progress"), "graphtape.recorder.store.gc"),
     "ABANDONED_WORDS": "graphtape.recorder.store.listing",
-    **dict.fromkeys(("MAX_INFLATE", "expand_payload", "pack", "squeeze", "unpack"), "graphtape.recorder.store.payloads"),
+    **dict.fromkeys(("MAX_INFLATE", "expand_payload", "merge_events", "pack", "squeeze", "unpack"), "graphtape.recorder.store.payloads"),
     **dict.fromkeys(("MAX_READ_BYTES", "ReadBudget", "read_budget"), "graphtape.recorder.store.read_guard"),
     "MAX_INT": "graphtape.recorder.store.read_runs",
     **dict.fromkeys(("KEYFRAMES_KEPT", "SHARED_REFS"), "graphtape.recorder.store.read_state"),

@@ -15,6 +15,7 @@ import orjson
 
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.json_cost import built_bytes
+from graphtape.recorder.lone_surrogates import json_bytes
 from graphtape.recorder.store.read_guard import _READ_BUDGET, ReadBudget
 
 
@@ -38,7 +39,7 @@ def squeeze(raw: bytes) -> tuple[bool, bytes]:
 
 def pack(obj: Any) -> bytes:
     """orjson, compressed when that saves space; first byte says which."""
-    zipped, data = squeeze(orjson.dumps(obj))
+    zipped, data = squeeze(json_bytes(obj))
     return (b"z" if zipped else b"j") + data
 
 
@@ -85,6 +86,19 @@ def _uj(text: str | None, default: Any = None) -> Any:
 def _strict_json(text: str | None) -> Any:
     """A JSON column's value; damaged text raises ``ValueError`` (a read that copies values must not guess)."""
     return None if text is None else orjson.loads(text)
+
+
+def merge_events(earlier: list[dict], row: list[dict]) -> list[dict]:
+    """A step's events once ``row`` (the step's next stored row, expanded) is read after ``earlier``.
+
+    A task's row lists every resume value the task has used so far (a node that asked
+    twice and was resumed twice has a row with ``[a]``, then one with ``[a, b]``), so a
+    task's resume events in a later row replace its earlier ones; other events add up.
+    """
+    resumed = {e.get("task") for e in row if e.get("kind") == "resume" and e.get("task")}
+    if resumed:
+        earlier = [e for e in earlier if not (e.get("kind") == "resume" and e.get("task") in resumed)]
+    return [*earlier, *row]
 
 
 def expand_payload(payload: dict, created_at: float) -> dict:

@@ -18,7 +18,7 @@ from graphtape.recorder.codec import collect_refs
 from graphtape.recorder.errors import StepNotFound
 from graphtape.recorder.records import FLAG_PENDING, EventInfo, RouteInfo, StepDetail, StepInfo, StepRow, TaskInfo
 from graphtape.recorder.store.listing import _escape_like
-from graphtape.recorder.store.payloads import expand_payload, unpack
+from graphtape.recorder.store.payloads import expand_payload, merge_events, unpack
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 from graphtape.recorder.tracebacks import valid_frames
 
@@ -154,7 +154,7 @@ class StepReads:
         route_dec = _as_stored if encoded_routes else dec
         tasks_by_id: dict[str, TaskInfo] = {}
         routes_by_task: dict[Any, list[dict]] = {}
-        events: list[EventInfo] = []
+        raw_events: list[dict] = []
         for payload in payloads:
             for t in payload.get("t", []):
                 tasks_by_id[t["id"]] = TaskInfo(
@@ -176,7 +176,8 @@ class StepReads:
             for d in payload.get("r", []):
                 by_task.setdefault(d.get("task"), []).append(d)
             routes_by_task.update(by_task)  # a task's routes come from its latest row
-            events.extend(EventInfo(kind=e["kind"], value=dec(e.get("v")), task_id=e.get("task"), node=e.get("node")) for e in payload.get("e", []))
+            raw_events = merge_events(raw_events, payload.get("e", []))
+        events = [EventInfo(kind=e["kind"], value=dec(e.get("v")), task_id=e.get("task"), node=e.get("node")) for e in raw_events]
         routes = [
             RouteInfo(
                 source=d["src"],

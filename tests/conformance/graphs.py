@@ -57,6 +57,7 @@ from docs_shapes import (  # noqa: E402  (the shapes of the packages' docs; list
     tool_errors,
     tool_interrupt,
 )
+from probed_shapes import async_middleware_agent, breakpoint_continue, edited_continue, exit_durability, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
 
 
 def call(tool_name: str, call_id: str, **args: Any) -> dict[str, Any]:
@@ -520,6 +521,11 @@ class Case:
     routers: frozenset[str] = frozenset()  # function names that decided routes (anywhere in the run)
     config: dict[str, Any] = field(default_factory=dict)
     resume: Any = None  # a value to resume an interrupt with (the run is invoked twice)
+    resumes: tuple = ()  # more values, each resuming the run once more, in order
+    answer_each: Any = None  # resume every interrupt shown, by its id, with this value, until none is left
+    durability: str | None = None  # LangGraph's durability for the run ("exit": one checkpoint, at the end)
+    go_on: bool = False  # stopped at a breakpoint: invoke(None) once more (the run checked is that one)
+    edit: Any = None  # with go_on: update_state with this first
     repeat: bool = False  # invoke twice with the same input (the second run is the one checked: a cache hit)
     raises: type[BaseException] | None = None
     is_async: bool = False
@@ -568,4 +574,11 @@ CASES: dict[str, Case] = {
     "supervisor_full": Case(_messages("Track C3 and refund 7."), frozenset({"should_continue"})),
     "swarm3": Case(_messages("Hi"), frozenset({"route_to_active_agent", "should_continue"})),
     "agent_in_node": Case({"question": "Where is F6?"}, frozenset({"should_continue"})),
+    "two_questions": Case({"answers": "none yet"}, config={"configurable": {"thread_id": "tq"}}, resumes=("A7", "yes")),
+    "task_interrupts": Case(["x", "y"], config={"configurable": {"thread_id": "tk"}}, answer_each="ok"),
+    "send_to_subgraph": Case({"topic": "cats"}),
+    "async_middleware_agent": Case(_messages("Where is A1?"), frozenset({"model_to_tools", "tools_to_model"}), is_async=True),
+    "breakpoint_continue": Case({"text": "the refund"}, config={"configurable": {"thread_id": "bc"}}, go_on=True),
+    "edited_continue": Case({"text": "the refund"}, config={"configurable": {"thread_id": "ec"}}, go_on=True, edit={"text": "a kinder draft"}),
+    "exit_durability": Case({"n": 0}, frozenset({"keep_going"}), durability="exit"),
 }

@@ -18,8 +18,8 @@ Each graph is recorded once (module fixture); the checks share that recording:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -58,6 +58,8 @@ def _run(graph: Any, case: Any, config: dict[str, Any]) -> Any:
     from langgraph.types import Command
 
     kwargs = {"context": case.context} if case.context is not None else {}
+    if case.durability is not None:
+        kwargs["durability"] = case.durability
 
     def once(payload: Any) -> Any:
         if case.stream_mode is not None:
@@ -78,6 +80,14 @@ def _run(graph: Any, case: Any, config: dict[str, Any]) -> Any:
             out = once(copy.deepcopy(case.inputs))
         if case.resume is not None:
             out = once(Command(resume=case.resume))
+        for value in case.resumes:
+            out = once(Command(resume=value))
+        while case.answer_each is not None and isinstance(out, dict) and out.get("__interrupt__"):
+            out = once(Command(resume={i.id: case.answer_each for i in out["__interrupt__"]}))
+        if case.go_on:
+            if case.edit is not None:
+                graph.update_state(config, case.edit)
+            out = once(None)
         return out
     except Exception as exc:  # noqa: BLE001 - a run that fails is a case too
         return exc
@@ -129,7 +139,8 @@ NAMES = [
     "sub_interrupt", "injected_tools", "retry", "cached", "own_saver", "runaway", "raising", "openai_stream", "openai_tools",
     "react_structured", "tool_errors", "tool_interrupt", "agent_hitl", "agent_limits", "nested_routers", "sub_in_node", "map_reduce",
     "streamed", "custom_stream", "context_store", "io_schema", "task_retry", "goto_send", "deferred", "supervisor_full", "swarm3",
-    "agent_in_node",
+    "agent_in_node", "two_questions", "task_interrupts", "send_to_subgraph", "async_middleware_agent", "breakpoint_continue",
+    "edited_continue", "exit_durability",
 ]
 
 
@@ -160,7 +171,16 @@ def test_steps_per_namespace_are_langgraphs_own(corpus, recorded, name):
     saver = own or InMemorySaver()
     copy = graph if own else graph.copy(update={"checkpointer": saver})
     thread = f"history-{name}"
-    _run(copy, case, {**case.config, "configurable": {**case.config.get("configurable", {}), "thread_id": thread}})
+    config = {**case.config, "configurable": {**case.config.get("configurable", {}), "thread_id": thread}}
+    stood = None
+    if case.go_on:  # the run checked goes on from where the thread stood: its first step is that checkpoint
+        _run(copy, dataclasses.replace(case, go_on=False), config)
+        if case.edit is not None:
+            copy.update_state(config, case.edit)
+        stood = saver.get_tuple(config).metadata["step"]
+        copy.invoke(None, config)
+    else:  # LangGraph's own history of every step (durability "exit" keeps only the last, graphtape all)
+        _run(copy, dataclasses.replace(case, durability=None), config)
     theirs: dict[str, list[int]] = {}
     for cp in saver.list({"configurable": {"thread_id": thread}}):
         ns = cp.config["configurable"].get("checkpoint_ns", "")
@@ -175,6 +195,8 @@ def test_steps_per_namespace_are_langgraphs_own(corpus, recorded, name):
         store.close()
     if case.repeat:  # the same input twice on one thread: LangGraph's history holds both runs
         theirs = {k: [s for s in v if s <= max(ours.get(k, [0]))] for k, v in theirs.items()}
+    if stood is not None:
+        theirs = {k: [s for s in v if s >= stood] for k, v in theirs.items()}
     assert {k: sorted(set(v)) for k, v in ours.items()} == {k: sorted(set(v)) for k, v in theirs.items() if k in ours or not k}
 
 
@@ -310,7 +332,11 @@ def test_inputs_are_stored_as_passed(corpus, recorded, name):
         input_step = store.state_at(runs[name][0], first.step, internal=True).get("__start__")
     finally:
         store.close()
-    passed = to_plain(graphs.CASES[name].inputs)
+    case = graphs.CASES[name]
+    if case.go_on:  # invoke(None): no input; the run starts at the checkpoint it goes on from
+        assert stored is None and first.source == ("update" if case.edit is not None else "loop"), (stored, first.source)
+        return
+    passed = to_plain(case.inputs)
     assert stored == passed
     assert first.source == "input" and input_step == passed  # the input step too (its values are encoded later)
 
@@ -356,6 +382,24 @@ def test_functional_api_tasks_are_first_class(corpus, recorded, name, capsys):
     events = [e for d in details for e in d.events]
     if name == "functional_interrupt":
         assert [(e.kind, e.node) for e in events] == [("interrupt", "approve"), ("resume", "approve")]
+
+
+def test_parallel_subgraphs_are_compared_each_with_its_own(recorded):
+    """Two Send packets enter one subgraph node on two threads, in either order: each replayed
+    subgraph is paired with the recorded one its packet entered (not by which got there first),
+    so replaying never reports the two swapped."""
+    from graphtape import open_store, replay
+    from conformance import graphs
+
+    db, runs = recorded
+    store = open_store(db)
+    try:
+        run_id = runs["send_to_subgraph"][0]
+        assert len([n for n in store.namespaces(run_id) if n]) == 2
+        reports = [replay(run_id, graphs.send_to_subgraph, store=store) for _ in range(20)]
+        assert [r.report() for r in reports if r.diverged] == []
+    finally:
+        store.close()
 
 
 def test_a_retried_node_keeps_every_attempt(recorded):
@@ -723,7 +767,7 @@ def _with_history(inputs: Any) -> Any:
 # The cases whose input is a message list (a test holds this to the corpus).
 HISTORY_NAMES = [
     "agent_hitl", "agent_limits", "injected_tools", "middleware_agent", "openai_stream", "openai_tools", "react_structured",
-    "streamed", "supervisor", "supervisor_full", "swarm", "swarm3", "tool_errors", "tool_interrupt",
+    "streamed", "supervisor", "supervisor_full", "swarm", "swarm3", "tool_errors", "tool_interrupt", "async_middleware_agent",
 ]
 
 

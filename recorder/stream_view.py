@@ -1,0 +1,61 @@
+"""The stream a graph without a checkpointer gives, though graphtape lends it one.
+
+To record a graph compiled without a checkpointer, ``attach`` gives its copy a
+run-scoped saver. LangGraph then emits checkpoint events that the bare graph
+never emits: every chunk of ``stream_mode="checkpoints"`` and the checkpoint
+events of ``"debug"``. They are dropped here, so attaching leaves the stream
+as the caller would have had it, in every chunk shape LangGraph yields (one mode
+or several, with ``subgraphs=True`` or not, ``version="v2"`` parts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+_CHECKPOINT_MODES = ("checkpoints", "debug")
+
+
+class StreamShape:
+    """How the chunks of one ``stream()`` call are shaped, read from its arguments."""
+
+    __slots__ = ("modes", "several", "subgraphs", "parts")
+
+    def __init__(self, graph: Any, kwargs: dict[str, Any]) -> None:
+        mode = kwargs.get("stream_mode")
+        if mode is None:
+            mode = getattr(graph, "stream_mode", "values")
+        self.several = isinstance(mode, (list, tuple))
+        self.modes = tuple(mode) if self.several else (mode,)
+        self.subgraphs = bool(kwargs.get("subgraphs"))
+        self.parts = kwargs.get("version") == "v2"
+
+    def may_hold_checkpoints(self) -> bool:
+        return any(m in _CHECKPOINT_MODES for m in self.modes)
+
+    def is_checkpoint(self, chunk: Any) -> bool:
+        """Whether ``chunk`` is a checkpoint event (which the bare graph would not have emitted)."""
+        if self.parts:
+            mode, data = (chunk.get("type"), chunk.get("data")) if isinstance(chunk, dict) else (None, None)
+        elif self.several or self.subgraphs:
+            if not isinstance(chunk, tuple) or not chunk:
+                return False
+            body = chunk[1:] if self.subgraphs else chunk
+            mode, data = (body[0], body[1]) if self.several and len(body) >= 2 else (self.modes[0], body[0] if body else None)
+        else:
+            mode, data = self.modes[0], chunk
+        if mode == "checkpoints":
+            return True
+        return mode == "debug" and isinstance(data, dict) and data.get("type") == "checkpoint"
+
+
+def without_checkpoints(chunks: Iterator[Any], shape: StreamShape) -> Iterator[Any]:
+    for chunk in chunks:
+        if not shape.is_checkpoint(chunk):
+            yield chunk
+
+
+async def awithout_checkpoints(chunks: AsyncIterator[Any], shape: StreamShape) -> AsyncIterator[Any]:
+    async for chunk in chunks:
+        if not shape.is_checkpoint(chunk):
+            yield chunk

@@ -1,0 +1,154 @@
+"""More corpus graphs: shapes an outside probe of real graphs found replaying wrong.
+
+Imported by ``graphs.py`` (which lists every case). Each is the smallest graph
+that showed its problem: a node asking twice before it finishes, parallel
+functional tasks that each wait on a human, two ``Send`` packets entering one
+subgraph node in parallel, an agent whose middleware is async only, and a run
+stopped at a static breakpoint that goes on with ``invoke(None)``, after an
+``update_state`` or not, and a run with ``durability="exit"``.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.func import entrypoint, task
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send, interrupt
+
+from docs_shapes import call, last_tool, lookup_order, scripted
+
+
+# -- a node that calls interrupt() twice: resumed twice, each answer in its place ----------------
+
+
+class Questions(TypedDict, total=False):
+    answers: str
+
+
+def ask_twice(state: Questions) -> dict[str, Any]:
+    first = interrupt("which order?")
+    second = interrupt(f"refund {first} in full?")
+    return {"answers": f"{first}/{second}"}
+
+
+def _build_two_questions() -> Any:
+    b = StateGraph(Questions)
+    b.add_node("ask_twice", ask_twice)
+    b.add_edge(START, "ask_twice")
+    b.add_edge("ask_twice", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+two_questions = _build_two_questions()
+
+
+# -- parallel @tasks that each interrupt: LangGraph shows one at a time, answered by id ----------
+
+
+@task
+def sign_off(item: str) -> str:
+    return f"{item}: {interrupt({'sign off': item})}"
+
+
+@entrypoint(checkpointer=InMemorySaver())
+def task_interrupts(items: list[str]) -> dict[str, Any]:
+    return {"signed": [f.result() for f in [sign_off(i) for i in items]]}
+
+
+# -- two Send packets to one subgraph node: each replayed subgraph compared with its own ---------
+
+
+class Topic(TypedDict, total=False):
+    topic: str
+    notes: Annotated[list[str], operator.add]
+
+
+class Notes(TypedDict, total=False):
+    notes: Annotated[list[str], operator.add]
+
+
+def _build_send_to_subgraph() -> Any:
+    inner = StateGraph(Topic, output_schema=Notes)
+    inner.add_node("research", lambda s: {"notes": [f"notes on {s['topic']}"]})
+    inner.add_edge(START, "research")
+    inner.add_edge("research", END)
+    outer = StateGraph(Topic)
+    outer.add_node("researcher", inner.compile())
+    outer.add_conditional_edges(START, lambda s: [Send("researcher", {"topic": f"{s['topic']} {i}"}) for i in range(2)], ["researcher"])
+    outer.add_edge("researcher", END)
+    return outer.compile()
+
+
+send_to_subgraph = _build_send_to_subgraph()
+
+
+# -- create_agent with an async-only wrap_model_call: it runs only under ainvoke, so must its replay --
+
+
+def _tracking_model(messages: list[BaseMessage]) -> AIMessage:
+    last = last_tool(messages)
+    if last is not None:
+        return AIMessage(f"Tracked: {last.content}")
+    return AIMessage("", tool_calls=[call("lookup_order", "t1", order_id="A1")])
+
+
+def _build_async_middleware_agent() -> Any:
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import wrap_model_call
+
+    @wrap_model_call
+    async def timed(request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+    return create_agent(scripted("tracking-model", _tracking_model), [lookup_order], middleware=[timed])
+
+
+async_middleware_agent = _build_async_middleware_agent()
+
+
+# -- interrupt_before: stopped before a node, then invoke(None) (after update_state, or not) -------
+
+
+class Draft(TypedDict, total=False):
+    text: str
+    sent: str
+
+
+def _build_breakpoint_graph() -> Any:
+    b = StateGraph(Draft)
+    b.add_node("write", lambda s: {"text": f"draft of {s['text']}"})
+    b.add_node("send", lambda s: {"sent": s["text"].upper()})
+    b.add_edge(START, "write")
+    b.add_edge("write", "send")
+    b.add_edge("send", END)
+    return b.compile(checkpointer=InMemorySaver(), interrupt_before=["send"])
+
+
+breakpoint_continue = _build_breakpoint_graph()
+edited_continue = _build_breakpoint_graph()
+
+
+# -- durability="exit" on a graph without a checkpointer: LangGraph saves only the last step -------
+
+
+class Count(TypedDict, total=False):
+    n: int
+
+
+def keep_going(state: Count) -> str:
+    return "count" if state["n"] < 4 else "__end__"
+
+
+def _build_exit_durability() -> Any:
+    b = StateGraph(Count)
+    b.add_node("count", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "count")
+    b.add_conditional_edges("count", keep_going, ["count", END])
+    return b.compile()
+
+
+exit_durability = _build_exit_durability()

@@ -1,0 +1,93 @@
+"""Attaching graphtape to a graph without a checkpointer leaves its stream as it was: the lent
+saver's checkpoint events are dropped in every chunk shape, and the run is still recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from collections import Counter
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+
+from graphtape import Recorder, open_store
+
+
+class S(TypedDict, total=False):
+    n: int
+    log: Annotated[list[str], operator.add]
+
+
+def _graph(checkpointer: Any = None) -> Any:
+    inner = StateGraph(S)
+    inner.add_node("deep", lambda s: {"log": ["deep"]})
+    inner.add_edge(START, "deep")
+    inner.add_edge("deep", END)
+    b = StateGraph(S)
+    b.add_node("inc", lambda s: {"n": s["n"] + 1, "log": ["inc"]})
+    b.add_node("sub", inner.compile())
+    b.add_edge(START, "inc")
+    b.add_edge("inc", "sub")
+    b.add_edge("sub", END)
+    return b.compile(checkpointer=checkpointer)
+
+
+def _kind(chunk: Any, kwargs: dict[str, Any]) -> str:
+    """A chunk's mode (and a debug event's type), whatever its shape."""
+    if kwargs.get("version") == "v2":
+        mode, data = chunk["type"], chunk["data"]
+    else:
+        body = chunk[1:] if kwargs.get("subgraphs") else chunk
+        several = isinstance(kwargs["stream_mode"], list)
+        if kwargs.get("subgraphs") and not several:
+            body = body[0]
+        mode, data = (body[0], body[1]) if several else (kwargs["stream_mode"], body)
+    return f"debug:{data['type']}" if mode == "debug" else str(mode)
+
+
+SHAPES = [
+    {"stream_mode": "checkpoints"},
+    {"stream_mode": "debug"},
+    {"stream_mode": ["checkpoints", "debug", "updates", "tasks"]},
+    {"stream_mode": ["checkpoints", "values"], "subgraphs": True},
+    {"stream_mode": "debug", "subgraphs": True},
+    {"stream_mode": ["checkpoints", "debug", "updates"], "version": "v2"},
+    {"stream_mode": ["checkpoints", "updates"], "version": "v2", "subgraphs": True},
+]
+
+
+@pytest.mark.parametrize("kwargs", SHAPES, ids=lambda k: "-".join(f"{a}={b}" for a, b in k.items()))
+def test_a_graph_without_a_checkpointer_streams_as_it_did(tmp_path, kwargs):
+    graph = _graph()
+    bare = Counter(_kind(c, kwargs) for c in graph.stream({"n": 0}, **kwargs))
+    rec = Recorder(tmp_path / "s.db")
+    app = rec.attach(graph, name="streamed")
+    attached = Counter(_kind(c, kwargs) for c in app.stream({"n": 0}, **kwargs))
+
+    async def chunks() -> Counter:
+        return Counter([_kind(c, kwargs) async for c in app.astream({"n": 0}, **kwargs)])
+
+    attached_async = asyncio.run(chunks())
+    rec.close()
+    assert attached == bare and attached_async == bare, (bare, attached, attached_async)
+    assert not any(k in ("checkpoints", "debug:checkpoint") for k in bare)
+    store = open_store(tmp_path / "s.db")
+    try:
+        runs = store.list_runs()
+        assert len(runs) == 2 and all(r.status == "ok" for r in runs)
+        assert all([s.step for s in store.list_steps(r.id)] == [-1, 0, 1, 2] for r in runs)
+    finally:
+        store.close()
+
+
+def test_a_graph_with_its_own_checkpointer_keeps_its_checkpoint_events(tmp_path):
+    """Its checkpoints are the user's: they stream, attached or not."""
+    kwargs = {"stream_mode": ["checkpoints", "debug"]}
+    graph = _graph(InMemorySaver())
+    bare = Counter(_kind(c, kwargs) for c in graph.stream({"n": 0}, {"configurable": {"thread_id": "a"}}, **kwargs))
+    rec = Recorder(tmp_path / "s.db")
+    attached = Counter(_kind(c, kwargs) for c in rec.attach(graph).stream({"n": 0}, {"configurable": {"thread_id": "b"}}, **kwargs))
+    rec.close()
+    assert attached == bare and bare["checkpoints"] == 4 and bare["debug:checkpoint"] == 4
