@@ -24,6 +24,7 @@ from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.result import Divergence
 
 _MISSING = object()
+MISSING = _MISSING  # what ``StateTrack.value`` gives for a key the state does not hold
 
 
 @dataclass(frozen=True, slots=True)

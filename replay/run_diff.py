@@ -28,7 +28,7 @@ from graphtape.recorder import CallInfo, GraphtapeError, RunInfo, RunStore, SqlS
 
 from graphtape.replay.calls import normalize_arguments
 from graphtape.replay.carry import Carry
-from graphtape.replay.compare import StateTrack
+from graphtape.replay.compare import MISSING, StateTrack
 from graphtape.replay.diff_result import RunDiff, RunDifference
 from graphtape.replay.graph_shape import GraphShape, graph_changes
 from graphtape.replay.normalize import Normalizer, ns_path
@@ -366,7 +366,7 @@ class _Differ:
                 status.pop(key, None)
                 continue
             x, y = sa.state.value(key), sb.state.value(key)
-            x, y = (None if x is _MISSING else x), (None if y is _MISSING else y)
+            x, y = (None if x is MISSING else x), (None if y is MISSING else y)
             now = "carried" if self.carry.explains(x, y, key) else "real"
             before = status.get(key)
             status[key] = now if before != "real" else "real"

@@ -267,6 +267,24 @@ def test_reading_a_missing_database_does_not_create_it(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_reading_a_file_that_is_no_store_leaves_it_as_it_was(tmp_path, capsys):
+    """An empty file, or another app's SQLite database: refused in one line, and not turned into
+    a 4 KB database or switched to WAL by the refusal."""
+    import sqlite3
+
+    empty, other = tmp_path / "empty.db", tmp_path / "other.db"
+    empty.touch()
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.close()
+    before = other.read_bytes()
+    for db in (empty, other):
+        for argv in (["runs"], ["show", "last"], ["stats"]):
+            assert_one_line_error(*run(capsys, "--db", str(db), *argv), "not a graphtape database")
+    assert empty.read_bytes() == b"" and other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db", "other.db"]
+
+
 @pytest.mark.parametrize("junk", [b"hello, not a database at all", bytes(range(256)) * 40])
 def test_corrupt_file(tmp_path, capsys, junk):
     db = tmp_path / "junk.db"

@@ -110,3 +110,21 @@ def test_a_missing_store_is_an_error_not_a_new_file(tmp_path, capsys):
     db = tmp_path / "none.db"
     assert main(["diff", "last", "last~1", "--db", str(db)]) == 2
     assert "no database" in capsys.readouterr().err and not db.exists()
+
+
+def test_a_name_means_its_recorded_run_and_a_partial_replay_diffs_without_python_objects(tmp_path, capsys):
+    """A replay keeps its source's name: the name still means the recorded run (as ``last`` does),
+    and a diff against a replay that started at step 4 shows values, never a sentinel's repr."""
+    db = str(tmp_path / "demo.db")
+    record_demo(db, "happy")
+    record_demo(db, "incident")
+    assert main(["replay", "demo:incident", "--from", "4", "--trust-recorded-graph", "--db", db]) in (0, 1)
+    capsys.readouterr()
+    assert main(["runs", "--json", "--db", db]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    (replayed,) = [r["id"] for r in runs if r.get("parent_run_id")]
+    assert main(["diff", "demo:happy", "demo:incident", "--db", db]) == 1
+    assert "timed out in demo:incident" in capsys.readouterr().out  # the recording, not its replay
+    main(["diff", "demo:incident", replayed, "--json", "--db", db])
+    out = capsys.readouterr().out
+    assert replayed in json.dumps(json.loads(out)["b"]) and "<object object" not in out

@@ -293,6 +293,23 @@ async def test_help_and_palette_list_the_actions(demo_db):
         assert isinstance(app.screen, RunScreen)
 
 
+async def test_ctrl_c_says_how_to_quit_and_q_quits_from_a_run(demo_db):
+    """Ctrl+C tells the keys that quit, as plain words (not Textual's markup shown as text), and
+    ``q`` on a run's screen quits as it does on the runs list."""
+    app = build_app(demo_db, "last")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        assert isinstance(app.screen, RunScreen)
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.05)
+        told = [str(n.message) for n in app._notifications]
+        assert any("to quit" in m and "q" in m.split("to quit")[0] for m in told), told
+        assert not any("[b]" in m for m in told), told
+        await pilot.press("q")
+        await pilot.pause(0.05)
+    assert app.return_code == 0 and not app.is_running
+
+
 async def test_timeline_keys_and_clicks_select_steps(demo_db):
     app = build_app(demo_db, "last")
     async with app.run_test(size=(140, 40)) as pilot:

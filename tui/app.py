@@ -85,6 +85,11 @@ class GraphtapeApp(App):
         else:
             self.switch_screen(RunsScreen())
 
+    def action_help_quit(self) -> None:
+        """Ctrl+C: say how to quit (Textual's own hint is markup, which ``notify`` shows as text)."""
+        keys = sorted({key for key, b in self.active_bindings.items() if b.binding.action in ("quit", "app.quit")}, key=len)
+        self.notify(f"Press {' or '.join(keys) or 'ctrl+q'} to quit", title="Do you want to quit?")
+
     def notify(self, message: str, *, title: str = "", **kwargs: Any) -> None:  # type: ignore[override]
         """Every toast as plain text: toasts quote recorded names and errors, whose ``[`` would be
         read as markup (``[/]`` raises, ``[link=...]`` makes a link) and whose escapes reach the terminal."""

@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_filters(runs)
 
     show = command("show", "Show a run's supersteps, or one step in full with --step.", cmd_show)
-    show.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, last~N (N runs before the last), or a run's name (its newest run)")
+    show.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, last~N (N runs before the last), or a run's name (its newest recorded run)")
     show.add_argument("--step", type=step_number, metavar="N", help="show step N in full: tasks, routes, calls, events and state")
     show.add_argument("--ns", default="", metavar="NS", help="subgraph namespace (default: the root graph)")
     show.add_argument("--json", action="store_true", help="print JSON instead of text")

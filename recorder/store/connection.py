@@ -72,6 +72,15 @@ def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _on_sqlite_open(dbapi_conn: Any, _record: Any) -> None:
+    # A store opened, not created: WAL is already the file's own mode (kept in the file since
+    # its creation), and a file that is not a store (empty, another app's) is left as it is.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
 def _on_read_only_connect(dbapi_conn: Any, _record: Any) -> None:
     # No journal_mode here: setting it is a write. The file's own mode (WAL) is read as it is.
     cur = dbapi_conn.cursor()
@@ -128,7 +137,7 @@ class Connection:
             elif path is not None or self.url.startswith("sqlite"):
                 self._read_only = False
                 engine = sa.create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 10})
-                event.listen(engine, "connect", _on_sqlite_connect)
+                event.listen(engine, "connect", _on_sqlite_connect if create else _on_sqlite_open)
             else:
                 # Asked to read only: every transaction is READ ONLY, so the server refuses a write.
                 options = {"postgresql_readonly": True} if read_only else {}

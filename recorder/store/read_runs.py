@@ -78,11 +78,11 @@ class RunReads:
 
     @_damage_is_a_store_error
     def resolve_run(self, ref: str) -> str:
-        """A full run id from an id, a unique prefix, ``last``, ``last~N`` or a run's name (its newest run).
+        """A full run id from an id, a unique prefix, ``last``, ``last~N`` or a run's name (its newest recorded run).
 
         Prefixes match case-sensitively on every backend, and an exact id wins
         even when it is also the prefix of other ids; a name is tried only when
-        no id starts with it. ``last`` counts recorded
+        no id starts with it. ``last`` and names count recorded
         runs only: replays and forks (runs with a parent) are reached by id.
         """
         ref = (ref or "").strip()
@@ -117,7 +117,11 @@ class RunReads:
             .limit(4)
         )
         if not rows:
-            rows = self._read(sa.select(S.runs.c.id).where(S.runs.c.name == ref).order_by(*self._NEWEST_FIRST).limit(1))
+            # A name means its newest recorded run, as ``last`` does: replays and forks keep their
+            # source's name, and are named only when no recorded run has it.
+            named = sa.select(S.runs.c.id).where(S.runs.c.name == ref)
+            rows = self._read(named.where(S.runs.c.parent_run_id.is_(None)).order_by(*self._NEWEST_FIRST).limit(1))
+            rows = rows or self._read(named.order_by(*self._NEWEST_FIRST).limit(1))
             if rows:
                 return rows[0].id
             raise RunNotFound(f"no run matches {ref!r} (graphtape runs lists them)")

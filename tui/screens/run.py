@@ -69,6 +69,7 @@ class RunScreen(Screen):
         Binding("7", "tab('graph')", "Graph tab", show=False, tooltip="the run's graph, this step's nodes and route lit up"),
         Binding("escape", "back", "Runs", tooltip="back to the list of runs"),
         Binding("question_mark", "app.help", "Keys", tooltip="every key of this screen"),
+        Binding("q", "app.quit", "Quit", show=False, tooltip="quit graphtape"),
     ]
 
     class StepsLoaded(Message):
