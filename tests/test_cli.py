@@ -260,6 +260,25 @@ def test_bad_db_path(tmp_path, capsys):
     assert_one_line_error(*run(capsys, "--db", str(tmp_path), "runs"), "directory")
 
 
+def test_a_db_that_can_never_be_a_store_is_refused_by_the_recorder_and_the_cli(tmp_path, capsys):
+    """A directory, a name or path longer than the file system or SQLite opens, an in-memory URL:
+    waiting cannot fix them, so Recorder raises at once (no warning, then rows lost at close) and
+    every command says why in one line."""
+    from graphtape.recorder import Recorder, StoreError
+
+    cases = {
+        str(tmp_path): "it is a directory",
+        str(tmp_path / ("x" * 300 + ".db")): "longer than 255 bytes",
+        str(tmp_path / ("d" * 200) / ("d" * 200) / ("d" * 200) / "g.db"): "longer than SQLite opens",
+        "sqlite://": "in-memory SQLite database",
+    }
+    for db, why in cases.items():
+        with pytest.raises(StoreError, match=why):
+            Recorder(db)
+        for argv in (["runs"], ["show", "last"]):
+            assert_one_line_error(*run(capsys, "--db", db, *argv), why)
+
+
 def test_reading_a_missing_database_does_not_create_it(tmp_path, capsys):
     db = tmp_path / "absent.db"
     for argv in (["runs"], ["show", "last"]):

@@ -54,6 +54,39 @@ def _sqlite_path(url: str) -> Path | None:
     return Path(p)
 
 
+# SQLite refuses longer paths ("unable to open database file"); file systems refuse longer names.
+SQLITE_MAX_PATH = 512
+NAME_MAX = 255
+
+
+def sqlite_path_problem(url: str) -> str | None:
+    """Why a SQLite URL can never name a store (in memory, a directory, a path too long), or None.
+
+    Only what waiting cannot fix: a missing folder or a locked file may come right.
+    """
+    try:
+        parsed = sa.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - not a URL: check_url says so
+        return None
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    if not parsed.database or parsed.database == ":memory:":
+        return f"cannot use {url}: an in-memory SQLite database is gone when its connection closes (give a file path)"
+    path = _sqlite_path(url)
+    if path is None:
+        return None
+    if any(len(os.fsencode(part)) > NAME_MAX for part in path.parts):
+        return f"cannot open database {str(path)[:60]}...: a name in the path is longer than {NAME_MAX} bytes"
+    if len(os.fsencode(path.absolute())) >= SQLITE_MAX_PATH:
+        return f"cannot open database {str(path)[:60]}...: the path is longer than SQLite opens ({SQLITE_MAX_PATH} bytes)"
+    try:
+        if path.is_dir():
+            return f"cannot open database {path}: it is a directory"
+    except OSError:
+        return None  # cannot tell: opening it says what is wrong
+    return None
+
+
 # A server that neither answers nor refuses (a dropped route, a hung host) must not hold a
 # recorder's start or a flush for the operating system's TCP timeout (minutes).
 PG_CONNECT_TIMEOUT_S = 10
@@ -105,6 +138,9 @@ class Connection:
         path = _sqlite_path(self.url)
         if path is None:
             self._read_only = True if read_only else None  # PostgreSQL: asked when it matters
+        problem = sqlite_path_problem(self.url)
+        if problem is not None:
+            raise StoreError(problem)
         if path is not None:
             if not path.parent.is_dir():
                 raise StoreError(f"cannot open database {path}: directory {path.parent} does not exist")

@@ -66,7 +66,11 @@ class ListingStore:
         self._db = db
         self._path = sqlite_file(db)
         self._full: Any = None
-        if self._path is None or not self._path.is_file():
+        try:
+            is_file = self._path is not None and self._path.is_file()
+        except OSError:  # a name too long to look up: the full store says so in one line
+            is_file = False
+        if not is_file:
             self._open_full()  # its errors (a missing file, a bad URL) are the ones users know
 
     @property

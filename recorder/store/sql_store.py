@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from graphtape.recorder.errors import ReadOnlyStore, StoreError
 from graphtape.recorder.store.blobs import BlobReads
-from graphtape.recorder.store.connection import Connection, resolve_url
+from graphtape.recorder.store.connection import Connection, resolve_url, sqlite_path_problem
 from graphtape.recorder.store.gc import GarbageCollection
 from graphtape.recorder.store.listing import RunListing
 from graphtape.recorder.store.read_calls import CallReads
@@ -81,6 +81,9 @@ def check_url(db: str | os.PathLike | None = None) -> str:
         raise StoreError(f"cannot open {shown_url(url)}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
     if backend == "postgresql" and importlib.util.find_spec("psycopg") is None:
         raise StoreError(f"cannot open {shown_url(url)}: driver 'psycopg' is not installed (pip install 'graphtape[postgres]')")
+    problem = sqlite_path_problem(url)
+    if problem is not None:
+        raise StoreError(problem)
     return url
 
 
