@@ -14,6 +14,13 @@ from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
 
+try:  # the prompt as chat models hand it to callbacks (so the recorder saw it): image blocks as OpenAI's
+    from langchain_core.language_models.chat_models import _format_for_tracing as _as_recorded
+except ImportError:  # pragma: no cover - a langchain-core without it hands callbacks the prompt as it is
+
+    def _as_recorded(messages: list[Any]) -> list[Any]:
+        return messages
+
 from graphtape.recorder.capture import model_label
 from graphtape.recorder.codec import Decoder, Encoder
 from graphtape.recorder.prefix_memo import MIN_LENGTH as PREFIX_MIN
@@ -85,7 +92,7 @@ class RecordingAnswerer:
             return Answer(value=message_from_plain(self._plain(override(messages))))
         if not self.mode.answers("model"):
             return None
-        inputs: dict[str, Any] = {"messages": self._plain_messages(messages)}
+        inputs: dict[str, Any] = {"messages": self._plain_messages(_as_recorded(messages))}
         if params.get("tools"):
             inputs["tools"] = self._plain_once(params["tools"])
         live = LiveCall("model", name, *_who(metadata), arguments=normalize_arguments("model", inputs, self.normalize))

@@ -5,7 +5,8 @@ that showed its problem: a node asking twice before it finishes, parallel
 functional tasks that each wait on a human, two ``Send`` packets entering one
 subgraph node in parallel, an agent whose middleware is async only, and a run
 stopped at a static breakpoint that goes on with ``invoke(None)``, after an
-``update_state`` or not, and a run with ``durability="exit"``.
+``update_state`` or not, a run with ``durability="exit"``, and a prompt holding
+an image as a standard content block.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.func import entrypoint, task
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Send, interrupt
 
 from docs_shapes import call, last_tool, lookup_order, scripted
@@ -152,3 +153,25 @@ def _build_exit_durability() -> Any:
 
 
 exit_durability = _build_exit_durability()
+
+
+# -- an image as a standard content block: callbacks see it in OpenAI's form, the model in its own --
+
+
+IMAGE_BLOCK = {"type": "image", "source_type": "base64", "data": "iVBORw0KGgo=", "mime_type": "image/png"}
+
+
+def _describe(messages: list[BaseMessage]) -> AIMessage:
+    return AIMessage(f"a picture, asked: {messages[-1].content[0]['text']}")
+
+
+def _build_image_prompt() -> Any:
+    model = scripted("vision-model", _describe)
+    b = StateGraph(MessagesState)
+    b.add_node("look", lambda s: {"messages": [model.invoke(s["messages"])]})
+    b.add_edge(START, "look")
+    b.add_edge("look", END)
+    return b.compile()
+
+
+image_prompt = _build_image_prompt()

@@ -140,7 +140,7 @@ NAMES = [
     "react_structured", "tool_errors", "tool_interrupt", "agent_hitl", "agent_limits", "nested_routers", "sub_in_node", "map_reduce",
     "streamed", "custom_stream", "context_store", "io_schema", "task_retry", "goto_send", "deferred", "supervisor_full", "swarm3",
     "agent_in_node", "two_questions", "task_interrupts", "send_to_subgraph", "async_middleware_agent", "breakpoint_continue",
-    "edited_continue", "exit_durability",
+    "edited_continue", "exit_durability", "image_prompt",
 ]
 
 
@@ -768,6 +768,7 @@ def _with_history(inputs: Any) -> Any:
 HISTORY_NAMES = [
     "agent_hitl", "agent_limits", "injected_tools", "middleware_agent", "openai_stream", "openai_tools", "react_structured",
     "streamed", "supervisor", "supervisor_full", "swarm", "swarm3", "tool_errors", "tool_interrupt", "async_middleware_agent",
+    "image_prompt",
 ]
 
 
