@@ -75,6 +75,21 @@ def diff_runs(
             store.close()
 
 
+def _later_start(store: RunStore, a: RunInfo, b: RunInfo) -> int | None:
+    """The root step both runs are compared from when one went on from a checkpoint (a replay from
+    step 4, a fork, ``invoke(None)``): the steps the other ran before it are not differences."""
+    firsts = []
+    for run in (a, b):
+        steps = store.list_steps(run.id)
+        if not steps:
+            return None
+        firsts.append(steps[0])
+    later = max(firsts, key=lambda s: s.step)
+    if later.step == min(s.step for s in firsts) or later.source == "input":
+        return None
+    return later.step
+
+
 def run_labels(a: RunInfo, b: RunInfo) -> tuple[str, str]:
     """How the two runs are called in a report: their names, or their ids where the names agree."""
     if a.name != b.name:
@@ -110,6 +125,8 @@ class _Side:
     def __init__(self, differ: _Differ, run: RunInfo, ns: str, calls: dict[tuple[str, int | None], list[CallInfo]]) -> None:
         self.run, self.ns = run, ns
         self.details: list[StepDetail] = differ.store.step_details(run.id, ns, writes=False)
+        if not ns and differ.start is not None:
+            self.details = [d for d in self.details if d.step.step > differ.start]  # the checkpoint itself ran nothing in the later run
         self.calls = [calls.get((ns, d.step.step), []) for d in self.details]
         self.frames = _Frames(differ.store.frames(run.id, ns))
         self.state = StateTrack(differ.store, differ.normalize)
@@ -131,6 +148,7 @@ class _Differ:
         self.ignore = ignore
         self.labels = run_labels(a, b)
         self.found: list[RunDifference] = []
+        self.start = _later_start(store, a, b)
         self.shapes = GraphShape.from_json(store.run_graph(a.id)), GraphShape.from_json(store.run_graph(b.id))
         self.inputs = normalize(store.decode(store.encoded_inputs(a.id)[0])), normalize(store.decode(store.encoded_inputs(b.id)[0]))
         self.carry = Carry(*self.inputs)
@@ -167,7 +185,7 @@ class _Differ:
     def _setup(self) -> None:
         """What the runs were given: inputs and the models they asked (premises, not where they went apart)."""
         ia, ib = self.inputs
-        if ia != ib:
+        if ia != ib and self.start is None:  # a run that went on from a checkpoint was given no input
             keys = _differing_keys(ia, ib)
             what = "the runs were given other inputs" + (f" ({', '.join(keys)})" if keys else "")
             self._add("input", None, None, None, what, ia, ib, (-1,), carried=True)

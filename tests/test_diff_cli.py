@@ -114,7 +114,8 @@ def test_a_missing_store_is_an_error_not_a_new_file(tmp_path, capsys):
 
 def test_a_name_means_its_recorded_run_and_a_partial_replay_diffs_without_python_objects(tmp_path, capsys):
     """A replay keeps its source's name: the name still means the recorded run (as ``last`` does),
-    and a diff against a replay that started at step 4 shows values, never a sentinel's repr."""
+    and a diff against a replay that started at step 4 compares from step 4 and shows values,
+    never a sentinel's repr."""
     db = str(tmp_path / "demo.db")
     record_demo(db, "happy")
     record_demo(db, "incident")
@@ -128,3 +129,6 @@ def test_a_name_means_its_recorded_run_and_a_partial_replay_diffs_without_python
     main(["diff", "demo:incident", replayed, "--json", "--db", db])
     out = capsys.readouterr().out
     assert replayed in json.dumps(json.loads(out)["b"]) and "<object object" not in out
+    # The replay went on from step 4: compared from there, it behaved as the recording did.
+    assert main(["diff", "demo:incident", replayed, "--db", db]) == 0
+    assert "behaved the same" in capsys.readouterr().out
