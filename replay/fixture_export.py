@@ -370,6 +370,14 @@ def export_fixture(
     done = [s for s in root if s.completed]
     if not done:
         raise FixtureError(f"run {run.id} has no completed step to resume from")
+    for ns in store.namespaces(run.id):
+        if ns and ":" not in ns and "|" not in ns:
+            first = store.list_steps(run.id, ns)[:1]
+            if first and first[0].source == "input" and first[0].step > -1:
+                raise FixtureError(
+                    f"run {run.id}: subgraph {ns!r} (compiled with checkpointer=True) remembers earlier runs of its thread, "
+                    "which a fixture does not carry: replay the run from the store, or export its thread's first run"
+                )
     last_recorded = root[-1].step
     sliced_of = [int(t[len(SLICE_TAG):]) for t in run.tags if str(t).startswith(SLICE_TAG) and t[len(SLICE_TAG):].lstrip("-").isdigit()]
     if sliced_of:

@@ -119,6 +119,48 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
     return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id)
 
 
+def restore_memories(store: RunStore, run_id: str, root_step: int, root_details: list[Any], saver: Any, thread_id: str) -> None:
+    """Put back what each persistent subgraph remembered when the replay starts at ``root_step``.
+
+    A subgraph compiled with ``checkpointer=True`` keeps its state across a thread's runs,
+    in a namespace named after its node, without a task id (``"memory"``). Each time the
+    node runs, the namespace gets an input step and the steps after it; the k-th such
+    stretch is the node's k-th run in the root steps. The memory at the start is the last
+    step of the stretches run by then, or, before any, what the first began from (the
+    earlier turns' memory, before the new input). A stretch entered in the very step the
+    replay resumes with is resumed by LangGraph from its input step: that one is put back.
+    """
+    for ns in store.namespaces(run_id):
+        if not ns or ":" in ns or "|" in ns:
+            continue  # the root, or a subgraph whose state lives only as long as its task
+        ran = [d.step.step for d in root_details if any(t.node == ns for t in d.tasks)]
+        stretches: list[list[Any]] = []
+        for s in store.list_steps(run_id, ns):
+            if s.source == "input" or not stretches:
+                stretches.append([])
+            stretches[-1].append(s)
+        done = sum(1 for step in ran if step <= root_step)
+        drop_input = False
+        if done < len(stretches) and done < len(ran) and ran[done] == root_step + 1:
+            step = stretches[done][0]  # resumed at its input, as LangGraph resumes it
+        elif 0 < done <= len(stretches):
+            step = stretches[done - 1][-1]
+        elif stretches and stretches[0][0].source == "input" and stretches[0][0].step > -1:
+            step, drop_input = stretches[0][0], True
+        else:
+            continue
+        if not step.checkpoint_id and not drop_input and step is not stretches[0][0]:
+            continue  # a step that never completed stored no state
+        cp = store.checkpoint_at(run_id, step.step, ns, typed=True)
+        checkpoint, metadata = as_langgraph(cp)
+        if drop_input:
+            for key in ("channel_values", "channel_versions"):
+                checkpoint[key].pop("__start__", None)  # the new input: the subgraph applies it again
+            checkpoint["id"] = cp.parent_checkpoint_id or checkpoint["id"]
+            metadata = {"source": "loop", "step": cp.step - 1, "parents": {}}
+        saver.put({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}, checkpoint, metadata, dict(checkpoint["channel_versions"]))
+
+
 def untracked_channels(graph: Any) -> list[str]:
     """The graph's channels LangGraph keeps out of checkpoints (``UntrackedValue``), such as
     langchain's per-run model and tool call counters."""

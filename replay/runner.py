@@ -34,7 +34,7 @@ from graphtape.replay.limits import Limits, recorded_limits
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
-from graphtape.replay.restore import Restored, replay_saver, restore, untracked_channels
+from graphtape.replay.restore import Restored, replay_saver, restore, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
 
 
@@ -171,6 +171,7 @@ class _Run:
         saver = replay_saver()
         thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph))
+        restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)

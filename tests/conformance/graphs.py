@@ -57,7 +57,7 @@ from docs_shapes import (  # noqa: E402  (the shapes of the packages' docs; list
     tool_errors,
     tool_interrupt,
 )
-from probed_shapes import IMAGE_BLOCK, async_middleware_agent, breakpoint_continue, edited_continue, exit_durability, image_prompt, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
+from probed_shapes import IMAGE_BLOCK, async_middleware_agent, breakpoint_continue, edited_continue, exit_durability, image_prompt, remembering_subgraph, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
 
 
 def call(tool_name: str, call_id: str, **args: Any) -> dict[str, Any]:
@@ -581,5 +581,6 @@ CASES: dict[str, Case] = {
     "breakpoint_continue": Case({"text": "the refund"}, config={"configurable": {"thread_id": "bc"}}, go_on=True),
     "edited_continue": Case({"text": "the refund"}, config={"configurable": {"thread_id": "ec"}}, go_on=True, edit={"text": "a kinder draft"}),
     "exit_durability": Case({"n": 0}, frozenset({"keep_going"}), durability="exit"),
+    "remembering_subgraph": Case({"note": "hello"}, config={"configurable": {"thread_id": "rs"}}, repeat=True),
     "image_prompt": Case({"messages": [HumanMessage(content=[{"type": "text", "text": "what is this?"}, IMAGE_BLOCK])]}),
 }

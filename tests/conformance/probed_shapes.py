@@ -5,8 +5,9 @@ that showed its problem: a node asking twice before it finishes, parallel
 functional tasks that each wait on a human, two ``Send`` packets entering one
 subgraph node in parallel, an agent whose middleware is async only, and a run
 stopped at a static breakpoint that goes on with ``invoke(None)``, after an
-``update_state`` or not, a run with ``durability="exit"``, and a prompt holding
-an image as a standard content block.
+``update_state`` or not, a run with ``durability="exit"``, a prompt holding an
+image as a standard content block, and a subgraph with memory of its own
+(``checkpointer=True``) on a thread's second run.
 """
 
 from __future__ import annotations
@@ -175,3 +176,26 @@ def _build_image_prompt() -> Any:
 
 
 image_prompt = _build_image_prompt()
+
+
+# -- a subgraph compiled with checkpointer=True: it remembers across a thread's runs --------------
+
+
+class Memo(TypedDict, total=False):
+    note: str
+    heard: Annotated[list[str], operator.add]
+
+
+def _build_remembering() -> Any:
+    inner = StateGraph(Memo)
+    inner.add_node("listen", lambda s: {"heard": [s["note"]]})
+    inner.add_edge(START, "listen")
+    inner.add_edge("listen", END)
+    outer = StateGraph(Memo)
+    outer.add_node("memory", inner.compile(checkpointer=True))
+    outer.add_edge(START, "memory")
+    outer.add_edge("memory", END)
+    return outer.compile(checkpointer=InMemorySaver())
+
+
+remembering_subgraph = _build_remembering()

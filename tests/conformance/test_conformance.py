@@ -140,7 +140,7 @@ NAMES = [
     "react_structured", "tool_errors", "tool_interrupt", "agent_hitl", "agent_limits", "nested_routers", "sub_in_node", "map_reduce",
     "streamed", "custom_stream", "context_store", "io_schema", "task_retry", "goto_send", "deferred", "supervisor_full", "swarm3",
     "agent_in_node", "two_questions", "task_interrupts", "send_to_subgraph", "async_middleware_agent", "breakpoint_continue",
-    "edited_continue", "exit_durability", "image_prompt",
+    "edited_continue", "exit_durability", "remembering_subgraph", "image_prompt",
 ]
 
 
@@ -193,8 +193,8 @@ def test_steps_per_namespace_are_langgraphs_own(corpus, recorded, name):
             ours.setdefault(ns_names(ns), []).extend(s.step for s in store.list_steps(run_id, ns) if s.checkpoint_id)
     finally:
         store.close()
-    if case.repeat:  # the same input twice on one thread: LangGraph's history holds both runs
-        theirs = {k: [s for s in v if s <= max(ours.get(k, [0]))] for k, v in theirs.items()}
+    if case.repeat:  # the same input twice on one thread: LangGraph's history holds both runs (numbered on, or anew)
+        theirs = {k: [s for s in v if min(ours.get(k, [0])) <= s <= max(ours.get(k, [0]))] for k, v in theirs.items()}
     if stood is not None:
         theirs = {k: [s for s in v if s >= stood] for k, v in theirs.items()}
     assert {k: sorted(set(v)) for k, v in ours.items()} == {k: sorted(set(v)) for k, v in theirs.items() if k in ours or not k}
@@ -596,7 +596,11 @@ def test_{name}(graphtape_replay):
 '''
 
 
-def test_exported_fixtures_pass_under_the_marker_and_test_gen_tests_pass(corpus, recorded, tmp_path):
+# Runs a fixture cannot carry: a subgraph with memory of its own from earlier runs of the thread.
+NO_FIXTURE = {"remembering_subgraph": "remembers earlier runs of its thread"}
+
+
+def test_exported_fixtures_pass_under_the_marker_and_test_gen_tests_pass(corpus, recorded, tmp_path, capsys):
     graphs, _ = corpus
     from graphtape.tui.cli import main
 
@@ -618,6 +622,12 @@ def test_exported_fixtures_pass_under_the_marker_and_test_gen_tests_pass(corpus,
         store.close()
     for name, (run_id, _result, _bare) in runs.items():
         fixture = project / "fixtures" / f"{name}.json"
+        if name in NO_FIXTURE:  # refused in one line, rather than a fixture that cannot replay
+            for argv in (["export", run_id, "-o", str(fixture)], ["test-gen", run_id, "--graph", f"{GRAPHS}:{name}", "-o", str(project / "generated")]):
+                assert main(["--db", db, *argv]) == 2
+                assert NO_FIXTURE[name] in capsys.readouterr().err
+            assert not fixture.exists() and not list(project.glob(f"**/*{name}*"))
+            continue
         assert main(["--db", db, "export", run_id, "-o", str(fixture)]) == 0
         (project / f"test_marker_{name}.py").write_text(MARKER_TEST.format(graphs=str(GRAPHS), fixture=str(fixture), name=name))
         if name in middles:
@@ -630,7 +640,8 @@ def test_exported_fixtures_pass_under_the_marker_and_test_gen_tests_pass(corpus,
     env = {k: v for k, v in os.environ.items() if k not in ("GRAPHTAPE_FAKE_OPENAI", "CI")}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:warnings", str(project)], cwd=project, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert f"{2 * len(runs) + len(middles)} passed" in proc.stdout
+    exported = [n for n in runs if n not in NO_FIXTURE]
+    assert f"{2 * len(exported) + len([n for n in middles if n in exported])} passed" in proc.stdout
 
 
 CHANGED = {
