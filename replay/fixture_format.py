@@ -64,6 +64,8 @@ def write_fixture(path: str | os.PathLike, fixture: Mapping[str, Any], *, overwr
     """
     target = Path(path)
     data = dumps_fixture(fixture)
+    if target.is_dir():
+        raise FixtureError(f"{target} is a folder: give the fixture's file path (-o {target / 'NAME.json'})")
     if not overwrite and target.exists():
         raise FixtureError(f"{target} exists: pass --force to replace it, or -o to write another file")
     try:

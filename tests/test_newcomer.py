@@ -190,6 +190,10 @@ def test_export_never_replaces_a_fixture_without_force(demo, tmp_path, capsys):
     assert target.read_text() == "my edited fixture"
     assert run_cli(capsys, "--db", db, "export", ids["incident"], "-o", str(target), "--force")[0] == 0
     assert json.loads(target.read_text())["graphtape_fixture"]
+    # -o naming a folder: said at once, with or without --force (not "exists", then "Is a directory").
+    for force in ([], ["--force"]):
+        code, _, err = run_cli(capsys, "--db", db, "export", ids["incident"], "-o", str(tmp_path), *force)
+        assert code == 2 and err.count("\n") == 1 and "is a folder: give the fixture's file path" in err, err
 
 
 def test_a_graph_built_at_import_time_is_found_again_by_replay(tmp_path):

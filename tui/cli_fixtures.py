@@ -47,7 +47,7 @@ def _export_options(p: argparse.ArgumentParser, graph_required: bool = False) ->
         required=graph_required,
         help="the graph tests replay on: module:attr or path/to/file.py:attr" + ("" if graph_required else " (default: the one recorded with the run)"),
     )
-    p.add_argument("--steps", metavar="A:B", help="check only steps A to B (A:, :B or one step); the replay resumes before A")
+    p.add_argument("--steps", metavar="A:B", help="check only steps A to B (A:, :B or one step; from the input step: --steps=-1:); the replay resumes before A")
     p.add_argument("--redact", action="append", default=[], metavar="REGEX", help="also scrub text matching REGEX (on top of the recorder's rules); repeatable")
     p.add_argument("--redact-key", action="append", default=[], metavar="KEY", help="also hide values under keys containing KEY; repeatable")
 
