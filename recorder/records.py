@@ -18,6 +18,10 @@ FLAG_INTERRUPT = 2
 FLAG_RESUME = 4
 FLAG_PENDING = 8  # the step started but never produced a checkpoint
 
+# How LangGraph stops a node or a call that did not fail: an interrupt(), a Command to the parent.
+# A call that stopped so keeps the type (a replay stops it the same way) but is no failure.
+NOT_FAILURES = frozenset({"GraphInterrupt", "NodeInterrupt", "ParentCommand", "GraphBubbleUp"})
+
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:

@@ -22,7 +22,7 @@ from typing import Any
 from graphtape.recorder.codec import Encoder
 from graphtape.recorder.frames import FrameBuilder
 from graphtape.recorder.graph_info import END, START, GraphInfo
-from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
+from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME, NOT_FAILURES
 from graphtape.recorder.lone_surrogates import json_bytes
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.snapshots import ChannelCopies, containers, snapshot
@@ -39,7 +39,6 @@ RESUME = "__resume__"
 ERROR = "__error__"
 RETURN = "__return__"
 _CONTROL_CHANNELS = {TASKS, INTERRUPT, RESUME, ERROR, RETURN, "__no_writes__", "__error_source_node__", "__scheduled__"}
-_NOT_ERRORS = {"GraphInterrupt", "NodeInterrupt", "ParentCommand", "GraphBubbleUp"}
 
 
 @dataclass
@@ -407,7 +406,7 @@ class RunSession:
                 name = type(error).__name__
                 if name == "ParentCommand":
                     acc.parent_command = error.args[0] if error.args else None
-                elif name not in _NOT_ERRORS and acc.error is None:
+                elif name not in NOT_FAILURES and acc.error is None:
                     acc.error = error
                     acc.error_frames = frames_of(error)
 

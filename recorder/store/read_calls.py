@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from graphtape.recorder import schema as S
 from graphtape.recorder.errors import StoreError
-from graphtape.recorder.records import CallInfo
+from graphtape.recorder.records import NOT_FAILURES, CallInfo
 from graphtape.recorder.store.payloads import _strict_json, _uj
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 from graphtape.recorder.tracebacks import valid_frames
@@ -66,11 +66,12 @@ class CallReads:
 
     @_damage_is_a_store_error
     def call_counts(self, run_id: str, ns: str = "") -> dict[int, dict[str, int]]:
-        """Per step: how many tool, model and HTTP calls were made, and how many failed ("failed").
+        """Per step: how many tool, model and HTTP calls were made, and how many failed ("failed"; a
+        call that stopped at an interrupt or sent a Command to the parent did not).
 
         An HTTP request made inside a tool or model call is part of that call, not counted again.
         """
-        failed = sa.func.sum(sa.case((S.calls.c.error_type.is_not(None), 1), else_=0))
+        failed = sa.func.sum(sa.case((sa.and_(S.calls.c.error_type.is_not(None), S.calls.c.error_type.not_in(sorted(NOT_FAILURES))), 1), else_=0))
         own = sa.or_(S.calls.c.kind != "http", S.calls.c.parent_call_id.is_(None))
         rows = self._read(
             sa.select(S.calls.c.step, S.calls.c.kind, sa.func.count(), failed)

@@ -402,6 +402,23 @@ def test_parallel_subgraphs_are_compared_each_with_its_own(recorded):
         store.close()
 
 
+def test_a_call_stopped_at_an_interrupt_is_not_counted_as_failed(recorded):
+    """A tool that asked a person (interrupt) keeps its stop's type, so a replay stops it the same
+    way, but the step's call counts (show, the TUI's timeline) do not call it failed."""
+    from graphtape import open_store
+
+    db, runs = recorded
+    store = open_store(db)
+    try:
+        run_id = runs["tool_interrupt"][0]
+        stopped = [c for c in store.calls(run_id) if c.error_type == "GraphInterrupt"]
+        counts = store.call_counts(run_id)
+    finally:
+        store.close()
+    assert stopped and all(c.kind == "tool" for c in stopped)
+    assert sum(c.get("tool", 0) for c in counts.values()) >= 2 and not any("failed" in c for c in counts.values()), counts
+
+
 def test_a_retried_node_keeps_every_attempt(recorded):
     """RetryPolicy: the node (or @task) succeeded on its second attempt; the first one is kept
     with its number, error and duration, the task's outcome is its last attempt's."""
