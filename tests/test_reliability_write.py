@@ -30,7 +30,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 import sqlalchemy as sa
 
-from graphtape.recorder import Recorder, open_store
+from graphtape.recorder import Recorder, StoreError, open_store
 from graphtape.recorder import schema as S
 from graphtape.recorder.store import Batch, SqlStore
 
@@ -408,9 +408,11 @@ def _check_unopenable(url: str, durability: str, caplog) -> None:
     assert len(_warnings(caplog)) == 2 and "could not be written before the recorder closed" in _warnings(caplog)[1]
 
 
-def test_store_path_is_a_directory(tmp_path: Path, durability: str, caplog) -> None:
+def test_store_path_is_a_directory_is_refused_at_once(tmp_path: Path, durability: str) -> None:
+    """Waiting cannot turn a folder into a store: Recorder says so at once, not rows lost at close."""
     (tmp_path / "a-dir.db").mkdir()
-    _check_unopenable(str(tmp_path / "a-dir.db"), durability, caplog)
+    with pytest.raises(StoreError, match="it is a directory"):
+        Recorder(str(tmp_path / "a-dir.db"), durability=durability)
 
 
 def test_postgres_down(durability: str, caplog) -> None:
