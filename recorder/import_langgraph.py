@@ -40,6 +40,7 @@ from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING,
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.store import Batch, SqlStore, pack, squeeze
 from graphtape.recorder.store import shown_url
+from graphtape.recorder.store.sqlite_shape import shape_problem
 
 __all__ = ["ImportSummary", "LangGraphImportError", "import_langgraph"]
 
@@ -233,9 +234,11 @@ def _open(url: str) -> tuple[str, sa.Engine, str]:
     try:
         engine = sa.create_engine("sqlite://", creator=connect, poolclass=sa.pool.NullPool)
         with engine.connect() as conn:
-            conn.exec_driver_sql("SELECT count(*) FROM sqlite_master")
+            problem = shape_problem(lambda sql: conn.exec_driver_sql(sql).fetchall(), ("checkpoints", "writes", "checkpoint_blobs", "checkpoint_writes"))
     except SQLAlchemyError as exc:
         raise LangGraphImportError(f"cannot open {path} read-only: {_one_line(exc)}") from None
+    if problem is not None:
+        raise LangGraphImportError(f"{path} is not a checkpoint file as LangGraph's savers make it ({problem}): refusing to read it")
     return str(path), engine, "sqlite"
 
 

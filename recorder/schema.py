@@ -31,6 +31,7 @@ from sqlalchemy import (
 )
 
 # Any text in a text column: the mapping lives in store.column_text, free of SQLAlchemy.
+from graphtape.recorder.sqlite_triggers import SQLITE_TRIGGERS
 from graphtape.recorder.store.column_text import from_column, needs_escape, to_column  # noqa: F401
 
 # v2: steps.writes (state keys each step's tasks wrote).
@@ -186,41 +187,6 @@ run_facets = Table(
 FACET_KINDS = ("tag", "node", "tool")
 
 # -- triggers that keep run_facets -----------------------------------------------
-# SQLite: steps.nodes "a,b" becomes the JSON array ["a","b"] for json_each; a
-# name JSON cannot hold (a control character) is skipped, never a failed write.
-_SQLITE_NODES_JSON = """'["' || replace(replace(replace(NEW.nodes, '\\', '\\\\'), '"', '\\"'), ',', '","') || '"]'"""
-
-_SQLITE_TRIGGERS = [
-    """CREATE TRIGGER IF NOT EXISTS gt_runs_tags AFTER INSERT ON runs
-    WHEN NEW.tags IS NOT NULL AND json_valid(NEW.tags) AND json_type(NEW.tags) = 'array'
-    BEGIN
-        INSERT OR IGNORE INTO run_facets (kind, value, run_id)
-        SELECT 'tag', value, NEW.id FROM json_each(NEW.tags) WHERE type = 'text';
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS gt_runs_tags_update AFTER UPDATE OF tags ON runs
-    BEGIN
-        DELETE FROM run_facets WHERE run_id = NEW.id AND kind = 'tag';
-        INSERT OR IGNORE INTO run_facets (kind, value, run_id)
-        SELECT 'tag', value, NEW.id FROM json_each(CASE WHEN json_valid(NEW.tags) AND json_type(NEW.tags) = 'array' THEN NEW.tags ELSE '[]' END)
-        WHERE type = 'text';
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS gt_runs_delete AFTER DELETE ON runs
-    BEGIN
-        DELETE FROM run_facets WHERE run_id = OLD.id;
-    END""",
-    f"""CREATE TRIGGER IF NOT EXISTS gt_steps_nodes AFTER INSERT ON steps
-    WHEN NEW.nodes <> '' AND json_valid({_SQLITE_NODES_JSON})
-    BEGIN
-        INSERT OR IGNORE INTO run_facets (kind, value, run_id)
-        SELECT 'node', value, NEW.run_id FROM json_each({_SQLITE_NODES_JSON}) WHERE value <> '';
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS gt_calls_tools AFTER INSERT ON calls
-    WHEN NEW.kind = 'tool'
-    BEGIN
-        INSERT OR IGNORE INTO run_facets (kind, value, run_id) VALUES ('tool', NEW.name, NEW.run_id);
-    END""",
-]
-
 _PG_TRIGGERS = [
     """CREATE OR REPLACE FUNCTION gt_runs_facets() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -275,12 +241,12 @@ def pg_runs_trigger_sql() -> str:
 
 def install_triggers(conn: Any) -> None:
     """Create (or replace) the triggers that fill ``run_facets``; idempotent."""
-    statements = _SQLITE_TRIGGERS if conn.dialect.name == "sqlite" else _PG_TRIGGERS
+    statements = SQLITE_TRIGGERS if conn.dialect.name == "sqlite" else _PG_TRIGGERS
     for sql in statements:
         conn.exec_driver_sql(sql)
 
 
-for _sql in _SQLITE_TRIGGERS:
+for _sql in SQLITE_TRIGGERS:
     event.listen(metadata, "after_create", DDL(_sql).execute_if(dialect="sqlite"))
 for _sql in _PG_TRIGGERS:
     event.listen(metadata, "after_create", DDL(_sql.replace("%", "%%")).execute_if(dialect="postgresql"))

@@ -24,6 +24,7 @@ import orjson
 from graphtape.recorder.records import RunInfo
 from graphtape.recorder.store.column_text import from_column
 from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
+from graphtape.recorder.store.sqlite_shape import shape_problem
 
 # The schemas this reader understands; a test holds them equal to ``schema.SCHEMA_VERSION`` and
 # ``schema.UPGRADES_ON_OPEN`` (importing the schema would import SQLAlchemy, which this module avoids).
@@ -117,6 +118,8 @@ def _list_read_only(path: Path, **filters: Any) -> list[RunInfo] | None:
     except sqlite3.Error:
         return None
     try:
+        if shape_problem(lambda sql: conn.execute(sql).fetchall()) is not None:
+            return None  # the full store refuses it in one line
         version = conn.execute("SELECT value FROM graphtape_meta WHERE key = 'schema_version'").fetchone()
         if version is None or version[0] not in {str(v) for v in (SCHEMA_VERSION, *READS_AS_IS)}:
             return None

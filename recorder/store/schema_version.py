@@ -22,6 +22,7 @@ from graphtape.recorder import schema as S
 from graphtape.recorder.errors import SchemaVersionError, StoreError
 from graphtape.recorder.store.connection import _on_sqlite_connect, _one_line
 from graphtape.recorder.store.read_only import is_read_only_error
+from graphtape.recorder.store.sqlite_shape import shape_problem
 
 
 class SchemaGate:
@@ -29,6 +30,11 @@ class SchemaGate:
 
     def _check_schema(self, create: bool) -> None:
         try:
+            if self.is_sqlite:
+                with self.engine.connect() as conn:
+                    problem = shape_problem(lambda sql: conn.exec_driver_sql(sql).fetchall())
+                if problem is not None:
+                    raise StoreError(f"{self._safe_url()} is not a store as graphtape makes it ({problem}): refusing to read it")
             insp = sa.inspect(self.engine)
             tables = set(insp.get_table_names())
         except (SQLAlchemyError, DBAPIError) as exc:

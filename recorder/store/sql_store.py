@@ -90,4 +90,4 @@ def check_url(db: str | os.PathLike | None = None) -> str:
 def is_not_a_store(exc: StoreError) -> bool:
     """Whether opening failed on what the store is (a damaged file, another program's data), not on a passing fault."""
     text = str(exc).lower()
-    return "not a database" in text or "malformed" in text or "not a graphtape database" in text
+    return "not a database" in text or "malformed" in text or "not a graphtape database" in text or "not a store as graphtape makes it" in text
