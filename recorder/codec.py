@@ -612,6 +612,39 @@ class DecodedBlobs:
             self._values.clear()
 
 
+# Blob hash -> how many values its plain decoded value holds (a hash names one value forever).
+_HELD: dict[str, int] = {}
+_HELD_KEPT = 200_000
+
+
+def _reused(ref: str, value: Any, left: int) -> int:
+    """What taking blob ``ref``'s decoded ``value`` again costs a decode: the values it holds.
+
+    A value taken again is the same object, but everything that walks it (JSON output, a
+    diff, the TUI) walks it once per place: a million references to one blob of 2,000
+    strings must cost what they expand to, not a million. Counted once per blob, at most
+    ``left`` + 1 (a decode refuses past its budget anyway).
+    """
+    held = _HELD.get(ref)
+    if held is None:
+        held, stack = 0, [value]
+        while stack and held <= left:
+            x = stack.pop()
+            t = type(x)
+            if t is list or t is tuple:
+                held += len(x)
+                stack.extend(x)
+            elif t is dict:
+                held += len(x)
+                stack.extend(x.values())
+        if held > left:
+            return held  # not kept: a larger budget may ask again
+        if len(_HELD) >= _HELD_KEPT:
+            _HELD.clear()
+        _HELD[ref] = held
+    return held
+
+
 class Decoder:
     """Rebuilds values from encoded trees.
 
@@ -625,7 +658,7 @@ class Decoder:
     blob referenced many times is decoded once (see :class:`DecodedBlobs`).
 
     One decode produces at most ``max_values`` values (a blob taken from
-    ``decoded`` counts as one): references that multiply past it raise
+    ``decoded`` counts the values it holds): references that multiply past it raise
     ``DecodeError`` instead of running without end. A decoder decodes one
     tree at a time.
     """
@@ -724,11 +757,19 @@ class Decoder:
             get = self.decoded.get if self.decoded is not None else None
             if get is None:
                 return [self._dec(i, d) for i in x]
-            # A message history: mostly references decoded before, taken without a call each.
-            return [
-                hit if type(i) is dict and len(i) == 1 and type(r := i.get(BLOB_REF)) is str and (hit := get(r, _MISSING)) is not _MISSING else self._dec(i, d)
-                for i in x
-            ]
+            # A message history: mostly references decoded before, taken without a call each
+            # (but each paying for what it holds: see _reused).
+            out = []
+            reused = 0
+            for i in x:
+                if type(i) is dict and len(i) == 1 and type(r := i.get(BLOB_REF)) is str and (hit := get(r, _MISSING)) is not _MISSING:
+                    out.append(hit)
+                    reused += _reused(r, hit, self._left)
+                else:
+                    out.append(self._dec(i, d))
+            if reused:
+                self._spend(reused)
+            return out
         if t is not dict:
             return x
         self._left -= len(x)
@@ -740,7 +781,9 @@ class Decoder:
                 raise DecodeError(f"malformed recorded value (blob reference): {ref!r:.80} is not a hash")
             decoded = self.decoded
             if decoded is not None and ref in decoded:
-                return decoded[ref]
+                value = decoded[ref]
+                self._spend(_reused(ref, value, self._left))
+                return value
             if ref not in self.blobs:
                 return {TYPE_KEY: "missing-blob", "ref": ref}
             if self._inside:

@@ -72,3 +72,41 @@ def test_graphtapes_own_store_with_its_triggers_opens(tmp_path, capsys):
     conn.close()
     assert main(["--db", str(db), "runs", "--tag", "t"]) == 0
     assert "ok" in capsys.readouterr().out
+
+
+def test_a_million_references_to_one_blob_cost_what_they_expand_to(tmp_path, capsys):
+    """A step's state holding one blob of 2,000 strings a million times: decoded once, it was
+    counted once, and show --json, the TUI's value view and its JSON then built it as two
+    billion values. Each reference now pays for what it holds: refused in one line."""
+    import hashlib
+    import zlib
+
+    import orjson
+
+    from graphtape.recorder.store import pack, unpack
+    from graphtape.tui.data import to_json
+
+    db = _recorded(tmp_path)
+    blob = orjson.dumps([f"item-{i}" for i in range(2000)])
+    ref = hashlib.blake2b(blob, digest_size=16).hexdigest()
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT OR REPLACE INTO blobs (hash, zipped, data) VALUES (?, 1, ?)", (ref, zlib.compress(blob)))
+    run_id, seq, payload = conn.execute("SELECT run_id, seq, payload FROM steps WHERE step = 0").fetchone()
+    tree = unpack(payload)
+    tree["s"]["v"]["n"] = [{"$b": ref}] * 1_000_000
+    conn.execute("UPDATE steps SET payload = ?, is_key = 1 WHERE run_id = ? AND seq = ?", (pack(tree), run_id, seq))
+    conn.commit()
+    conn.close()
+    for argv in (["show", run_id, "--step", "0", "--json"], ["show", run_id, "--step", "0"]):
+        assert main(["--db", str(db), *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "expands to more than" in err, err
+    store = open_store(db)
+    try:
+        with pytest.raises(StoreError, match="expands to more than"):
+            store.state_at(run_id, 0)
+        deferred = store.state_at(run_id, 0, deferred=True)["n"]  # what the TUI holds: read when shown
+        with pytest.raises(StoreError, match="expands to more than"):
+            to_json(deferred)  # the store's error, not orjson's TypeError (which crashed the TUI)
+    finally:
+        store.close()

@@ -13,6 +13,7 @@ import orjson
 from deepdiff import DeepDiff
 
 from graphtape.recorder.deferred import DeferredList, is_list, json_default, materialized
+from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.records import StepDetail, StepInfo
 from graphtape.tui.render import plural, printable
 
@@ -185,8 +186,16 @@ def fold(text: str, limit: int = FOLD_AT) -> str:
 
 
 def to_json(value: Any) -> str:
-    """A recorded value as indented JSON, deferred lists read in full (call it off the UI thread)."""
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=json_default).decode()
+    """A recorded value as indented JSON, deferred lists read in full (call it off the UI thread).
+
+    A store error while reading a deferred list (damaged, or refused as too large) is raised
+    as itself, not as the ``TypeError`` orjson wraps it in, so callers can show it in one line."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=json_default).decode()
+    except orjson.JSONEncodeError as exc:
+        if isinstance(exc.__cause__, GraphtapeError):
+            raise exc.__cause__ from None
+        raise
 
 
 def diff_text(entries: list[DiffEntry]) -> str:
