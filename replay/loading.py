@@ -115,8 +115,8 @@ def source_of(ref: str, base: str | os.PathLike | None = None) -> Path | None:
     """The file loading ``ref`` would execute, found WITHOUT importing anything; ``None`` if not found.
 
     A module reference is looked up on ``sys.path`` (and the current
-    directory) by file name, as the import system would, without running a
-    package's ``__init__``.
+    directory) as the import system would, without running a package's
+    ``__init__``.
     """
     try:
         target, _attr = split_ref(ref)
@@ -130,11 +130,22 @@ def source_of(ref: str, base: str | os.PathLike | None = None) -> Path | None:
     parts = target.split(".")
     if not all(p.isidentifier() for p in parts):
         return None
+    from importlib.machinery import PathFinder
+
     for entry in [os.getcwd(), *sys.path]:
         folder = Path(entry or os.getcwd()).joinpath(*parts[:-1])
-        for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
-            if candidate.is_file():
-                return candidate.resolve()
+        if not folder.is_dir():
+            continue
+        # The import system's own finder, asked about one folder: it picks as an import would (a
+        # package's __init__ before a module of the same name, an extension module before a .py)
+        # and runs nothing. A folder without __init__ (a namespace package) runs no file here.
+        try:
+            spec = PathFinder.find_spec(parts[-1], [str(folder)])
+        except (ImportError, ValueError, OSError):
+            continue
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        if origin and Path(origin).is_file():
+            return Path(origin).resolve()
     return None
 
 

@@ -515,6 +515,27 @@ def test_a_store_shipped_beside_a_module_runs_it_only_when_the_user_agrees_at_th
         assert not marker.exists() and code == 2 and "not loading the graph recorded with run" in shown, shown
 
 
+def test_the_file_a_recorded_graph_reference_names_is_the_one_import_would_run(tmp_path, monkeypatch):
+    """A folder holding ``notes.py`` and a package ``notes/``: import runs the package, so the
+    prompt must name its ``__init__.py`` (it named the harmless ``notes.py``); an extension
+    module beside a ``.py`` is what import would load, so it is the one named. Nothing runs."""
+    from graphtape.replay.loading import source_of
+
+    marker = tmp_path / "pwned"
+    (tmp_path / "notes.py").write_text("x = 1\n")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (tmp_path / "tool.py").write_text("x = 1\n")
+    (tmp_path / "tool.abi3.so").write_bytes(b"not really a library")
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert source_of("notes:graph") == (tmp_path / "notes" / "__init__.py").resolve()
+    assert source_of("tool:graph") == (tmp_path / "tool.abi3.so").resolve()
+    assert source_of("plain:graph") == (tmp_path / "plain.py").resolve()
+    assert source_of("absent_module_xyz:graph") is None
+    assert not marker.exists()
+
+
 def test_a_fixture_written_to_a_terminal_shows_control_characters_as_text(tmp_path):
     """``export -o -`` on a terminal: JSON escapes C0 controls but not C1 (U+009B is a CSI) or bidi overrides."""
     from langgraph.graph import END, START, StateGraph
