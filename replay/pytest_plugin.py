@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from graphtape.recorder.terminal_text import printable
 from graphtape.replay.record_mode import RecordMode, in_ci
 
 MARKER = "graphtape"
@@ -42,6 +43,12 @@ _MODE_KEY = pytest.StashKey[RecordMode]()
 _WRITTEN_KEY = pytest.StashKey[list]()
 _MARKER_KWARGS = ("graph", "inputs", "config", "ignore", "state_keys", "mode")
 MAX_MORE = 5
+
+
+def _fail(message: str) -> None:
+    """Fail the test with ``message``, printable: it quotes recorded names and values, and pytest
+    writes it to the terminal and to CI logs as it is (escape sequences included)."""
+    pytest.fail(printable(message), pytrace=False)
 
 
 def _record_mode(text: str) -> RecordMode:
@@ -114,12 +121,12 @@ class _Spec:
 def _spec(request: pytest.FixtureRequest) -> _Spec:
     marker = request.node.get_closest_marker(MARKER)
     if marker is None:
-        pytest.fail(f"graphtape_replay needs @pytest.mark.{MARKER}(path, graph=...) on the test", pytrace=False)
+        _fail(f"graphtape_replay needs @pytest.mark.{MARKER}(path, graph=...) on the test")
     if len(marker.args) != 1 or not isinstance(marker.args[0], (str, os.PathLike)):
-        pytest.fail(f"@pytest.mark.{MARKER} takes one positional argument, the fixture's path", pytrace=False)
+        _fail(f"@pytest.mark.{MARKER} takes one positional argument, the fixture's path")
     unknown = sorted(set(marker.kwargs) - set(_MARKER_KWARGS))
     if unknown:
-        pytest.fail(f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(_MARKER_KWARGS)}", pytrace=False)
+        _fail(f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(_MARKER_KWARGS)}")
     root = Path(request.config.rootpath)
     path = Path(os.fspath(marker.args[0]))
     tried = [path] if path.is_absolute() else list(dict.fromkeys([Path(request.node.path).parent / path, root / path]))
@@ -130,10 +137,10 @@ def _spec(request: pytest.FixtureRequest) -> _Spec:
         shown = str(full)
     graph = marker.kwargs.get("graph")
     if graph is None:
-        pytest.fail(f"@pytest.mark.{MARKER}({shown!r}) needs graph='package.module:attr' (or path/to/file.py:attr): the graph to replay on", pytrace=False)
+        _fail(f"@pytest.mark.{MARKER}({shown!r}) needs graph='package.module:attr' (or path/to/file.py:attr): the graph to replay on")
     config = marker.kwargs.get("config")
     if config is not None and not isinstance(config, dict):
-        pytest.fail(f"@pytest.mark.{MARKER}: config= must be a dict (a LangGraph config)", pytrace=False)
+        _fail(f"@pytest.mark.{MARKER}: config= must be a dict (a LangGraph config)")
     return _Spec(
         path=full,
         shown=shown,
@@ -154,7 +161,7 @@ def _strings(value: Any, name: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = (value,)
     if not isinstance(value, Iterable) or not all(isinstance(v, str) for v in value):
-        pytest.fail(f"@pytest.mark.{MARKER}: {name}= must be a list of strings", pytrace=False)
+        _fail(f"@pytest.mark.{MARKER}: {name}= must be a list of strings")
     return tuple(value)
 
 
@@ -178,7 +185,7 @@ def graphtape_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
         try:
             return _run(spec, mode, tmp, written, check, options)
         except (GraphtapeError, ValueError) as exc:
-            pytest.fail(f"graphtape: {spec.shown}: {exc}", pytrace=False)
+            _fail(f"graphtape: {spec.shown}: {exc}")
 
     return run
 
@@ -191,7 +198,7 @@ def _run(spec: _Spec, mode: RecordMode, tmp: Path, written: list, check: bool, o
     allowed = {"ignore", "state_keys", "mode", "overrides", "mock_nodes"}
     unknown = sorted(set(options) - allowed)
     if unknown:
-        pytest.fail(f"graphtape_replay(): unknown argument(s) {', '.join(unknown)}; it takes check, {', '.join(sorted(allowed))}", pytrace=False)
+        _fail(f"graphtape_replay(): unknown argument(s) {', '.join(unknown)}; it takes check, {', '.join(sorted(allowed))}")
     ignore = tuple(options.pop("ignore", spec.ignore))
     state_keys = options.pop("state_keys", spec.state_keys)
     replay_mode = options.pop("mode", spec.mode)
@@ -199,10 +206,9 @@ def _run(spec: _Spec, mode: RecordMode, tmp: Path, written: list, check: bool, o
     if not spec.path.exists():
         if not mode.records:
             looked = " or ".join(str(p.resolve()) for p in spec.tried) or str(spec.path)
-            pytest.fail(
+            _fail(
                 f"graphtape: no fixture at {looked}: record it with `pytest --graphtape-record=missing` "
-                "(the marker needs inputs=...), or export a recorded run with `graphtape export RUN -o FILE`",
-                pytrace=False,
+                "(the marker needs inputs=...), or export a recorded run with `graphtape export RUN -o FILE`"
             )
         _record_live(spec, tmp / "record.db")
         written.append(("recorded", spec.shown))
@@ -221,7 +227,7 @@ def _run(spec: _Spec, mode: RecordMode, tmp: Path, written: list, check: bool, o
     finally:
         store.close()
     if check and result.diverged:
-        pytest.fail(_failure(spec, result), pytrace=False)
+        _fail(_failure(spec, result))
     return result
 
 
@@ -251,7 +257,7 @@ def _record_live(spec: _Spec, db: Path) -> None:
     from graphtape.replay.fixture import export_fixture, write_fixture
 
     if spec.inputs is None:
-        pytest.fail(f"graphtape: cannot record {spec.shown}: the marker has no inputs= to run the graph with", pytrace=False)
+        _fail(f"graphtape: cannot record {spec.shown}: the marker has no inputs= to run the graph with")
     graph = _graph(spec)
     name = Path(spec.shown).stem
     with Recorder(db) as rec:
@@ -262,7 +268,7 @@ def _record_live(spec: _Spec, db: Path) -> None:
             pass
         rec.flush()
         if rec.last_run_id is None:
-            pytest.fail(f"graphtape: cannot record {spec.shown}: the run was not recorded (see the warning above)", pytrace=False)
+            _fail(f"graphtape: cannot record {spec.shown}: the run was not recorded (see the warning above)")
         fixture = export_fixture(rec.store, rec.last_run_id, base_dir=spec.rootdir)
     write_fixture(spec.path, fixture, overwrite=True)  # record modes missing/rewrite: writing is asked for
 
@@ -279,7 +285,7 @@ def _rewrite(spec: _Spec, db: Path, *, ignore: tuple[str, ...], state_keys: Any)
         imported = import_fixture(store, old, label=spec.shown)
         result = replay(imported.run_id, _graph(spec), store=store, ignore=ignore, state_keys=state_keys, on_miss="live")
         if result.run_id is None:
-            pytest.fail(f"graphtape: cannot rewrite {spec.shown}: the replay was not recorded ({result.error or 'no run'})", pytrace=False)
+            _fail(f"graphtape: cannot rewrite {spec.shown}: the replay was not recorded ({result.error or 'no run'})")
         cut = (old.get("slice") or {}).get("to")
         fixture = export_fixture(
             store,

@@ -306,3 +306,21 @@ def test_a_relative_fixture_path_is_found_beside_the_test_file_wherever_pytest_s
     result.assert_outcomes(failed=1)
     beside, root = sub / "fixtures" / "runs" / "refund.json", pytester.path / "fixtures" / "runs" / "refund.json"
     result.stdout.fnmatch_lines([f"*no fixture at {beside.resolve()} or {root.resolve()}*"])
+
+
+def test_failure_messages_show_recorded_control_characters_as_text():
+    """A failing fixture's message quotes recorded names and values; pytest writes it to the
+    terminal and CI logs as it is, so escapes (OSC 52 sets the clipboard, OSC 0 the title),
+    C1 controls and bidi overrides are shown as "?" (newlines and tabs stay)."""
+    from graphtape.replay import pytest_plugin
+
+    hostile = "call \x1b]52;c;ZWNobw==\x07 \x1b]0;TITLE\x07 \x9b2J \u202eevil\nnext\tline"
+    with pytest.raises(pytest.fail.Exception) as failed:
+        pytest_plugin._fail(f"graphtape: closest recorded call: {hostile}")
+    text = str(failed.value)
+    assert not any(c in text for c in "\x1b\x07\x9b\u202e"), repr(text)
+    assert "call ?]52;c;ZWNobw==? ?]0;TITLE? ?2J ?evil\nnext\tline" in text
+    from pathlib import Path
+
+    source = Path(pytest_plugin.__file__).read_text(encoding="utf-8")
+    assert source.count("pytest.fail(") == 1  # every failure goes through _fail

@@ -11,6 +11,7 @@ import json
 import time
 from typing import Any
 
+from graphtape.recorder.terminal_text import printable  # noqa: F401  (re-exported: the TUI imports it from here)
 from graphtape.recorder.tracebacks import format_frames
 from graphtape.tui import http_view
 
@@ -53,17 +54,6 @@ def fmt_ms(ms: float | None) -> str:
 def compact(value: Any) -> str:
     """One-line JSON (non-JSON leftovers shown with ``str``)."""
     return json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
-
-
-# C0 controls (but newline and tab), DEL, C1 controls and the bidirectional overrides: a
-# recorded string carrying them could move the cursor, set the clipboard (OSC 52), retitle
-# the terminal or reorder what is shown. They print as "?".
-_UNSAFE = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
-
-
-def printable(text: str) -> str:
-    """``text`` safe for a terminal: control characters and bidi overrides shown as ``?``."""
-    return text.translate(_UNSAFE)
 
 
 def clean(value: Any) -> Any:
