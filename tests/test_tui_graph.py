@@ -155,3 +155,34 @@ def test_a_run_recorded_without_a_structure_is_drawn_from_the_routes_it_took(tmp
     layout = drawings[0].layout
     assert set(layout.boxes) == {"__start__", "pre", "child", "post", "__end__"}
     assert layout.counts[("pre", "child")] == 1
+
+
+def test_a_recorded_graph_with_too_many_edges_is_listed_not_laid_out(tmp_path):
+    """A received run whose structure holds thousands of edges (a layout of minutes, holding the
+    TUI's quit) is described in one line instead of drawn; the recorded graph is data from elsewhere."""
+    import json
+
+    import sqlalchemy as sa
+
+    from graphtape.recorder import open_store
+    from graphtape.tui.graph_reader import MAX_EDGES, read_graph
+
+    db = str(tmp_path / "wide.db")
+    with Recorder(db) as rec:
+        rec.attach(sub_graph(1), name="sub").invoke({"n": 1, "log": []})
+        rec.flush()
+        run_id = rec.last_run_id
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        graph = json.loads(conn.execute(sa.text("SELECT graph FROM runs WHERE id = :id"), {"id": run_id}).scalar_one())
+        nodes = [f"n{i}" for i in range(200)]
+        graph["nodes"] = graph.get("nodes", []) + nodes if isinstance(graph.get("nodes"), list) else nodes
+        graph["edges"] = [{"source": a, "target": b} for i, a in enumerate(nodes) for b in nodes[i + 1 : i + 21]]
+        conn.execute(sa.text("UPDATE runs SET graph = :g WHERE id = :id"), {"g": json.dumps(graph), "id": run_id})
+    engine.dispose()
+    store = open_store(db)
+    try:
+        drawings = read_graph(store, run_id)
+    finally:
+        store.close()
+    assert drawings[0].layout is None and f"more than {MAX_EDGES} edges" in drawings[0].note, drawings[0].note

@@ -24,6 +24,9 @@ from graphtape.tui.render import printable
 
 MAX_SUB_RUNS = 50  # a subgraph's edge counts are taken from its first this-many runs
 MAX_NODES = 400  # larger graphs are listed, not drawn (a layout that size is unreadable in a terminal)
+# The layout's time grows faster than its edges (0.5 s at 300, 15 s at 950, minutes at 4,000), and a
+# recording's structure and routes are data from elsewhere: past this, the graph is not drawn.
+MAX_EDGES = 300
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,8 @@ def _drawing(title: str, shape: GraphShape, counts: Counter, ran: set[str], *, k
         return GraphDrawing(title, None, "no graph structure was recorded with this run, and it took no route")
     if len(set(nodes) | {n for e in edges for n in e}) > MAX_NODES:
         return GraphDrawing(title, None, f"more than {MAX_NODES} nodes: too many to draw in a terminal")
+    if len(set(edges)) > MAX_EDGES:
+        return GraphDrawing(title, None, f"more than {MAX_EDGES} edges: too many to draw in a terminal")
     extra = sorted({e for e in counts if e not in shape.edge_pairs() and e[0] != START and e[1] != END}) if known else []
     note = "" if known else "no graph structure was recorded with this run: drawn from the routes it took"
     if extra and known and shape.known:
