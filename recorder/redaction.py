@@ -190,6 +190,34 @@ _QUOTE_AHEAD = compile_linear(r'\\*"')
 _MAX_ESCAPES = 15  # a quote after at most this many backslashes is read (JSON in JSON, four deep)
 
 
+_BRACKET_SCAN = 1 << 20  # an object under a secret key longer than this is left to the other rules
+
+
+def _bracket_end(data: bytes, at: int) -> int | None:
+    """Where the object or list opening at ``at`` closes (the index of its closing bracket), or
+    None when it does not within ``_BRACKET_SCAN`` bytes. Quoted text is skipped, escapes too."""
+    depth = 0
+    quote = 0
+    i, end = at, min(len(data), at + _BRACKET_SCAN)
+    while i < end:
+        c = data[i]
+        if quote:
+            if c == 0x5C:  # a backslash: the next byte is escaped
+                i += 1
+            elif c == quote:
+                quote = 0
+        elif c in (0x22, 0x27):
+            quote = c
+        elif c in (0x7B, 0x5B):
+            depth += 1
+        elif c in (0x7D, 0x5D):
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
 @functools.lru_cache(maxsize=_MAX_ESCAPES + 1)
 def _double_quoted(escapes: int) -> Any:
     """A double-quoted value whose quotes come after ``escapes`` backslashes, or a bare number.
@@ -459,6 +487,14 @@ class Redactor:
                 key = _BARE_NAME.search(core).group(0)
                 value = None
             if not is_secret(key.decode().strip()):
+                continue
+            if data[at : at + 1] in (b"{", b"["):
+                # An object or list under a secret key ({"password": {"current": ...}} in a tool's
+                # JSON text): everything inside its brackets goes.
+                close = _bracket_end(data, at)
+                if close is not None and close > at + 1 and not data.startswith(_MARK_BYTES[:-1], at + 1):
+                    yield at + 1, close
+                    done = close
                 continue
             if value is None:
                 quote = _QUOTE_AHEAD.match(data, at)

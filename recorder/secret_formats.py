@@ -27,11 +27,13 @@ from typing import Any
 # letters inside a longer run (base64 of an image, a URL-safe id) are not a key: without the
 # start rule, 1 MB of URL-safe base64 held a few "hf_..." and "sk-..." matches by chance, the
 # last swallowing the rest of the run. The start is captured so the scrubber keeps it.
-TOKEN_START = r"(?P<start>^|\\[nrt]|[^A-Za-z0-9_\-])"
+TOKEN_START = r"(?P<start>^|\\[nrt]|%[0-9A-Fa-f]{2}|[^A-Za-z0-9_\-])"
 OWN_TOKENS = (
     r"sk-(?:proj-|ant-(?:api\d+-)?|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}",  # OpenAI, Anthropic
-    r"(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*",
+    r"(?i:bearer)(?:\s+|%20|\+)[A-Za-z0-9._~+/\-]{12,}=*",
     r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:basic)\s+[A-Za-z0-9+/]{8,}={0,2}",
+    # Any other scheme (SSWS, OAuth, Token, a vendor's own): the credential is one long word.
+    r"(?i:authori[sz]ation|authentication)[\"']?\s*[:=]\s*[\"']?[A-Za-z][A-Za-z0-9_\-]*\s+[A-Za-z0-9._~+/\-]{16,}=*",
     r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|ABIA|ACCA)[0-9A-Z]{16}",  # AWS key ids
     r"gh[pousr]_[A-Za-z0-9]{30,}",
     r"github_pat_[A-Za-z0-9_]{22,}",
@@ -41,6 +43,10 @@ OWN_TOKENS = (
     r"xox[abprs]-[A-Za-z0-9\-]{10,}",
     r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9_/\-]{20,}",
     r"AIza[0-9A-Za-z_\-]{35}",
+    r"ya29\.[A-Za-z0-9_\-]{20,}",  # Google OAuth access tokens
+    r"gsk_[A-Za-z0-9]{20,}",  # Groq
+    r"lsv2_(?:pt|sk)_[A-Za-z0-9_]{20,}",  # LangSmith
+    r"pplx-[A-Za-z0-9]{20,}",  # Perplexity
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT
 )
 # Formats found anywhere in text.
@@ -52,6 +58,11 @@ OWN_TEXT_PATTERNS = (
     # (the scheme unbounded: a counted {1,20} made RE2's automaton track 20 starts at once and
     # fall back to its slow engine, 0.2 s per MB of base64)
     r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@\"'<>]*:[^\s/\"'<>]+@",
+    # A Cookie or Set-Cookie header's name=value pairs, all of them (a session id rarely comes first).
+    # (a backslash ends it: in a repr or JSON text, the next line starts with an escaped newline)
+    r"(?i:cookie)[\"']?\s*:\s*[\"']?[^\s;=\"'\\]+(?:=[^;\s\"'\\]*)?(?:;[ \t]*[^\s;=\"'\\]+(?:=[^;\s\"'\\]*)?)*",
+    # Credentials in a query string: signed URLs (Azure SAS sig=), API keys (key=), tokens.
+    r"[?&](?i:key|sig|signature|access_token|id_token|refresh_token|token|auth|apikey|api_key|client_secret)=[^&\s\"'#<>\[\]]{8,}",  # ([ ] not: a value already scrubbed stays as it is)
 )
 OWN_PATTERNS = OWN_TOKENS + OWN_TEXT_PATTERNS
 

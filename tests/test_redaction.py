@@ -38,6 +38,13 @@ SECRETS = {
     "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
     "url-password": "postgresql://app:Sup3rS3cret@",  # (the credential part of postgresql://app:Sup3rS3cret@db:5432/prod)
     "pem-cut-short": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nQyNTUxOQAAACD",
+    "google-oauth": "ya29.a0AfH6SMBxYz0123456789abcdefGHIJ",
+    "groq": "gsk_AbCdEf0123456789AbCdEf0123",
+    "langsmith": "lsv2_pt_0123456789abcdef0123456789abcdef_0123abcd",
+    "perplexity": "pplx-AbCdEf0123456789AbCdEf0123",
+    "authorization-other-scheme": "Authorization: SSWS 00AbCdEf0123456789xyzWvU",
+    "cookie-pairs": "Cookie: theme=dark; sid=AbCdEf0123456789",
+    "query-signature": "?sig=AbCdEf0123456789%2Bxyz",
 }
 
 
@@ -575,3 +582,21 @@ def test_short_text_found_clean_is_remembered_and_secrets_are_counted_every_time
     assert r.count == 3  # each redaction counted, as before
     user = Redactor(patterns=[r"tool_\w+"])  # a redactor's own patterns decide what is clean
     assert user.scrub("tool_call_with_context") == MARK
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"secrets": {"db": "hunter2-prod-PASS-9", "n": [1, {"x": "}"}]}, "kept": "yes"}',  # a tool's JSON text
+        "{'credentials': ['svc-user', 'hunter2-prod-PASS-9'], 'kept': 'yes'}",  # a repr
+        '{"password": {"value": "hunter2-prod-PASS-9"}, "kept": "yes"}',
+    ],
+)
+def test_an_object_or_list_under_a_secret_key_in_text_is_scrubbed_whole(text: str) -> None:
+    """A tool returning ``{"password": {...}}`` is stored as its JSON text: the value of a secret
+    key that is an object or a list goes whole (brackets inside its strings do not end it), the
+    rest stays, and scrubbing again changes nothing."""
+    once = Redactor().scrub(text)
+    assert "hunter2-prod-PASS-9" not in once and "svc-user" not in once and MARK in once
+    assert "kept" in once and "yes" in once
+    assert Redactor().scrub(once) == once

@@ -99,6 +99,19 @@ class Planted:
             "redis-no-user": lambda b: f"redis://:{b}@cache:6379/0",
             "env-quoted": lambda b: f'DB_PASSWORD="{b}"',
             "query-token": lambda b: f"https://cb.example/done?code=1&access_token={b}",
+            # keys and headers an outside probe found stored
+            "google-oauth": lambda b: f"ya29.{b}",
+            "groq": lambda b: f"gsk_{b}",
+            "langsmith": lambda b: f"lsv2_pt_{b}",
+            "perplexity": lambda b: f"pplx-{b}",
+            "auth-other-scheme": lambda b: f"Authorization: SSWS {b}",
+            "authentication-header": lambda b: f"Authentication: Token {b}",
+            "cookie-second": lambda b: f"Cookie: theme=dark; session={b}",
+            "set-cookie": lambda b: f"Set-Cookie: Path=/; session={b}; HttpOnly",
+            "query-sig": lambda b: f"https://acct.blob.core.windows.net/c/f.pdf?sv=2022-11-02&sig={b}",
+            "query-key": lambda b: f"https://maps.example/api?key={b}&q=x",
+            "bearer-url-encoded": lambda b: f"Authorization=Bearer%20{b}",
+            "key-url-encoded": lambda b: f"text=%20sk-proj-{b}",
         }.items():
             body = _rand(40, up if kind.startswith("aws-a") else b64 if kind == "basic-auth" else string.ascii_letters + string.digits)
             shown = body[:16].upper() if kind.startswith("aws-a") else body[:12] if kind == "jwt" else body[:20] if kind == "gitlab" else body[:35] if kind == "google" else body
