@@ -23,6 +23,42 @@ FLAG_PENDING = 8  # the step started but never produced a checkpoint
 NOT_FAILURES = frozenset({"GraphInterrupt", "NodeInterrupt", "ParentCommand", "GraphBubbleUp"})
 
 
+_TEXT, _NUMBER = (str,), (int, float)
+_MAYBE_TEXT, _MAYBE_NUMBER, _MAYBE_INT = (str, type(None)), (int, float, type(None)), (int, type(None))
+
+
+def _check_fields(record: Any, kinds: tuple[tuple[str, tuple[type, ...]], ...]) -> None:
+    """Raise ``ValueError`` when a field read from a store is not of the type graphtape writes.
+
+    A store is data from elsewhere (SQLite keeps any type in any column): a record whose
+    fields are not what graphtape writes is damaged, said once where it is built (reads turn
+    the error into a one-line ``StoreError``), not a crash wherever a field is first used.
+    """
+    for name, allowed in kinds:
+        value = getattr(record, name)
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ValueError(f"{type(record).__name__}.{name} holds a {type(value).__name__}")
+
+
+_RUN_FIELD_TYPES = (
+    ("id", _TEXT), ("name", _TEXT), ("graph_name", _TEXT), ("status", _TEXT), ("started_at", _NUMBER),
+    ("ended_at", _MAYBE_NUMBER), ("step_count", (int,)), ("thread_id", _MAYBE_TEXT), ("status_reason", _MAYBE_TEXT),
+    ("error_type", _MAYBE_TEXT), ("error_message", _MAYBE_TEXT), ("graph_ref", _MAYBE_TEXT), ("tags", (list,)),
+    ("parent_run_id", _MAYBE_TEXT), ("fork_step", _MAYBE_INT), ("redactions", (int,)), ("faults", (int,)), ("durability", _MAYBE_TEXT),
+)
+_STEP_FIELD_TYPES = (
+    ("run_id", _TEXT), ("ns", _TEXT), ("seq", (int,)), ("step", (int,)), ("source", _MAYBE_TEXT), ("checkpoint_id", _MAYBE_TEXT),
+    ("parent_checkpoint_id", _MAYBE_TEXT), ("created_at", _NUMBER), ("duration_ms", _MAYBE_NUMBER), ("nodes", (list,)),
+    ("summary", _TEXT), ("flags", (int,)),
+)
+_CALL_FIELD_TYPES = (
+    ("call_id", _TEXT), ("kind", _TEXT), ("name", _TEXT), ("ns", _TEXT), ("step", _MAYBE_INT), ("node", _MAYBE_TEXT),
+    ("task_id", _MAYBE_TEXT), ("error_type", _MAYBE_TEXT), ("error_message", _MAYBE_TEXT), ("started_at", _NUMBER),
+    ("latency_ms", _MAYBE_NUMBER), ("input_tokens", _MAYBE_INT), ("output_tokens", _MAYBE_INT), ("total_tokens", _MAYBE_INT),
+    ("parent_call_id", _MAYBE_TEXT), ("streamed", (bool, int)),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """One recorded invocation of a graph (a resume continues its run)."""
@@ -45,6 +81,11 @@ class RunInfo:
     redactions: int = 0
     faults: int = 0
     durability: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_fields(self, _RUN_FIELD_TYPES)
+        if not all(isinstance(t, str) for t in self.tags):
+            raise ValueError("RunInfo.tags holds something other than text")
 
     @property
     def duration_s(self) -> float | None:
@@ -127,6 +168,9 @@ class StepInfo:
     summary: str
     flags: int
 
+    def __post_init__(self) -> None:
+        _check_fields(self, _STEP_FIELD_TYPES)
+
     @property
     def has_error(self) -> bool:
         return bool(self.flags & FLAG_ERROR)
@@ -196,6 +240,9 @@ class CallInfo:
     parent_call_id: str | None = None
     streamed: bool = False
     traceback: list[list[Any]] | None = None  # frames [file, line, function, source] of its error
+
+    def __post_init__(self) -> None:
+        _check_fields(self, _CALL_FIELD_TYPES)
 
 
 @dataclass(frozen=True, slots=True)

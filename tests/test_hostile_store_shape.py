@@ -110,3 +110,34 @@ def test_a_million_references_to_one_blob_cost_what_they_expand_to(tmp_path, cap
             to_json(deferred)  # the store's error, not orjson's TypeError (which crashed the TUI)
     finally:
         store.close()
+
+
+DAMAGED_CELLS = {
+    "runs.started_at": ("UPDATE runs SET started_at = 'yesterday'", "RunInfo.started_at"),
+    "runs.status": ("UPDATE runs SET status = x'00ff'", "RunInfo.status"),
+    "steps.flags": ("UPDATE steps SET flags = 'lots'", "StepInfo.flags"),
+    "steps.duration_ms": ("UPDATE steps SET duration_ms = 'slow'", "StepInfo.duration_ms"),
+}
+
+
+@pytest.mark.parametrize("cell", sorted(DAMAGED_CELLS))
+async def test_a_cell_of_another_type_is_damage_said_in_one_line_by_the_cli_and_the_tui(tmp_path, capsys, cell):
+    """SQLite keeps any type in any column: a run or step field that is not what graphtape writes is
+    'damaged data' where the record is built, not a traceback wherever the field is first used
+    (the TUI printed one and exited)."""
+    from graphtape.tui.app import build_app
+
+    db = _recorded(tmp_path)
+    statement, field = DAMAGED_CELLS[cell]
+    _tamper(db, statement)
+    code = main(["--db", str(db), "show", "last"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "holds damaged data" in err and field in err, err
+    app = build_app(str(db), None)
+    async with app.run_test(size=(120, 30)) as pilot:
+        for _ in range(20):
+            await pilot.pause(0.1)
+        await pilot.press("enter")
+        for _ in range(20):
+            await pilot.pause(0.1)
+        assert app.is_running and app.return_code is None  # an unhandled error ends the app (and the test)
