@@ -511,6 +511,7 @@ def test_a_store_shipped_beside_a_module_runs_it_only_when_the_user_agrees_at_th
     assert f"names its graph as notes:graph (the file {tmp_path / 'notes.py'})" in shown.replace("\r\n", " ").replace("\n", " ")
     if answer == b"y\n":
         assert marker.exists() and code == 0, shown
+        assert "?[" not in shown, shown  # rich's progress bar reaches the terminal as drawing, not as "?[2K" text
     else:
         assert not marker.exists() and code == 2 and "not loading the graph recorded with run" in shown, shown
 

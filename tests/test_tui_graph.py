@@ -131,6 +131,14 @@ def test_layout_of_a_cycle_draws_both_directions_and_counts():
         assert name in layout.line(box.y + 1).plain
 
 
+def _record_sub_graph(db: str) -> str:
+    """A run of the graph with a subgraph, recorded into ``db``; its id."""
+    with Recorder(db) as rec:
+        rec.attach(sub_graph(1), name="sub").invoke({"n": 1, "log": []})
+        rec.flush()
+        return rec.last_run_id
+
+
 def test_a_run_recorded_without_a_structure_is_drawn_from_the_routes_it_took(tmp_path):
     import sqlalchemy as sa
 
@@ -138,10 +146,7 @@ def test_a_run_recorded_without_a_structure_is_drawn_from_the_routes_it_took(tmp
     from graphtape.tui.graph_reader import read_graph
 
     db = str(tmp_path / "bare.db")
-    with Recorder(db) as rec:
-        rec.attach(sub_graph(1), name="sub").invoke({"n": 1, "log": []})
-        rec.flush()
-        run_id = rec.last_run_id
+    run_id = _record_sub_graph(db)
     engine = sa.create_engine(f"sqlite:///{db}")
     with engine.begin() as conn:  # as an import of LangGraph checkpoints leaves it: no graph recorded
         conn.execute(sa.text("UPDATE runs SET graph = NULL WHERE id = :id"), {"id": run_id})
@@ -168,10 +173,7 @@ def test_a_recorded_graph_with_too_many_edges_is_listed_not_laid_out(tmp_path):
     from graphtape.tui.graph_reader import MAX_EDGES, read_graph
 
     db = str(tmp_path / "wide.db")
-    with Recorder(db) as rec:
-        rec.attach(sub_graph(1), name="sub").invoke({"n": 1, "log": []})
-        rec.flush()
-        run_id = rec.last_run_id
+    run_id = _record_sub_graph(db)
     engine = sa.create_engine(f"sqlite:///{db}")
     with engine.begin() as conn:
         graph = json.loads(conn.execute(sa.text("SELECT graph FROM runs WHERE id = :id"), {"id": run_id}).scalar_one())

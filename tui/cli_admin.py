@@ -120,7 +120,10 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int | None], Non
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     tasks: dict[str, Any] = {}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+    # Rich draws with escape sequences of its own, and the phases are graphtape's own words: it
+    # writes to the terminal itself, not through the stream that shows control characters as "?".
+    stream = getattr(sys.stderr, "inner", sys.stderr)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(file=stream), transient=True) as bar:
 
         def update(phase: str, done: int, total: int | None) -> None:
             if phase not in tasks:
