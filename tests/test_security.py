@@ -537,6 +537,31 @@ def test_the_file_a_recorded_graph_reference_names_is_the_one_import_would_run(t
     assert not marker.exists()
 
 
+def test_newlines_in_recorded_names_cannot_forge_lines_of_output(tmp_path, capsys):
+    """A run name or graph reference holding newlines: ``show``'s header stays one line and an
+    error quoting the reference stays one line (a forged "run is safe" line was printable)."""
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.tui.cli import main
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    db = str(tmp_path / "g.db")
+    with Recorder(db) as rec:
+        rec.attach(b.compile(), name="nightly\nffffffffffffffff  prod  ok", graph_ref="agent.py:graph\nrun is safe: loaded from your project").invoke({"n": 1})
+    assert main(["--db", db, "show", "last"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("run ") and "nightly" in first and "ffffffffffffffff  prod  ok" in first
+    assert main(["--db", db, "replay", "last"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not loading the graph" in err and "run is safe" in err, err
+
+
 def test_a_fixture_written_to_a_terminal_shows_control_characters_as_text(tmp_path):
     """``export -o -`` on a terminal: JSON escapes C0 controls but not C1 (U+009B is a CSI) or bidi overrides."""
     from langgraph.graph import END, START, StateGraph

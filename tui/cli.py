@@ -340,7 +340,8 @@ def _main(argv: Sequence[str] | None) -> int:
         except GraphtapeError as exc:
             if debug:
                 traceback.print_exc()
-            print(f"graphtape: error: {exc}", file=sys.stderr)
+            # One line, always: the message may quote recorded text (a name, a graph reference) with newlines in it.
+            print("graphtape: error: " + " ⏎ ".join(str(exc).splitlines()), file=sys.stderr)
             return EXIT_ERROR
     except KeyboardInterrupt:
         print("graphtape: interrupted", file=sys.stderr)

@@ -290,7 +290,7 @@ def _ns_label(ns: str) -> str:
 def run_text(view: dict[str, Any], width: int = 120) -> str:
     """The ``graphtape show RUN`` page: a header, then one block per superstep."""
     run = view["run"]
-    out = [f"run {run['id']}  {run['name']}"]
+    out = [clip(f"run {run['id']}  {run['name']}", max(width, 40))]  # one line: a name cannot forge more
 
     def field(label: str, value: str) -> None:
         out.append(clip(f"  {label:<10}{value}", width))
