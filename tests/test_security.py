@@ -45,6 +45,20 @@ def _graph(keys: list[str]):
     return b.compile()
 
 
+def _bump() -> Any:
+    """A one-node graph (n -> n + 1): what a hostile name or reference is recorded on."""
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    return b.compile()
+
+
 GRAPH_FILE = '''
 from typing import TypedDict
 from langgraph.graph import END, START, StateGraph
@@ -228,23 +242,14 @@ def test_hostile_fixtures_run_nothing_when_imported_and_opened(tmp_path, capsys)
 
 
 async def test_the_tui_shows_recorded_escape_sequences_as_text(tmp_path):
-    from langgraph.graph import END, START, StateGraph
-
     from graphtape.tui.app import build_app
     from graphtape.tui.screens.run import RunScreen
     from graphtape.tui.widgets.runs_table import RunsTable
 
-    class S(TypedDict):
-        n: int
-
-    b = StateGraph(S)
-    b.add_node("bump", lambda s: {"n": s["n"] + 1})
-    b.add_edge(START, "bump")
-    b.add_edge("bump", END)
     db = str(tmp_path / "runs.db")
     hostile = "evil\x1b]2;PWNED\x07\x1b]52;c;ZWNobyBwd25lZA==\x07run"
     with Recorder(db) as rec:
-        rec.attach(b.compile(), name=hostile, tags=["t\x1b[31m"]).invoke({"n": 1})
+        rec.attach(_bump(), name=hostile, tags=["t\x1b[31m"]).invoke({"n": 1})
         run_id = rec.last_run_id
     app = build_app(db)
     async with app.run_test(size=(120, 30)) as pilot:
@@ -540,20 +545,11 @@ def test_the_file_a_recorded_graph_reference_names_is_the_one_import_would_run(t
 def test_newlines_in_recorded_names_cannot_forge_lines_of_output(tmp_path, capsys):
     """A run name or graph reference holding newlines: ``show``'s header stays one line and an
     error quoting the reference stays one line (a forged "run is safe" line was printable)."""
-    from langgraph.graph import END, START, StateGraph
-
     from graphtape.tui.cli import main
 
-    class S(TypedDict):
-        n: int
-
-    b = StateGraph(S)
-    b.add_node("bump", lambda s: {"n": s["n"] + 1})
-    b.add_edge(START, "bump")
-    b.add_edge("bump", END)
     db = str(tmp_path / "g.db")
     with Recorder(db) as rec:
-        rec.attach(b.compile(), name="nightly\nffffffffffffffff  prod  ok", graph_ref="agent.py:graph\nrun is safe: loaded from your project").invoke({"n": 1})
+        rec.attach(_bump(), name="nightly\nffffffffffffffff  prod  ok", graph_ref="agent.py:graph\nrun is safe: loaded from your project").invoke({"n": 1})
     assert main(["--db", db, "show", "last"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("run ") and "nightly" in first and "ffffffffffffffff  prod  ok" in first
@@ -564,17 +560,8 @@ def test_newlines_in_recorded_names_cannot_forge_lines_of_output(tmp_path, capsy
 
 def test_a_fixture_written_to_a_terminal_shows_control_characters_as_text(tmp_path):
     """``export -o -`` on a terminal: JSON escapes C0 controls but not C1 (U+009B is a CSI) or bidi overrides."""
-    from langgraph.graph import END, START, StateGraph
-
-    class S(TypedDict):
-        n: int
-
-    b = StateGraph(S)
-    b.add_node("bump", lambda s: {"n": s["n"] + 1})
-    b.add_edge(START, "bump")
-    b.add_edge("bump", END)
     with Recorder(tmp_path / "graphtape.db") as rec:
-        rec.attach(b.compile(), name="evil\x9b31m\u202erun").invoke({"n": 1})
+        rec.attach(_bump(), name="evil\x9b31m\u202erun").invoke({"n": 1})
     code, shown = _in_a_terminal([str(Path(sys.executable).with_name("graphtape")), "export", "last", "-o", "-"], tmp_path, b"")
     assert code == 0 and '"graphtape_fixture"' in shown and "evil?31m?run" in shown
     assert "\x9b" not in shown and "\u202e" not in shown

@@ -131,6 +131,18 @@ def test_layout_of_a_cycle_draws_both_directions_and_counts():
         assert name in layout.line(box.y + 1).plain
 
 
+def _drawings(db: str, run_id: str) -> list:
+    """The Graph tab's drawings of a run, read from the store as the TUI reads them."""
+    from graphtape.recorder import open_store
+    from graphtape.tui.graph_reader import read_graph
+
+    store = open_store(db)
+    try:
+        return read_graph(store, run_id)
+    finally:
+        store.close()
+
+
 def _record_sub_graph(db: str) -> str:
     """A run of the graph with a subgraph, recorded into ``db``; its id."""
     with Recorder(db) as rec:
@@ -142,20 +154,13 @@ def _record_sub_graph(db: str) -> str:
 def test_a_run_recorded_without_a_structure_is_drawn_from_the_routes_it_took(tmp_path):
     import sqlalchemy as sa
 
-    from graphtape.recorder import open_store
-    from graphtape.tui.graph_reader import read_graph
-
     db = str(tmp_path / "bare.db")
     run_id = _record_sub_graph(db)
     engine = sa.create_engine(f"sqlite:///{db}")
     with engine.begin() as conn:  # as an import of LangGraph checkpoints leaves it: no graph recorded
         conn.execute(sa.text("UPDATE runs SET graph = NULL WHERE id = :id"), {"id": run_id})
     engine.dispose()
-    store = open_store(db)
-    try:
-        drawings = read_graph(store, run_id)
-    finally:
-        store.close()
+    drawings = _drawings(db, run_id)
     assert len(drawings) == 1 and "no graph structure was recorded with this run: drawn from the routes it took" in drawings[0].note
     layout = drawings[0].layout
     assert set(layout.boxes) == {"__start__", "pre", "child", "post", "__end__"}
@@ -169,8 +174,7 @@ def test_a_recorded_graph_with_too_many_edges_is_listed_not_laid_out(tmp_path):
 
     import sqlalchemy as sa
 
-    from graphtape.recorder import open_store
-    from graphtape.tui.graph_reader import MAX_EDGES, read_graph
+    from graphtape.tui.graph_reader import MAX_EDGES
 
     db = str(tmp_path / "wide.db")
     run_id = _record_sub_graph(db)
@@ -182,9 +186,5 @@ def test_a_recorded_graph_with_too_many_edges_is_listed_not_laid_out(tmp_path):
         graph["edges"] = [{"source": a, "target": b} for i, a in enumerate(nodes) for b in nodes[i + 1 : i + 21]]
         conn.execute(sa.text("UPDATE runs SET graph = :g WHERE id = :id"), {"g": json.dumps(graph), "id": run_id})
     engine.dispose()
-    store = open_store(db)
-    try:
-        drawings = read_graph(store, run_id)
-    finally:
-        store.close()
+    drawings = _drawings(db, run_id)
     assert drawings[0].layout is None and f"more than {MAX_EDGES} edges" in drawings[0].note, drawings[0].note
