@@ -32,15 +32,15 @@ from graphtape.recorder.capture import CaptureHandler
 from graphtape.recorder.choices import Choice
 from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersionError, StoreError
 from graphtape.recorder.graph_info import GraphInfo, describe
-from graphtape.recorder.lone_surrogates import json_bytes
 from graphtape.recorder.graph_origin import Origin, display_name, origin_of
+from graphtape.recorder.lone_surrogates import json_bytes
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
-from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, without_checkpoints
 from graphtape.recorder.session import RunSession, host_and_pid
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
 from graphtape.recorder.store.sql_store import check_url, is_not_a_store, open_for_writing
+from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, without_checkpoints
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
 
 
