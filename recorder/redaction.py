@@ -22,6 +22,7 @@ from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 from graphtape.recorder.linear_regex import compile_linear
+from graphtape.recorder.lone_surrogates import displayable
 
 try:  # Python 3.11+
     from re import _parser as _sre_parse
@@ -395,7 +396,7 @@ class Redactor:
         try:
             found = self._format_spans(text)
         except UnicodeEncodeError:
-            text = _scannable(text)
+            text = displayable(text)
             found = self._format_spans(text)
         if self._may_hold_keys(text):
             data = text.encode()
@@ -417,7 +418,7 @@ class Redactor:
         try:
             new, n = self._tokens.subn(_mark_token, text)
         except UnicodeEncodeError:
-            scanned = _scannable(text)
+            scanned = displayable(text)
             new, n = self._tokens.subn(_mark_token, scanned)
         new, k = self._text.subn(MARK, new)
         n += k
@@ -513,12 +514,6 @@ class Redactor:
                 continue
             yield vstart, vend
             done = vend
-
-
-def _scannable(text: str) -> str:
-    """``text`` as valid Unicode: a lone surrogate (a broken emoji from a cut stream) cannot be
-    encoded to UTF-8, which RE2 and the store need, so it becomes U+FFFD."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _mark_token(m: Any) -> str:

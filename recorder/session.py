@@ -22,8 +22,8 @@ from typing import Any
 from graphtape.recorder.codec import Encoder
 from graphtape.recorder.frames import FrameBuilder
 from graphtape.recorder.graph_info import END, START, GraphInfo
-from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME, NOT_FAILURES
 from graphtape.recorder.lone_surrogates import json_bytes
+from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME, NOT_FAILURES
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.snapshots import ChannelCopies, containers, snapshot
 from graphtape.recorder.store import Batch, pack, squeeze

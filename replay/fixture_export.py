@@ -39,6 +39,7 @@ from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store import RunStore, merge_events, read_budget
 from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
+from graphtape.replay.normalize import is_persistent
 
 
 _STRUCTURAL = frozenset({ENVELOPE, "cls", "type"})
@@ -371,7 +372,7 @@ def export_fixture(
     if not done:
         raise FixtureError(f"run {run.id} has no completed step to resume from")
     for ns in store.namespaces(run.id):
-        if ns and ":" not in ns and "|" not in ns:
+        if is_persistent(ns):
             first = store.list_steps(run.id, ns)[:1]
             if first and first[0].source == "input" and first[0].step > -1:
                 raise FixtureError(

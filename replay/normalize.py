@@ -93,6 +93,12 @@ def _matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
     return (head == "*" or head == path[0]) and _matches(rest, path[1:])
 
 
+def is_persistent(ns: str) -> bool:
+    """Whether ``ns`` is a subgraph compiled with ``checkpointer=True``: named after its node, with no
+    task id, so its state lasts across the thread's runs (a task's own namespace is ``node:<task id>``)."""
+    return bool(ns) and ":" not in ns and "|" not in ns
+
+
 def ns_path(ns: str) -> str:
     """A namespace without its task ids (``"a:1f2|b:3c4"`` -> ``"a|b"``): stable across runs."""
     if not ns:

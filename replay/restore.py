@@ -17,6 +17,7 @@ from typing import Any
 
 from graphtape.recorder import Checkpoint, RunStore, StepNotFound
 from graphtape.recorder.session import NULL_TASK_ID  # LangGraph's writes of no task (private there)
+from graphtape.replay.normalize import is_persistent
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +132,7 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
     replay resumes with is resumed by LangGraph from its input step: that one is put back.
     """
     for ns in store.namespaces(run_id):
-        if not ns or ":" in ns or "|" in ns:
+        if not is_persistent(ns):
             continue  # the root, or a subgraph whose state lives only as long as its task
         ran = [d.step.step for d in root_details if any(t.node == ns for t in d.tasks)]
         stretches: list[list[Any]] = []
@@ -149,7 +150,7 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
             step, drop_input = stretches[0][0], True
         else:
             continue
-        if not step.checkpoint_id and not drop_input and step is not stretches[0][0]:
+        if not step.checkpoint_id:
             continue  # a step that never completed stored no state
         cp = store.checkpoint_at(run_id, step.step, ns, typed=True)
         checkpoint, metadata = as_langgraph(cp)

@@ -228,17 +228,18 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
     from graphtape.recorder.errors import StoreError
     from graphtape.recorder.import_langgraph import check_source, import_langgraph
 
+    why = "import-langgraph adds the threads as runs"
     try:
         store = open_store(args.db)
     except StoreError:
         store = None  # no store there yet: made below, once the source is known to be importable
     try:
         if store is not None:
-            store.require_writable("import-langgraph adds the threads as runs")  # said before the source is checked
+            store.require_writable(why)  # said before the source is checked
         check_source(args.source, args.thread)  # a bad source makes no new, empty target store
         if store is None:
             store = open_store(args.db, create=True)
-            store.require_writable("import-langgraph adds the threads as runs")
+            store.require_writable(why)
         with progress_bar(not args.json) as progress:
             summary = import_langgraph(args.source, store, threads=args.thread, progress=progress)
     finally:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 INT_LIMIT = 2**62  # steps, limits: well inside the store's 64-bit integers
+# How a command names a run (``RunStore.resolve_run``), in every command's help.
+RUN_HELP = "run id, a unique id prefix, last, last~N, or a run's name (its newest recorded run)"
 
 
 def _whole(text: str, what: str) -> int:

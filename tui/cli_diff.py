@@ -11,10 +11,11 @@ import argparse
 import json
 from collections.abc import Callable
 
+from graphtape.tui.cli_args import RUN_HELP
+
 Command = Callable[[str, str, Callable[[argparse.Namespace], int]], argparse.ArgumentParser]
 
 EXIT_SAME, EXIT_DIFFER = 0, 1
-RUN_HELP = "run id, a unique id prefix, last, last~N, or a run's name (its newest recorded run)"
 
 
 def register(command: Command) -> None:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from graphtape.tui.cli_args import RUN_HELP
+
 Command = Callable[[str, str, Callable[[argparse.Namespace], int]], argparse.ArgumentParser]
 
 DEFAULT_DIR = Path("fixtures") / "runs"
@@ -23,7 +25,7 @@ DEFAULT_DIR = Path("fixtures") / "runs"
 def register(command: Command) -> None:
     """Add ``export``, ``import`` and ``test-gen`` to the ``graphtape`` parser."""
     ex = command("export", "Write a recorded run as a regression fixture (JSON) that a test replays.", cmd_export)
-    ex.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, last~N, or a run's name (its newest recorded run)")
+    ex.add_argument("run", metavar="RUN", help=RUN_HELP)
     ex.add_argument("-o", "--output", metavar="FILE", help=f"where to write it (default: {DEFAULT_DIR.as_posix()}/<run name>.json; - for stdout)")
     ex.add_argument("--force", action="store_true", help="replace the file if it exists (a fixture is a test's expectation: not replaced by default)")
     _export_options(ex)
@@ -33,7 +35,7 @@ def register(command: Command) -> None:
     im.add_argument("--json", action="store_true", help="print the imported run as JSON")
 
     tg = command("test-gen", "Export a run as a fixture and write a pytest file next to it that replays it.", cmd_test_gen)
-    tg.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, last~N, or a run's name (its newest recorded run)")
+    tg.add_argument("run", metavar="RUN", help=RUN_HELP)
     tg.add_argument("-o", "--output-dir", metavar="DIR", default=str(DEFAULT_DIR), help=f"folder for both files (default: {DEFAULT_DIR.as_posix()})")
     tg.add_argument("--name", metavar="NAME", help="base name of the files (default: from the run's name)")
     tg.add_argument("--force", action="store_true", help="overwrite an existing fixture and test file")

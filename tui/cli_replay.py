@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from graphtape.tui.cli_args import step_number
+from graphtape.tui.cli_args import RUN_HELP, step_number
 
 Command = Callable[[str, str, Callable[[argparse.Namespace], int]], argparse.ArgumentParser]
 
@@ -40,7 +40,7 @@ def register(command: Command) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, last~N, or a run's name (its newest recorded run)")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument("--graph", metavar="REF", help="the graph to run: module:attr or path/to/file.py:attr (default: the one recorded with the run, once you agree to load it)")
     p.add_argument("--trust-recorded-graph", action="store_true", help="load the graph reference recorded with the run without asking (loading runs that file's code)")
     p.add_argument("--ns", default="", metavar="NS", help="subgraph namespace: replay it from its own step")

@@ -97,14 +97,6 @@ def _pg_connect_args(url: str) -> dict[str, Any]:
     return {} if "connect_timeout" in sa.engine.make_url(url).query else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
 
 
-def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA busy_timeout=10000")
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.close()
-
-
 def _on_sqlite_open(dbapi_conn: Any, _record: Any) -> None:
     # A store opened, not created: WAL is already the file's own mode (kept in the file since
     # its creation), and a file that is not a store (empty, another app's) is left as it is.
@@ -112,6 +104,13 @@ def _on_sqlite_open(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA busy_timeout=10000")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
+
+
+def _on_sqlite_connect(dbapi_conn: Any, record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+    _on_sqlite_open(dbapi_conn, record)
 
 
 def _on_read_only_connect(dbapi_conn: Any, _record: Any) -> None:
