@@ -49,6 +49,9 @@ class Durability(Choice):
 
     ASYNC = "async"  # background writer; the graph never waits on the database
     SYNC = "sync"  # each superstep is committed before the next one starts
+    # Written when the run ends (or at flush/close): cheapest for a graph that never waits
+    # (a replay); a crash mid-run loses that run, as LangGraph's "exit" loses its checkpoints.
+    EXIT = "exit"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +143,8 @@ class Recorder:
             self._write_fault(exc, None, False)
         self.writer = Writer(
             store,
-            background=self.durability is Durability.ASYNC,
+            background=self.durability is not Durability.SYNC,
+            hold=self.durability is Durability.EXIT,
             on_fault=self._write_fault,
             lock_wait=lock_wait,
             opener=lambda: open_for_writing(url),
@@ -429,6 +433,7 @@ class Recorder:
             if binding.scoped is not None:
                 binding.scoped.drop_thread(str(session.thread_id))  # type: ignore[attr-defined]
             self.writer.submit(lambda: (session.forget(), None)[1])
+            self.writer.release()  # durability "exit": the run ended, its rows may go in now
 
 
 class _Binding:

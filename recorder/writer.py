@@ -3,7 +3,11 @@
 Work items are callables that encode live values and return a ``Batch``;
 running them on the writer thread keeps encoding off the graph's thread in the
 default mode. In ``sync`` mode the same item runs and commits before the
-caller returns, waiting for a locked store at most ``lock_wait`` seconds.
+caller returns, waiting for a locked store at most ``lock_wait`` seconds. In
+``exit`` mode (``hold``) items wait, unrun, until ``release()`` (the run ended),
+``flush`` or ``close``: a graph that never waits on a model or a tool (a replay
+answers them from the recording) then runs without the writer thread taking
+the interpreter from it at every step, which costs it more than the encoding.
 
 A write that fails on something that passes (a lock, a full disk, a read-only
 file, a killed PostgreSQL connection, a store not reachable yet) is *kept*:
@@ -47,6 +51,8 @@ KEEP_BYTES = 256 * 2**20
 # How long ``close`` (and interpreter exit) keeps trying to write kept rows.
 CLOSE_WAIT_S = 10.0
 _MAX_GROUP = 400
+# Items ``hold`` keeps before it lets the writer start anyway: a long run's memory stays bounded.
+HOLD_MAX = 4000
 _GATHER_S = 0.025
 _RETRY_FIRST_S = 0.05
 _RETRY_MAX_S = 1.0
@@ -67,8 +73,12 @@ class Writer:
         opener: Opener | None = None,
         open_error: Exception | None = None,
         keep_bytes: int = KEEP_BYTES,
+        hold: bool = False,
     ) -> None:
         self.background = background
+        self.hold = hold and background
+        self._held: list[Work] = []
+        self._hold_lock = threading.Lock()
         self.on_fault = on_fault
         self.lock_wait = lock_wait
         self.keep_bytes = keep_bytes
@@ -106,6 +116,13 @@ class Writer:
         """Queue work (background) or run and commit it now (sync, waiting at most ``lock_wait``)."""
         if self._closed:
             return
+        if self.hold:
+            with self._hold_lock:
+                self._held.append(work)
+                if len(self._held) < HOLD_MAX:
+                    return
+            self.release()
+            return
         if self.background:
             self._queue.put(work)
             return
@@ -113,6 +130,13 @@ class Writer:
             self._submit_now(work)
         finally:
             self._dispatch()
+
+    def release(self) -> None:
+        """Let the writer run what ``hold`` kept back (in the order it was submitted)."""
+        with self._hold_lock:
+            held, self._held = self._held, []
+            for work in held:  # under the lock: a submit racing this one queues after them
+                self._queue.put(work)
 
     def _submit_now(self, work: Work) -> None:
         with self._lock:
@@ -136,6 +160,7 @@ class Writer:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until everything submitted so far was tried; ``True`` if nothing is left kept."""
+        self.release()
         if self.background and self._thread is not None and self._thread.is_alive():
             done = threading.Event()
             self._queue.put(done)

@@ -219,7 +219,9 @@ class _Run:
         book = CallBook([c for c in recorded_calls if c.kind != HTTP], self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts())
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         http = RecordedHttp(recorded_calls, offsets=offsets, miss_goes_live=miss_goes_live)
-        recorder = Recorder(self.store.url)
+        # Calls are answered at once, so the graph never waits: writing while it runs would only
+        # take the interpreter from it. The replay is written when it ends (and can be made again).
+        recorder = Recorder(self.store.url, durability="exit")
         recorder.known_clean_text = answerer.recorded_text
         lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name, recursion_limit=self._resume_limit)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)

@@ -125,7 +125,7 @@ def test_strict_mode_raises_recorder_faults(recorder_factory):
 
 
 def test_bad_durability_names_valid_values():
-    with pytest.raises(ValueError, match="'async', 'sync'"):
+    with pytest.raises(ValueError, match="'async', 'sync', 'exit'"):
         Durability.parse("eventually")
 
 
@@ -173,6 +173,76 @@ def test_sync_durability_commits_each_step_before_the_next(tmp_path):
     rec.attach(chain(4, node=peek)).invoke({"n": 0, "notes": []})
     # Before node k runs, the input step, step 0 and the k previous steps are committed.
     assert seen == [2, 3, 4, 5]
+    rec.close()
+
+
+def _steps_seen_by_a_node(db: str, durability: str, length: int = 4, wait_for_rows: float = 0.0) -> tuple[list[int], Recorder]:
+    """Each node counts, from a second connection, the steps of the run already in the store
+    (waiting up to ``wait_for_rows`` seconds for the first to show)."""
+    rec = Recorder(db, durability=durability)
+    seen: list[int] = []
+
+    def count() -> int:
+        reader = open_store(db)
+        try:
+            runs = reader.list_runs()
+            return len(reader.list_steps(runs[0].id)) if runs else 0
+        finally:
+            reader.close()
+
+    def peek(state: S):
+        deadline = time.monotonic() + wait_for_rows
+        n = count()
+        while not n and time.monotonic() < deadline:
+            time.sleep(0.02)
+            n = count()
+        seen.append(n)
+        return {"n": state["n"] + 1}
+
+    rec.attach(chain(length, node=peek)).invoke({"n": 0, "notes": []})
+    return seen, rec
+
+
+def test_exit_durability_writes_the_run_when_it_ends(tmp_path):
+    db = str(tmp_path / "exit.db")
+    seen, rec = _steps_seen_by_a_node(db, "exit")
+    assert seen == [0, 0, 0, 0]  # nothing of the run reached the store while it ran
+    assert rec.flush()
+    store = open_store(db)
+    run = store.get_run("last")
+    assert (run.status, run.durability, run.step_count) == ("ok", "exit", 6)
+    assert [s.step for s in store.list_steps(run.id)] == [-1, 0, 1, 2, 3, 4]
+    assert store.state_at(run.id, 4)["n"] == 4
+    store.close()
+    rec.close()
+
+
+def test_exit_durability_writes_without_a_flush_once_the_run_ends(tmp_path):
+    db = str(tmp_path / "exit.db")
+    rec = Recorder(db, durability="exit")
+    rec.attach(chain(3)).invoke({"n": 0, "notes": []})
+    deadline = time.monotonic() + 20
+    run = None
+    while time.monotonic() < deadline:
+        store = open_store(db)
+        runs = store.list_runs()
+        run = runs[0] if runs and runs[0].status == "ok" else None
+        store.close()
+        if run is not None:
+            break
+        time.sleep(0.05)
+    assert run is not None and run.step_count == 5
+    rec.close()
+
+
+def test_exit_durability_lets_a_long_run_write_once_it_holds_too_much(tmp_path, monkeypatch):
+    from graphtape.recorder import writer
+
+    monkeypatch.setattr(writer, "HOLD_MAX", 3)  # a long run: memory stays bounded
+    db = str(tmp_path / "exit.db")
+    seen, rec = _steps_seen_by_a_node(db, "exit", length=3, wait_for_rows=10)
+    rec.flush()
+    assert seen[-1] > 0  # rows went in while the run still ran
     rec.close()
 
 
