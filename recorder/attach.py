@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from langchain_core.callbacks import BaseCallbackManager
@@ -36,7 +36,7 @@ from graphtape.recorder.graph_origin import Origin, display_name, origin_of
 from graphtape.recorder.lone_surrogates import json_bytes
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
-from graphtape.recorder.session import RunSession, host_and_pid
+from graphtape.recorder.session import ERROR, INTERRUPT, NULL_TASK_ID, RunSession, host_and_pid, task_path
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
 from graphtape.recorder.store.sql_store import check_url, is_not_a_store, open_for_writing
@@ -54,13 +54,25 @@ class Durability(Choice):
     EXIT = "exit"
 
 
+class Carried(NamedTuple):
+    """A task that finished in a run that then failed: ``invoke(None)`` goes on with its writes
+    (LangGraph's pending writes) and does not run it again."""
+
+    task_id: str
+    node: str
+    path: str
+    writes: tuple[tuple[str, Any], ...]
+
+
 @dataclasses.dataclass(frozen=True)
 class Lineage:
     """Where a replayed or forked run comes from (written on its run row).
 
     ``seed`` is the checkpoint the run resumes from, as ``(checkpoint,
     metadata, parent_id)``: recorded as the run's first step, so the new run
-    shows the state it started with and can be diffed from there.
+    shows the state it started with and can be diffed from there. ``carried``
+    are the tasks of the step after it that LangGraph will not run, their
+    writes being an earlier run's (see ``Carried``).
     """
 
     parent_run_id: str
@@ -74,6 +86,7 @@ class Lineage:
     # The recursion limit the run's graph sees; a replay gives only its root loop a lower one
     # (to end at the recorded step), and the run's config keeps the recorded number.
     recursion_limit: int | None = None
+    carried: tuple[Carried, ...] = ()
 
 
 _log = logging.getLogger("graphtape")
@@ -291,11 +304,14 @@ class Recorder:
             self.last_run_id = run_id
             self._write_run_start(session, binding, input, config, kwargs, resumed, is_async)
             seed = binding.take_seed() if not resumed else None
+            carried = binding.lineage.carried if seed is not None and binding.lineage is not None else ()
             if seed is None and input is None and not resumed and not generated:
-                seed = _thread_checkpoint(graph, config)
+                seed, carried = _thread_checkpoint(graph, config)
             if seed is not None:
                 checkpoint, metadata, parent_id = seed
                 session.on_checkpoint("", checkpoint, metadata, parent_id, checkpoint.get("channel_versions", {}))
+                for task in carried:
+                    session.on_carried(checkpoint["id"], task.task_id, task.node, task.path, task.writes)
             session.http = self._start_http(session)  # type: ignore[attr-defined]
             return session, config, kwargs
         except Exception as exc:  # noqa: BLE001
@@ -522,20 +538,44 @@ def _at_breakpoint(graph: Any, config: dict, kwargs: dict) -> bool:
         return False
 
 
-def _thread_checkpoint(graph: Any, config: dict) -> tuple[Any, Any, str | None] | None:
+def _thread_checkpoint(graph: Any, config: dict) -> tuple[tuple[Any, Any, str | None] | None, tuple[Carried, ...]]:
     """The checkpoint a run given no input goes on from (after a breakpoint, an ``update_state``,
-    an error, or from an earlier checkpoint): the run's first step, so it can be replayed alone."""
+    an error, or from an earlier checkpoint): the run's first step, so it can be replayed alone.
+    With it, the tasks whose writes the run carries over instead of running them (after an error)."""
     saver = getattr(graph.checkpointer, "inner", None)
     if not isinstance(saver, BaseCheckpointSaver) or isinstance(saver, RunScopedSaver):
-        return None
+        return None, ()
     try:
         found = saver.get_tuple(config)
     except Exception:  # noqa: BLE001 - an async-only saver, a lost connection: the run starts at its next step
-        return None
+        return None, ()
     if found is None:
-        return None
+        return None, ()
     parent = ((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
-    return found.checkpoint, found.metadata, parent
+    return (found.checkpoint, found.metadata, parent), _carried_tasks(graph, config, found.pending_writes or ())
+
+
+_NOT_CARRIED = frozenset((ERROR, INTERRUPT, "__error_source_node__"))  # a task that failed or stopped runs again
+
+
+def _carried_tasks(graph: Any, config: dict, pending: Any) -> tuple[Carried, ...]:
+    """The tasks of the next step that finished before the run stopped, with the writes LangGraph applies for them."""
+    writes: dict[str, list[tuple[str, Any]]] = {}
+    rerun: set[str] = set()
+    for task_id, channel, value in pending:
+        if task_id == NULL_TASK_ID:
+            continue
+        if channel in _NOT_CARRIED:
+            rerun.add(task_id)
+        writes.setdefault(task_id, []).append((channel, value))
+    done = {t: w for t, w in writes.items() if t not in rerun}
+    if not done:
+        return ()
+    try:
+        tasks = graph.get_state(config).tasks  # their nodes and paths (pending writes hold ids only)
+    except Exception:  # noqa: BLE001 - not knowable: the run is recorded without them, as before
+        return ()
+    return tuple(Carried(t.id, t.name, task_path(t.path), tuple(done[t.id])) for t in tasks if t.id in done)
 
 
 def _with_handler(callbacks: Any, handler: CaptureHandler) -> Any:

@@ -17,6 +17,7 @@ FLAG_ERROR = 1
 FLAG_INTERRUPT = 2
 FLAG_RESUME = 4
 FLAG_PENDING = 8  # the step started but never produced a checkpoint
+FLAG_CARRIED = 16  # a task of the step did not run: LangGraph applied what it wrote in an earlier run
 
 # How LangGraph stops a node or a call that did not fail: an interrupt(), a Command to the parent.
 # A call that stopped so keeps the type (a replay stops it the same way) but is no failure.
@@ -126,6 +127,10 @@ class TaskInfo:
     subgraph_ns: list[str] = field(default_factory=list)
     traceback: list[list[Any]] | None = None  # frames [file, line, function, source] of its error
     attempts: list[dict[str, Any]] = field(default_factory=list)  # earlier attempts (RetryPolicy): n, et, em, ms
+    # Not run: LangGraph applied the writes it made in an earlier run on the thread (a pending
+    # write of a task that finished before another failed), as ``[[channel, value], ...]``; a
+    # ``Send`` is ``["__pregel_tasks", node, arg]``.
+    carried: list[Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from graphtape.recorder.codec import Encoder
 from graphtape.recorder.frames import FrameBuilder
 from graphtape.recorder.graph_info import END, START, GraphInfo
 from graphtape.recorder.lone_surrogates import json_bytes
-from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME, NOT_FAILURES
+from graphtape.recorder.records import FLAG_CARRIED, FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME, NOT_FAILURES
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.snapshots import ChannelCopies, containers, snapshot
 from graphtape.recorder.store import Batch, pack, squeeze
@@ -66,6 +66,7 @@ class TaskAcc:
     has_writes: bool = False
     interrupts: list[Any] = field(default_factory=list)
     resumes: list[Any] = field(default_factory=list)
+    carried: bool = False  # not run: its writes are an earlier run's, applied by LangGraph
 
 
 _NOT_PASSED = object()
@@ -245,6 +246,16 @@ class RunSession:
                 else:
                     acc.writes.append((ch, containers(v)))  # encoded later: as written now
             self._drain(ns, force=False)
+
+    def on_carried(self, checkpoint_id: str, task_id: str, node: str, path: str, writes: Sequence[tuple[str, Any]]) -> None:
+        """A task of the step after ``checkpoint_id`` that will not run: it finished in an earlier
+        run that then failed, and LangGraph applies the writes it made then (its pending writes)."""
+        with self._lock:
+            acc = self._task("", task_id)
+            acc.cp_id = checkpoint_id
+            self._step_of(acc)
+            acc.node, acc.path, acc.carried, acc.has_writes = node, path, True, True
+            acc.writes.extend((ch, containers(v)) for ch, v in writes)
 
     def _place_events(self) -> None:
         keep = []
@@ -604,7 +615,10 @@ class RunSession:
                 flags |= FLAG_RESUME
                 for r in acc.resumes:
                     ev_rows.append({"kind": "resume", "v": enc(r), "task": acc.task_id, "node": acc.node})
-            if not acc.seen_callback and acc.has_writes and acc.node not in (START, None) and acc.error is None and not acc.interrupts:
+            if acc.carried:
+                row["cw"] = enc([[ch, v.node, v.arg] if _is_send(v) else [ch, v] for ch, v in acc.writes])
+                flags |= FLAG_CARRIED
+            elif not acc.seen_callback and acc.has_writes and acc.node not in (START, None) and acc.error is None and not acc.interrupts:
                 row["c"] = True
             if acc.task_id in kids:
                 row["sub"] = kids[acc.task_id]
@@ -781,6 +795,15 @@ def _route_key(v: Any) -> str:
     return v if isinstance(v, str) else str(v)
 
 
+def task_path(path: Any) -> str:
+    """A task's path as LangGraph writes it with the task's writes (``~__pregel_pull, agent``)."""
+    try:
+        from langgraph.pregel._algo import task_path_str
+    except ImportError:  # moved in another LangGraph version: the path is only shown
+        return str(path)
+    return task_path_str(path)
+
+
 def _is_send(v: Any) -> bool:
     return type(v).__name__ == "Send" and hasattr(v, "node") and hasattr(v, "arg")
 
@@ -813,6 +836,8 @@ def _summary(routes: list[dict], tasks: list[dict]) -> str:
         ti = r.get("ti")
         if isinstance(ti, int) and 0 <= ti < len(tasks) and tasks[ti].get("c"):
             parts.append(f"{r['src']} → {dest} (from LangGraph's cache)")  # neither the node nor its router ran
+        elif isinstance(ti, int) and 0 <= ti < len(tasks) and "cw" in tasks[ti]:
+            parts.append(f"{r['src']} → {dest} (carried from an earlier run)")  # it ran there, before another task failed
         elif r["kind"] == "conditional" and "ret" not in r:
             parts.append(f"{r['src']} → {dest} (decided by {r['router']})")  # a router that reports no return value
         elif r["kind"] == "conditional":

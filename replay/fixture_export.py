@@ -612,6 +612,11 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
             task["attempts"] = [{"n": a.get("n"), "error": {"type": a.get("et"), "message": ex.text(a.get("em"))} if a.get("et") else None} for a in t["att"] if isinstance(a, dict)]
         if t.get("c"):
             task["cached"] = True
+        if "cw" in t:
+            # Not run: LangGraph applied what it wrote in an earlier run. Its path tells which of a
+            # node's tasks it was (Send packets to one node), so a replay carries the same ones over.
+            task["carried"] = ex.value(t["cw"])
+            task["path"] = t.get("path", "")
         if t.get("sub"):
             task["subgraphs"] = [ex.ns(n) for n in t["sub"]]
         entry["tasks"].append(task)

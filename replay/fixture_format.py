@@ -294,6 +294,11 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
                     sh.get(err, "type", (str, type(None)), f"{aw}.error")
                     sh.get(err, "message", (str, type(None)), f"{aw}.error", required=False)
             sh.get(t, "cached", (bool,), tw, required=False)
+            sh.get(t, "path", (str,), tw, required=False)
+            for k, w in enumerate(sh.get(t, "carried", (list,), tw, required=False) or []):
+                if type(w) is not list or len(w) not in (2, 3) or type(w[0]) is not str:
+                    sh.fail(f"{tw}.carried[{k}]", "expected [channel, value] or [channel, node, argument]")
+                sh.value(w[1:], f"{tw}.carried[{k}]")
             for k, sub in enumerate(sh.get(t, "subgraphs", (list,), tw, required=False) or []):
                 if type(sub) is not str or not sub:
                     sh.fail(f"{tw}.subgraphs[{k}]", "expected a namespace string")

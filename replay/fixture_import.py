@@ -21,7 +21,7 @@ import orjson
 from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, DecodeError, Decoder, blob_hash
 from graphtape.recorder.errors import RunNotFound
 from graphtape.recorder.frames import FrameState
-from graphtape.recorder.records import FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
+from graphtape.recorder.records import FLAG_CARRIED, FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
 from graphtape.recorder.store import Batch, RunStore, pack, squeeze
 from graphtape.replay.fixture_format import FORMAT_KEY, MAX_STEP_NUMBER, SLICE_TAG, FixtureError
 
@@ -210,7 +210,7 @@ class _Importer:
         keys: dict[str, None] = {}
         for j, t in enumerate(s["tasks"]):
             tw = f"{w}.tasks[{j}]"
-            row: dict[str, Any] = {"id": t["id"], "node": t["node"], "path": ""}
+            row: dict[str, Any] = {"id": t["id"], "node": t["node"], "path": t.get("path", "")}
             if t.get("writes"):
                 row["w"] = self.value(t["writes"], f"{tw}.writes", typed=True)
                 keys.update((k, None) for k in t["writes"] if k != ENVELOPE)
@@ -227,6 +227,9 @@ class _Importer:
                 flags |= FLAG_INTERRUPT
             if t.get("cached"):
                 row["c"] = True
+            if t.get("carried") is not None:
+                row["cw"] = self.value(t["carried"], f"{tw}.carried", typed=True)
+                flags |= FLAG_CARRIED
             if t.get("subgraphs"):
                 row["sub"] = list(t["subgraphs"])
             index[t["id"]] = j

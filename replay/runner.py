@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from graphtape.recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
-from graphtape.recorder.attach import Lineage
+from graphtape.recorder.attach import Carried, Lineage
 from graphtape.recorder.http_capture import answering_http
+from graphtape.recorder.session import task_path
 from graphtape.recorder.http_exchange import HTTP
-from graphtape.recorder.records import FLAG_RESUME
+from graphtape.recorder.records import FLAG_CARRIED, FLAG_RESUME
 
 from graphtape.replay.answers import RecordingAnswerer, ReplayMiss
 from graphtape.replay.cache import RecordedCache, cached_nodes, join_channels, recorded_executions
@@ -181,6 +182,7 @@ class _Run:
             typed = self.store.step_details(self.run.id, "", typed=True)
             base = base.copy(update={"cache": RecordedCache(recorded_executions(typed, cached, restored.root_step, join_channels(base)))})
         config = self._config(thread_id, restored)
+        carried = self._carry_over(base, saver, config, restored) if update is None and not ns else ()
         if to_step is not None and (ns or to_step <= restored.root_step):
             raise ReplayError(f"to_step must be a root step after {restored.root_step}" + (" (not with a subgraph namespace)" if ns else ""))
         self._to_step = to_step
@@ -223,7 +225,7 @@ class _Run:
         # take the interpreter from it. The replay is written when it ends (and can be made again).
         recorder = Recorder(self.store.url, durability="exit")
         recorder.known_clean_text = answerer.recorded_text
-        lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name, recursion_limit=self._resume_limit)
+        lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name, recursion_limit=self._resume_limit, carried=carried)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
         warnings = RecorderWarnings()
@@ -342,6 +344,33 @@ class _Run:
             if len(nodes) > 1:
                 return f"cannot apply the edit at step {step}: {', '.join(nodes)} all ran in it; say which node the edit is from (as_node, or --as-node)"
         return f"cannot apply the edit at step {step}: {type(exc).__name__}: {first}"
+
+    def _carry_over(self, graph: Any, saver: Any, config: dict, restored: Restored) -> tuple[Carried, ...]:
+        """Hand LangGraph the writes of the tasks the recording carried over from an earlier run.
+
+        A run that went on after an error (``invoke(None)``) did not run the tasks of its first
+        step that had finished before the error: LangGraph applied what they wrote then. The
+        replay gives the restored checkpoint the same pending writes, under the ids LangGraph
+        gives those tasks now (matched by node and path), so it does not run them either.
+        """
+        after = next((s for s in self._root_steps() if s.step > restored.root_step), None)
+        if after is None or not after.flags & FLAG_CARRIED:
+            return ()
+        from langgraph.types import Send
+
+        recorded = [t for t in self.store.step_detail(self.run.id, after.step, typed=True).tasks if t.carried is not None]
+        live = list(graph.get_state(config).tasks)
+        target = {"configurable": {**config["configurable"], "checkpoint_ns": "", "checkpoint_id": restored.checkpoint["id"]}}
+        out = []
+        for t in recorded:
+            match = next((x for x in live if x.name == t.node and task_path(x.path) == t.path), None) or next((x for x in live if x.name == t.node), None)
+            if match is None:
+                continue  # the graph has no such task now: it runs, and the comparison says so
+            live.remove(match)
+            writes = tuple((w[0], Send(w[1], w[2])) if len(w) == 3 else (w[0], w[1]) for w in t.carried)
+            saver.put_writes(target, writes, match.id, task_path(match.path))
+            out.append(Carried(match.id, t.node, task_path(match.path), writes))
+        return tuple(out)
 
     def _interrupts(self) -> dict[str, list[Any]]:
         """Each recorded task's interrupt values, in order (a call inside it that stopped at

@@ -8,8 +8,10 @@ divergence) and checks what the replay reports.
 from __future__ import annotations
 
 import asyncio
-import json
 import itertools
+import json
+import operator
+from typing import Annotated
 
 import pytest
 import replay_graphs as G
@@ -591,3 +593,67 @@ def test_a_secret_the_replay_makes_is_redacted_though_recorded_text_is_not_scann
         store.close()
     assert key not in stored and "21 [REDACTED]" in stored  # the replay's own new text is scrubbed
     assert "21?" in stored and "21?" in recorded  # the recording's text is kept as it was
+
+
+# -- a run that went on after an error: the tasks that had finished are carried over ----------
+
+
+class Logged(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def _parallel_with_a_flaky_branch(fetches: list[str], fail: dict[str, bool]):
+    """``a`` calls a tool, ``b`` fails while ``fail["b"]``; both run in one step, then ``c``."""
+
+    @tool
+    def fetch(q: str) -> str:
+        """Fetch something."""
+        fetches.append(q)
+        return f"data for {q}"
+
+    def b(state):
+        if fail["b"]:
+            raise RuntimeError("flaky service")
+        return {"log": ["b ok"]}
+
+    g = StateGraph(Logged)
+    g.add_node("a", lambda s: {"log": [fetch.invoke({"q": "x"})]})
+    g.add_node("b", b)
+    g.add_node("c", lambda s: {"log": ["c"]})
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    g.add_edge(["a", "b"], "c")
+    g.add_edge("c", END)
+    return g.compile(checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("mode", ["strict", "live"])
+def test_a_run_that_went_on_after_an_error_replays_without_rerunning_finished_tasks(db, mode, capsys):
+    fetches: list[str] = []
+    fail = {"b": True}
+    with Recorder(db) as rec:
+        app = rec.attach(_parallel_with_a_flaky_branch(fetches, fail))
+        config = {"configurable": {"thread_id": "t"}}
+        with pytest.raises(RuntimeError, match="flaky"):
+            app.invoke({"log": []}, config)
+        fail["b"] = False
+        assert app.invoke(None, config)["log"] == ["data for x", "b ok", "c"]
+        rec.flush()
+        run_id = rec.last_run_id
+    assert fetches == ["x"]  # LangGraph did not run `a` again: it applied what it wrote before the error
+    store = open_store(db)
+    try:
+        step = store.step_detail(run_id, 1, typed=True)
+        carried = {t.node: t.carried for t in step.tasks}
+        assert carried["a"] is not None and ["log", ["data for x"]] in carried["a"] and carried["b"] is None
+    finally:
+        store.close()
+    from graphtape.tui.cli import main
+
+    assert main(["--db", db, "show", run_id, "--step", "1"]) == 0
+    heads = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ") and " task " in line}
+    assert "carried from an earlier run" in heads["a"] and "carried" not in heads["b"]
+    result = replay(run_id, _parallel_with_a_flaky_branch(fetches, fail), db=db, mode=mode)
+    assert not result.diverged, result.report()
+    assert fetches == ["x"]  # live or answered, the replay did not run `a` either
+    assert result.final_state["log"] == ["data for x", "b ok", "c"]

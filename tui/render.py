@@ -478,6 +478,8 @@ def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str
         head = [f"  {task['node']}", fmt_ms(task.get("duration_ms")), f"task {task['task_id'][:8]}"]
         if task.get("cached"):
             head.append("cached")
+        if task.get("carried") is not None:
+            head.append("not run: carried from an earlier run")
         out.append("  ".join(h for h in head if h))
         for attempt in task.get("attempts") or []:
             outcome = f"failed {attempt.get('et')}: {attempt.get('em') or ''}" if attempt.get("et") else "ended"

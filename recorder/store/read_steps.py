@@ -119,7 +119,7 @@ class StepReads:
         return rows[0]
 
     @_damage_is_a_store_error
-    def step_detail(self, run_id: str, step: int, ns: str = "") -> StepDetail:
+    def step_detail(self, run_id: str, step: int, ns: str = "", *, typed: bool = False) -> StepDetail:
         """Tasks, routes, events and next nodes of one superstep.
 
         A step that was interrupted and later resumed has two rows (the pending
@@ -146,7 +146,7 @@ class StepReads:
             ):
                 nxt.extend(n for n in r.nodes.split(",") if n)
         payloads = [expand_payload(unpack(r.payload), r.created_at) for r in rows]
-        return self._detail(self._step_info(row), payloads, list(dict.fromkeys(nxt)))
+        return self._detail(self._step_info(row), payloads, list(dict.fromkeys(nxt)), typed)
 
     def _detail(self, info: StepInfo, payloads: Sequence[dict], nxt: list[str], typed: bool = False, writes: bool = True, encoded_routes: bool = False) -> StepDetail:
         """Merge the expanded payloads of one step's rows (in seq order) into its StepDetail."""
@@ -171,6 +171,7 @@ class StepReads:
                     subgraph_ns=t.get("sub", []),
                     traceback=valid_frames(t.get("tb")),
                     attempts=[a for a in t.get("att", []) if isinstance(a, dict)] if isinstance(t.get("att"), list) else [],
+                    carried=_carried(dec(t["cw"])) if writes and "cw" in t else None,
                 )
             by_task: dict[Any, list[dict]] = {}
             for d in payload.get("r", []):
@@ -242,3 +243,10 @@ class StepReads:
 
 def _as_stored(tree: Any) -> Any:
     return tree
+
+
+def _carried(value: Any) -> list[Any] | None:
+    """A task's carried writes as stored, or None when they are not a list of writes (damaged)."""
+    if type(value) is not list or not all(type(w) is list and len(w) in (2, 3) and type(w[0]) is str for w in value):
+        return None
+    return value

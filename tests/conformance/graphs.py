@@ -57,7 +57,7 @@ from docs_shapes import (  # noqa: E402  (the shapes of the packages' docs; list
     tool_errors,
     tool_interrupt,
 )
-from probed_shapes import IMAGE_BLOCK, async_middleware_agent, breakpoint_continue, edited_continue, exit_durability, image_prompt, remembering_subgraph, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
+from probed_shapes import IMAGE_BLOCK, async_middleware_agent, breakpoint_continue, edited_continue, exit_durability, image_prompt, remembering_subgraph, retried_fanout, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
 
 
 def call(tool_name: str, call_id: str, **args: Any) -> dict[str, Any]:
@@ -524,7 +524,7 @@ class Case:
     resumes: tuple = ()  # more values, each resuming the run once more, in order
     answer_each: Any = None  # resume every interrupt shown, by its id, with this value, until none is left
     durability: str | None = None  # LangGraph's durability for the run ("exit": one checkpoint, at the end)
-    go_on: bool = False  # stopped at a breakpoint: invoke(None) once more (the run checked is that one)
+    go_on: bool = False  # stopped at a breakpoint or an error: invoke(None) once more (the run checked is that one)
     edit: Any = None  # with go_on: update_state with this first
     repeat: bool = False  # invoke twice with the same input (the second run is the one checked: a cache hit)
     raises: type[BaseException] | None = None
@@ -583,4 +583,5 @@ CASES: dict[str, Case] = {
     "exit_durability": Case({"n": 0}, frozenset({"keep_going"}), durability="exit"),
     "remembering_subgraph": Case({"note": "hello"}, config={"configurable": {"thread_id": "rs"}}, repeat=True),
     "image_prompt": Case({"messages": [HumanMessage(content=[{"type": "text", "text": "what is this?"}, IMAGE_BLOCK])]}),
+    "retried_fanout": Case({"items": ["a", "b", "c"]}, config={"configurable": {"thread_id": "rf"}}, go_on=True),
 }

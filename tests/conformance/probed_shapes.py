@@ -6,8 +6,9 @@ functional tasks that each wait on a human, two ``Send`` packets entering one
 subgraph node in parallel, an agent whose middleware is async only, and a run
 stopped at a static breakpoint that goes on with ``invoke(None)``, after an
 ``update_state`` or not, a run with ``durability="exit"``, a prompt holding an
-image as a standard content block, and a subgraph with memory of its own
-(``checkpointer=True``) on a thread's second run.
+image as a standard content block, a subgraph with memory of its own
+(``checkpointer=True``) on a thread's second run, and fan-out tasks of which
+one fails, the run going on with ``invoke(None)`` (the others are not run again).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
 from langgraph.types import Send, interrupt
 
 from docs_shapes import call, last_tool, lookup_order, scripted
@@ -199,3 +202,41 @@ def _build_remembering() -> Any:
 
 
 remembering_subgraph = _build_remembering()
+
+
+# -- Send tasks of which one fails; invoke(None) runs it again, the others' writes carried over --
+
+_FAILED_ONCE: set[tuple[str, str]] = set()
+
+
+@tool
+def fetch_item(item: str, config: RunnableConfig) -> str:
+    """Fetch an item (the first fetch of "b" on a thread fails, as a flaky service does)."""
+    thread = str((config.get("configurable") or {}).get("thread_id"))
+    if item == "b" and (thread, item) not in _FAILED_ONCE:
+        _FAILED_ONCE.add((thread, item))
+        raise ConnectionError(f"service unavailable for {item}")
+    return f"{item}: fetched"
+
+
+class Fan(TypedDict, total=False):
+    items: list[str]
+    results: Annotated[list[str], operator.add]
+    summary: str
+
+
+def spread(state: Fan) -> list[Send]:
+    return [Send("fetch", {"items": [i]}) for i in state["items"]]
+
+
+def _build_retried_fanout() -> Any:
+    b = StateGraph(Fan)
+    b.add_node("fetch", lambda s, config: {"results": [fetch_item.invoke({"item": s["items"][0]}, config)]})
+    b.add_node("summarize", lambda s: {"summary": ", ".join(sorted(s["results"]))})
+    b.add_conditional_edges(START, spread, ["fetch"])
+    b.add_edge("fetch", "summarize")
+    b.add_edge("summarize", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+retried_fanout = _build_retried_fanout()

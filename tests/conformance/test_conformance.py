@@ -75,7 +75,12 @@ def _run(graph: Any, case: Any, config: dict[str, Any]) -> Any:
         return graph.invoke(payload, config, **kwargs)
 
     try:
-        out = once(copy.deepcopy(case.inputs))  # LangGraph gives input messages ids in place: each run gets its own
+        try:
+            out = once(copy.deepcopy(case.inputs))  # LangGraph gives input messages ids in place: each run gets its own
+        except Exception as exc:  # noqa: BLE001
+            if not case.go_on:
+                raise
+            out = exc  # it goes on after the error, with invoke(None)
         if case.repeat:
             out = once(copy.deepcopy(case.inputs))
         if case.resume is not None:
@@ -140,7 +145,7 @@ NAMES = [
     "react_structured", "tool_errors", "tool_interrupt", "agent_hitl", "agent_limits", "nested_routers", "sub_in_node", "map_reduce",
     "streamed", "custom_stream", "context_store", "io_schema", "task_retry", "goto_send", "deferred", "supervisor_full", "swarm3",
     "agent_in_node", "two_questions", "task_interrupts", "send_to_subgraph", "async_middleware_agent", "breakpoint_continue",
-    "edited_continue", "exit_durability", "remembering_subgraph", "image_prompt",
+    "edited_continue", "exit_durability", "remembering_subgraph", "image_prompt", "retried_fanout",
 ]
 
 

@@ -353,6 +353,9 @@ class RunScreen(Screen):
             text.append(f"  ✗ {len(failed)} call(s) failed: {failed[0].name} {failed[0].error_type}", style="bold red")
         if abandoned:
             text.append(f"  {len(abandoned)} call(s) timed out (their node stopped waiting): {abandoned[0].name}", style="bold yellow")
+        carried = [t.node for t in p.detail.tasks if t.carried is not None]
+        if carried:
+            text.append(f"  {', '.join(carried)} not run: carried from an earlier run", style="yellow")
         for t in p.detail.tasks:
             if t.error_type:
                 text.append(f"  ✗ {t.node}: {t.error_type}: {t.error_message}", style="bold red")
