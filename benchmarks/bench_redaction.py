@@ -52,6 +52,7 @@ def cases(size: int) -> dict[str, tuple[str, bool]]:
         "JSON in JSON, 3 deep, never closed": (fill('\\\\\\"token\\\\\\": \\\\\\"x\\\\'), False),
         "key=value runs": (fill("password=" + "a" * 20 + " "), False),
         "JWT-like dots": (fill("eyJhbGciOi.eyJzdWIi."), False),
+        "form-data secret fields, no value": (fill('Content-Disposition: form-data; name="password"\r\nX: y\r\n'), False),
         "catalogue: aws ... key ... quote": (fill("aws key aws_secret 'abc "), False),
         "catalogue: ://user:pass, no @": (fill("://a:b"), False),
         "catalogue: digits and colons": (fill("123456789:"), False),

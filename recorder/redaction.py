@@ -178,6 +178,14 @@ _KEY_AT = compile_linear(
     rf"|(?:^|[\s?&;,{{(\[\"'/\-]|\\[nrt])(?P<k4>{_BARE_KEY})[ \t]*[:=][ \t]*"
 )
 _BARE_NAME = compile_linear(rf"{_BARE_KEY}$")  # the key at the end of a bare match (after its delimiter)
+# A multipart form field: its name in the part's header (its quotes escaped too, in JSON text),
+# its value after the blank line.
+_EOL = r"(?:\r?\n|\\r\\n|\\n)"  # a line end, also escaped (a repr or JSON text of the body)
+_FORM_FIELD = compile_linear(
+    rf'(?i:content-disposition)[ \t]*:[ \t]*(?i:form-data)[^\r\n\\]*?\bname=\\*"(?P<k>[^"\\\r\n]+)\\*"[^\r\n\\]*'
+    rf"(?:{_EOL}[^\r\n\\]+)*?{_EOL}{_EOL}(?P<v>[^\r\n\\]+)"
+)
+_FORM_KEY, _FORM_VALUE = _FORM_FIELD.groupindex["k"], _FORM_FIELD.groupindex["v"]
 _SPACE = b" \t\r\n\f\v"
 # The value after a secret key, matched where the key ends (anchored): a string in the quotes
 # it is written with (escapes included, so an escaped quote does not end it), a bare number,
@@ -390,7 +398,8 @@ class Redactor:
         return hit[0]
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """Where secrets are in ``text``: credential formats and the values of secret keys (nothing counted or changed)."""
+        """Where secrets are in ``text``, in order and not overlapping: credential formats and the
+        values of secret keys (nothing counted or changed)."""
         if len(text) < self.min_length:
             return []
         try:
@@ -408,7 +417,13 @@ class Redactor:
                 found.append((chars, chars + value))
                 chars += value
                 seen = end
-        return sorted(found)
+        merged: list[tuple[int, int]] = []
+        for start, end in sorted(found):  # a key two formats know (a token found anywhere too) is one span
+            if merged and start < merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
 
     def scrub(self, text: str) -> str:
         """Replace credential-looking substrings of ``text`` (in time linear in its length)."""
@@ -461,7 +476,20 @@ class Redactor:
         return b"".join(parts).decode(), (len(parts) - 1) // 2
 
     def _keyed_values(self, data: bytes) -> Iterator[tuple[int, int]]:
-        """Byte spans of the values of secret keys in UTF-8 ``data``, in order, not overlapping.
+        """Byte spans of the values of secret keys in UTF-8 ``data``, in order, not overlapping:
+        keys written with their values, and multipart form fields named like a secret."""
+        forms = [m.span(_FORM_VALUE) for m in _FORM_FIELD.finditer(data) if self.is_secret_key(m.group(_FORM_KEY).decode(errors="replace"))] if b"form-data" in data.lower() else []
+        if not forms:
+            yield from self._key_value_spans(data)
+            return
+        done = 0
+        for start, end in sorted([*forms, *self._key_value_spans(data)]):
+            if start >= done:
+                yield start, end
+                done = end
+
+    def _key_value_spans(self, data: bytes) -> Iterator[tuple[int, int]]:
+        """Byte spans of the values of secret keys written with their values, in order, not overlapping.
 
         Works on bytes: RE2 takes ``str`` by encoding all of it on every call, so reading
         each value where its key ends would cost the whole text again per key.

@@ -51,6 +51,9 @@ OWN_TOKENS = (
 )
 # Formats found anywhere in text.
 OWN_TEXT_PATTERNS = (
+    # Keys whose prefix is long enough never to occur by chance (not even in base64 of an
+    # image), so they are found also glued to what comes before them ("id 5sk-proj-...").
+    r"(?:sk-(?:proj|svcacct|admin)-|sk-ant-(?:api\d+-|admin\d+-)?|github_pat_|glpat-|lsv2_(?:pt|sk)_)[A-Za-z0-9_\-]{16,}",
     # A private key block; without its END line (a value cut short), everything after BEGIN.
     r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,.\\\-]*)",  # (escaped newlines, as in a repr, count as body)
     # The password of a URL: postgresql://user:PASSWORD@host, mysql://, redis://, amqp://...

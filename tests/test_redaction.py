@@ -116,6 +116,47 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
     assert r.count == 0
 
 
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("order 5sk-proj-AbCdEf0123456789AbCdEf0123", "order 5"),
+        ("id=12github_pat_11ABCDEFG0123456789_abcdefghij", "id=12"),
+        ("v2glpat-AbCdEf0123456789xyzW", "v2"),
+    ],
+)
+def test_keys_with_a_long_prefix_are_found_glued_to_what_comes_before(text: str, kept: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == kept + MARK
+    assert r.count == 1
+
+
+@pytest.mark.parametrize("line_end", ["\r\n", "\n", "\\r\\n"])  # also escaped, as in a repr of the body
+def test_multipart_form_fields_named_like_a_secret_lose_their_value(line_end: str) -> None:
+    body = line_end.join(
+        [
+            "--xyz",
+            'Content-Disposition: form-data; name="password"',
+            "",
+            "hunter2-very-secret",
+            "--xyz",
+            'Content-Disposition: form-data; name="api_key"',
+            "Content-Type: text/plain",
+            "",
+            "abc123-secret-value",
+            "--xyz",
+            'Content-Disposition: form-data; name="username"',
+            "",
+            "ada",
+            "--xyz--",
+        ]
+    )
+    r = Redactor()
+    out = r.scrub(body)
+    assert "hunter2-very-secret" not in out and "abc123-secret-value" not in out
+    assert out.count(MARK) == 2 and f"{line_end}ada{line_end}" in out and 'name="password"' in out
+    assert r.spans(body) and len(r.spans(body)) == 2
+
+
 def test_user_patterns_and_keys() -> None:
     r = Redactor(patterns=[r"ACME-\d{4}-\d{4}", r"(?i:employee #\d+)"], keys=["ssn", "x-internal"])
     value = {

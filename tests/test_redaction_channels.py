@@ -112,6 +112,8 @@ class Planted:
             "query-key": lambda b: f"https://maps.example/api?key={b}&q=x",
             "bearer-url-encoded": lambda b: f"Authorization=Bearer%20{b}",
             "key-url-encoded": lambda b: f"text=%20sk-proj-{b}",
+            "key-glued-to-a-digit": lambda b: f"order 5sk-proj-{b}",
+            "multipart-password": lambda b: f'--x\r\nContent-Disposition: form-data; name="password"\r\n\r\n{b}\r\n--x--',
         }.items():
             body = _rand(40, up if kind.startswith("aws-a") else b64 if kind == "basic-auth" else string.ascii_letters + string.digits)
             shown = body[:16].upper() if kind.startswith("aws-a") else body[:12] if kind == "jwt" else body[:20] if kind == "gitlab" else body[:35] if kind == "google" else body
