@@ -13,7 +13,7 @@ into it is dropped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langgraph.cache.base import BaseCache, FullKey
@@ -24,7 +24,7 @@ _END = "__end__"
 
 
 class RecordedCache(BaseCache[Any]):
-    """Answers LangGraph's cache lookups for the root graph's cached nodes from a recording."""
+    """Answers LangGraph's cache lookups for one graph's cached nodes from a recording."""
 
     def __init__(self, executions: Mapping[str, Sequence[list[tuple[str, Any]] | None]]) -> None:
         super().__init__()
@@ -111,3 +111,26 @@ def join_channels(graph: Any) -> dict[tuple[str, str], str]:
         for s in starts:
             out[(s, end)] = channel
     return out
+
+
+def with_recorded_subgraph_caches(graph: Any, recorded: Callable[[str], Sequence[Sequence[Any]]]) -> Any:
+    """``graph`` with each subgraph node that has a cache of its own answering from the recording.
+
+    A subgraph added as a node keeps its own cache (LangGraph hands it no other), so the
+    root's recorded cache does not reach it. Such a subgraph is copied with a
+    ``RecordedCache`` of the executions recorded inside it: ``recorded(node)`` gives the
+    step details of each time the replayed run enters it, in order. A subgraph invoked
+    from inside a node's own code is the user's object, out of reach: it keeps its cache.
+    """
+    nodes = dict(graph.nodes)
+    changed = False
+    for name, node in graph.nodes.items():
+        sub = getattr(node, "bound", None)
+        cached = cached_nodes(sub) if hasattr(sub, "nodes") and hasattr(sub, "copy") else set()
+        if not cached:
+            continue
+        details = [d for entered in recorded(name) for d in entered]
+        copy = sub.copy(update={"cache": RecordedCache(recorded_executions(details, cached, -(1 << 30), join_channels(sub)))})
+        nodes[name] = node.copy(update={"bound": copy, "subgraphs": [copy]})
+        changed = True
+    return graph.copy(update={"nodes": nodes}) if changed else graph

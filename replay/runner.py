@@ -25,7 +25,7 @@ from graphtape.recorder.http_exchange import HTTP
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_RESUME
 
 from graphtape.replay.answers import RecordingAnswerer, ReplayMiss
-from graphtape.replay.cache import RecordedCache, cached_nodes, join_channels, recorded_executions
+from graphtape.replay.cache import RecordedCache, cached_nodes, join_channels, recorded_executions, with_recorded_subgraph_caches
 from graphtape.replay.calls import CallBook, LiveCall, Miss
 from graphtape.replay.http_answers import RecordedHttp, live_http_note
 from graphtape.replay.compare import RunComparison, Side
@@ -181,6 +181,8 @@ class _Run:
             # LangGraph's cache lookups are answered from the recording: a hit replays as a hit.
             typed = self.store.step_details(self.run.id, "", typed=True)
             base = base.copy(update={"cache": RecordedCache(recorded_executions(typed, cached, restored.root_step, join_channels(base)))})
+        if not ns:
+            base = with_recorded_subgraph_caches(base, lambda node: self._entered_subgraphs(node, restored.root_step))
         config = self._config(thread_id, restored)
         carried = self._carry_over(base, saver, config, restored) if update is None and not ns else ()
         if to_step is not None and (ns or to_step <= restored.root_step):
@@ -371,6 +373,12 @@ class _Run:
             saver.put_writes(target, writes, match.id, task_path(match.path))
             out.append(Carried(match.id, t.node, task_path(match.path), writes))
         return tuple(out)
+
+    def _entered_subgraphs(self, node: str, after: int) -> list[list[Any]]:
+        """Typed step details of each time root node ``node`` entered its subgraph after root step ``after``, in order."""
+        entered = self._entered()
+        names = [n for n in self.store.namespaces(self.run.id) if "|" not in n and n.split(":")[0] == node and entered.get(n, -1) > after]
+        return [self.store.step_details(self.run.id, n, typed=True) for n in _by_spawn(names, lambda n: self._details(n))]
 
     def _interrupts(self) -> dict[str, list[Any]]:
         """Each recorded task's interrupt values, in order (a call inside it that stopped at

@@ -57,7 +57,7 @@ from docs_shapes import (  # noqa: E402  (the shapes of the packages' docs; list
     tool_errors,
     tool_interrupt,
 )
-from probed_shapes import IMAGE_BLOCK, async_middleware_agent, breakpoint_continue, edited_continue, exit_durability, image_prompt, remembering_subgraph, retried_fanout, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
+from probed_shapes import IMAGE_BLOCK, async_middleware_agent, breakpoint_continue, cached_subgraph, edited_continue, exit_durability, image_prompt, quotes_run, remembering_subgraph, retried_fanout, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
 
 
 def call(tool_name: str, call_id: str, **args: Any) -> dict[str, Any]:
@@ -584,4 +584,5 @@ CASES: dict[str, Case] = {
     "remembering_subgraph": Case({"note": "hello"}, config={"configurable": {"thread_id": "rs"}}, repeat=True),
     "image_prompt": Case({"messages": [HumanMessage(content=[{"type": "text", "text": "what is this?"}, IMAGE_BLOCK])]}),
     "retried_fanout": Case({"items": ["a", "b", "c"]}, config={"configurable": {"thread_id": "rf"}}, go_on=True),
+    "cached_subgraph": Case({"item": "apple", "total": 0}, repeat=True),
 }

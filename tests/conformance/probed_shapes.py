@@ -7,8 +7,9 @@ subgraph node in parallel, an agent whose middleware is async only, and a run
 stopped at a static breakpoint that goes on with ``invoke(None)``, after an
 ``update_state`` or not, a run with ``durability="exit"``, a prompt holding an
 image as a standard content block, a subgraph with memory of its own
-(``checkpointer=True``) on a thread's second run, and fan-out tasks of which
-one fails, the run going on with ``invoke(None)`` (the others are not run again).
+(``checkpointer=True``) on a thread's second run, fan-out tasks of which
+one fails, the run going on with ``invoke(None)`` (the others are not run again),
+and a subgraph node with a cache of its own whose cached node is a hit.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
-from langgraph.types import Send, interrupt
+from langgraph.cache.memory import InMemoryCache
+from langgraph.types import CachePolicy, Send, interrupt
 
 from docs_shapes import call, last_tool, lookup_order, scripted
 
@@ -240,3 +242,41 @@ def _build_retried_fanout() -> Any:
 
 
 retried_fanout = _build_retried_fanout()
+
+
+# -- a subgraph node with a cache of its own (the root has none): its cached node is a hit -------
+
+quotes_run = {"n": 0}  # how often the cached node's code ran: a hit does not run it
+
+
+@tool
+def price_of(item: str) -> int:
+    """The price of an item."""
+    return len(item) * 10
+
+
+class Quote(TypedDict, total=False):
+    item: str
+    total: int
+
+
+def quote(state: Quote) -> dict[str, Any]:
+    quotes_run["n"] += 1
+    return {"total": price_of.invoke({"item": state["item"]})}
+
+
+def _build_cached_subgraph() -> Any:
+    sub = StateGraph(Quote)
+    sub.add_node("quote", quote, cache_policy=CachePolicy(ttl=600))
+    sub.add_edge(START, "quote")
+    sub.add_edge("quote", END)
+    b = StateGraph(Quote)
+    b.add_node("pricing", sub.compile(cache=InMemoryCache()))
+    b.add_node("add_tax", lambda s: {"total": s["total"] + 1})
+    b.add_edge(START, "pricing")
+    b.add_edge("pricing", "add_tax")
+    b.add_edge("add_tax", END)
+    return b.compile()
+
+
+cached_subgraph = _build_cached_subgraph()

@@ -145,7 +145,7 @@ NAMES = [
     "react_structured", "tool_errors", "tool_interrupt", "agent_hitl", "agent_limits", "nested_routers", "sub_in_node", "map_reduce",
     "streamed", "custom_stream", "context_store", "io_schema", "task_retry", "goto_send", "deferred", "supervisor_full", "swarm3",
     "agent_in_node", "two_questions", "task_interrupts", "send_to_subgraph", "async_middleware_agent", "breakpoint_continue",
-    "edited_continue", "exit_durability", "remembering_subgraph", "image_prompt", "retried_fanout",
+    "edited_continue", "exit_durability", "remembering_subgraph", "image_prompt", "retried_fanout", "cached_subgraph",
 ]
 
 
@@ -470,6 +470,38 @@ def test_a_recorded_cache_hit_replays_as_a_hit(corpus, recorded):
         assert not first.diverged, first.report()
         assert graphs.expensive_runs["n"] == before + 1  # the recording ran it: so does the replay
         assert [(t.node, t.cached) for t in store.step_detail(first.run_id, 1).tasks] == [("expensive", False)]
+    finally:
+        store.close()
+
+
+def test_a_cache_hit_inside_a_subgraph_with_its_own_cache_replays_as_a_hit(corpus, recorded):
+    """A subgraph node compiled with a cache of its own (the root has none): the hit inside it is
+    served from the recording, with the subgraph's cache empty; the miss runs, with it warm."""
+    graphs, _ = corpus
+    from graphtape import open_store, replay
+
+    db, runs = recorded
+    sub_cache = graphs.cached_subgraph.nodes["pricing"].bound.cache
+    store = open_store(db)
+    try:
+        hit_run = runs["cached_subgraph"][0]
+        miss_run = next(r.id for r in store.list_runs() if r.name == "cached_subgraph" and r.parent_run_id is None and r.id != hit_run)
+
+        def quote_tasks(run_id: str) -> list[tuple[str, bool]]:
+            (ns,) = [n for n in store.namespaces(run_id) if n]
+            return [(t.node, t.cached) for d in store.step_details(run_id, ns) for t in d.tasks if t.node != "__start__"]
+
+        assert quote_tasks(hit_run) == [("quote", True)] and quote_tasks(miss_run) == [("quote", False)]
+        sub_cache.clear()  # a fresh process's cache
+        before = graphs.quotes_run["n"]
+        again = replay(hit_run, graphs.cached_subgraph, store=store)
+        assert not again.diverged, again.report()
+        assert graphs.quotes_run["n"] == before and quote_tasks(again.run_id) == [("quote", True)]
+        graphs.cached_subgraph.invoke({"item": "apple", "total": 0})  # warm the subgraph's own cache
+        before = graphs.quotes_run["n"]
+        first = replay(miss_run, graphs.cached_subgraph, store=store)
+        assert not first.diverged, first.report()
+        assert graphs.quotes_run["n"] == before + 1 and quote_tasks(first.run_id) == [("quote", False)]
     finally:
         store.close()
 
