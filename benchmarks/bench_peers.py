@@ -243,12 +243,12 @@ def baseline_setups(shape: Shape, tmp: Path) -> list[Setup]:
 
 def graphtape_setups(shape: Shape, tmp: Path) -> list[Setup]:
     out = []
-    for durability in ("async", "sync"):
+    for durability in ("async", "sync", "exit"):
         rec = Recorder(tmp / f"gt-{durability}-{shape.label}.db", durability=durability)
         g = rec.attach(shape.graph(), name=f"bench-{shape.label}")
         out.append(
             Setup(
-                "graphtape" if durability == "async" else "graphtape sync",
+                "graphtape" if durability == "async" else f"graphtape {durability}",
                 lambda inp, n, g=g: g.invoke(inp, _config(n)),
                 durable=lambda rec=rec: rec.flush(120),
                 captured=lambda rec=rec: _graphtape_captured(rec),
