@@ -10,9 +10,8 @@ installed packages from ``site-packages/`` on, Python's own modules from
 
 from __future__ import annotations
 
+import functools
 import os
-import sysconfig
-import traceback
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -46,6 +45,8 @@ def scrubbed_frames(frames: list[Frame], scrub: Callable[[str], str]) -> list[Fr
 def _frames(tb: TracebackType | None) -> list[Frame] | None:
     if tb is None:
         return None
+    import traceback
+
     summary = traceback.extract_tb(tb)
     cut = len(summary) - MAX_FRAMES
     frames: list[Frame] = []
@@ -58,12 +59,14 @@ def _frames(tb: TracebackType | None) -> list[Frame] | None:
     return frames
 
 
+@functools.cache
 def _stdlib_dirs() -> tuple[str, ...]:
+    """Python's own library folders, longest first (read when a path is first shortened: the
+    CLI's listings never need them, and ``sysconfig`` costs their start-up)."""
+    import sysconfig
+
     paths = sysconfig.get_paths()
     return tuple(sorted({os.path.normpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib") if paths.get(k)}, key=len, reverse=True))
-
-
-_STDLIB = _stdlib_dirs()
 
 
 def short_path(path: str) -> str:
@@ -72,7 +75,7 @@ def short_path(path: str) -> str:
         at = path.rfind(marker)
         if at >= 0:
             return "site-packages/" + path[at + len(marker) :].replace(os.sep, "/")
-    for prefix in _STDLIB:
+    for prefix in _stdlib_dirs():
         if path.startswith(prefix):
             return "stdlib/" + path[len(prefix) :].replace(os.sep, "/")
     try:

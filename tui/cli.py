@@ -15,9 +15,7 @@ import io
 import importlib.util
 import json
 import os
-import shutil
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -123,7 +121,15 @@ def build_parser() -> argparse.ArgumentParser:
 # -- commands -------------------------------------------------------------------
 
 
+def _print_traceback() -> None:
+    import traceback
+
+    traceback.print_exc()
+
+
 def _width() -> int:
+    import shutil  # here: the listings' start-up is most of their time, and only tables need it
+
     return max(60, shutil.get_terminal_size((120, 24)).columns)
 
 
@@ -339,7 +345,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return code
         except GraphtapeError as exc:
             if debug:
-                traceback.print_exc()
+                _print_traceback()
             # One line, always: the message may quote recorded text (a name, a graph reference) with newlines in it.
             print("graphtape: error: " + " ⏎ ".join(str(exc).splitlines()), file=sys.stderr)
             return EXIT_ERROR
@@ -351,7 +357,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_BROKEN_PIPE
     except Exception as exc:  # noqa: BLE001 - a bug: still one line unless --debug
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         if _read_only_failure(exc):
             print("graphtape: error: the store is read-only: this command writes to it, so it needs a store it can write to (pass --db, or get write access)", file=sys.stderr)
             return EXIT_ERROR
