@@ -12,7 +12,9 @@ gets the answer as one chunk, through ``invoke`` so the call is still
 recorded. The wrappers ask the replay of the
 current context (a context variable, which LangGraph copies into its worker
 threads) and otherwise call the original. They are removed when the last
-replay ends.
+replay ends. A thread without that context (a node's own thread pool) is the
+replay's only when one replay runs and the thread did not exist before it began:
+a server's or a test runner's other threads keep calling their models live.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class Answerer(Protocol):
 
 _current: contextvars.ContextVar[Answerer | None] = contextvars.ContextVar("graphtape_replay", default=None)
 _active: list[Answerer] = []
+_threads_before: set[int] = set()  # threads alive when the running replay began: not the replay's
 _lock = threading.Lock()
 _originals: dict[tuple[str, str], tuple[type, Any]] = {}  # (class name, method) -> (class, original)
 
@@ -85,9 +88,10 @@ def _answerer() -> Answerer | None:
     found = _current.get()
     if found is not None:
         return found
-    # A thread started without copying the context: only unambiguous with one replay running.
+    # A thread started without copying the context: only unambiguous with one replay running,
+    # and only a thread the replay may have started (one already there belongs to someone else).
     with _lock:
-        return _active[0] if len(_active) == 1 else None
+        return _active[0] if len(_active) == 1 and threading.get_ident() not in _threads_before else None
 
 
 @contextlib.contextmanager
@@ -96,6 +100,8 @@ def answering(answerer: Answerer) -> Iterator[None]:
     with _lock:
         if not _active:
             _install()
+            _threads_before.clear()
+            _threads_before.update(t.ident for t in threading.enumerate() if t.ident is not None and t is not threading.current_thread())
         _active.append(answerer)
     token = _current.set(answerer)
     try:

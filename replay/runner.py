@@ -37,6 +37,7 @@ from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
 from graphtape.replay.restore import Restored, replay_saver, restore, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
+from graphtape.replay.store_guard import ReplayStore
 
 
 class ReplayError(GraphtapeError):
@@ -174,6 +175,8 @@ class _Run:
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph))
         restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
+        if getattr(base, "store", None) is not None:
+            base = base.copy(update={"store": ReplayStore(base.store)})  # read, never written: a what-if run
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
         cached = cached_nodes(base) - set(self.mock_nodes)

@@ -657,3 +657,88 @@ def test_a_run_that_went_on_after_an_error_replays_without_rerunning_finished_ta
     assert not result.diverged, result.report()
     assert fetches == ["x"]  # live or answered, the replay did not run `a` either
     assert result.final_state["log"] == ["data for x", "b ok", "c"]
+
+
+# -- long-term memory: a replay reads the graph's store and never writes to it ------------------
+
+
+class Remembered(TypedDict, total=False):
+    note: str
+    seen: str
+
+
+def _remembering_graph():
+    from langgraph.store.memory import InMemoryStore
+
+    def remember(state, *, store):
+        store.put(("notes",), "last", {"text": state["note"]})
+        return {"seen": store.get(("notes",), "last").value["text"]}  # reads back its own write
+
+    g = StateGraph(Remembered)
+    g.add_node("remember", remember)
+    g.add_edge(START, "remember")
+    g.add_edge("remember", END)
+    return g.compile(store=InMemoryStore())
+
+
+@pytest.mark.parametrize("how", ["replay", "fork"])
+def test_a_replay_or_fork_never_writes_to_the_graphs_store(db, how):
+    run_id = record(db, _remembering_graph(), {"note": "tea"})
+    graph = _remembering_graph()
+    graph.store.put(("notes",), "last", {"text": "what production holds"})
+    if how == "replay":
+        result = replay(run_id, graph, db=db, mode="strict")
+        assert not result.diverged, result.report()
+        assert result.final_state["seen"] == "tea"  # the node saw its own write
+    else:
+        result = fork(run_id, graph, 0, {"note": "coffee"}, db=db)
+        assert result.final_state["seen"] == "coffee"
+    assert graph.store.get(("notes",), "last").value == {"text": "what production holds"}
+
+
+# -- a replay answers its own calls only: another thread's model keeps running live ------------
+
+
+class Asked(TypedDict, total=False):
+    q: str
+    a: str
+
+
+def test_a_replay_leaves_model_calls_of_other_threads_live(db):
+    import threading
+
+    inside, done = threading.Event(), threading.Event()
+
+    def build(wait: bool):
+        model = G.ScriptedChatModel(script=lambda m: AIMessage("answer to " + m[-1].content), model_name="m")
+
+        def ask(state):
+            if wait:
+                inside.set()
+                done.wait(10)  # another thread calls its own model while this replay is in the node
+            return {"a": model.invoke([HumanMessage(state["q"])]).content}
+
+        g = StateGraph(Asked)
+        g.add_node("ask", ask)
+        g.add_edge(START, "ask")
+        g.add_edge("ask", END)
+        return g.compile()
+
+    run_id = record(db, build(False), {"q": "hi"})
+    other = G.ScriptedChatModel(script=lambda m: AIMessage("live"), model_name="unrelated")
+    seen: dict[str, str] = {}
+
+    def unrelated():
+        inside.wait(10)
+        try:
+            seen["out"] = other.invoke([HumanMessage("a request of its own")]).content
+        except BaseException as exc:  # noqa: BLE001 - a replay's miss is a BaseException
+            seen["out"] = type(exc).__name__
+        done.set()
+
+    thread = threading.Thread(target=unrelated)  # there before the replay began: not the replay's
+    thread.start()
+    result = replay(run_id, build(True), db=db, mode="strict")
+    thread.join(10)
+    assert seen["out"] == "live"
+    assert not result.diverged, result.report()
