@@ -26,7 +26,7 @@ from graphtape.recorder.codec import Decoder, Encoder
 from graphtape.recorder.prefix_memo import MIN_LENGTH as PREFIX_MIN
 from graphtape.recorder.prefix_memo import PrefixMemo
 from graphtape.recorder.redaction import Redactor
-from graphtape.recorder.session import call_site
+from graphtape.recorder.session import call_site, task_path
 
 from graphtape.replay.calls import CallBook, LiveCall, Miss, RecordedCall, adopt_live_ids, message_from_plain, normalize_arguments, revive_command, revive_opaque
 from graphtape.replay.intercept import Answer
@@ -95,7 +95,7 @@ class RecordingAnswerer:
         inputs: dict[str, Any] = {"messages": self._plain_messages(_as_recorded(messages))}
         if params.get("tools"):
             inputs["tools"] = self._plain_once(params["tools"])
-        live = LiveCall("model", name, *_who(metadata), arguments=normalize_arguments("model", inputs, self.normalize))
+        live = LiveCall("model", name, *_who(metadata), arguments=normalize_arguments("model", inputs, self.normalize), task_path=_task_path(metadata))
         got = self._take(live)
         if got is None:
             return None
@@ -119,7 +119,11 @@ class RecordingAnswerer:
             shown = {k: v for k, v in tool_input.items() if k not in injected} if injected else tool_input
         else:
             shown = tool_input
-        live = LiveCall("tool", tool.name, *_who(metadata), arguments=normalize_arguments("tool", self._plain(shown), self.normalize))
+        call_id = kwargs.get("tool_call_id")
+        live = LiveCall(
+            "tool", tool.name, *_who(metadata), arguments=normalize_arguments("tool", self._plain(shown), self.normalize),
+            tool_call_id=call_id if isinstance(call_id, str) else None, task_path=_task_path(metadata),
+        )
         got = self._take(live)
         if got is None:
             return None
@@ -192,6 +196,11 @@ class RecordingAnswerer:
 def _who(metadata: Mapping[str, Any]) -> tuple[int | None, str, str | None]:
     ns, node, _task, step = call_site(metadata)  # placed as the recorder placed the recorded calls
     return step, ns_path(ns), node
+
+
+def _task_path(metadata: Mapping[str, Any]) -> str | None:
+    path = metadata.get("langgraph_path")
+    return task_path(path) if isinstance(path, tuple) else None
 
 
 def _recorded_strings(calls: Any) -> set[str]:

@@ -2,8 +2,11 @@
 
 A call is matched by who made it (step, namespace path, node, kind, name)
 and by what it was asked (normalized arguments or input messages). Parallel
-calls match by content, so execution order does not matter; identical
-repeated calls consume recordings in the order they were made. A call that
+calls match by content, so execution order does not matter. Identical calls
+made at once (three ``Send`` packets with one payload to a sampling model, one
+tool called twice alike in a batch) are told apart by their tool-call id, then
+by their task's path (a ``Send``'s holds its index): both are the same in the
+replay. Otherwise identical calls consume recordings in the order they were made. A call that
 matches nothing is a miss, explained by the closest recorded candidates and
 the fields that differed.
 """
@@ -33,6 +36,9 @@ class LiveCall:
     path: str
     node: str | None
     arguments: Any  # normalized
+    # Tie-breaks between recordings with the same arguments (never a reason to miss):
+    tool_call_id: str | None = None
+    task_path: str | None = None
 
 
 @dataclass(slots=True)
@@ -46,6 +52,13 @@ class RecordedCall:
     delay_s: float  # > 0 when the node stopped waiting for it (a timeout): replay it as slow
     used: bool = False
     interrupt: tuple[Any, ...] = ()  # (value,): the call stopped at interrupt(value)
+    task_path: str | None = None  # its task's path, read only when two recordings tie
+
+    @property
+    def tool_call_id(self) -> str | None:
+        out = self.call.output
+        found = out.get("tool_call_id") if isinstance(out, dict) and out.get("type") == "tool" else None
+        return found if isinstance(found, str) else None
 
     def differing(self, live: LiveCall, step_offset: int) -> list[str]:
         """The match fields on which this recording and ``live`` differ."""
@@ -104,6 +117,7 @@ class CallBook:
         delay: Callable[[CallInfo], float],
         offsets: dict[str, int] | None = None,
         interrupts: dict[str, list[Any]] | None = None,
+        task_paths: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self.offsets = offsets or {}  # namespace path -> how many steps a fork's edit shifted it
         self._lock = threading.Lock()
@@ -117,14 +131,22 @@ class CallBook:
         for r in self.recorded:
             step = None if r.call.step is None else r.call.step + self.offsets.get(r.path, 0)
             self._slots.setdefault((r.call.kind, r.call.name, step, r.path, r.call.node), []).append(r)
+        if task_paths is not None and any(_has_twins(slot) for slot in self._slots.values()):
+            paths = task_paths()  # read only for a run with identical calls from one caller
+            for r in self.recorded:
+                r.task_path = paths.get(r.call.task_id or "")
 
     def take(self, live: LiveCall) -> RecordedCall | Miss:
-        """The first unused recording that matches ``live`` exactly (marked used), or a miss."""
+        """The unused recording that matches ``live`` exactly (marked used), or a miss; of several,
+        the one with its tool-call id, else its task's path, else the first."""
         with self._lock:
-            for r in self._slots.get((live.kind, live.name, live.step, live.path, live.node), ()):
-                if not r.used and r.arguments == live.arguments:
-                    r.used = True
-                    return r
+            same = [r for r in self._slots.get((live.kind, live.name, live.step, live.path, live.node), ()) if not r.used and r.arguments == live.arguments]
+            if same:
+                r = same[0]
+                if len(same) > 1:
+                    r = next((x for x in same if live.tool_call_id is not None and x.tool_call_id == live.tool_call_id), None) or next((x for x in same if live.task_path is not None and x.task_path == live.task_path), r)
+                r.used = True
+                return r
             same_kind = [r for r in self.recorded if r.call.kind == live.kind]
             scored = sorted(((r.differing(live, self.offsets.get(r.path, 0)), r) for r in same_kind if not r.used), key=lambda x: (len(x[0]), _weight(x[0]), x[1].index))
             return Miss(live, [Candidate(r.call.call_id, r.call.name, r.call.step, r.call.node, r.arguments, d) for d, r in scored[:3]])
@@ -132,6 +154,11 @@ class CallBook:
     def unused(self) -> list[RecordedCall]:
         """Recordings no live call asked for."""
         return [r for r in self.recorded if not r.used]
+
+
+def _has_twins(slot: list[RecordedCall]) -> bool:
+    """Whether two recordings of one caller were asked the same (so which answers which is a question)."""
+    return len(slot) > 1 and any(a.arguments == b.arguments for i, a in enumerate(slot) for b in slot[i + 1 :])
 
 
 def _match_interrupts(recorded: list[RecordedCall], interrupts: dict[str, list[Any]]) -> None:

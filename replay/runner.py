@@ -223,7 +223,7 @@ class _Run:
 
         offsets = {ns_path(ns): offset}
         recorded_calls = self._calls_after(restored.root_step, ns, step)
-        book = CallBook([c for c in recorded_calls if c.kind != HTTP], self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts())
+        book = CallBook([c for c in recorded_calls if c.kind != HTTP], self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts(), task_paths=self._task_paths)
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         http = RecordedHttp(recorded_calls, offsets=offsets, miss_goes_live=miss_goes_live)
         # Calls are answered at once, so the graph never waits: writing while it runs would only
@@ -382,6 +382,10 @@ class _Run:
         entered = self._entered()
         names = [n for n in self.store.namespaces(self.run.id) if "|" not in n and n.split(":")[0] == node and entered.get(n, -1) > after]
         return [self.store.step_details(self.run.id, n, typed=True) for n in _by_spawn(names, lambda n: self._details(n))]
+
+    def _task_paths(self) -> dict[str, str]:
+        """Each recorded task's path (the same in a replay, unlike its id), by task id."""
+        return {t.task_id: t.path for n in self.store.namespaces(self.run.id) for d in self._details(n) for t in d.tasks}
 
     def _interrupts(self) -> dict[str, list[Any]]:
         """Each recorded task's interrupt values, in order (a call inside it that stopped at

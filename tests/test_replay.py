@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command
+from langgraph.types import Command, Send
 from typing_extensions import TypedDict
 
 from graphtape.recorder import Recorder, open_store
@@ -742,3 +742,79 @@ def test_a_replay_leaves_model_calls_of_other_threads_live(db):
     thread.join(10)
     assert seen["out"] == "live"
     assert not result.diverged, result.report()
+
+
+# -- identical calls made at once: each gets its own recorded answer ---------------------------
+
+
+class Sampled(TypedDict, total=False):
+    q: str
+    samples: Annotated[list, operator.add]
+
+
+WAITS = {"order": [0.0, 0.03, 0.06]}  # how long each Send's task waits before calling: reversed in the replay
+
+
+def _sampling_graph():
+    import time
+
+    answers = itertools.count(1)  # a sampled model: the same prompt, another answer each call
+    model = G.ScriptedChatModel(script=lambda m: AIMessage(f"sample-{next(answers)}"), model_name="sampler")
+
+    def sample(state):
+        time.sleep(WAITS["order"][state["i"]])
+        return {"samples": [model.invoke([HumanMessage(state["q"])]).content]}
+
+    g = StateGraph(Sampled)
+    g.add_node("sample", sample)
+    g.add_conditional_edges(START, lambda s: [Send("sample", {"q": s["q"], "i": i}) for i in range(3)], ["sample"])
+    g.add_edge("sample", END)
+    return g.compile()
+
+
+def test_identical_calls_of_parallel_sends_get_their_own_answers(db):
+    run_id = record(db, _sampling_graph(), {"q": "2+2?"})
+    WAITS["order"] = [0.06, 0.03, 0.0]  # the tasks now ask in the other order
+    try:
+        result = replay(run_id, _sampling_graph(), db=db, mode="strict")
+    finally:
+        WAITS["order"] = [0.0, 0.03, 0.06]
+    assert not result.diverged, result.report()
+    assert result.final_state["samples"] == ["sample-1", "sample-2", "sample-3"]
+
+
+class Rolled(TypedDict, total=False):
+    rolls: list
+
+
+ROLL_ORDER = {"ids": ["c0", "c1", "c2"]}
+
+
+def _dice_graph():
+    rolled = itertools.count(1)
+
+    @tool
+    def roll(sides: int) -> str:
+        """Roll a die."""
+        return str(next(rolled))
+
+    def node(state):
+        out = [roll.invoke({"name": "roll", "args": {"sides": 6}, "id": cid, "type": "tool_call"}) for cid in ROLL_ORDER["ids"]]
+        return {"rolls": sorted(f"{m.tool_call_id}={m.content}" for m in out)}
+
+    g = StateGraph(Rolled)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.add_edge("node", END)
+    return g.compile()
+
+
+def test_identical_tool_calls_are_told_apart_by_their_tool_call_id(db):
+    run_id = record(db, _dice_graph(), {})
+    ROLL_ORDER["ids"] = ["c2", "c0", "c1"]
+    try:
+        result = replay(run_id, _dice_graph(), db=db, mode="strict")
+    finally:
+        ROLL_ORDER["ids"] = ["c0", "c1", "c2"]
+    assert not result.diverged, result.report()
+    assert result.final_state["rolls"] == ["c0=1", "c1=2", "c2=3"]
