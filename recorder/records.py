@@ -148,9 +148,13 @@ class RouteInfo:
 
 @dataclass(frozen=True, slots=True)
 class EventInfo:
-    """An interrupt raised or a resume value supplied."""
+    """An interrupt raised, a resume value supplied, or the update a resume brought with it.
 
-    kind: str  # interrupt | resume
+    An ``update`` event's value is the channel writes of ``Command(resume=..., update=...)``
+    (or its ``goto``), as ``[[channel, value], ...]``; a ``Send`` is ``[channel, node, arg]``.
+    """
+
+    kind: str  # interrupt | resume | update
     value: Any
     task_id: str | None = None
     node: str | None = None

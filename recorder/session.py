@@ -218,6 +218,10 @@ class RunSession:
                 for ch, v in writes:
                     if ch == RESUME:
                         self._loose_events.append((ns, checkpoint_id, {"kind": "resume", "v": v}))
+                edit = [[ch, v.node, v.arg] if _is_send(v) else [ch, containers(v)] for ch, v in writes if ch not in (RESUME, INTERRUPT, ERROR)]
+                if edit and any(ch == RESUME for ch, _ in writes):
+                    # Command(resume=..., update=...): the human's edit goes in with the answer.
+                    self._loose_events.append((ns, checkpoint_id, {"kind": "update", "v": edit}))
                 self._place_events()
                 return
             acc = self._task(ns, task_id)

@@ -320,8 +320,8 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
             if type(e) is not dict:
                 sh.fail(ew, f"expected an object, got {_kind(e)}")
             kind = sh.get(e, "kind", (str,), ew)
-            if kind not in ("interrupt", "resume"):
-                sh.fail(f"{ew}.kind", f"{kind!r:.40} is not interrupt or resume")
+            if kind not in ("interrupt", "resume", "update"):
+                sh.fail(f"{ew}.kind", f"{kind!r:.40} is not interrupt, resume or update")
             sh.value(e.get("value"), f"{ew}.value")
             sh.get(e, "node", (str, type(None)), ew, required=False)
             _task_ref(sh, e, ids, ew)

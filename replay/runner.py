@@ -486,7 +486,7 @@ class _Run:
         """Run to the end, answering recorded interrupts with their recorded resume values."""
         from langgraph.types import Command
 
-        resumes = self._recorded_resumes()
+        resumes, updates = self._recorded_resumes()
         payload: Any = None
         for _ in range(1000):
             try:
@@ -504,7 +504,8 @@ class _Run:
             values = resumes.get(step)
             if not values:
                 return None  # the recording stopped at this interrupt too (or diverged: compared later)
-            payload = Command(resume=_resume_for(pending, values))
+            edit = updates.pop(step, None)
+            payload = Command(resume=_resume_for(pending, values), update=edit) if edit else Command(resume=_resume_for(pending, values))
             if self._resume_limit is not None:
                 config = {**config, "recursion_limit": self._resume_limit}  # a resume counts from itself, as recorded
             resumes[step] = values[len(pending):] if len(values) > len(pending) else []
@@ -548,15 +549,23 @@ class _Run:
         finally:
             stream.close()
 
-    def _recorded_resumes(self) -> dict[int, list[tuple[str | None, Any]]]:
+    def _recorded_resumes(self) -> tuple[dict[int, list[tuple[str | None, Any]]], dict[int, list[tuple[str, Any]]]]:
+        """Per root step, the recorded resume values, and the writes a resume brought with it
+        (``Command(resume=..., update=...)``), as LangGraph's update tuples."""
+        from langgraph.types import Send
+
         out: dict[int, list[tuple[str | None, Any]]] = {}
+        updates: dict[int, list[tuple[str, Any]]] = {}
         if not any(s.flags & FLAG_RESUME for s in self._root_steps()):
-            return out
+            return out, updates
         for d in self.store.step_details(self.run.id, "", typed=True):
             for e in d.events:
                 if e.kind == "resume":
                     out.setdefault(d.step.step, []).append((e.node, e.value))
-        return out
+                elif e.kind == "update" and isinstance(e.value, list):
+                    writes = [w for w in e.value if isinstance(w, list) and len(w) in (2, 3) and isinstance(w[0], str)]
+                    updates.setdefault(d.step.step, []).extend((w[0], Send(w[1], w[2])) if len(w) == 3 else (w[0], w[1]) for w in writes)
+        return out, updates
 
     def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, entered: dict[str, int]) -> list[Divergence]:
         if self.progress is not None:

@@ -57,7 +57,7 @@ from docs_shapes import (  # noqa: E402  (the shapes of the packages' docs; list
     tool_errors,
     tool_interrupt,
 )
-from probed_shapes import IMAGE_BLOCK, async_middleware_agent, breakpoint_continue, cached_subgraph, edited_continue, exit_durability, image_prompt, quotes_run, remembering_subgraph, retried_fanout, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
+from probed_shapes import IMAGE_BLOCK, async_middleware_agent, breakpoint_continue, cached_subgraph, edited_approval, edited_continue, exit_durability, image_prompt, quotes_run, remembering_subgraph, retried_fanout, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
 
 
 def call(tool_name: str, call_id: str, **args: Any) -> dict[str, Any]:
@@ -522,6 +522,7 @@ class Case:
     config: dict[str, Any] = field(default_factory=dict)
     resume: Any = None  # a value to resume an interrupt with (the run is invoked twice)
     resumes: tuple = ()  # more values, each resuming the run once more, in order
+    resume_update: Any = None  # with resume: the state edit the human sends with the answer
     answer_each: Any = None  # resume every interrupt shown, by its id, with this value, until none is left
     durability: str | None = None  # LangGraph's durability for the run ("exit": one checkpoint, at the end)
     go_on: bool = False  # stopped at a breakpoint or an error: invoke(None) once more (the run checked is that one)
@@ -585,4 +586,5 @@ CASES: dict[str, Case] = {
     "image_prompt": Case({"messages": [HumanMessage(content=[{"type": "text", "text": "what is this?"}, IMAGE_BLOCK])]}),
     "retried_fanout": Case({"items": ["a", "b", "c"]}, config={"configurable": {"thread_id": "rf"}}, go_on=True),
     "cached_subgraph": Case({"item": "apple", "total": 0}, repeat=True),
+    "edited_approval": Case({"draft": "refund 5"}, config={"configurable": {"thread_id": "ea"}}, resume="approved", resume_update={"note": "checked by Ada"}),
 }

@@ -9,7 +9,9 @@ stopped at a static breakpoint that goes on with ``invoke(None)``, after an
 image as a standard content block, a subgraph with memory of its own
 (``checkpointer=True``) on a thread's second run, fan-out tasks of which
 one fails, the run going on with ``invoke(None)`` (the others are not run again),
-and a subgraph node with a cache of its own whose cached node is a hit.
+a subgraph node with a cache of its own whose cached node is a hit, and a
+human who answers an interrupt and edits the state with it (``Command(resume=...,
+update=...)``).
 """
 
 from __future__ import annotations
@@ -280,3 +282,30 @@ def _build_cached_subgraph() -> Any:
 
 
 cached_subgraph = _build_cached_subgraph()
+
+
+# -- a human answers an interrupt and edits the state in the same Command ---------------------
+
+
+class Approval(TypedDict, total=False):
+    draft: str
+    note: str
+    answer: str
+
+
+def _ask_approval(state: Approval) -> dict[str, Any]:
+    decision = interrupt({"approve": state["draft"]})
+    return {"answer": f"{decision}: {state['draft']} ({state.get('note', 'no note')})"}
+
+
+def _build_edited_approval() -> Any:
+    b = StateGraph(Approval)
+    b.add_node("ask", _ask_approval)
+    b.add_node("send", lambda s: {"draft": s["answer"].upper()})
+    b.add_edge(START, "ask")
+    b.add_edge("ask", "send")
+    b.add_edge("send", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+edited_approval = _build_edited_approval()

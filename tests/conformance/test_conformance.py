@@ -84,7 +84,7 @@ def _run(graph: Any, case: Any, config: dict[str, Any]) -> Any:
         if case.repeat:
             out = once(copy.deepcopy(case.inputs))
         if case.resume is not None:
-            out = once(Command(resume=case.resume))
+            out = once(Command(resume=case.resume, update=case.resume_update) if case.resume_update is not None else Command(resume=case.resume))
         for value in case.resumes:
             out = once(Command(resume=value))
         while case.answer_each is not None and isinstance(out, dict) and out.get("__interrupt__"):
@@ -146,6 +146,7 @@ NAMES = [
     "streamed", "custom_stream", "context_store", "io_schema", "task_retry", "goto_send", "deferred", "supervisor_full", "swarm3",
     "agent_in_node", "two_questions", "task_interrupts", "send_to_subgraph", "async_middleware_agent", "breakpoint_continue",
     "edited_continue", "exit_durability", "remembering_subgraph", "image_prompt", "retried_fanout", "cached_subgraph",
+    "edited_approval",
 ]
 
 

@@ -360,7 +360,8 @@ class RunScreen(Screen):
             if t.error_type:
                 text.append(f"  ✗ {t.node}: {t.error_type}: {t.error_message}", style="bold red")
         for e in p.detail.events:
-            text.append(f"  {'⏸ interrupt' if e.kind == 'interrupt' else '▶ resume'} {e.value!r}"[:80], style="yellow")
+            mark = {"interrupt": "⏸ interrupt", "resume": "▶ resume", "update": "✎ update with the resume"}.get(e.kind, e.kind)
+            text.append(f"  {mark} {e.value!r}"[:80], style="yellow")
         if self.marked is not None:
             text.append(f"  · marked step {self.steps[self.marked].step}", style="cyan")
         if self.watch_key:
