@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+from graphtape.recorder.channel_writes import is_send as _is_send
+from graphtape.recorder.channel_writes import stored
 from graphtape.recorder.codec import Encoder
 from graphtape.recorder.frames import FrameBuilder
 from graphtape.recorder.graph_info import END, START, GraphInfo
@@ -218,7 +220,7 @@ class RunSession:
                 for ch, v in writes:
                     if ch == RESUME:
                         self._loose_events.append((ns, checkpoint_id, {"kind": "resume", "v": v}))
-                edit = [[ch, v.node, v.arg] if _is_send(v) else [ch, containers(v)] for ch, v in writes if ch not in (RESUME, INTERRUPT, ERROR)]
+                edit = stored((ch, containers(v)) for ch, v in writes if ch not in (RESUME, INTERRUPT, ERROR))
                 if edit and any(ch == RESUME for ch, _ in writes):
                     # Command(resume=..., update=...): the human's edit goes in with the answer.
                     self._loose_events.append((ns, checkpoint_id, {"kind": "update", "v": edit}))
@@ -620,7 +622,7 @@ class RunSession:
                 for r in acc.resumes:
                     ev_rows.append({"kind": "resume", "v": enc(r), "task": acc.task_id, "node": acc.node})
             if acc.carried:
-                row["cw"] = enc([[ch, v.node, v.arg] if _is_send(v) else [ch, v] for ch, v in acc.writes])
+                row["cw"] = enc(stored(acc.writes))
                 flags |= FLAG_CARRIED
             elif not acc.seen_callback and acc.has_writes and acc.node not in (START, None) and acc.error is None and not acc.interrupts:
                 row["c"] = True
@@ -806,10 +808,6 @@ def task_path(path: Any) -> str:
     except ImportError:  # moved in another LangGraph version: the path is only shown
         return str(path)
     return task_path_str(path)
-
-
-def _is_send(v: Any) -> bool:
-    return type(v).__name__ == "Send" and hasattr(v, "node") and hasattr(v, "arg")
 
 
 def _commands(output: Any) -> list[Any]:

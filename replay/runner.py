@@ -19,6 +19,7 @@ from typing import Any
 
 from graphtape.recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
 from graphtape.recorder.attach import Carried, Lineage
+from graphtape.recorder.channel_writes import as_writes
 from graphtape.recorder.http_capture import answering_http
 from graphtape.recorder.session import task_path
 from graphtape.recorder.http_exchange import HTTP
@@ -361,8 +362,6 @@ class _Run:
         after = next((s for s in self._root_steps() if s.step > restored.root_step), None)
         if after is None or not after.flags & FLAG_CARRIED:
             return ()
-        from langgraph.types import Send
-
         recorded = [t for t in self.store.step_detail(self.run.id, after.step, typed=True).tasks if t.carried is not None]
         live = list(graph.get_state(config).tasks)
         target = {"configurable": {**config["configurable"], "checkpoint_ns": "", "checkpoint_id": restored.checkpoint["id"]}}
@@ -372,9 +371,9 @@ class _Run:
             if match is None:
                 continue  # the graph has no such task now: it runs, and the comparison says so
             live.remove(match)
-            writes = tuple((w[0], Send(w[1], w[2])) if len(w) == 3 else (w[0], w[1]) for w in t.carried)
-            saver.put_writes(target, writes, match.id, task_path(match.path))
-            out.append(Carried(match.id, t.node, task_path(match.path), writes))
+            writes, path = tuple(as_writes(t.carried)), task_path(match.path)
+            saver.put_writes(target, writes, match.id, path)
+            out.append(Carried(match.id, t.node, path, writes))
         return tuple(out)
 
     def _entered_subgraphs(self, node: str, after: int) -> list[list[Any]]:
@@ -552,8 +551,6 @@ class _Run:
     def _recorded_resumes(self) -> tuple[dict[int, list[tuple[str | None, Any]]], dict[int, list[tuple[str, Any]]]]:
         """Per root step, the recorded resume values, and the writes a resume brought with it
         (``Command(resume=..., update=...)``), as LangGraph's update tuples."""
-        from langgraph.types import Send
-
         out: dict[int, list[tuple[str | None, Any]]] = {}
         updates: dict[int, list[tuple[str, Any]]] = {}
         if not any(s.flags & FLAG_RESUME for s in self._root_steps()):
@@ -562,9 +559,8 @@ class _Run:
             for e in d.events:
                 if e.kind == "resume":
                     out.setdefault(d.step.step, []).append((e.node, e.value))
-                elif e.kind == "update" and isinstance(e.value, list):
-                    writes = [w for w in e.value if isinstance(w, list) and len(w) in (2, 3) and isinstance(w[0], str)]
-                    updates.setdefault(d.step.step, []).extend((w[0], Send(w[1], w[2])) if len(w) == 3 else (w[0], w[1]) for w in writes)
+                elif e.kind == "update":
+                    updates.setdefault(d.step.step, []).extend(as_writes(e.value))
         return out, updates
 
     def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, entered: dict[str, int]) -> list[Divergence]:

@@ -10,7 +10,8 @@ nothing is ever written through.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
 from typing import Any
 
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result
@@ -26,31 +27,40 @@ class ReplayStore(BaseStore):
         self.written: dict[tuple[tuple[str, ...], str], Any] = {}
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        ops = list(ops)
-        reads = [op for op in ops if not isinstance(op, PutOp) and not self._own(op)]
-        answers = iter(self.real.batch(reads) if reads else [])
-        return [self._apply(op, answers) for op in ops]
+        ops, reads = self._reads(ops)
+        return self._answer(ops, iter(self.real.batch(reads) if reads else ()))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops, reads = self._reads(ops)
+        return self._answer(ops, iter(await self.real.abatch(reads) if reads else ()))
+
+    def _reads(self, ops: Iterable[Op]) -> tuple[list[Op], list[Op]]:
+        """The batch, and the ops of it the real store answers: every read but a get of a key
+        this replay has written by then (an earlier put in the same batch counts)."""
         ops = list(ops)
-        reads = [op for op in ops if not isinstance(op, PutOp) and not self._own(op)]
-        answers = iter(await self.real.abatch(reads) if reads else [])
-        return [self._apply(op, answers) for op in ops]
+        written = set(self.written)
+        reads = []
+        for op in ops:
+            if isinstance(op, PutOp):
+                written.add(_key(op))
+            elif not (isinstance(op, GetOp) and _key(op) in written):
+                reads.append(op)
+        return ops, reads
 
-    def _own(self, op: Op) -> bool:
-        """A get of a key this replay wrote (or deleted): answered here."""
-        return isinstance(op, GetOp) and (tuple(op.namespace), op.key) in self.written
+    def _answer(self, ops: list[Op], answers: Iterator[Result]) -> list[Result]:
+        out: list[Result] = []
+        for op in ops:
+            if isinstance(op, PutOp):
+                self.written[_key(op)] = _GONE if op.value is None else op.value
+                out.append(None)
+            elif isinstance(op, GetOp) and _key(op) in self.written:
+                value = self.written[_key(op)]
+                now = datetime.now(timezone.utc)
+                out.append(None if value is _GONE else Item(value=value, key=op.key, namespace=tuple(op.namespace), created_at=now, updated_at=now))
+            else:
+                out.append(next(answers))
+        return out
 
-    def _apply(self, op: Op, answers: Any) -> Result:
-        if isinstance(op, PutOp):
-            self.written[(tuple(op.namespace), op.key)] = _GONE if op.value is None else op.value
-            return None
-        if self._own(op):
-            value = self.written[(tuple(op.namespace), op.key)]
-            if value is _GONE:
-                return None
-            from datetime import datetime, timezone
 
-            now = datetime.now(timezone.utc)
-            return Item(value=value, key=op.key, namespace=tuple(op.namespace), created_at=now, updated_at=now)
-        return next(answers)
+def _key(op: GetOp | PutOp) -> tuple[tuple[str, ...], str]:
+    return tuple(op.namespace), op.key

@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from graphtape.recorder import schema as S
+from graphtape.recorder.channel_writes import is_stored
 from graphtape.recorder.codec import collect_refs
 from graphtape.recorder.errors import StepNotFound
 from graphtape.recorder.records import FLAG_PENDING, EventInfo, RouteInfo, StepDetail, StepInfo, StepRow, TaskInfo
@@ -247,6 +248,4 @@ def _as_stored(tree: Any) -> Any:
 
 def _carried(value: Any) -> list[Any] | None:
     """A task's carried writes as stored, or None when they are not a list of writes (damaged)."""
-    if type(value) is not list or not all(type(w) is list and len(w) in (2, 3) and type(w[0]) is str for w in value):
-        return None
-    return value
+    return value if is_stored(value) else None
