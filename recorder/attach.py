@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import orjson
 from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 
 from graphtape.recorder import http_capture
 from graphtape.recorder.capture import CaptureHandler
@@ -40,6 +41,7 @@ from graphtape.recorder.session import ERROR, INTERRUPT, NULL_TASK_ID, RunSessio
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
 from graphtape.recorder.store.sql_store import check_url, is_not_a_store, open_for_writing
+from graphtape.recorder.store_capture import RecordingStore, unwrapped
 from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, without_checkpoints
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
 
@@ -193,7 +195,12 @@ class Recorder:
         binding = _Binding(self, name or info.name, info, list(tags), graph_ref, scoped, lineage)
         binding.named = name is not None
         cls = _recorded_class(base_cls, binding)
-        copy = graph.copy(update={"checkpointer": tee})
+        update: dict[str, Any] = {"checkpointer": tee}
+        if isinstance(getattr(graph, "store", None), BaseStore):
+            # The graph's long-term memory: what its tasks read and write is recorded too.
+            update["store"] = RecordingStore(unwrapped(graph.store))
+            binding.records_store = True
+        copy = graph.copy(update=update)
         copy.__class__ = cls
         if graph_ref is None and lineage is None:  # a replay's graph is a fresh copy: no module holds it
             binding.origin = origin_of(graph, copy)
@@ -360,6 +367,8 @@ class Recorder:
         cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": limit, "stream": {k: v for k, v in kwargs.items() if k != _STREAM_KW_CONTEXT and isinstance(v, (str, int, bool, list, type(None)))}}
         if is_async:
             cfg["async"] = True  # replay drives the graph as it ran: an async-only hook has no sync side
+        if binding.records_store:
+            cfg["store"] = True  # its store calls are all here: a strict replay answers its reads from them
         row: dict[str, Any] = {
             "id": session.run_id,
             "name": session.redactor.scrub(binding.name),  # a run named after a ticket may quote a key
@@ -453,7 +462,7 @@ class Recorder:
 
 
 class _Binding:
-    __slots__ = ("recorder", "name", "named", "info", "tags", "graph_ref", "origin", "scoped", "lineage", "_seed")
+    __slots__ = ("recorder", "name", "named", "info", "tags", "graph_ref", "origin", "scoped", "lineage", "records_store", "_seed")
 
     def __init__(self, recorder: Recorder, name: str, info: GraphInfo, tags: list[str], graph_ref: str | None, scoped: RunScopedSaver | None, lineage: Lineage | None = None) -> None:
         self.recorder = recorder
@@ -466,6 +475,7 @@ class _Binding:
         self._seed = lineage.seed if lineage is not None else None
         self.named = True
         self.origin: Origin | None = None
+        self.records_store = False  # the graph has a store: its reads and writes are recorded as calls
 
     def find_graph_ref(self) -> None:
         """Look up where the graph came from (once found, kept); an unnamed run takes that name."""

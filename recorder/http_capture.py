@@ -52,6 +52,7 @@ from unittest import mock
 from graphtape.recorder.call_scope import current_call
 from graphtape.recorder.http_errors import AIOHTTP, HTTP_CLIENT, HTTPX_LIKE, error_name, rebuilt, refused
 from graphtape.recorder.http_exchange import HTTP, call_name, request_record, response_record, vcr_response
+from graphtape.recorder.running_task import session_of, site_of, task_config
 
 _log = logging.getLogger("graphtape")
 
@@ -356,12 +357,12 @@ def _begin(request: Any) -> _Pending:
         slot.pending.append(pending)
     answerer = _answerer.get()
     try:
-        config = _config()
-        session = _session_of(config)
+        config = task_config()
+        session = session_of(config)
         if session is None and answerer is None:
             return pending  # not a run's request: untouched
         inputs = request_record(request.method, request.uri, request.headers, getattr(request, "body_bytes", request.body))
-        ns, node, task_id, step = _site(config)
+        ns, node, task_id, step = site_of(config)
         parent = current_call()
         decision = None
         if answerer is not None and parent is None:
@@ -434,32 +435,6 @@ def _fault(session: Any, exc: Exception) -> None:
         from graphtape.recorder.errors import RecorderFault
 
         raise RecorderFault(f"graphtape could not record an HTTP request ({type(exc).__name__}: {exc})") from exc
-
-
-def _config() -> dict[str, Any]:
-    from langchain_core.runnables.config import var_child_runnable_config
-
-    return var_child_runnable_config.get() or {}
-
-
-def _session_of(config: dict[str, Any]) -> Any:
-    """The recording session of the run whose task is running here (graphtape's handler among its callbacks)."""
-    from graphtape.recorder.capture import CaptureHandler
-
-    callbacks = config.get("callbacks")
-    handlers = getattr(callbacks, "handlers", None)
-    if handlers is None:
-        handlers = callbacks if isinstance(callbacks, list) else ()
-    for handler in handlers:
-        if isinstance(handler, CaptureHandler):
-            return handler.session
-    return None
-
-
-def _site(config: dict[str, Any]) -> tuple[str, str | None, str | None, int | None]:
-    from graphtape.recorder.session import call_site
-
-    return call_site(config.get("metadata"))
 
 
 def _message(exc: BaseException) -> str:

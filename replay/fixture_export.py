@@ -447,7 +447,7 @@ def export_fixture(
         outcome["error"] = {"type": run.error_type, "message": ex.text(run.error_message)}
 
     fixture: dict[str, Any] = {
-        FORMAT_KEY: FORMAT_VERSION,
+        FORMAT_KEY: _format_needed(step_entries, subgraphs),
         "about": ABOUT,
         "name": run.name,
         "graph": portable_graph_ref(graph or run.graph_ref, base_dir),
@@ -505,8 +505,14 @@ def _fold_idless(fixture: dict[str, Any], table: dict[str, Any]) -> dict[str, An
     return {k: v for k, v in sorted(table.items()) if k not in alias}
 
 
+def _format_needed(steps: list[dict[str, Any]], subgraphs: list[dict[str, Any]]) -> int:
+    """The oldest format that holds the fixture: v3 only with store calls, so older graphtapes read the rest."""
+    every = [*steps, *(s for sub in subgraphs for s in sub["steps"])]
+    return FORMAT_VERSION if any(c.get("kind") == "store" for s in every for c in s.get("calls", ())) else 2
+
+
 def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
-    """What a replay forwards: configurable (no thread or checkpoint keys), recursion limit, tags, metadata, the run context, async."""
+    """What a replay forwards: configurable (no thread or checkpoint keys), recursion limit, tags, metadata, the run context, async, store."""
     config = config if isinstance(config, dict) and ENVELOPE not in config else {}
     out: dict[str, Any] = {}
     conf = config.get("configurable")
@@ -526,6 +532,8 @@ def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
             out[key] = ex.value(config[key])
     if config.get("async") is True:
         out["async"] = True  # the run used ainvoke/astream: its replay does too
+    if config.get("store") is True:
+        out["store"] = True  # every store read is among the calls: a replay answers them
     return dict(sorted(out.items()))
 
 
@@ -648,8 +656,8 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
     out_calls = []
     for c in sorted(calls, key=lambda c: order.get(c.task_id, len(order))):  # stable: started_at order within a task
         call: dict[str, Any] = {"id": ex.calls.setdefault(c.call_id, f"c{len(ex.calls) + 1}"), "kind": c.kind, "name": ex.text(c.name) if c.kind == "http" else c.name, "node": c.node, "task": ex.task(c.task_id)}
-        if c.kind == "http" and c.parent_call_id:
-            call["part_of"] = ex.calls.setdefault(c.parent_call_id, f"c{len(ex.calls) + 1}")  # a model call's own request
+        if c.kind in ("http", "store") and c.parent_call_id:
+            call["part_of"] = ex.calls.setdefault(c.parent_call_id, f"c{len(ex.calls) + 1}")  # a model or tool call's own request
         call["inputs"] = ex.value(c.inputs)
         if c.error_type:
             call["error"] = {"type": c.error_type, "message": ex.text(c.error_message)}

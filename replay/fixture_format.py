@@ -27,7 +27,8 @@ from graphtape.recorder.tracebacks import MAX_FRAMES, valid_frames
 FORMAT_KEY = "graphtape_fixture"
 # v1: the first format.
 # v2: calls may be HTTP requests (kind "http"); one made inside a model or tool call names it ("part_of").
-FORMAT_VERSION = 2
+# v3: calls may be a store's reads and writes (kind "store"), all of them when config says "store": true.
+FORMAT_VERSION = 3
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_STEPS = 100_000
 MAX_CALLS = 1_000_000
@@ -330,8 +331,8 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
             if type(c) is not dict:
                 sh.fail(cw, f"expected an object, got {_kind(c)}")
             sh.get(c, "id", (str,), cw)
-            if sh.get(c, "kind", (str,), cw) not in ("tool", "model", "http"):
-                sh.fail(f"{cw}.kind", "expected tool, model or http")
+            if sh.get(c, "kind", (str,), cw) not in ("tool", "model", "http", "store"):
+                sh.fail(f"{cw}.kind", "expected tool, model, http or store")
             sh.get(c, "name", (str,), cw)
             sh.get(c, "part_of", (str,), cw, required=False)
             sh.get(c, "node", (str, type(None)), cw, required=False)

@@ -6,13 +6,15 @@ from graphtape.recorder.choices import Choice
 
 
 class ReplayMode(Choice):
-    """How a replay treats the recording's tool, model and HTTP calls.
+    """How a replay treats the recording's tool, model, HTTP and store calls.
 
-    ``strict`` answers every tool and model call and every HTTP request from
-    the recording (a call it cannot answer is a divergence, never a silent
-    live call; a request it cannot answer is refused, never sent); ``tools``
-    answers tools and lets models and HTTP requests run live, to see how a
-    prompt or model change moves the route; ``live`` mocks nothing.
+    ``strict`` answers every tool and model call, every HTTP request and every
+    read of the graph's store from the recording (a call it cannot answer is a
+    divergence, never a silent live call; a request it cannot answer is refused,
+    never sent); ``tools`` answers tools and store reads (the world the model
+    acted in) and lets models and HTTP requests run live, to see how a prompt or
+    model change moves the route; ``live`` mocks nothing. No mode writes to the
+    graph's store.
     """
 
     STRICT = "strict"
@@ -20,7 +22,7 @@ class ReplayMode(Choice):
     LIVE = "live"
 
     def answers(self, kind: str) -> bool:
-        """Whether calls of ``kind`` ("tool", "model" or "http") come from the recording."""
+        """Whether calls of ``kind`` ("tool", "model", "http" or "store") come from the recording."""
         if self is ReplayMode.STRICT:
             return True
-        return self is ReplayMode.TOOLS and kind == "tool"
+        return self is ReplayMode.TOOLS and kind in ("tool", "store")

@@ -22,6 +22,7 @@ from graphtape.recorder.attach import Carried, Lineage
 from graphtape.recorder.channel_writes import as_writes
 from graphtape.recorder.http_capture import answering_http
 from graphtape.recorder.session import task_path
+from graphtape.recorder.store_capture import STORE, unwrapped
 from graphtape.recorder.http_exchange import HTTP
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_RESUME
 
@@ -38,6 +39,7 @@ from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
 from graphtape.replay.restore import Restored, replay_saver, restore, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
+from graphtape.replay.store_answers import RecordedStore, is_write
 from graphtape.replay.store_guard import ReplayStore
 
 
@@ -148,6 +150,7 @@ class _Run:
         self._limits: Limits | None = None
         self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
         self._ran_async = False  # the recording ran the graph with ainvoke/astream
+        self._store_recorded = False
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
         self._root_steps_memo: list[Any] | None = None
@@ -176,8 +179,10 @@ class _Run:
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph))
         restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
+        guard = None
         if getattr(base, "store", None) is not None:
-            base = base.copy(update={"store": ReplayStore(base.store)})  # read, never written: a what-if run
+            guard = ReplayStore(unwrapped(base.store))  # read, never written: a what-if run
+            base = base.copy(update={"store": guard})
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
         cached = cached_nodes(base) - set(self.mock_nodes)
@@ -224,9 +229,12 @@ class _Run:
 
         offsets = {ns_path(ns): offset}
         recorded_calls = self._calls_after(restored.root_step, ns, step)
-        book = CallBook([c for c in recorded_calls if c.kind != HTTP], self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts(), task_paths=self._task_paths)
+        book = CallBook([c for c in recorded_calls if c.kind not in (HTTP, STORE)], self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts(), task_paths=self._task_paths)
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         http = RecordedHttp(recorded_calls, offsets=offsets, miss_goes_live=miss_goes_live)
+        memory = RecordedStore(recorded_calls, self.arg_normalize, offsets=offsets, miss_goes_live=miss_goes_live)
+        if guard is not None and self._store_recorded and self.mode.answers(STORE):
+            guard.answers = memory  # the recording holds every read: today's store is not asked
         # Calls are answered at once, so the graph never waits: writing while it runs would only
         # take the interpreter from it. The replay is written when it ends (and can be made again).
         recorder = Recorder(self.store.url, durability="exit")
@@ -248,12 +256,13 @@ class _Run:
             raise ReplayError(why)
         entered = self._entered()
         by_path = {ns_path(n): s for n, s in entered.items()}
+        stops = [*answerer.misses, *(m for m in memory.misses if not is_write(m.live.name))]  # misses that stopped the replay
         found: list[Divergence] = []
-        for m in [*answerer.misses, *http.misses]:
+        for m in [*answerer.misses, *http.misses, *memory.misses]:
             live = m.live
             live_step = None if live.step is None else live.step - offsets.get(live.path, 0)
             root = live_step if not live.path else by_path.get(live.path.split("|")[0], live_step)
-            stopped = " (refused inside the node: it never left the machine)" if live.kind == HTTP else " (the replay stopped here)"
+            stopped = _miss_outcome(live)
             found.append(
                 Divergence(
                     m.kind,
@@ -273,7 +282,7 @@ class _Run:
             found.extend(self._compare(run_id, restored, ns, step, offset, entered))
             replayed = self.store.get_run(run_id)
             status = replayed.status
-            if not answerer.misses and to_step is None:
+            if not stops and to_step is None:
                 found.extend(_end_divergences(self.run, replayed))
             if to_step is not None:
                 found = [d for d in found if d.step is None or d.step <= to_step or d.ns]
@@ -284,12 +293,12 @@ class _Run:
                 final_state = None
         unused = [
             {"call_id": r.call.call_id, "kind": r.call.kind, "name": r.call.name, "step": r.call.step, "node": r.call.node}
-            for r in [*book.unused(), *http.unused()]
+            for r in [*book.unused(), *http.unused(), *memory.unused()]
             if self.mode.answers(r.call.kind) and r.call.name not in self.overrides and (to_step is None or (r.call.step is not None and r.call.step <= to_step))
         ]
         if require_all_used:
             # Calls after the point where a miss stopped the replay were never reached, not skipped.
-            cut = min((m.live.step - offsets.get(m.live.path, 0) for m in answerer.misses if m.live.step is not None and not m.live.path), default=None) if not miss_goes_live else None
+            cut = min((m.live.step - offsets.get(m.live.path, 0) for m in stops if m.live.step is not None and not m.live.path), default=None) if not miss_goes_live else None
             for u in unused:
                 if cut is not None and (u["step"] is None or u["step"] >= cut):
                     continue
@@ -304,7 +313,7 @@ class _Run:
             status=status,
             error=None if error is None else f"{type(error).__name__}: {error}",
             final_state=final_state,
-            served={**answerer.served, **({HTTP: http.served} if http.served else {})},
+            served={**answerer.served, **({HTTP: http.served} if http.served else {}), **({STORE: memory.served} if memory.served else {})},
             unused_calls=unused,
             kind=edit["kind"],
             notes=notes + live_http_note(self.store, run_id, self.mode),
@@ -425,6 +434,7 @@ class _Run:
         except GraphtapeError as exc:
             raise ReplayError(str(exc)) from None
         self._ran_async = recorded.get("async") is True
+        self._store_recorded = recorded.get("store") is True  # recorded with its store: every read is in it
         limit = recorded.get("recursion_limit")
         if not isinstance(limit, int):
             limit = _default_recursion_limit()
@@ -594,6 +604,15 @@ class _Run:
                 continue  # a subgraph that did (not) run shows as a route divergence in its parent
             cmp.namespace(Side(self.run.id, a, None), Side(run_id, b, None), _in_ns(rec_calls, a), _in_ns(rep_calls, b))
         return cmp.found
+
+
+def _miss_outcome(live: LiveCall) -> str:
+    """What became of a call the recording could not answer, as a report says it."""
+    if live.kind == HTTP:
+        return " (refused inside the node: it never left the machine)"
+    if live.kind == STORE and is_write(live.name):
+        return " (the write was kept in the replay, as every replay's writes are)"
+    return " (the replay stopped here)"
 
 
 def _state_keys(graph: Any) -> list[str]:

@@ -6,6 +6,10 @@ store, which in production is the team's ``PostgresStore``. The replayed graph g
 this guard instead: reads go to the real store, writes are kept in the guard for
 the rest of the replay (a node that writes and reads back sees its own write), and
 nothing is ever written through.
+
+A strict replay of a recording that recorded its store answers the reads from the
+recording instead (``answers``, see ``store_answers``): the guard then asks the real
+store only what the recording does not answer.
 """
 
 from __future__ import annotations
@@ -16,41 +20,55 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result
 
+from graphtape.replay.store_answers import NOT_ANSWERED, RecordedStore
+
 _GONE = object()  # a key this replay deleted
 
 
 class ReplayStore(BaseStore):
-    """Reads from ``real``; puts and deletes stay here (by namespace and key)."""
+    """Reads from ``real`` (or the recording); puts and deletes stay here (by namespace and key)."""
 
-    def __init__(self, real: BaseStore) -> None:
+    def __init__(self, real: BaseStore, answers: RecordedStore | None = None) -> None:
         self.real = real
+        self.answers = answers
         self.written: dict[tuple[tuple[str, ...], str], Any] = {}
+        self.supports_ttl = real.supports_ttl  # BaseStore.put checks these before it batches
+        self.ttl_config = real.ttl_config
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        ops, reads = self._reads(ops)
-        return self._answer(ops, iter(self.real.batch(reads) if reads else ()))
+        ops, recorded, reads = self._reads(ops)
+        return self._answer(ops, recorded, iter(self.real.batch(reads) if reads else ()))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        ops, reads = self._reads(ops)
-        return self._answer(ops, iter(await self.real.abatch(reads) if reads else ()))
+        ops, recorded, reads = self._reads(ops)
+        return self._answer(ops, recorded, iter(await self.real.abatch(reads) if reads else ()))
 
-    def _reads(self, ops: Iterable[Op]) -> tuple[list[Op], list[Op]]:
-        """The batch, and the ops of it the real store answers: every read but a get of a key
-        this replay has written by then (an earlier put in the same batch counts)."""
+    def _reads(self, ops: Iterable[Op]) -> tuple[list[Op], dict[int, Result], list[Op]]:
+        """The batch, the answers the recording gives (by position), and the ops the real store
+        answers: every other read but a get of a key this replay has written by then (an
+        earlier put in the same batch counts)."""
         ops = list(ops)
+        recorded: dict[int, Result] = {}
+        if self.answers is not None:
+            for i, op in enumerate(ops):
+                got = self.answers.answer(op)  # a write is matched too, and still kept below
+                if got is not NOT_ANSWERED and not isinstance(op, PutOp):
+                    recorded[i] = got
         written = set(self.written)
         reads = []
-        for op in ops:
+        for i, op in enumerate(ops):
             if isinstance(op, PutOp):
                 written.add(_key(op))
-            elif not (isinstance(op, GetOp) and _key(op) in written):
+            elif i not in recorded and not (isinstance(op, GetOp) and _key(op) in written):
                 reads.append(op)
-        return ops, reads
+        return ops, recorded, reads
 
-    def _answer(self, ops: list[Op], answers: Iterator[Result]) -> list[Result]:
+    def _answer(self, ops: list[Op], recorded: dict[int, Result], answers: Iterator[Result]) -> list[Result]:
         out: list[Result] = []
-        for op in ops:
-            if isinstance(op, PutOp):
+        for i, op in enumerate(ops):
+            if i in recorded:
+                out.append(recorded[i])
+            elif isinstance(op, PutOp):
                 self.written[_key(op)] = _GONE if op.value is None else op.value
                 out.append(None)
             elif isinstance(op, GetOp) and _key(op) in self.written:

@@ -27,7 +27,7 @@ def register(command: Command) -> None:
     rp = command("replay", "Re-run a recorded run from a step with tools and models answered from the recording; exit 1 if it diverges.", cmd_replay)
     _common(rp)
     rp.add_argument("--from", dest="from_step", type=step_number, metavar="N", help="resume after step N (default: the run's first step, a full replay)")
-    rp.add_argument("--mode", choices=MODES, default="strict", help="strict: answer every tool and model call and HTTP request from the recording, send nothing (default); tools: answer tools, run models and HTTP live; live: mock nothing")
+    rp.add_argument("--mode", choices=MODES, default="strict", help="strict: answer every tool and model call, HTTP request and store read from the recording, send nothing (default); tools: answer tools and store reads, run models and HTTP live; live: mock nothing")
     rp.add_argument("--mock-node", action="append", default=[], metavar="NODE", help="serve NODE's recorded updates instead of running it (for nodes that do their own I/O); repeatable")
     rp.add_argument("--require-all-used", action="store_true", help="report recorded calls the replay never made")
 

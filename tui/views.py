@@ -80,8 +80,8 @@ def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
     totals: dict[str, int] = {}
     tokens = 0
     for call in store.calls(run.id):
-        if call.kind == "http" and call.parent_call_id:
-            continue  # a model or tool call's own request: counted as that call
+        if call.kind in ("http", "store") and call.parent_call_id:
+            continue  # a model or tool call's own request or memory read: counted as that call
         totals[call.kind] = totals.get(call.kind, 0) + 1
         tokens += call.total_tokens or 0
     return {

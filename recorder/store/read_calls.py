@@ -66,13 +66,14 @@ class CallReads:
 
     @_damage_is_a_store_error
     def call_counts(self, run_id: str, ns: str = "") -> dict[int, dict[str, int]]:
-        """Per step: how many tool, model and HTTP calls were made, and how many failed ("failed"; a
-        call that stopped at an interrupt or sent a Command to the parent did not).
+        """Per step: how many tool, model, HTTP and store calls were made, and how many failed
+        ("failed"; a call that stopped at an interrupt or sent a Command to the parent did not).
 
-        An HTTP request made inside a tool or model call is part of that call, not counted again.
+        An HTTP request or a store operation made inside a tool or model call is part of that
+        call, not counted again.
         """
         failed = sa.func.sum(sa.case((sa.and_(S.calls.c.error_type.is_not(None), S.calls.c.error_type.not_in(sorted(NOT_FAILURES))), 1), else_=0))
-        own = sa.or_(S.calls.c.kind != "http", S.calls.c.parent_call_id.is_(None))
+        own = sa.or_(S.calls.c.kind.not_in(("http", "store")), S.calls.c.parent_call_id.is_(None))
         rows = self._read(
             sa.select(S.calls.c.step, S.calls.c.kind, sa.func.count(), failed)
             .where(S.calls.c.run_id == run_id, S.calls.c.ns == ns, own)

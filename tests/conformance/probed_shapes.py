@@ -11,7 +11,9 @@ image as a standard content block, a subgraph with memory of its own
 one fails, the run going on with ``invoke(None)`` (the others are not run again),
 a subgraph node with a cache of its own whose cached node is a hit, and a
 human who answers an interrupt and edits the state with it (``Command(resume=...,
-update=...)``).
+update=...)``), and an agent that reads long-term memory earlier runs wrote, routes on
+it and writes it (the run checked is a returning user's: a replay in a fresh process has
+an empty store).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.cache.memory import InMemoryCache
+from langgraph.config import get_store
+from langgraph.store.memory import InMemoryStore
 from langgraph.types import CachePolicy, Send, interrupt
 
 from docs_shapes import call, last_tool, lookup_order, scripted
@@ -309,3 +313,46 @@ def _build_edited_approval() -> Any:
 
 
 edited_approval = _build_edited_approval()
+
+
+# -- a returning user: the run reads memories earlier runs wrote, routes on them, writes more -----
+
+
+class Visit(TypedDict, total=False):
+    user: str
+    visits: int
+    greeting: str
+
+
+def _count_visit(state: Visit) -> dict[str, Any]:
+    store = get_store()
+    where = ("visits", state["user"])
+    prior = store.get(where, "seen")
+    store.put(where, "seen", {"returning": prior is not None})
+    return {"visits": 2 if prior else 1}  # first time, or back again
+
+
+def _returning(state: Visit) -> str:
+    return "welcome_back" if state["visits"] > 1 else "welcome"
+
+
+def _welcome_back(state: Visit) -> dict[str, Any]:
+    store = get_store()
+    users = store.list_namespaces(prefix=("visits",))
+    notes = store.search(("visits", state["user"]), limit=3)
+    return {"greeting": f"welcome back ({len(users)} users, {len(notes)} notes)"}
+
+
+def _build_returning_user() -> Any:
+    b = StateGraph(Visit)
+    b.add_node("count_visit", _count_visit)
+    b.add_node("welcome", lambda s: {"greeting": "welcome"})
+    b.add_node("welcome_back", _welcome_back)
+    b.add_edge(START, "count_visit")
+    b.add_conditional_edges("count_visit", _returning, ["welcome", "welcome_back"])
+    b.add_edge("welcome", END)
+    b.add_edge("welcome_back", END)
+    return b.compile(store=InMemoryStore())
+
+
+returning_user = _build_returning_user()

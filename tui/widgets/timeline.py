@@ -38,8 +38,8 @@ def step_markers(step: StepInfo) -> Text:
 
 
 def calls_text(counts: dict[str, int]) -> Text:
-    """``T2 M1 1✗``: tool and model calls of a step, and how many failed."""
-    text = Text(" ".join(part for part in (f"T{counts['tool']}" if counts.get("tool") else "", f"M{counts['model']}" if counts.get("model") else "") if part))
+    """``T2 M1 S3 1✗``: tool and model calls and store operations of a step, and how many failed."""
+    text = Text(" ".join(f"{letter}{counts[kind]}" for kind, letter in (("tool", "T"), ("model", "M"), ("store", "S")) if counts.get(kind)))
     if counts.get("failed"):
         text.append(f" {counts['failed']}✗", style="bold red")
     return text
