@@ -11,7 +11,7 @@ re-enters the subgraph task and the subgraph resumes at its own step.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,18 +94,21 @@ def replay_saver() -> Any:
     return ReplaySaver()
 
 
-def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread_id: str, *, untracked: Iterable[str] = ()) -> Restored:
+def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread_id: str, *, untracked: Iterable[str] = (), revive: Callable[[str, dict[str, Any]], None] | None = None) -> Restored:
     """Restore ``run_id``'s checkpoint after ``step`` of namespace ``ns`` (and its parents) into ``saver``.
 
     ``untracked`` names the root graph's channels LangGraph never checkpoints (``UntrackedValue``);
     the recording keeps what they held with each step's state, and they are handed to the resumed run.
+    ``revive(ns, values)`` gives restored values the types the graph declares (``state_types``).
     """
     root_step = step
     if ns:
         parent_ns, parent_step = _parent_of(store, run_id, ns)
-        root_step = restore(store, run_id, parent_step, parent_ns, saver, thread_id, untracked=untracked).root_step
+        root_step = restore(store, run_id, parent_step, parent_ns, saver, thread_id, untracked=untracked, revive=revive).root_step
     cp = store.checkpoint_at(run_id, step, ns, typed=True)
     checkpoint, metadata = as_langgraph(cp)
+    if revive is not None:
+        revive(ns, checkpoint["channel_values"])
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
     if cp.parent_checkpoint_id:
         config["configurable"]["checkpoint_id"] = cp.parent_checkpoint_id

@@ -39,6 +39,7 @@ from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
 from graphtape.replay.restore import Restored, replay_saver, restore, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
+from graphtape.replay.state_types import StateTypes
 from graphtape.replay.store_answers import RecordedStore, is_write
 from graphtape.replay.store_guard import ReplayStore
 
@@ -176,7 +177,7 @@ class _Run:
             raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
         saver = replay_saver()
         thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
-        restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph))
+        restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph), revive=StateTypes(self.graph).revive)
         restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
         guard = None

@@ -1,0 +1,165 @@
+"""Give restored state values the types today's graph declares for them.
+
+A state key annotated with a Pydantic model or a dataclass (``plan: Plan`` in a
+``TypedDict`` state) holds that object while the graph runs. The recording keeps its
+fields and its class's name, and reads it back as a dict marked with that name (only a
+``register_type``-d class comes back as itself): a replay or a fork resuming mid-run
+would hand the next node a dict where it reads ``state["plan"].steps``. The graph's own
+schema says what each key holds: a restored value recorded as one of the classes that
+key's annotation names (matched by name; nothing is ever imported) is validated back
+into that type with pydantic. A value recorded as a plain dict stays a dict, and one
+that does not fit (the schema changed since) is left as recorded: the comparison shows
+what that changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+from graphtape.recorder.codec import TYPE_KEY
+
+_NO_TYPES: dict[str, Any] = {}
+_DEPTH = 32  # how deep a restored value is looked into (a model inside lists inside dicts...)
+
+
+class StateTypes:
+    """Per namespace, the adapters of the state keys that hold models (read once, when first asked)."""
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self._by_graph: dict[str, dict[str, Any]] = {}
+
+    def revive(self, ns: str, values: dict[str, Any]) -> None:
+        """Turn plain recorded values of model-typed keys in ``values`` (namespace ``ns``) into those models, in place."""
+        adapters = self._adapters(_graph_path(ns))
+        if not adapters:
+            return
+        _revive_keys(values, adapters)
+        start = values.get("__start__")
+        if isinstance(start, dict):  # the run's input, not applied yet (a replay from the input step)
+            values["__start__"] = start = dict(start)
+            _revive_keys(start, adapters)
+
+    def _adapters(self, path: str) -> dict[str, Any]:
+        if path not in self._by_graph:
+            graph = self.graph if not path else dict(_subgraphs(self.graph)).get(path)
+            self._by_graph[path] = _model_keys(graph) if graph is not None else _NO_TYPES
+        return self._by_graph[path]
+
+
+def _revive_keys(values: dict[str, Any], adapters: dict[str, tuple[Any, frozenset[str]]]) -> None:
+    for key, (adapter, names) in adapters.items():
+        value = values.get(key)
+        if _recorded_as(value, names, 0):
+            try:
+                values[key] = adapter.validate_python(_unmarked(value, 0))
+            except Exception:  # noqa: BLE001 - a value today's schema does not take stays as recorded
+                continue
+
+
+def _graph_path(ns: str) -> str:
+    """``"sub:<task id>|inner:<task id>"`` -> ``"sub|inner"``: the subgraph's name path."""
+    return "|".join(part.split(":")[0] for part in ns.split("|")) if ns else ""
+
+
+def _subgraphs(graph: Any) -> Iterator[tuple[str, Any]]:
+    try:
+        yield from graph.get_subgraphs(recurse=True)
+    except Exception:  # noqa: BLE001 - a graph that cannot list them: its subgraphs keep recorded values
+        return
+
+
+def _model_keys(graph: Any) -> dict[str, tuple[Any, frozenset[str]]]:
+    """The graph's state keys whose annotation holds a Pydantic model or a dataclass: an adapter
+    each, and the names a recording gives the classes it holds."""
+    builder = getattr(graph, "builder", None)
+    schemas = list(getattr(builder, "schemas", None) or ())
+    out: dict[str, Any] = {}
+    for schema in schemas:
+        try:
+            hints = typing.get_type_hints(schema)
+        except Exception:  # noqa: BLE001 - an annotation that does not resolve today: nothing to revive by
+            continue
+        for key, ann in hints.items():
+            if key in out:
+                continue
+            classes: set[type] = set()
+            _models_in(ann, classes, 0)
+            if not classes:
+                continue
+            try:
+                from pydantic import TypeAdapter
+
+                adapter = TypeAdapter(ann)
+            except Exception:  # noqa: BLE001 - pydantic cannot build a validator for it
+                continue
+            names = {f"{c.__module__}.{c.__qualname__}" for c in classes} | {c.__qualname__ for c in classes}
+            out[key] = (adapter, frozenset(names))
+    return out
+
+
+def _models_in(ann: Any, found: set[type], depth: int) -> None:
+    """The Pydantic models and dataclasses an annotation holds, with those their fields hold."""
+    if depth > 8:
+        return
+    if isinstance(ann, type):
+        if ann in found:
+            return
+        fields: dict[str, Any] = {}
+        if dataclasses.is_dataclass(ann):
+            found.add(ann)
+            try:
+                fields = typing.get_type_hints(ann)
+            except Exception:  # noqa: BLE001
+                fields = {}
+        elif _is_model(ann):
+            found.add(ann)
+            fields = {k: f.annotation for k, f in ann.model_fields.items()}
+        for sub in fields.values():
+            _models_in(sub, found, depth + 1)
+        return
+    for arg in typing.get_args(ann):
+        _models_in(arg, found, depth + 1)
+
+
+def _is_model(cls: type) -> bool:
+    from langchain_core.messages import BaseMessage
+    from pydantic import BaseModel
+
+    return issubclass(cls, BaseModel) and not issubclass(cls, BaseMessage)  # messages are decoded as themselves
+
+
+def _recorded_as(value: Any, names: frozenset[str], depth: int) -> bool:
+    """Whether the value holds an object the recording marked with one of ``names``."""
+    if depth > _DEPTH:
+        return False
+    if isinstance(value, dict):
+        name = value.get(TYPE_KEY)
+        if isinstance(name, str) and (name in names or _qualname_tail(name, names)):
+            return True
+        return any(_recorded_as(v, names, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_recorded_as(v, names, depth + 1) for v in value)
+    return False
+
+
+def _qualname_tail(name: str, names: frozenset[str]) -> bool:
+    """``__main__.Outer.Plan`` recorded by a script, ``agent.Outer.Plan`` imported today: the same class path."""
+    parts = name.split(".")
+    return any(".".join(parts[i:]) in names for i in range(1, len(parts)))
+
+
+def _unmarked(value: Any, depth: int) -> Any:
+    """The value without the recording's class markers (a model that forbids extra keys would refuse them)."""
+    if depth > _DEPTH:
+        return value
+    if isinstance(value, dict):
+        return {k: _unmarked(v, depth + 1) for k, v in value.items() if k != TYPE_KEY}
+    if isinstance(value, list):
+        return [_unmarked(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_unmarked(v, depth + 1) for v in value)
+    return value

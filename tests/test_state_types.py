@@ -1,0 +1,164 @@
+"""A replay or fork resuming mid-run hands the next node the Pydantic models and dataclasses the state held.
+
+Real compiled graphs and a real store; nothing is registered with ``register_type``: the
+graph's own schema says what each key holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import textwrap
+from typing import Any, Optional, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel, ConfigDict
+
+from graphtape.recorder import Recorder, open_store
+from graphtape.replay import fork, replay
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # the recording's class markers must not reach it
+    name: str
+    cost: int = 1
+
+
+class Plan(BaseModel):
+    steps: list[Step]
+    owner: Optional[str] = None
+
+
+@dataclasses.dataclass
+class Budget:
+    limit: int
+    spent: int = 0
+
+
+class S(TypedDict, total=False):
+    goal: str
+    plan: Plan
+    budget: Budget
+    loose: Plan  # annotated as a model, but the node puts a plain dict there
+    done: list[str]
+    total: int
+
+
+def plan(s: S) -> dict[str, Any]:
+    return {"plan": Plan(steps=[Step(name="a", cost=2), Step(name="b")], owner="ada"), "budget": Budget(limit=5), "loose": {"steps": []}}
+
+
+def work(s: S) -> dict[str, Any]:
+    assert isinstance(s["loose"], dict)  # what the node put there, also in a replay
+    return {"done": [st.name for st in s["plan"].steps], "budget": dataclasses.replace(s["budget"], spent=s["budget"].spent + 1)}
+
+
+def tally(s: S) -> dict[str, Any]:
+    return {"total": sum(st.cost for st in s["plan"].steps) + s["budget"].spent}
+
+
+def graph() -> Any:
+    b = StateGraph(S)
+    for name, fn in (("plan", plan), ("work", work), ("tally", tally)):
+        b.add_node(name, fn)
+    b.add_edge(START, "plan")
+    b.add_edge("plan", "work")
+    b.add_edge("work", "tally")
+    b.add_edge("tally", END)
+    return b.compile()
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    db = str(tmp_path / "types.db")
+    with Recorder(db) as rec:
+        out = rec.attach(graph()).invoke({"goal": "g"})
+        rec.flush()
+        return db, rec.last_run_id, out
+
+
+@pytest.mark.parametrize("step", [None, 0, 1, 2])
+def test_a_replay_from_any_step_gets_the_models_back(recorded, step):
+    db, run_id, out = recorded
+    assert out["total"] == 4
+    result = replay(run_id, graph(), from_step=step, db=db)
+    assert not result.diverged, result.divergences
+    assert result.error is None
+
+
+def test_a_fork_mid_run_gets_them_too(recorded):
+    db, run_id, _ = recorded
+    result = fork(run_id, graph(), 1, {"goal": "other"}, db=db)
+    assert result.error is None, result.error
+    store = open_store(db)
+    try:
+        assert store.run_detail(result.run_id).output["total"] == 4
+    finally:
+        store.close()
+
+
+def test_an_input_holding_a_model_replays_from_the_input_step(tmp_path):
+    db = str(tmp_path / "input.db")
+    b = StateGraph(S)
+    b.add_node("tally", tally)
+    b.add_edge(START, "tally")
+    b.add_edge("tally", END)
+    with Recorder(db) as rec:
+        out = rec.attach(b.compile()).invoke({"plan": Plan(steps=[Step(name="x", cost=3)]), "budget": Budget(limit=1)})
+        rec.flush()
+        run_id = rec.last_run_id
+    result = replay(run_id, b.compile(), db=db)
+    assert not result.diverged, result.divergences
+    assert out["total"] == 3
+
+
+SCRIPT = """
+from typing import TypedDict
+from pydantic import BaseModel
+from langgraph.graph import END, START, StateGraph
+
+class Plan(BaseModel):
+    steps: list[str]
+
+class S(TypedDict, total=False):
+    plan: Plan
+    n: int
+
+def build():
+    b = StateGraph(S)
+    b.add_node("plan", lambda s: {"plan": Plan(steps=["a", "b"])})
+    b.add_node("count", lambda s: {"n": len(s["plan"].steps)})
+    b.add_edge(START, "plan")
+    b.add_edge("plan", "count")
+    b.add_edge("count", END)
+    return b.compile()
+
+if __name__ == "__main__":
+    import sys
+    from graphtape import Recorder
+    with Recorder(sys.argv[1]) as rec:
+        rec.attach(build()).invoke({})
+"""
+
+
+def test_a_class_recorded_by_a_script_is_found_when_the_graph_is_imported(tmp_path):
+    """Recorded as ``__main__.Plan`` (``python agent.py``), replayed with ``agent.Plan``: the same class."""
+    (tmp_path / "agent_types.py").write_text(textwrap.dedent(SCRIPT))
+    db = str(tmp_path / "script.db")
+    subprocess.run([sys.executable, str(tmp_path / "agent_types.py"), db], check=True, cwd=tmp_path)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import agent_types
+
+        store = open_store(db)
+        try:
+            run_id = store.list_runs()[0].id
+        finally:
+            store.close()
+        result = replay(run_id, agent_types.build(), from_step=1, db=db)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("agent_types", None)
+    assert not result.diverged, result.divergences
