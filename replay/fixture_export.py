@@ -604,6 +604,7 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
     if not s.completed:
         entry["completed"] = False
     tasks = sorted(s.tasks, key=_task_sort_key)
+    per_node = Counter(t.get("node") for t in tasks)
     entry["tasks"] = []
     for t in tasks:
         task: dict[str, Any] = {"id": ex.task(t["id"]), "node": t.get("node", "?")}
@@ -624,6 +625,9 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
             # Not run: LangGraph applied what it wrote in an earlier run. Its path tells which of a
             # node's tasks it was (Send packets to one node), so a replay carries the same ones over.
             task["carried"] = ex.value(t["cw"])
+        if "cw" in t or per_node[t.get("node")] > 1:
+            # Several tasks of one node (Send packets): the path tells them apart (it holds the
+            # packet's index), so twin calls of theirs get their own recorded answers.
             task["path"] = t.get("path", "")
         if t.get("sub"):
             task["subgraphs"] = [ex.ns(n) for n in t["sub"]]

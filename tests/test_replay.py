@@ -783,6 +783,33 @@ def test_identical_calls_of_parallel_sends_get_their_own_answers(db):
     assert result.final_state["samples"] == ["sample-1", "sample-2", "sample-3"]
 
 
+def test_identical_calls_of_parallel_sends_keep_their_answers_through_a_fixture(db, tmp_path):
+    """A fixture holds each such task's path, so its replay tells the twins apart too."""
+    from graphtape.replay import export_fixture
+    from graphtape.replay.fixture import dumps_fixture, import_fixture, parse_fixture
+
+    run_id = record(db, _sampling_graph(), {"q": "2+2?"})
+    store = open_store(db)
+    try:
+        fixture = parse_fixture(dumps_fixture(export_fixture(store, run_id)))
+    finally:
+        store.close()
+    assert [t.get("path") is not None for t in fixture["steps"][1]["tasks"]] == [True, True, True]
+    other = str(tmp_path / "ci.db")
+    store = open_store(other, create=True)
+    try:
+        imported = import_fixture(store, fixture)
+    finally:
+        store.close()
+    WAITS["order"] = [0.06, 0.03, 0.0]
+    try:
+        result = replay(imported.run_id, _sampling_graph(), db=other, mode="strict")
+    finally:
+        WAITS["order"] = [0.0, 0.03, 0.06]
+    assert not result.diverged, result.report()
+    assert result.final_state["samples"] == ["sample-1", "sample-2", "sample-3"]
+
+
 class Rolled(TypedDict, total=False):
     rolls: list
 
