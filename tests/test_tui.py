@@ -823,3 +823,28 @@ async def test_the_fork_and_replay_prompts_fit_the_screen_title_first(demo_db, s
             assert prompt.query_one(OptionList).compact == short
             await pilot.press("escape")
             await settle(app, pilot)
+
+
+def test_a_remove_message_reads_as_what_it_removes(tmp_path, capsys):
+    """A node that trims the history writes RemoveMessages: no content, only the ids they take out."""
+    from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    from graphtape.recorder import Recorder
+    from graphtape.tui.cli import main
+    from graphtape.tui.render import short
+
+    b = StateGraph(MessagesState)
+    b.add_node("talk", lambda s: {"messages": [AIMessage("hi", id="a1")]})
+    b.add_node("trim", lambda s: {"messages": [RemoveMessage(id="h1")]})
+    b.add_edge(START, "talk")
+    b.add_edge("talk", "trim")
+    b.add_edge("trim", END)
+    db = str(tmp_path / "trim.db")
+    with Recorder(db) as rec:
+        rec.attach(b.compile()).invoke({"messages": [HumanMessage("yo", id="h1")]})
+        rec.flush()
+    assert main(["--db", db, "show", "last"]) == 0
+    assert "remove message h1" in capsys.readouterr().out
+    assert short({"type": "remove", "content": "", "id": REMOVE_ALL_MESSAGES}) == "remove all messages"

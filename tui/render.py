@@ -152,6 +152,9 @@ def message_line(msg: dict[str, Any]) -> str:
         status = msg.get("status")
         mark = " [error]" if status == "error" else ""
         return f"tool {msg.get('name') or '?'}{mark}: {text}"
+    if kind == "remove":  # RemoveMessage: no content, only the message it takes out of the history
+        target = msg.get("id")
+        return "remove all messages" if target == "__remove_all__" else f"remove message {target or '?'}"
     line = f"{kind}: {json.dumps(text, ensure_ascii=False)}" if text else f"{kind}:"
     calls = msg.get("tool_calls") or []
     if calls:
