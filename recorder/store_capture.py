@@ -44,8 +44,15 @@ class RecordingStore(BaseStore):
 
     def __init__(self, inner: BaseStore) -> None:
         self.inner = inner
-        self.supports_ttl = inner.supports_ttl  # BaseStore.put checks these before it batches
-        self.ttl_config = inner.ttl_config
+
+    # BaseStore's methods read these before they batch: the inner store's, as they are now.
+    @property  # type: ignore[override]
+    def supports_ttl(self) -> bool:
+        return self.inner.supports_ttl
+
+    @property  # type: ignore[override]
+    def ttl_config(self) -> Any:
+        return self.inner.ttl_config
 
     def __getattr__(self, name: str) -> Any:
         # What BaseStore does not define (setup(), index_config, conn...) is the inner store's.

@@ -151,7 +151,7 @@ class _Run:
         self._limits: Limits | None = None
         self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
         self._ran_async = False  # the recording ran the graph with ainvoke/astream
-        self._store_recorded = False
+        self._store_recorded = False  # the recording holds every store call its tasks made
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
         self._root_steps_memo: list[Any] | None = None

@@ -32,8 +32,15 @@ class ReplayStore(BaseStore):
         self.real = real
         self.answers = answers
         self.written: dict[tuple[tuple[str, ...], str], Any] = {}
-        self.supports_ttl = real.supports_ttl  # BaseStore.put checks these before it batches
-        self.ttl_config = real.ttl_config
+
+    # BaseStore's methods read these before they batch: the real store's, as they are now.
+    @property  # type: ignore[override]
+    def supports_ttl(self) -> bool:
+        return self.real.supports_ttl
+
+    @property  # type: ignore[override]
+    def ttl_config(self) -> Any:
+        return self.real.ttl_config
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops, recorded, reads = self._reads(ops)

@@ -350,3 +350,29 @@ async def test_the_tui_counts_and_lists_a_steps_store_calls(db):
         assert [p.split()[:2] for p in prompts] == [["store", "search"], ["store", "list_namespaces"], ["store", "delete"]]
         detail = "\n".join(str(r) for r in screen.query_one(CallsPanel).query_one("#call-detail").content.renderables)
         assert '"namespace_prefix"' in detail and '"visits": 2' in detail
+
+
+class TtlStore(InMemoryStore):
+    """A store that takes a time to live per item (as PostgresStore does)."""
+
+    supports_ttl = True
+    ttl_config = {"default_ttl": 5, "refresh_on_read": True}
+
+
+def test_a_store_with_ttl_keeps_it_through_recording_and_replay(db):
+    memory = TtlStore()
+
+    def greet_with_ttl(state: Visit) -> dict[str, Any]:
+        store = get_store()
+        store.put(("users", state["user"]), "session", {"open": True}, ttl=1)
+        return {"greeting": "kept for a minute"}
+
+    with Recorder(db) as rec:
+        app = rec.attach(graph(memory, greet_with_ttl))
+        assert app.store.supports_ttl and app.store.ttl_config == memory.ttl_config
+        app.invoke({"user": "ada"}, {"configurable": {"thread_id": "ttl"}})
+        rec.flush()
+        run_id = rec.last_run_id
+    assert memory.get(("users", "ada"), "session").value == {"open": True}
+    result = replay(run_id, graph(TtlStore(), greet_with_ttl), db=db)
+    assert not result.diverged, result.divergences
