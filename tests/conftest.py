@@ -30,6 +30,30 @@ def load_agent(name: str):
     return module
 
 
+def exported(db, run_id, **kw) -> dict:
+    """A recorded run's fixture, as ``graphtape export`` writes it."""
+    from graphtape.recorder import SqlStore
+    from graphtape.replay import export_fixture
+
+    store = SqlStore(db)
+    try:
+        return export_fixture(store, run_id, **kw)
+    finally:
+        store.close()
+
+
+def imported(db, fixture) -> str:
+    """The run id ``fixture`` has once imported into the store ``db`` (made if missing)."""
+    from graphtape.recorder import SqlStore
+    from graphtape.replay.fixture import import_fixture
+
+    store = SqlStore(db)
+    try:
+        return import_fixture(store, fixture).run_id
+    finally:
+        store.close()
+
+
 def _pg_base_url() -> str:
     return os.environ.get("GRAPHTAPE_TEST_PG_URL", PG_DEFAULT)
 

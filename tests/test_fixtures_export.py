@@ -28,7 +28,7 @@ from graphtape.replay.fixture import (
     portable_graph_ref,
     read_fixture,
 )
-from conftest import load_agent
+from conftest import exported, imported, load_agent
 from graphtape.tui.cli import main
 
 SECRET = "sk-live-abcdefghijklmnopqrstuvwxyz012345"
@@ -54,22 +54,6 @@ def record(db, graph, inputs, *, name="case", config=None, resume=None):
             pass
         rec.flush()
         return rec.last_run_id
-
-
-def exported(db, run_id, **kw) -> dict:
-    store = SqlStore(db)
-    try:
-        return export_fixture(store, run_id, **kw)
-    finally:
-        store.close()
-
-
-def imported(db, fixture) -> str:
-    store = SqlStore(db)
-    try:
-        return import_fixture(store, fixture).run_id
-    finally:
-        store.close()
 
 
 # -- graphs with an interrupt and a subgraph --------------------------------------------

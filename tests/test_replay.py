@@ -15,7 +15,7 @@ from typing import Annotated
 
 import pytest
 import replay_graphs as G
-from conftest import load_agent
+from conftest import exported, imported, load_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -785,25 +785,15 @@ def test_identical_calls_of_parallel_sends_get_their_own_answers(db):
 
 def test_identical_calls_of_parallel_sends_keep_their_answers_through_a_fixture(db, tmp_path):
     """A fixture holds each such task's path, so its replay tells the twins apart too."""
-    from graphtape.replay import export_fixture
-    from graphtape.replay.fixture import dumps_fixture, import_fixture, parse_fixture
+    from graphtape.replay.fixture import dumps_fixture, parse_fixture
 
     run_id = record(db, _sampling_graph(), {"q": "2+2?"})
-    store = open_store(db)
-    try:
-        fixture = parse_fixture(dumps_fixture(export_fixture(store, run_id)))
-    finally:
-        store.close()
+    fixture = parse_fixture(dumps_fixture(exported(db, run_id)))
     assert [t.get("path") is not None for t in fixture["steps"][1]["tasks"]] == [True, True, True]
     other = str(tmp_path / "ci.db")
-    store = open_store(other, create=True)
-    try:
-        imported = import_fixture(store, fixture)
-    finally:
-        store.close()
     WAITS["order"] = [0.06, 0.03, 0.0]
     try:
-        result = replay(imported.run_id, _sampling_graph(), db=other, mode="strict")
+        result = replay(imported(other, fixture), _sampling_graph(), db=other, mode="strict")
     finally:
         WAITS["order"] = [0.0, 0.03, 0.06]
     assert not result.diverged, result.report()

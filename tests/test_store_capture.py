@@ -10,14 +10,15 @@ import asyncio
 from typing import Any, TypedDict
 
 import pytest
+from conftest import exported, imported
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from graphtape.recorder import Recorder, open_store
-from graphtape.replay import export_fixture, replay
-from graphtape.replay.fixture import dumps_fixture, import_fixture, parse_fixture
+from graphtape.replay import replay
+from graphtape.replay.fixture import dumps_fixture, parse_fixture
 from graphtape.tui.cli import main
 
 KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a"
@@ -274,23 +275,13 @@ def test_a_recording_without_its_store_calls_reads_todays_store(db):
 
 def test_a_fixture_carries_the_store_calls_and_replays_with_an_empty_store(db, tmp_path):
     run_id, out = record(db, InMemoryStore())
-    store = open_store(db)
-    try:
-        fixture = export_fixture(store, run_id)
-    finally:
-        store.close()
+    fixture = exported(db, run_id)
     assert fixture["config"]["store"] is True
     assert fixture["graphtape_fixture"] == 3  # store calls need v3 (a fixture without them stays v2)
     kinds = [c["kind"] for s in fixture["steps"] for c in s.get("calls", [])]
     assert kinds.count("store") == 5
-    parsed = parse_fixture(dumps_fixture(fixture))
     other = str(tmp_path / "ci.db")
-    store = open_store(other, create=True)
-    try:
-        imported = import_fixture(store, parsed)
-    finally:
-        store.close()
-    result = replay(imported.run_id, graph(InMemoryStore()), db=other)
+    result = replay(imported(other, parse_fixture(dumps_fixture(fixture))), graph(InMemoryStore()), db=other)
     assert not result.diverged, result.divergences
     assert result.final_state == out
 
@@ -305,20 +296,11 @@ def test_show_lists_the_store_calls_of_a_step(db, capsys):
 
 def test_a_tampered_store_answer_fails_its_node_in_one_line_never_the_replay(db, tmp_path):
     run_id, _ = record(db, InMemoryStore())
-    store = open_store(db)
-    try:
-        fixture = export_fixture(store, run_id)
-    finally:
-        store.close()
+    fixture = exported(db, run_id)
     get = next(c for s in fixture["steps"] for c in s.get("calls", []) if c["name"] == "get")
     get["output"] = {"key": ["not", "a", "key"], "value": "x"}  # someone edited the file
     other = str(tmp_path / "edited.db")
-    store = open_store(other, create=True)
-    try:
-        imported = import_fixture(store, parse_fixture(dumps_fixture(fixture)))
-    finally:
-        store.close()
-    result = replay(imported.run_id, graph(InMemoryStore()), db=other)
+    result = replay(imported(other, parse_fixture(dumps_fixture(fixture))), graph(InMemoryStore()), db=other)
     assert result.diverged
     assert result.error is not None and result.error.startswith("DamagedStoreAnswer: the recorded answer to get at step 1 is damaged")
 
