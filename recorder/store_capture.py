@@ -133,6 +133,16 @@ def result_value(result: Any) -> Any:
     return result
 
 
+def without_times(output: Any) -> Any:
+    """A recorded answer without its items' timestamps: when a memory was written is not what it holds
+    (two runs that read the same memories written at other times read the same)."""
+    if isinstance(output, list):
+        return [without_times(x) for x in output]
+    if isinstance(output, dict) and "key" in output and "value" in output:
+        return {k: v for k, v in output.items() if k not in ("created_at", "updated_at")}
+    return output
+
+
 def _iso(ts: Any) -> Any:
     return ts.isoformat() if hasattr(ts, "isoformat") else ts
 

@@ -25,6 +25,7 @@ from itertools import zip_longest
 from typing import Any
 
 from graphtape.recorder import CallInfo, GraphtapeError, RunInfo, RunStore, SqlStore, StepDetail
+from graphtape.recorder.store_capture import STORE, without_times
 
 from graphtape.replay.calls import normalize_arguments
 from graphtape.replay.carry import Carry
@@ -320,12 +321,12 @@ class _Differ:
         for side, calls in ((0, calls_a), (1, calls_b)):
             for c in calls:
                 args = normalize_arguments(c.kind, c.inputs, self.arg_normalize)
-                name = c.name if c.kind == "tool" or self.same_models else "model"
+                name = c.name if c.kind != "model" or self.same_models else "model"
                 groups.setdefault((c.kind, name, c.node or ""), ([], []))[side].append((c, args))
         ends = _task_ends(da), _task_ends(db)
         for (kind, name, node), (xs, ys) in sorted(groups.items()):
             for x, y in _pair_calls(xs, ys, self.carry):
-                label = f"{kind} {name!r}" if kind == "tool" or self.same_models else "model call"
+                label = f"{kind} {name!r}" if kind != "model" or self.same_models else "model call"
                 if x is None or y is None:
                     c, args = x or y
                     kind_of = "missing" if y is None else "extra"
@@ -356,7 +357,7 @@ class _Differ:
             return out
         if call.error_type:
             return {"error": call.error_type, "message": call.error_message}
-        return self.normalize(call.output)
+        return self.normalize(without_times(call.output) if call.kind == STORE else call.output)
 
     def _call_what(self, label: str, ca: CallInfo, cb: CallInfo, out_a: Any, out_b: Any, gave_up: tuple[bool, bool]) -> str:
         la, lb = self.labels

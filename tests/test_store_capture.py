@@ -358,3 +358,14 @@ def test_a_store_with_ttl_keeps_it_through_recording_and_replay(db):
     assert memory.get(("users", "ada"), "session").value == {"open": True}
     result = replay(run_id, graph(TtlStore(), greet_with_ttl), db=db)
     assert not result.diverged, result.divergences
+
+
+def test_diffing_two_runs_that_read_the_same_memories_written_at_other_times_finds_nothing(db, capsys):
+    """An item's timestamps say when it was written, not what it holds: not a difference."""
+    runs = []
+    for _ in range(2):
+        memory = InMemoryStore()
+        memory.put(("users", "ada"), "profile", {"name": "ada", "visits": 1})  # written now, each time
+        runs.append(record(db, memory, runs=1)[0])
+    code, out = main(["--db", db, "diff", *runs]), capsys.readouterr().out
+    assert code == 0 and "behaved the same" in out, out
