@@ -369,3 +369,32 @@ def test_diffing_two_runs_that_read_the_same_memories_written_at_other_times_fin
         runs.append(record(db, memory, runs=1)[0])
     code, out = main(["--db", db, "diff", *runs]), capsys.readouterr().out
     assert code == 0 and "behaved the same" in out, out
+
+
+def test_diffing_runs_of_other_models_names_a_store_read_as_a_store_read(db, capsys):
+    from conftest import load_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    scripted = load_agent("scripted_model").ScriptedChatModel
+
+    def greeter(model_name: str):
+        model = scripted(script=lambda _m: AIMessage("hi"), model_name=model_name)
+
+        def greet_with_model(state: Visit) -> dict[str, Any]:
+            prior = get_store().get(("users", state["user"]), "profile")
+            return {"greeting": model.invoke([HumanMessage(str(prior.value if prior else None))]).content}
+
+        return greet_with_model
+
+    runs = []
+    for model_name, visits in (("small", 1), ("large", 2)):
+        memory = InMemoryStore()
+        memory.put(("users", "ada"), "profile", {"visits": visits})
+        with Recorder(db) as rec:
+            rec.attach(graph(memory, greeter(model_name))).invoke({"user": "ada"}, {"configurable": {"thread_id": model_name}})
+            rec.flush()
+            runs.append(rec.last_run_id)
+    code, out = main(["--db", db, "diff", *runs]), capsys.readouterr().out
+    assert code == 1
+    assert "the runs asked other models" in out
+    assert "store 'get' answered differently" in out, out
