@@ -23,6 +23,11 @@ FLAG_CARRIED = 16  # a task of the step did not run: LangGraph applied what it w
 # A call that stopped so keeps the type (a replay stops it the same way) but is no failure.
 NOT_FAILURES = frozenset({"GraphInterrupt", "NodeInterrupt", "ParentCommand", "GraphBubbleUp"})
 
+STORE = "store"  # the kind of a call to the graph's long-term memory store
+# Calls a node's own code makes that a tool or model call can make too (ChatOpenAI's request to
+# its provider, a tool's memory read): made inside one, they are part of it (``parent_call_id``).
+PART_OF_A_CALL = ("http", STORE)
+
 
 _TEXT, _NUMBER = (str,), (int, float)
 _MAYBE_TEXT, _MAYBE_NUMBER, _MAYBE_INT = (str, type(None)), (int, float, type(None)), (int, type(None))

@@ -18,7 +18,6 @@ operation goes on (unless the recorder is strict).
 from __future__ import annotations
 
 import itertools
-import logging
 import secrets
 import time
 from collections.abc import Iterable
@@ -28,11 +27,8 @@ from typing import Any
 from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, Op, PutOp, Result, SearchItem, SearchOp
 
 from graphtape.recorder.call_scope import current_call
+from graphtape.recorder.records import STORE
 from graphtape.recorder.running_task import session_of, site_of, task_config
-
-STORE = "store"
-
-_log = logging.getLogger("graphtape")
 
 # Call ids: random per process, counted within it.
 _ID_PREFIX = f"store-{secrets.token_hex(6)}"
@@ -66,9 +62,9 @@ class RecordingStore(BaseStore):
         try:
             results = self.inner.batch(ops)
         except BaseException as exc:
-            _finish(pending, ops, None, exc)
+            _finish(pending, None, exc)
             raise
-        _finish(pending, ops, results, None)
+        _finish(pending, results, None)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -77,9 +73,9 @@ class RecordingStore(BaseStore):
         try:
             results = await self.inner.abatch(ops)
         except BaseException as exc:
-            _finish(pending, ops, None, exc)
+            _finish(pending, None, exc)
             raise
-        _finish(pending, ops, results, None)
+        _finish(pending, results, None)
         return results
 
 
@@ -119,6 +115,11 @@ def op_call(op: Op) -> tuple[str, dict[str, Any]]:
             asked["index"] = op.index
         return "put", asked
     return type(op).__name__, {}
+
+
+def is_write(name: str) -> bool:
+    """Whether a store call's name (as ``op_call`` names it) is a write."""
+    return name in ("put", "delete")
 
 
 def result_value(result: Any) -> Any:
@@ -179,7 +180,7 @@ def _begin(ops: list[Op]) -> _Pending | None:
         return None
 
 
-def _finish(pending: _Pending | None, ops: list[Op], results: list[Result] | None, error: BaseException | None) -> None:
+def _finish(pending: _Pending | None, results: list[Result] | None, error: BaseException | None) -> None:
     if pending is None:
         return
     session = pending.session

@@ -34,7 +34,7 @@ import orjson
 from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, collect_refs
 from graphtape.recorder.frames import FrameState
 from graphtape.recorder.history_blocks import CAT
-from graphtape.recorder.records import CallInfo
+from graphtape.recorder.records import PART_OF_A_CALL, STORE, CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store import RunStore, merge_events, read_budget
 from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
@@ -508,7 +508,7 @@ def _fold_idless(fixture: dict[str, Any], table: dict[str, Any]) -> dict[str, An
 def _format_needed(steps: list[dict[str, Any]], subgraphs: list[dict[str, Any]]) -> int:
     """The oldest format that holds the fixture: v3 only with store calls, so older graphtapes read the rest."""
     every = [*steps, *(s for sub in subgraphs for s in sub["steps"])]
-    return FORMAT_VERSION if any(c.get("kind") == "store" for s in every for c in s.get("calls", ())) else 2
+    return FORMAT_VERSION if any(c.get("kind") == STORE for s in every for c in s.get("calls", ())) else 2
 
 
 def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
@@ -660,7 +660,7 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
     out_calls = []
     for c in sorted(calls, key=lambda c: order.get(c.task_id, len(order))):  # stable: started_at order within a task
         call: dict[str, Any] = {"id": ex.calls.setdefault(c.call_id, f"c{len(ex.calls) + 1}"), "kind": c.kind, "name": ex.text(c.name) if c.kind == "http" else c.name, "node": c.node, "task": ex.task(c.task_id)}
-        if c.kind in ("http", "store") and c.parent_call_id:
+        if c.kind in PART_OF_A_CALL and c.parent_call_id:
             call["part_of"] = ex.calls.setdefault(c.parent_call_id, f"c{len(ex.calls) + 1}")  # a model or tool call's own request
         call["inputs"] = ex.value(c.inputs)
         if c.error_type:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from graphtape.recorder.choices import Choice
+from graphtape.recorder.records import STORE
 
 
 class ReplayMode(Choice):
@@ -25,4 +26,4 @@ class ReplayMode(Choice):
         """Whether calls of ``kind`` ("tool", "model", "http" or "store") come from the recording."""
         if self is ReplayMode.STRICT:
             return True
-        return self is ReplayMode.TOOLS and kind in ("tool", "store")
+        return self is ReplayMode.TOOLS and kind in ("tool", STORE)

@@ -22,7 +22,7 @@ from graphtape.recorder.attach import Carried, Lineage
 from graphtape.recorder.channel_writes import as_writes
 from graphtape.recorder.http_capture import answering_http
 from graphtape.recorder.session import task_path
-from graphtape.recorder.store_capture import STORE, unwrapped
+from graphtape.recorder.store_capture import STORE, is_write, unwrapped
 from graphtape.recorder.http_exchange import HTTP
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_RESUME
 
@@ -40,7 +40,7 @@ from graphtape.replay.recording_check import RecorderWarnings, not_recorded
 from graphtape.replay.restore import Restored, replay_saver, restore, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
 from graphtape.replay.state_types import StateTypes
-from graphtape.replay.store_answers import RecordedStore, is_write
+from graphtape.replay.store_answers import RecordedStore
 from graphtape.replay.store_guard import ReplayStore
 
 

@@ -76,11 +76,6 @@ class RecordedStore:
         return self.book.unused()
 
 
-def is_write(name: str) -> bool:
-    """Whether a store call's name is a write (``put``, ``delete``)."""
-    return name in ("put", "delete")
-
-
 def _result(op: Op, got: RecordedCall) -> Any:
     call = got.call
     if call.error_type:

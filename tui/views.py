@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphtape.recorder import RunInfo, StepDetail, StepInfo
 from graphtape.recorder.errors import StepNotFound
-from graphtape.recorder.records import FLAG_RESUME
+from graphtape.recorder.records import FLAG_RESUME, PART_OF_A_CALL
 from graphtape.tui.render import node_waits
 
 if TYPE_CHECKING:  # the store protocol loads SQLAlchemy: `graphtape runs` on a SQLite file does without
@@ -80,7 +80,7 @@ def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
     totals: dict[str, int] = {}
     tokens = 0
     for call in store.calls(run.id):
-        if call.kind in ("http", "store") and call.parent_call_id:
+        if call.kind in PART_OF_A_CALL and call.parent_call_id:
             continue  # a model or tool call's own request or memory read: counted as that call
         totals[call.kind] = totals.get(call.kind, 0) + 1
         tokens += call.total_tokens or 0

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from graphtape.recorder import schema as S
 from graphtape.recorder.errors import StoreError
-from graphtape.recorder.records import NOT_FAILURES, CallInfo
+from graphtape.recorder.records import NOT_FAILURES, PART_OF_A_CALL, CallInfo
 from graphtape.recorder.store.payloads import _strict_json, _uj
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 from graphtape.recorder.tracebacks import valid_frames
@@ -73,7 +73,7 @@ class CallReads:
         call, not counted again.
         """
         failed = sa.func.sum(sa.case((sa.and_(S.calls.c.error_type.is_not(None), S.calls.c.error_type.not_in(sorted(NOT_FAILURES))), 1), else_=0))
-        own = sa.or_(S.calls.c.kind.not_in(("http", "store")), S.calls.c.parent_call_id.is_(None))
+        own = sa.or_(S.calls.c.kind.not_in(PART_OF_A_CALL), S.calls.c.parent_call_id.is_(None))
         rows = self._read(
             sa.select(S.calls.c.step, S.calls.c.kind, sa.func.count(), failed)
             .where(S.calls.c.run_id == run_id, S.calls.c.ns == ns, own)
