@@ -10,6 +10,7 @@ graph returns changes.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import logging
@@ -26,6 +27,7 @@ from typing import Any, NamedTuple
 import orjson
 from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.store.base import BaseStore
 
 from graphtape.recorder import http_capture
@@ -179,32 +181,50 @@ class Recorder:
         """
         if not hasattr(graph, "stream") or not hasattr(graph, "checkpointer") or not hasattr(graph, "copy"):
             raise TypeError(f"attach() needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
-        base_cls = type(graph)
-        if getattr(base_cls, "_graphtape_binding", None) is not None:
-            base_cls = base_cls.__mro__[1]
+        info = describe(graph)
+        binding = _Binding(self, name or info.name, info, list(tags), graph_ref, lineage)
+        binding.named = name is not None
+        copy = self._bound(graph, binding)
+        if graph_ref is None and lineage is None:  # a replay's graph is a fresh copy: no module holds it
+            binding.origin = origin_of(graph, copy)
+        return copy
+
+    def _bound(self, graph: Any, binding: _Binding) -> Any:
+        """A copy of ``graph`` recorded under ``binding``: its checkpointer teed (or one lent), its store recorded."""
+        earlier = getattr(type(graph), "_graphtape_binding", None)
+        base_cls = type(graph).__mro__[1] if earlier is not None else type(graph)
         own = graph.checkpointer
         if isinstance(own, TeeSaver):
             own = own.inner
-        scoped = None
+        if earlier is not None and own is earlier.scoped:
+            own = None  # lent by an earlier attach: not the graph's own
+        update: dict[str, Any] = {}
         if isinstance(own, BaseCheckpointSaver):
-            inner = own
+            update["checkpointer"] = TeeSaver(own, self._session_for)
         else:
-            inner = scoped = RunScopedSaver()
-        tee = TeeSaver(inner, self._session_for)
-        info = describe(graph)
-        binding = _Binding(self, name or info.name, info, list(tags), graph_ref, scoped, lineage)
-        binding.named = name is not None
-        cls = _recorded_class(base_cls, binding)
-        update: dict[str, Any] = {"checkpointer": tee}
+            binding.scoped = RunScopedSaver()
+            binding.lent = TeeSaver(binding.scoped, self._session_for)
+            # A graph without memory keeps none of its own: each run is lent this one through its
+            # config (LangGraph's dev server refuses to serve a graph that holds a checkpointer).
+            # checkpointer=False reads none from the config, and a lent one from an earlier attach
+            # is replaced: there it is the graph's.
+            if graph.checkpointer is not None:
+                update["checkpointer"] = binding.lent
         if isinstance(getattr(graph, "store", None), BaseStore):
             # The graph's long-term memory: what its tasks read and write is recorded too.
             update["store"] = RecordingStore(unwrapped(graph.store))
             binding.records_store = True
-        copy = graph.copy(update=update)
-        copy.__class__ = cls
-        if graph_ref is None and lineage is None:  # a replay's graph is a fresh copy: no module holds it
-            binding.origin = origin_of(graph, copy)
+        copy = base_cls.copy(graph, update=update)
+        copy.__class__ = _recorded_class(base_cls, binding)
         return copy
+
+    def _rebound(self, graph: Any, like: _Binding) -> Any:
+        """A copy of a recorded graph given another checkpointer or store (LangGraph's server
+        lends each run its own): recorded like the graph it was copied from."""
+        info = describe(graph)
+        binding = _Binding(self, like.name if like.named else info.name, info, like.tags, like.graph_ref, like.lineage)
+        binding.named, binding.origin = like.named, like.origin
+        return self._bound(graph, binding)
 
     @property
     def store(self) -> RunStore:
@@ -296,6 +316,11 @@ class Recorder:
             if binding.lineage is not None:
                 session.step_shift = binding.lineage.step_shift
             conf[RUN_KEY] = run_id
+            lent = conf.get(CONFIG_KEY_CHECKPOINTER)
+            if isinstance(lent, BaseCheckpointSaver) and not isinstance(lent, TeeSaver):
+                conf[CONFIG_KEY_CHECKPOINTER] = TeeSaver(lent, self._session_for)  # the caller lends one: recorded too
+            elif lent is None and binding.lent is not None and graph.checkpointer is None:
+                conf[CONFIG_KEY_CHECKPOINTER] = binding.lent
             config["configurable"] = conf
             config["callbacks"] = _with_handler(config.get("callbacks"), CaptureHandler(session))
             if self.durability is Durability.SYNC and kwargs.get(_STREAM_KW_DURABILITY) is None:
@@ -462,15 +487,16 @@ class Recorder:
 
 
 class _Binding:
-    __slots__ = ("recorder", "name", "named", "info", "tags", "graph_ref", "origin", "scoped", "lineage", "records_store", "_seed")
+    __slots__ = ("recorder", "name", "named", "info", "tags", "graph_ref", "origin", "scoped", "lent", "lineage", "records_store", "_seed")
 
-    def __init__(self, recorder: Recorder, name: str, info: GraphInfo, tags: list[str], graph_ref: str | None, scoped: RunScopedSaver | None, lineage: Lineage | None = None) -> None:
+    def __init__(self, recorder: Recorder, name: str, info: GraphInfo, tags: list[str], graph_ref: str | None, lineage: Lineage | None = None) -> None:
         self.recorder = recorder
         self.name = name
         self.info = info
         self.tags = tags
         self.graph_ref = graph_ref
-        self.scoped = scoped
+        self.scoped: RunScopedSaver | None = None  # the run-scoped saver of a graph without memory
+        self.lent: TeeSaver | None = None  # ...teed, as each run is lent it
         self.lineage = lineage
         self._seed = lineage.seed if lineage is not None else None
         self.named = True
@@ -510,7 +536,9 @@ def _recorded_class(base: type, binding: _Binding) -> type:
 
     async def astream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         rec = binding.recorder
-        session, config, kwargs = rec._begin(binding, self, input, config, kwargs, is_async=True)
+        # Off the event loop: resuming a run reads the store, and a thread checkpoint asks the
+        # saver's sync API (LangGraph's dev server fails a run that blocks its loop).
+        session, config, kwargs = await asyncio.to_thread(rec._begin, binding, self, input, config, kwargs, is_async=True)
         chunks = base.astream(self, input, config, **kwargs)
         if binding.scoped is not None and (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
             chunks = awithout_checkpoints(chunks, shape)
@@ -528,9 +556,20 @@ def _recorded_class(base: type, binding: _Binding) -> type:
                 stopped = False
         rec._end(binding, session, None, config, at_breakpoint=stopped)
 
+    def copy(self: Any, update: dict[str, Any] | None = None) -> Any:
+        out = base.copy(self, update)
+        if update and not _REBIND_KEYS.isdisjoint(update):
+            return binding.recorder._rebound(out, binding)
+        return out  # the same saver, store and name (with_config): recorded as it is
+
     stream.__doc__ = base.stream.__doc__
     astream.__doc__ = base.astream.__doc__
-    return type(base.__name__, (base,), {"stream": stream, "astream": astream, "_graphtape_binding": binding, "__module__": base.__module__})
+    copy.__doc__ = base.copy.__doc__
+    return type(base.__name__, (base,), {"stream": stream, "astream": astream, "copy": copy, "_graphtape_binding": binding, "__module__": base.__module__})
+
+
+# What a copy of a recorded graph may change that changes how it is recorded.
+_REBIND_KEYS = frozenset({"checkpointer", "store", "name"})
 
 
 def _has_breakpoints(graph: Any, kwargs: dict) -> bool:

@@ -17,6 +17,8 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from langgraph.store.memory import InMemoryStore
+
 from graphtape.recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
 from graphtape.recorder.attach import Carried, Lineage
 from graphtape.recorder.channel_writes import as_writes
@@ -152,6 +154,7 @@ class _Run:
         self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
         self._ran_async = False  # the recording ran the graph with ainvoke/astream
         self._store_recorded = False  # the recording holds every store call its tasks made
+        self._run_config: dict[str, Any] | None = None
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
         self._root_steps_memo: list[Any] | None = None
@@ -181,8 +184,14 @@ class _Run:
         restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
         guard = None
-        if getattr(base, "store", None) is not None:
-            guard = ReplayStore(unwrapped(base.store))  # read, never written: a what-if run
+        today = getattr(base, "store", None)
+        if today is not None:
+            guard = ReplayStore(unwrapped(today))  # read, never written: a what-if run
+        elif self._recorded_config().get("store") is True and self.mode.answers(STORE):
+            # Recorded with a store the graph does not hold now (LangGraph's server lends one to
+            # each run): an empty one is lent, and the recording answers what it was asked.
+            guard = ReplayStore(InMemoryStore())
+        if guard is not None:
             base = base.copy(update={"store": guard})
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
@@ -425,8 +434,15 @@ class _Run:
             memo[ns] = self.store.step_details(self.run.id, ns, writes=False, encoded_routes=True)
         return memo[ns]
 
+    def _recorded_config(self) -> dict[str, Any]:
+        """The recorded run's config (read once)."""
+        if self._run_config is None:
+            self._run_config = self.store.run_detail(self.run.id, output=False).config or {}
+            self._store_recorded = self._run_config.get("store") is True  # recorded with its store: every read is in it
+        return self._run_config
+
     def _config(self, thread_id: str, restored: Restored) -> dict[str, Any]:
-        recorded = self.store.run_detail(self.run.id, output=False).config or {}
+        recorded = self._recorded_config()
         conf = {k: v for k, v in (recorded.get("configurable") or {}).items() if k not in _NOT_FORWARDED and not str(k).startswith("__")}
         conf["thread_id"] = thread_id
         config: dict[str, Any] = {"configurable": conf}
@@ -435,7 +451,6 @@ class _Run:
         except GraphtapeError as exc:
             raise ReplayError(str(exc)) from None
         self._ran_async = recorded.get("async") is True
-        self._store_recorded = recorded.get("store") is True  # recorded with its store: every read is in it
         limit = recorded.get("recursion_limit")
         if not isinstance(limit, int):
             limit = _default_recursion_limit()
