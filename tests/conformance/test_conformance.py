@@ -12,7 +12,10 @@ Each graph is recorded once (module fixture); the checks share that recording:
 7. a fork with an edit runs and the edit shows in the fork's state;
 8. an exported fixture passes under the pytest marker, and test-gen's test passes; with the
    routing changed, the marker fails naming the route;
-9. the TUI opens the run.
+9. the TUI opens the run;
+10. run as LangGraph's server runs it (a copy of the recorded graph per request, with a saver and
+    store lent), it records what the attached graph records, and replays clean with the graph as
+    exported.
 """
 
 from __future__ import annotations
@@ -548,6 +551,87 @@ def test_strict_replay_is_clean_three_times_in_fresh_processes(recorded, tmp_pat
     for verdict in verdicts:
         assert set(verdict) == set(runs)
         assert {k: v for k, v in verdict.items() if v} == {}
+
+
+class _PerRequest:
+    """What LangGraph's server does with each request: a fresh copy of the exported graph, the
+    same saver and store lent to it (``update_state`` between runs included)."""
+
+    def __init__(self, app: Any, lent: dict[str, Any]) -> None:
+        self._app, self._lent = app, lent
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._app.copy(update=self._lent), name)
+
+
+@pytest.fixture(scope="module")
+def served(corpus, tmp_path_factory):
+    """Each case recorded again as the server runs it: {name: (run_id, result)} in a store of its own."""
+    graphs, _server = corpus
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from graphtape import Recorder
+
+    db = tmp_path_factory.mktemp("served") / "served.db"
+    runs: dict[str, tuple[str, Any]] = {}
+    rec = Recorder(str(db))
+    for name, case in graphs.CASES.items():
+        graph = getattr(graphs, name)
+        # A graph without memory, lent a saver, would mean something else in two cases: a run made
+        # twice on one thread (repeat) becomes one conversation, and "exit" durability saves only
+        # the last checkpoint. Those get none, as they were attached.
+        remembers = isinstance(graph.checkpointer, BaseCheckpointSaver)
+        lent: dict[str, Any] = {"checkpointer": InMemorySaver() if remembers or not (case.repeat or case.durability == "exit") else None}
+        if graph.store is not None:
+            lent["store"] = InMemoryStore()
+        app = rec.attach(graph, name=name, graph_ref=f"{GRAPHS}:{name}")
+        config = {**case.config, "configurable": {**case.config.get("configurable", {}), "thread_id": f"served-{name}"}}
+        result = _run(_PerRequest(app, lent), case, dict(config))
+        runs[name] = (rec.last_run_id, result)
+    rec.close()
+    return str(db), runs
+
+
+def _recorded_shape(db: str, run_id: str) -> tuple[list[Any], list[Any]]:
+    from graphtape import open_store
+
+    store = open_store(db)
+    try:
+        steps = [(s.step, s.nodes, s.summary) for s in store.list_steps(run_id)]
+        calls = sorted(((c.kind, c.name, c.step, c.node, c.error_type) for c in store.calls(run_id)), key=repr)  # parallel tasks: in any order
+        return steps, calls
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_served_copy_records_what_the_attached_graph_records(recorded, served, name):
+    db, runs = recorded
+    served_db, served_runs = served
+    run_id, result, _bare = runs[name]
+    served_id, served_result = served_runs[name]
+    assert _comparable(served_result) == _comparable(result)
+    assert _recorded_shape(served_db, served_id) == _recorded_shape(db, run_id)
+
+
+def test_served_runs_replay_clean_with_the_exported_graph(corpus, served):
+    graphs, _ = corpus
+    from graphtape import replay
+    from graphtape.replay import ReplayError
+
+    db, runs = served
+    found = {}
+    for name, (run_id, _result) in runs.items():
+        try:
+            result = replay(run_id, getattr(graphs, name), db=db)  # the graph as exported: no saver or store lent
+        except ReplayError as exc:
+            found[name] = [str(exc)]
+            continue
+        if result.divergences:
+            found[name] = [d.render().splitlines()[0] for d in result.divergences]
+    assert found == {}
 
 
 @pytest.mark.parametrize("name", NAMES)
