@@ -13,39 +13,30 @@ own savers and stores, a real store file.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command, interrupt
+from test_store_capture import Visit, greet
 
 from graphtape.recorder import Recorder, open_store
 from graphtape.replay import replay
 
 
-class Visit(TypedDict, total=False):
-    user: str
-    greeting: str
+class Asked(Visit, total=False):
     answer: str
 
 
-def greet(state: Visit) -> dict[str, Any]:
-    store = get_store()
-    prior = store.get(("users", state["user"]), "profile")
-    store.put(("users", state["user"]), "profile", {"visits": (prior.value["visits"] + 1) if prior else 1})
-    return {"greeting": f"hello again {state['user']}" if prior else f"hello {state['user']}"}
-
-
-def ask(state: Visit) -> dict[str, Any]:
+def ask(state: Asked) -> dict[str, Any]:
     return {"answer": interrupt(f"{state['greeting']}: how are you?")}
 
 
 def builder(with_question: bool = False) -> StateGraph:
-    b = StateGraph(Visit)
+    b = StateGraph(Asked)
     b.add_node("greet", greet)
     b.add_edge(START, "greet")
     if with_question:
@@ -87,7 +78,7 @@ def test_a_copy_with_the_servers_saver_and_store_records_state_and_memory(db):
     steps, calls = steps_and_calls(db, run_id)
     assert [s.nodes for s in steps] == [[], ["__start__"], ["greet"]]
     assert [(c.kind, c.name) for c in calls] == [("store", "get"), ("store", "put")]
-    assert memory.get(("users", "ada"), "profile").value == {"visits": 2}  # the server's store got every write
+    assert memory.get(("users", "ada"), "profile").value == {"name": "ada", "visits": 2}  # the server's store got every write
     assert saver.get_tuple({"configurable": {"thread_id": "t2"}}).checkpoint["channel_values"]["greeting"] == "hello again ada"
     store = open_store(db)
     try:
@@ -178,7 +169,7 @@ def test_a_copy_with_another_config_or_name_is_recorded_as_before(db):
 
 
 def test_an_exported_graph_without_memory_holds_no_saver_and_each_run_is_lent_one(db):
-    b = StateGraph(Visit)
+    b = StateGraph(Asked)
     b.add_node("ask", ask)
     b.add_edge(START, "ask")
     b.add_edge("ask", END)
