@@ -3,7 +3,8 @@
 ``attach()`` notes the module it was called from. When the first run
 starts (by then that module has finished importing), the module's globals
 are searched for the attribute holding the graph: ``module:attr`` for an
-importable module, ``path.py:attr`` for a script run as ``__main__``. Only
+importable module, ``path.py:attr`` for a script run as ``__main__`` or a file
+loaded under a name it cannot be imported by. Only
 attribute identity is compared; nothing is imported or called. A graph
 built inside a function has no such attribute: its runs keep no reference,
 and ``attach(..., graph_ref="module:attr")`` names it explicitly.
@@ -54,11 +55,25 @@ class Origin:
         if not names:
             return None
         attr = names[0]
-        if self.module != "__main__":
+        if self.module != "__main__" and _named_after_its_file(self.module or "", self.file):
             return f"{self.module}:{attr}"
         if not self.file:
             return None
         return f"{_portable(self.file)}:{attr}"
+
+
+def _named_after_its_file(module: str, file: str | None) -> bool:
+    """Whether ``module`` is the name its file imports by (``myapp.agent`` from ``myapp/agent.py``).
+
+    A file loaded under another name (LangGraph's server loads ``./agent.py`` as ``__agent``)
+    cannot be imported by that name again: it is found again by its path.
+    """
+    if not file:
+        return True
+    path = Path(file)
+    stem = path.name.split(".")[0]  # agent.py, agent.cpython-311-x86_64-linux-gnu.so
+    last = module.rsplit(".", 1)[-1]
+    return path.parent.name == last if stem == "__init__" else stem == last
 
 
 def _names_holding(module: Any, targets: set[int]) -> list[str]:
