@@ -536,9 +536,7 @@ def _recorded_class(base: type, binding: _Binding) -> type:
 
     async def astream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         rec = binding.recorder
-        # Off the event loop: resuming a run reads the store, and a thread checkpoint asks the
-        # saver's sync API (LangGraph's dev server fails a run that blocks its loop).
-        session, config, kwargs = await asyncio.to_thread(rec._begin, binding, self, input, config, kwargs, is_async=True)
+        session, config, kwargs = await _open_off_the_loop(rec, binding, self, input, config, kwargs)
         chunks = base.astream(self, input, config, **kwargs)
         if binding.scoped is not None and (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
             chunks = awithout_checkpoints(chunks, shape)
@@ -566,6 +564,36 @@ def _recorded_class(base: type, binding: _Binding) -> type:
     astream.__doc__ = base.astream.__doc__
     copy.__doc__ = base.copy.__doc__
     return type(base.__name__, (base,), {"stream": stream, "astream": astream, "copy": copy, "_graphtape_binding": binding, "__module__": base.__module__})
+
+
+async def _open_off_the_loop(rec: Recorder, binding: _Binding, graph: Any, input: Any, config: dict | None, kwargs: dict) -> tuple[RunSession | None, dict, dict]:
+    """``rec._begin`` in a worker thread: resuming a run reads the store, and a thread's checkpoint
+    is read through the saver's sync API (LangGraph's dev server fails a run that blocks its loop;
+    async-only savers refuse the loop). A run cancelled while it is being opened ends as
+    cancelled, by whichever side sees the other done: never left "running"."""
+    lock = threading.Lock()
+    handed: list[Any] = []  # the opened run, once the coroutine may take it
+    dropped: list[BaseException] = []  # the cancellation, once the thread must close the run itself
+
+    def open_run() -> tuple[RunSession | None, dict, dict]:
+        opened = rec._begin(binding, graph, input, config, kwargs, is_async=True)
+        with lock:
+            if not dropped:
+                handed.append(opened)
+                return opened
+        rec._end(binding, opened[0], dropped[0], opened[1])
+        return opened
+
+    try:
+        return await asyncio.to_thread(open_run)
+    except asyncio.CancelledError as exc:
+        with lock:
+            if not handed:
+                dropped.append(exc)
+        if handed:
+            opened = handed[0]
+            rec._end(binding, opened[0], exc, opened[1])
+        raise
 
 
 # What a copy of a recorded graph may change that changes how it is recorded.

@@ -13,6 +13,7 @@ own savers and stores, a real store file.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -227,3 +228,46 @@ def test_a_saver_lent_through_the_runs_config_is_recorded_through_and_keeps_its_
     steps, calls = steps_and_calls(db, run_id)
     assert [s.nodes for s in steps] == [[], ["__start__"], ["greet"]] and len(calls) == 2
     assert saver.get_tuple({"configurable": {"thread_id": "c1"}}).checkpoint["channel_values"]["greeting"] == "hello ivy"
+
+
+class FarSaver(InMemorySaver):
+    """A saver across a slow link, once ``far`` is set: reading a thread's checkpoint takes a while."""
+
+    far = False
+
+    def get_tuple(self, config: Any) -> Any:
+        if self.far:
+            time.sleep(0.4)
+        return super().get_tuple(config)
+
+
+def test_a_run_cancelled_while_it_is_being_opened_ends_cancelled_not_running(db):
+    saver = FarSaver()
+    config = {"configurable": {"thread_id": "x1"}}
+
+    async def go(rec: Recorder, app: Any) -> str:
+        await app.ainvoke({"user": "jo"}, config)  # stops at the breakpoint
+        first = rec.last_run_id
+        saver.far = True
+        going_on = asyncio.ensure_future(app.ainvoke(None, config))  # opening it reads the thread's checkpoint
+        await asyncio.sleep(0.1)
+        going_on.cancel()  # the server cancels a run whose client went away
+        with pytest.raises(asyncio.CancelledError):
+            await going_on
+        deadline = time.monotonic() + 20
+        while rec.last_run_id == first and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # the opening finishes in its thread
+        await asyncio.sleep(0.1)
+        return rec.last_run_id
+
+    with Recorder(db) as rec:
+        app = rec.attach(builder(with_question=True).compile(checkpointer=saver, store=InMemoryStore(), interrupt_before=["ask"]))
+        cancelled = asyncio.run(go(rec, app))
+        rec.flush()
+    store = open_store(db)
+    try:
+        run = store.get_run(cancelled)
+        assert (run.status, run.status_reason) == ("interrupted", "cancelled")
+        assert [(r.status, r.status_reason) for r in store.list_runs()].count(("running", None)) == 0
+    finally:
+        store.close()
