@@ -35,13 +35,13 @@ _ID_PREFIX = f"store-{secrets.token_hex(6)}"
 _ids = itertools.count(1)
 
 
-class RecordingStore(BaseStore):
-    """Delegates every operation to ``inner`` and records those a recorded run's task makes."""
+class StoreOver(BaseStore):
+    """A store standing over the user's ``inner`` one, with its TTL settings (``BaseStore``'s
+    methods read them before they batch: the inner store's, as they are now)."""
 
     def __init__(self, inner: BaseStore) -> None:
         self.inner = inner
 
-    # BaseStore's methods read these before they batch: the inner store's, as they are now.
     @property  # type: ignore[override]
     def supports_ttl(self) -> bool:
         return self.inner.supports_ttl
@@ -49,6 +49,10 @@ class RecordingStore(BaseStore):
     @property  # type: ignore[override]
     def ttl_config(self) -> Any:
         return self.inner.ttl_config
+
+
+class RecordingStore(StoreOver):
+    """Delegates every operation to ``inner`` and records those a recorded run's task makes."""
 
     def __getattr__(self, name: str) -> Any:
         # What BaseStore does not define (setup(), index_config, conn...) is the inner store's.

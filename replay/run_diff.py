@@ -25,7 +25,8 @@ from itertools import zip_longest
 from typing import Any
 
 from graphtape.recorder import CallInfo, GraphtapeError, RunInfo, RunStore, SqlStore, StepDetail
-from graphtape.recorder.store_capture import STORE, without_times
+from graphtape.recorder.records import STORE
+from graphtape.recorder.store_capture import without_times
 
 from graphtape.replay.calls import normalize_arguments
 from graphtape.replay.carry import Carry

@@ -24,9 +24,9 @@ from graphtape.recorder.attach import Carried, Lineage
 from graphtape.recorder.channel_writes import as_writes
 from graphtape.recorder.http_capture import answering_http
 from graphtape.recorder.session import task_path
-from graphtape.recorder.store_capture import STORE, is_write, unwrapped
+from graphtape.recorder.store_capture import is_write, unwrapped
 from graphtape.recorder.http_exchange import HTTP
-from graphtape.recorder.records import FLAG_CARRIED, FLAG_RESUME
+from graphtape.recorder.records import FLAG_CARRIED, FLAG_RESUME, STORE
 
 from graphtape.replay.answers import RecordingAnswerer, ReplayMiss
 from graphtape.replay.cache import RecordedCache, cached_nodes, join_channels, recorded_executions, with_recorded_subgraph_caches

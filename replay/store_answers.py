@@ -26,7 +26,8 @@ from graphtape.recorder import CallInfo, GraphtapeError
 from graphtape.recorder.call_scope import current_call
 from graphtape.recorder.codec import to_plain
 from graphtape.recorder.running_task import site_of, task_config
-from graphtape.recorder.store_capture import STORE, op_call
+from graphtape.recorder.records import STORE
+from graphtape.recorder.store_capture import op_call
 
 from graphtape.replay.answers import ReplayMiss
 from graphtape.replay.calls import CallBook, LiveCall, Miss, RecordedCall, normalize_arguments, rebuild_error

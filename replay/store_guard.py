@@ -20,35 +20,28 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result
 
+from graphtape.recorder.store_capture import StoreOver
+
 from graphtape.replay.store_answers import NOT_ANSWERED, RecordedStore
 
 _GONE = object()  # a key this replay deleted
 
 
-class ReplayStore(BaseStore):
-    """Reads from ``real`` (or the recording); puts and deletes stay here (by namespace and key)."""
+class ReplayStore(StoreOver):
+    """Reads from ``inner``, the real store (or the recording); puts and deletes stay here (by namespace and key)."""
 
     def __init__(self, real: BaseStore, answers: RecordedStore | None = None) -> None:
-        self.real = real
+        super().__init__(real)
         self.answers = answers
         self.written: dict[tuple[tuple[str, ...], str], Any] = {}
 
-    # BaseStore's methods read these before they batch: the real store's, as they are now.
-    @property  # type: ignore[override]
-    def supports_ttl(self) -> bool:
-        return self.real.supports_ttl
-
-    @property  # type: ignore[override]
-    def ttl_config(self) -> Any:
-        return self.real.ttl_config
-
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops, recorded, reads = self._reads(ops)
-        return self._answer(ops, recorded, iter(self.real.batch(reads) if reads else ()))
+        return self._answer(ops, recorded, iter(self.inner.batch(reads) if reads else ()))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops, recorded, reads = self._reads(ops)
-        return self._answer(ops, recorded, iter(await self.real.abatch(reads) if reads else ()))
+        return self._answer(ops, recorded, iter(await self.inner.abatch(reads) if reads else ()))
 
     def _reads(self, ops: Iterable[Op]) -> tuple[list[Op], dict[int, Result], list[Op]]:
         """The batch, the answers the recording gives (by position), and the ops the real store

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from http_server import EchoService
 from langgraph.graph import START, StateGraph
-from test_tui import settle
+from test_tui import calls_of_step, settle
 
 from graphtape.recorder import Recorder
 from graphtape.tui.app import build_app
@@ -72,18 +72,12 @@ def test_show_lists_http_calls_with_status_and_under_their_model_call(http_db, c
 
 
 async def test_the_calls_tab_shows_http_requests_beside_model_calls(http_db):
-    from graphtape.tui.widgets.panels import CallsPanel
-
     db, url, openai_url = http_db
     app = build_app(db, "last")
     async with app.run_test(size=(150, 44)) as pilot:
         await settle(app, pilot)
+        panel = await calls_of_step(app, pilot, 1)
         screen = app.screen
-        screen.query_one(Timeline).cursor = next(i for i, s in enumerate(screen.steps) if s.step == 1)
-        await settle(app, pilot)
-        await pilot.press("5")
-        await settle(app, pilot)
-        panel = screen.query_one(CallsPanel)
         first = str(panel.query_one("#call-list").get_option_at_index(0).prompt)
         assert first.startswith(f"http  POST {url}/charge") and "charge" in first and first.rstrip().endswith("200 OK")
         detail = "\n".join(str(r) for r in panel.query_one("#call-detail").content.renderables)

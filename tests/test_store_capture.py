@@ -306,11 +306,10 @@ def test_a_tampered_store_answer_fails_its_node_in_one_line_never_the_replay(db,
 
 
 async def test_the_tui_counts_and_lists_a_steps_store_calls(db):
-    from test_tui import settle
+    from test_tui import calls_of_step, settle
 
     from graphtape.tui.app import build_app
-    from graphtape.tui.widgets.panels import CallsPanel
-    from graphtape.tui.widgets.timeline import Timeline, step_cells
+    from graphtape.tui.widgets.timeline import step_cells
 
     run_id, _ = record(db, InMemoryStore())
     store = open_store(db)
@@ -322,15 +321,11 @@ async def test_the_tui_counts_and_lists_a_steps_store_calls(db):
     app = build_app(db, run_id)
     async with app.run_test(size=(150, 44)) as pilot:
         await settle(app, pilot)
-        screen = app.screen
-        screen.query_one(Timeline).cursor = next(i for i, s in enumerate(screen.steps) if s.step == 2)
-        await settle(app, pilot)
-        await pilot.press("5")
-        await settle(app, pilot)
-        options = screen.query_one(CallsPanel).query_one("#call-list")
+        panel = await calls_of_step(app, pilot, 2)
+        options = panel.query_one("#call-list")
         prompts = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
         assert [p.split()[:2] for p in prompts] == [["store", "search"], ["store", "list_namespaces"], ["store", "delete"]]
-        detail = "\n".join(str(r) for r in screen.query_one(CallsPanel).query_one("#call-detail").content.renderables)
+        detail = "\n".join(str(r) for r in panel.query_one("#call-detail").content.renderables)
         assert '"namespace_prefix"' in detail and '"visits": 2' in detail
 
 

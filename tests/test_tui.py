@@ -72,6 +72,18 @@ async def settle(app, pilot):
     await pilot.pause(0.05)
 
 
+async def calls_of_step(app, pilot, step: int):
+    """The Calls tab of root step ``step``, opened as a user opens it (the step, then 5)."""
+    from graphtape.tui.widgets.panels import CallsPanel
+
+    screen = app.screen
+    screen.query_one(Timeline).cursor = next(i for i, s in enumerate(screen.steps) if s.step == step)
+    await settle(app, pilot)
+    await pilot.press("5")
+    await settle(app, pilot)
+    return screen.query_one(CallsPanel)
+
+
 def step_numbers(screen: RunScreen) -> list[int]:
     return [s.step for s in screen.steps]
 
