@@ -57,11 +57,7 @@ class Writing:
         # How long a write waits for a lock another writer holds (seconds); None: the engine's own
         # (SQLite's busy timeout). The recorder's writer sets it to its bound.
         self.write_wait: float | None = None
-        if self.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        self._blob_insert = dialect_insert(S.blobs).on_conflict_do_nothing(index_elements=["hash"])
+        self._blob_insert = _blob_insert(self.is_sqlite)
 
     def write(self, batch: Batch, *, again: bool = False) -> None:
         """Apply a batch in one transaction (blobs deduplicated by hash).
@@ -141,17 +137,17 @@ class Writing:
                 batch = _not_stored_yet(conn, batch)
             if new_blobs:
                 rows = [{"hash": h, "zipped": batch.blobs[h][0], "data": batch.blobs[h][1]} for h in new_blobs]
-                conn.execute(self._blob_insert, rows)
+                _insert_same_keys(conn, S.blobs, rows, self._blob_insert)
             if batch.runs_new:
                 _insert_rows(conn, S.runs, batch.runs_new)
             if batch.steps:
                 _insert_rows(conn, S.steps, batch.steps)
             if batch.calls:
                 _insert_rows(conn, S.calls, batch.calls)
-            for call_id, fields in batch.calls_update:
-                conn.execute(sa.update(S.calls).where(S.calls.c.call_id == call_id).values(**fields))
-            for run_id, fields in batch.runs_update:
-                conn.execute(sa.update(S.runs).where(S.runs.c.id == run_id).values(**fields))
+            if batch.calls_update:
+                _update_rows(conn, S.calls, "call_id", batch.calls_update)
+            if batch.runs_update:
+                _update_rows(conn, S.runs, "id", batch.runs_update)
 
     def _close_writer(self) -> None:
         with self._wlock:
@@ -161,6 +157,22 @@ class Writing:
                 except Exception:  # noqa: BLE001 - closing a broken connection
                     pass
                 self._wconn = None
+
+
+_BLOB_INSERTS: dict[bool, Any] = {}
+
+
+def _blob_insert(is_sqlite: bool) -> Any:
+    """The blobs' insert that skips a hash stored already: one per dialect for the process, so
+    the driver's SQL compiled from it is kept (``_insert_same_keys`` keys it by identity)."""
+    stmt = _BLOB_INSERTS.get(is_sqlite)
+    if stmt is None:
+        if is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        stmt = _BLOB_INSERTS[is_sqlite] = dialect_insert(S.blobs).on_conflict_do_nothing(index_elements=["hash"])
+    return stmt
 
 
 def _not_stored_yet(conn: Any, batch: Batch) -> Batch:
@@ -203,31 +215,69 @@ def _insert_rows(conn: Any, table: sa.Table, rows: list[dict]) -> None:
         start = end
 
 
-# (dialect, table, keys) -> (driver SQL, parameter order for a positional style or None for a
-# named one, the keys of ``AnyText`` columns), or None where the statement needs SQLAlchemy's own
-# parameter processing.
-_DRIVER_INSERTS: dict[tuple, tuple[str, tuple[str, ...] | None, tuple[str, ...]] | None] = {}
+# (dialect, table, keys, statement) -> (driver SQL, parameter order for a positional style or None
+# for a named one, the keys of ``AnyText`` columns, the plain defaults of the columns left out), or
+# None where the statement needs SQLAlchemy's own parameter processing.
+_DRIVER_INSERTS: dict[tuple, tuple[str, tuple[str, ...] | None, tuple[str, ...], dict[str, Any]] | None] = {}
 
 
-def _insert_same_keys(conn: Any, table: sa.Table, rows: list[dict]) -> None:
+def _insert_same_keys(conn: Any, table: sa.Table, rows: list[dict], statement: Any = None) -> None:
     """One executemany: the statement compiled once per key set and handed to the driver as it is.
 
     SQLAlchemy builds each row's parameters in Python (most of a superstep's write); the
     rows here are plain values of the columns' own types, so the driver takes them directly.
-    Anything else (a default SQLAlchemy fills in, an unknown parameter style) goes through it.
+    A column left out gets its plain default value, as SQLAlchemy would give it; anything
+    else (a default computed per row, an unknown parameter style) goes through SQLAlchemy.
+    ``statement``: an insert of ``table`` other than the plain one (``_blob_insert``), built
+    once for the process: its compiled SQL is kept by the statement's identity.
     """
     dialect = conn.dialect
-    key = (dialect.name, dialect.paramstyle, table.name, tuple(rows[0]))
+    key = (dialect.name, dialect.paramstyle, table.name, tuple(rows[0]), id(statement))
     plan = _DRIVER_INSERTS.get(key, _MISSING)
     if plan is _MISSING:
-        plan = _DRIVER_INSERTS[key] = _driver_insert(dialect, table, key[3])
+        plan = _DRIVER_INSERTS[key] = _driver_insert(dialect, table, key[3], statement)
     if plan is None:
-        conn.execute(sa.insert(table), rows)
+        conn.execute(sa.insert(table) if statement is None else statement, rows)
         return
-    sql, order, texts = plan
+    sql, order, texts, fills = plan
+    if fills:
+        rows = [{**fills, **r} for r in rows]
     if texts:
         rows = [_text_safe(r, texts) for r in rows]
     conn.exec_driver_sql(sql, [tuple(r[k] for k in order) for r in rows] if order is not None else rows)
+
+
+# (dialect, table, keys) -> (driver SQL, parameter order for a positional style or None for a named
+# one, the keys of ``AnyText`` columns), or None where SQLAlchemy must build the parameters.
+_DRIVER_UPDATES: dict[tuple, tuple[str, tuple[str, ...] | None, tuple[str, ...]] | None] = {}
+_ID = "graphtape_id"  # the row's key, bound apart from the SET clause's own parameters
+
+
+def _update_rows(conn: Any, table: sa.Table, id_key: str, items: list[tuple[str, dict]]) -> None:
+    """Apply ``(id, fields)`` updates in order, one executemany per run of updates that set the same
+    columns, compiled once per column set and handed to the driver as they are (see ``_insert_same_keys``)."""
+    dialect = conn.dialect
+    start = 0
+    while start < len(items):
+        keys = tuple(items[start][1])
+        end = start + 1
+        while end < len(items) and tuple(items[end][1]) == keys:
+            end += 1
+        group = items[start:end]
+        start = end
+        key = (dialect.name, dialect.paramstyle, table.name, id_key, keys)
+        plan = _DRIVER_UPDATES.get(key, _MISSING)
+        if plan is _MISSING:
+            plan = _DRIVER_UPDATES[key] = _driver_update(dialect, table, id_key, keys)
+        if plan is None or not keys:
+            for row_id, fields in group:
+                conn.execute(sa.update(table).where(table.c[id_key] == row_id).values(**fields))
+            continue
+        sql, order, texts = plan
+        rows = [{**fields, _ID: row_id} for row_id, fields in group]
+        if texts:
+            rows = [_text_safe(r, texts) for r in rows]
+        conn.exec_driver_sql(sql, [tuple(r[k] for k in order) for r in rows] if order is not None else rows)
 
 
 def _text_safe(row: dict, texts: tuple[str, ...]) -> dict:
@@ -241,11 +291,35 @@ def _text_safe(row: dict, texts: tuple[str, ...]) -> dict:
     return row
 
 
-def _driver_insert(dialect: Any, table: sa.Table, keys: tuple[str, ...]) -> tuple[str, tuple[str, ...] | None, tuple[str, ...]] | None:
-    compiled = sa.insert(table).inline().compile(dialect=dialect, column_keys=list(keys))
-    if set(compiled.binds) != set(keys) or any(_needs_processing(table.c[k].type) for k in keys):
+def _driver_insert(dialect: Any, table: sa.Table, keys: tuple[str, ...], statement: Any = None) -> tuple[str, tuple[str, ...] | None, tuple[str, ...], dict[str, Any]] | None:
+    stmt = sa.insert(table) if statement is None else statement
+    compiled = stmt.inline().compile(dialect=dialect, column_keys=list(keys))
+    # A column left out that has a plain default value: SQLAlchemy binds that value; so do we.
+    fills = {}
+    for name in set(compiled.binds) - set(keys):
+        default = table.c[name].default if name in table.c else None
+        if default is None or not default.is_scalar:
+            return None
+        fills[name] = default.arg
+    plan = _driver_plan(dialect, table, compiled, tuple(keys) + tuple(fills))
+    return None if plan is None else (*plan, fills)
+
+
+def _driver_update(dialect: Any, table: sa.Table, id_key: str, keys: tuple[str, ...]) -> tuple[str, tuple[str, ...] | None, tuple[str, ...]] | None:
+    if _ID in keys or not keys:
         return None
-    texts = tuple(k for k in keys if isinstance(table.c[k].type, S.AnyText))
+    stmt = sa.update(table).where(table.c[id_key] == sa.bindparam(_ID)).values({k: sa.bindparam(k) for k in keys})
+    compiled = stmt.compile(dialect=dialect)
+    return _driver_plan(dialect, table, compiled, (*keys, _ID), id_key=id_key)
+
+
+def _driver_plan(dialect: Any, table: sa.Table, compiled: Any, keys: tuple[str, ...], id_key: str | None = None) -> tuple[str, tuple[str, ...] | None, tuple[str, ...]] | None:
+    """The driver's SQL for a compiled statement whose parameters are exactly ``keys`` (column names,
+    and ``_ID`` standing for ``id_key``), or None where a column's values need SQLAlchemy's processing."""
+    columns = [table.c[id_key if k == _ID else k] for k in keys]
+    if set(compiled.binds) != set(keys) or any(_needs_processing(c.type) for c in columns):
+        return None
+    texts = tuple(k for k, c in zip(keys, columns) if isinstance(c.type, S.AnyText))
     if dialect.paramstyle in ("qmark", "numeric", "format") and compiled.positiontup is not None:
         order = tuple(compiled.positiontup)
         if len(order) != len(keys) or set(order) != set(keys):
