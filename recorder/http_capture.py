@@ -154,27 +154,46 @@ def installed() -> bool:
     return _patches is not None
 
 
+# The patchers, built by the first install and entered again by each later one: building them
+# (vcrpy makes a class per patched client and tries each optional client's import) cost a run
+# more than its own recording of a short graph. What they put in place never changes: vcrpy's
+# replacements wrap the clients as vcrpy found them when it was imported, ours wrap vcrpy's.
+_patchers: list[Any] | None = None
+
+
 def _install(stack: contextlib.ExitStack) -> None:
+    global _patchers
+    if _patchers is not None:
+        for patcher in _patchers:
+            stack.enter_context(patcher)
+        return
     from vcr.patch import CassettePatcherBuilder
     from vcr.stubs import VCRConnection
 
-    for patcher in CassettePatcherBuilder(_dispatcher()).build():
+    built: list[Any] = []
+
+    def enter(patcher: Any) -> None:
         stack.enter_context(patcher)
-    # Ours go on top of vcrpy's (entered after, so removed first).
-    stack.enter_context(mock.patch.object(VCRConnection, "getresponse", _sync_entry(HTTP_CLIENT, VCRConnection.getresponse)))
+        built.append(patcher)
+
+    for patcher in CassettePatcherBuilder(_dispatcher()).build():
+        enter(patcher)
+    # Ours go on top of vcrpy's (entered after, so removed first; built with vcrpy's in place).
+    enter(mock.patch.object(VCRConnection, "getresponse", _sync_entry(HTTP_CLIENT, VCRConnection.getresponse)))
     for name in HTTPX_LIKE:
         try:
             httpx = importlib.import_module(name)
         except ImportError:  # a client that is not installed is not patched
             continue
-        stack.enter_context(mock.patch.object(httpx.HTTPTransport, "handle_request", _sync_entry(name, httpx.HTTPTransport.handle_request)))
-        stack.enter_context(mock.patch.object(httpx.AsyncHTTPTransport, "handle_async_request", _async_entry(name, httpx.AsyncHTTPTransport.handle_async_request)))
+        enter(mock.patch.object(httpx.HTTPTransport, "handle_request", _sync_entry(name, httpx.HTTPTransport.handle_request)))
+        enter(mock.patch.object(httpx.AsyncHTTPTransport, "handle_async_request", _async_entry(name, httpx.AsyncHTTPTransport.handle_async_request)))
     try:
         import aiohttp
     except ImportError:  # pragma: no cover
         pass
     else:
-        stack.enter_context(mock.patch.object(aiohttp.ClientSession, "_request", _async_entry(AIOHTTP, aiohttp.ClientSession._request)))
+        enter(mock.patch.object(aiohttp.ClientSession, "_request", _async_entry(AIOHTTP, aiohttp.ClientSession._request)))
+    _patchers = built
 
 
 # -- one request -------------------------------------------------------------------------------
