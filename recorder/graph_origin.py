@@ -29,6 +29,9 @@ class Origin:
     file: str | None
     targets: tuple[int, ...]  # id() of the original graph and of its recorded copy
     scanned: bool = False  # the other loaded modules were searched once already
+    # The module's own namespace, as attach() saw it: a server that loads one file once per
+    # graph it serves (LangGraph's, as ``__agent``) leaves only the last under that name.
+    namespace: dict[str, Any] | None = None
 
     def reference(self) -> str | None:
         """``module:attr`` (or ``path.py:attr``) of a module-level attribute holding the graph, if one does.
@@ -50,8 +53,11 @@ class Origin:
         return own
 
     def _own(self) -> str | None:
-        module = sys.modules.get(self.module or "")
-        names = _names_holding(module, set(self.targets)) if module is not None else []
+        namespace = self.namespace
+        if namespace is None:
+            module = sys.modules.get(self.module or "")
+            namespace = _namespace(module) if module is not None else None
+        names = _names_holding(namespace, set(self.targets)) if namespace is not None else []
         if not names:
             return None
         attr = names[0]
@@ -76,10 +82,17 @@ def _named_after_its_file(module: str, file: str | None) -> bool:
     return path.parent.name == last if stem == "__init__" else stem == last
 
 
-def _names_holding(module: Any, targets: set[int]) -> list[str]:
-    """Public attribute names of ``module`` whose value is one of ``targets`` (by identity), sorted."""
+def _namespace(module: Any) -> dict[str, Any] | None:
     try:
         namespace = vars(module)
+    except TypeError:
+        return None
+    return namespace if isinstance(namespace, dict) else None
+
+
+def _names_holding(namespace: dict[str, Any], targets: set[int]) -> list[str]:
+    """Public names in a module's ``namespace`` whose value is one of ``targets`` (by identity), sorted."""
+    try:
         # A first pass at C speed: most modules hold neither graph, and a process has
         # a thousand modules with tens of thousands of attributes.
         if targets.isdisjoint(map(id, list(namespace.values()))):
@@ -95,7 +108,8 @@ def _importable_holder(target: int, skip: str | None) -> str | None:
     for name, module in list(sys.modules.items()):
         if module is None or name == skip or name == "__main__" or name.startswith("graphtape.") or name.startswith("_"):
             continue
-        names = _names_holding(module, {target})
+        namespace = _namespace(module)
+        names = _names_holding(namespace, {target}) if namespace is not None else []
         if names:
             found = f"{name}:{names[0]}"
     return found
@@ -105,10 +119,11 @@ def origin_of(graph: Any, copy: Any, depth: int = 2) -> Origin:
     """The caller's module (``depth`` frames up from here) and the two graph objects to find in it."""
     try:
         frame = sys._getframe(depth)
-        module, file = frame.f_globals.get("__name__"), frame.f_globals.get("__file__")
+        namespace = frame.f_globals
+        module, file = namespace.get("__name__"), namespace.get("__file__")
     except (ValueError, AttributeError):
-        module, file = None, None
-    return Origin(module, file, (id(graph), id(copy)))
+        namespace, module, file = None, None, None
+    return Origin(module, file, (id(graph), id(copy)), namespace=namespace)
 
 
 def _portable(file: str) -> str:

@@ -223,8 +223,12 @@ def test_a_graph_built_at_import_time_is_found_again_by_replay(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
     # Run as a script, imported, and loaded from its file under a name it cannot be imported by
     # (as LangGraph's server loads a graph that langgraph.json names): the last is replayed below.
-    served = "import importlib.util as u, sys; s = u.spec_from_file_location('__shop', 'shop.py'); m = sys.modules['__shop'] = u.module_from_spec(s); s.loader.exec_module(m); m.checkout.invoke({'n': 3}); m.recorder.close()"
-    for argv in (["shop.py"], ["-c", "import shop; shop.checkout.invoke({'n': 2}); shop.recorder.close()"], ["-c", served]):
+    load = "import importlib.util as u, sys\ndef load():\n    s = u.spec_from_file_location('__shop', 'shop.py'); m = sys.modules['__shop'] = u.module_from_spec(s); s.loader.exec_module(m); return m\n"
+    served = load + "m = load(); m.checkout.invoke({'n': 3}); m.recorder.close()"
+    # The server loads the file once per graph langgraph.json names in it, each time under the same
+    # name: the first load's graph runs when the name holds the last load.
+    served_twice = load + "m = load(); again = load(); m.checkout.invoke({'n': 4}); m.recorder.close(); again.recorder.close()"
+    for argv in (["shop.py"], ["-c", "import shop; shop.checkout.invoke({'n': 2}); shop.recorder.close()"], ["-c", served_twice], ["-c", served]):
         proc = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**env, "PYTHONPATH": str(tmp_path)})
         assert proc.returncode == 0, proc.stderr
     store = open_store(tmp_path / "runs.db")
@@ -232,7 +236,7 @@ def test_a_graph_built_at_import_time_is_found_again_by_replay(tmp_path):
         runs = store.list_runs()
     finally:
         store.close()
-    assert sorted(r.graph_ref for r in runs) == ["shop.py:checkout", "shop.py:checkout", "shop:checkout"]
+    assert sorted(r.graph_ref for r in runs) == ["shop.py:checkout"] * 3 + ["shop:checkout"]
     assert {r.graph_name for r in runs} == {"shop:checkout"} and {r.name for r in runs} == {"shop:checkout"}
     proc = subprocess.run(
         [str(GRAPHTAPE), "--db", "runs.db", "replay", "last", "--trust-recorded-graph"],
