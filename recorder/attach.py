@@ -43,9 +43,14 @@ from graphtape.recorder.session import ERROR, INTERRUPT, NULL_TASK_ID, RunSessio
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
 from graphtape.recorder.store.sql_store import check_url, is_not_a_store, open_for_writing
-from graphtape.recorder.store_capture import RecordingStore, unwrapped
+from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
 from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, without_checkpoints
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
+
+try:
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+except ImportError:  # another LangGraph layout: the key it has used since Runtime came in
+    CONFIG_KEY_RUNTIME = "__pregel_runtime"
 
 
 class Durability(Choice):
@@ -321,6 +326,8 @@ class Recorder:
                 conf[CONFIG_KEY_CHECKPOINTER] = TeeSaver(lent, self._session_for)  # the caller lends one: recorded too
             elif lent is None and binding.lent is not None and graph.checkpointer is None:
                 conf[CONFIG_KEY_CHECKPOINTER] = binding.lent
+            if (runtime := runtime_recording_store(conf.get(CONFIG_KEY_RUNTIME))) is not None:
+                conf[CONFIG_KEY_RUNTIME] = runtime  # LangGraph runs with this store, not the graph's
             config["configurable"] = conf
             config["callbacks"] = _with_handler(config.get("callbacks"), CaptureHandler(session))
             if self.durability is Durability.SYNC and kwargs.get(_STREAM_KW_DURABILITY) is None:
@@ -392,7 +399,7 @@ class Recorder:
         cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": limit, "stream": {k: v for k, v in kwargs.items() if k != _STREAM_KW_CONTEXT and isinstance(v, (str, int, bool, list, type(None)))}}
         if is_async:
             cfg["async"] = True  # replay drives the graph as it ran: an async-only hook has no sync side
-        if binding.records_store:
+        if binding.records_store or isinstance(getattr(config.get("configurable", {}).get(CONFIG_KEY_RUNTIME), "store", None), RecordingStore):
             cfg["store"] = True  # its store calls are all here: a strict replay answers its reads from them
         row: dict[str, Any] = {
             "id": session.run_id,

@@ -83,6 +83,24 @@ class RecordingStore(StoreOver):
         return results
 
 
+def runtime_recording_store(runtime: Any) -> Any:
+    """``runtime`` with its store recorded, or None when it carries none to record.
+
+    A run's config may carry a ``Runtime`` (LangGraph's server seeds one for a graph factory; a
+    graph run inside another graph's node inherits its parent's), and LangGraph then runs with
+    that runtime's store, not the graph's. An object that only looks like one (``context`` and
+    ``store``) gives LangGraph nothing else, so a ``Runtime`` with the two stands in for it.
+    """
+    store = getattr(runtime, "store", None)
+    if not isinstance(store, BaseStore) or isinstance(store, RecordingStore):
+        return None
+    from langgraph.runtime import Runtime
+
+    if isinstance(runtime, Runtime):
+        return runtime.override(store=RecordingStore(store))
+    return Runtime(context=getattr(runtime, "context", None), store=RecordingStore(store))
+
+
 def unwrapped(store: Any) -> Any:
     """The user's own store under any recording wrapper (a graph attached twice records once)."""
     while isinstance(store, RecordingStore):

@@ -271,3 +271,35 @@ def test_a_run_cancelled_while_it_is_being_opened_ends_cancelled_not_running(db)
         assert [(r.status, r.status_reason) for r in store.list_runs()].count(("running", None)) == 0
     finally:
         store.close()
+
+
+class ServerRuntime:
+    """What a server may seed a run's config with instead of a ``Runtime``: a context and a store."""
+
+    def __init__(self, store: Any) -> None:
+        self.context = None
+        self.store = store
+
+
+@pytest.mark.parametrize("seed", ["Runtime", "look-alike"])
+def test_a_store_lent_through_the_runs_runtime_is_recorded(db, seed):
+    # LangGraph runs with the store of a Runtime in the run's config (a graph factory's, under
+    # LangGraph's server; a parent graph's, for a graph run inside a node), not the graph's.
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+    from langgraph.runtime import Runtime
+
+    memory = InMemoryStore()
+    memory.put(("users", "ed"), "profile", {"name": "ed", "visits": 1})
+    runtime = Runtime(store=memory) if seed == "Runtime" else ServerRuntime(memory)
+    with Recorder(db) as rec:
+        app = rec.attach(builder().compile())  # exported without a store, as the server wants it
+        out = app.invoke({"user": "ed"}, {"configurable": {"thread_id": "r1", CONFIG_KEY_RUNTIME: runtime}})
+        rec.flush()
+        run_id = rec.last_run_id
+    assert out["greeting"] == "hello again ed"
+    assert memory.get(("users", "ed"), "profile").value["visits"] == 2  # the lent store got the write
+    _, calls = steps_and_calls(db, run_id)
+    assert [(c.kind, c.name) for c in calls] == [("store", "get"), ("store", "put")]
+    # The graph as exported holds no store: the replay answers the returning user from the recording.
+    result = replay(run_id, builder().compile(), db=db, mode="strict")
+    assert not result.diverged, result.first_divergence
