@@ -85,7 +85,7 @@ def _named_after_its_file(module: str, file: str | None) -> bool:
 def _namespace(module: Any) -> dict[str, Any] | None:
     try:
         namespace = vars(module)
-    except TypeError:
+    except Exception:  # noqa: BLE001 - an odd module object: no reference, recording goes on
         return None
     return namespace if isinstance(namespace, dict) else None
 
