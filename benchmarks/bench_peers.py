@@ -916,36 +916,29 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:160] if text else ''}"
 
 
-def _int_shape(steps: int) -> Shape:
-    b = build(IntState, _int_node)
+def _loop_shape(label: str, state: type, node: Callable[[Any], dict], inputs: Callable[[int], Any], steps: int, runs: int = 1) -> Shape:
+    b = build(state, node)
     steps = round_steps(steps)
 
     def graph(checkpointer: Any = None, provider: Any = None, tool_fn: Any = None) -> Any:
         return b.compile(checkpointer=checkpointer)
 
-    return Shape("3-node loop, int state", graph, int_inputs, steps, lambda out: out["n"] == steps)
+    return Shape(label, graph, inputs, steps, lambda out: out["n"] == steps, runs=runs)
+
+
+def _int_shape(steps: int) -> Shape:
+    return _loop_shape("3-node loop, int state", IntState, _int_node, int_inputs, steps)
 
 
 def _short_shape(steps: int) -> Shape:
     """Short runs, as most agent runs are: what each run costs on top of its supersteps
     (opening and ending it, making it durable) weighs as much as the supersteps themselves."""
-    b = build(IntState, _int_node)
     short = round_steps(6)
-
-    def graph(checkpointer: Any = None, provider: Any = None, tool_fn: Any = None) -> Any:
-        return b.compile(checkpointer=checkpointer)
-
-    return Shape("short runs, int state", graph, int_inputs, short, lambda out: out["n"] == short, runs=max(5, steps // short))
+    return _loop_shape("short runs, int state", IntState, _int_node, int_inputs, short, runs=max(5, steps // short))
 
 
 def _msg_shape(steps: int) -> Shape:
-    b = build(MsgState, _msg_node)
-    steps = round_steps(steps)
-
-    def graph(checkpointer: Any = None, provider: Any = None, tool_fn: Any = None) -> Any:
-        return b.compile(checkpointer=checkpointer)
-
-    return Shape("growing message list", graph, msg_inputs, steps, lambda out: out["n"] == steps)
+    return _loop_shape("growing message list", MsgState, _msg_node, msg_inputs, steps)
 
 
 def _react_shape(steps: int) -> Shape:

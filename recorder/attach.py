@@ -399,7 +399,8 @@ class Recorder:
         cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": limit, "stream": {k: v for k, v in kwargs.items() if k != _STREAM_KW_CONTEXT and isinstance(v, (str, int, bool, list, type(None)))}}
         if is_async:
             cfg["async"] = True  # replay drives the graph as it ran: an async-only hook has no sync side
-        if binding.records_store or isinstance(getattr(config.get("configurable", {}).get(CONFIG_KEY_RUNTIME), "store", None), RecordingStore):
+        runs_with = getattr(config.get("configurable", {}).get(CONFIG_KEY_RUNTIME), "store", None)  # before the graph's
+        if binding.records_store or isinstance(runs_with, RecordingStore):
             cfg["store"] = True  # its store calls are all here: a strict replay answers its reads from them
         row: dict[str, Any] = {
             "id": session.run_id,

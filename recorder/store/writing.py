@@ -240,11 +240,7 @@ def _insert_same_keys(conn: Any, table: sa.Table, rows: list[dict], statement: A
         conn.execute(sa.insert(table) if statement is None else statement, rows)
         return
     sql, order, texts, fills = plan
-    if fills:
-        rows = [{**fills, **r} for r in rows]
-    if texts:
-        rows = [_text_safe(r, texts) for r in rows]
-    conn.exec_driver_sql(sql, [tuple(r[k] for k in order) for r in rows] if order is not None else rows)
+    _execute(conn, (sql, order, texts), [{**fills, **r} for r in rows] if fills else rows)
 
 
 # (dialect, table, keys) -> (driver SQL, parameter order for a positional style or None for a named
@@ -273,11 +269,15 @@ def _update_rows(conn: Any, table: sa.Table, id_key: str, items: list[tuple[str,
             for row_id, fields in group:
                 conn.execute(sa.update(table).where(table.c[id_key] == row_id).values(**fields))
             continue
-        sql, order, texts = plan
-        rows = [{**fields, _ID: row_id} for row_id, fields in group]
-        if texts:
-            rows = [_text_safe(r, texts) for r in rows]
-        conn.exec_driver_sql(sql, [tuple(r[k] for k in order) for r in rows] if order is not None else rows)
+        _execute(conn, plan, [{**fields, _ID: row_id} for row_id, fields in group])
+
+
+def _execute(conn: Any, plan: tuple[str, tuple[str, ...] | None, tuple[str, ...]], rows: list[dict]) -> None:
+    """One executemany of a driver plan (``_driver_plan``): text made safe, parameters in its order."""
+    sql, order, texts = plan
+    if texts:
+        rows = [_text_safe(r, texts) for r in rows]
+    conn.exec_driver_sql(sql, [tuple(r[k] for k in order) for r in rows] if order is not None else rows)
 
 
 def _text_safe(row: dict, texts: tuple[str, ...]) -> dict:
