@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from graphtape.recorder import CallInfo, RouteInfo, RunStore, StepDetail
+from graphtape.recorder.codec import collect_refs
 from graphtape.recorder.history_blocks import is_cat
 
 from graphtape.replay.calls import normalize_arguments
@@ -160,6 +161,7 @@ class RunComparison:
         offset = (rep.after or 0) - (rec.after or 0) if rec.after is not None and rep.after is not None else 0
         rec_details = {d.step.step: d for d in self.read_details(rec.run_id, rec.ns) if rec.after is None or d.step.step > rec.after}
         rep_details = {d.step.step: d for d in self.read_details(rep.run_id, rep.ns) if rep.after is None or d.step.step > rep.after}
+        self._read_unshared_routes(rec_details.values(), rep_details.values())
         # Where graphtape stopped the replay (a call it could not answer): later steps are not the graph's doing.
         cut = min((s - offset for s, d in rep_details.items() if any(t.error_type == "ReplayMiss" for t in d.tasks)), default=None)
         ns_label = ns_path(rec.ns)
@@ -203,6 +205,18 @@ class RunComparison:
         if errs_rec != errs_rep:
             node = (errs_rec or errs_rep)[0][0]
             add(Divergence("error", step, node, "a node failed differently", [list(e) for e in errs_rec], [list(e) for e in errs_rep], ns))
+
+    def _read_unshared_routes(self, rec: Iterable[StepDetail], rep: Iterable[StepDetail]) -> None:
+        """Read at once the route blobs only one side holds: the only ones a comparison may decode.
+
+        Routes come as stored (a Send carries the whole state); a blob both runs share
+        is equal by its hash and never read.
+        """
+        mine = collect_refs([[r.returned, r.sends] for d in rec for r in d.routes])
+        theirs = collect_refs([[r.returned, r.sends] for d in rep for r in d.routes])
+        unshared = mine ^ theirs
+        if unshared:
+            self.store.blobs(unshared)
 
     def _same_stored_routes(self, a: list[RouteInfo], b: list[RouteInfo]) -> bool:
         """Routes equal as stored, blob by blob: no decoding unless a blob pair is new.

@@ -204,7 +204,8 @@ class StepReads:
         ``typed=True`` rebuilds written values as live objects (messages...), for
         resuming; ``writes=False`` leaves the tasks' updates out (not decoded);
         ``encoded_routes=True`` leaves routes' returned values and Send packets as
-        stored (a ``Send`` carries the whole state: a comparer decodes only what differs).
+        stored, their blobs unread (a ``Send`` carries the whole state: a comparer
+        reads and decodes only what differs).
         """
         infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
         q = sa.select(S.steps.c.step, S.steps.c.seq, S.steps.c.payload, S.steps.c.created_at).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns)
@@ -215,7 +216,7 @@ class StepReads:
         for r in self._read(q.order_by(S.steps.c.seq)):
             payload = expand_payload(unpack(r.payload), r.created_at)
             by_step.setdefault(r.step, []).append(payload)
-            collect_refs([payload.get("t"), payload.get("r"), payload.get("e")] if writes else [payload.get("r"), payload.get("e")], refs)
+            collect_refs([payload.get("t") if writes else None, None if encoded_routes else payload.get("r"), payload.get("e")], refs)
         self.blobs(refs)  # one read for the whole namespace; the steps below decode from the cache
         out = []
         for i, info in enumerate(infos):
