@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from graphtape.recorder.codec import BLOB_REF
+from graphtape.recorder.codec import BLOB_REF, collect_refs
 from graphtape.replay.normalize import is_message
 
 # What add_messages mints: str(uuid.uuid4()). Ids of another shape (a provider's, LangChain's
@@ -92,8 +92,7 @@ def recorded_ids(store: Any, run_id: str, after: int, answers: Iterable[Any]) ->
             for key, value in values.items():
                 _refs_in_order(_grown(prev.get(key), value), later)
         prev = values
-    before: dict[str, None] = {}
-    _refs_in_order(base, before)
+    before = collect_refs(base)
     fresh = [h for h in later if h not in before]
     decoded = store.decode([{BLOB_REF: h} for h in fresh]) if fresh else []
     return RecordedIds(_messages(decoded), taken=_ids(answers))
@@ -161,19 +160,10 @@ def _idless(update: Any) -> int:
     return n
 
 
-def _refs_in_order(tree: Any, out: dict[str, None]) -> None:
-    """Blob references in ``tree``, depth first, left to right, added to ``out`` (an ordered set)."""
-    stack = [tree]
-    while stack:
-        x = stack.pop()
-        if type(x) is dict:
-            ref = x.get(BLOB_REF)
-            if type(ref) is str and len(x) == 1:
-                out[ref] = None
-            else:
-                stack.extend(reversed(list(x.values())))
-        elif type(x) is list:
-            stack.extend(reversed(x))
+def _refs_in_order(value: Any, out: dict[str, None]) -> None:
+    """Blob references in ``value``, item by item (a history's order), added to ``out`` (an ordered set)."""
+    for item in value if type(value) is list else (value,):
+        out.update(dict.fromkeys(collect_refs(item)))
 
 
 def _grown(old: Any, new: Any) -> Any:
