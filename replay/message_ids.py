@@ -123,7 +123,7 @@ def with_recorded_ids(graph: Any, load: Callable[[], RecordedIds]) -> Any:
     wrapped = {}
     for name, channel in getattr(graph, "channels", {}).items():
         op = getattr(channel, "operator", None)  # a reducer channel (BinaryOperatorAggregate)
-        if callable(op) and not isinstance(op, type):
+        if callable(op):
             twin = copy.copy(channel)
             try:
                 twin.operator = _adopting(op, ids)
