@@ -33,6 +33,9 @@ class GraphInfo:
     # state channels LangGraph never checkpoints nor hands the saver (UntrackedValue): what
     # nodes write to them is taken from the nodes' own output instead
     untracked: frozenset[str] = frozenset()
+    # state channels LangGraph keeps out of checkpoints and rebuilds from their writes
+    # (``DeltaChannel``): channel name -> the graph's channel, whose reducer rebuilds them here too
+    deltas: dict[str, Any] = field(default_factory=dict)
     # per-node facts asked once per superstep, worked out once (the shape never changes once described)
     _ends_here: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
@@ -114,6 +117,7 @@ _UNKNOWN = GraphInfo(name="?")
 def _describe_one(graph: Any) -> GraphInfo:
     info = GraphInfo(name=getattr(graph, "name", None) or type(graph).__name__)
     info.untracked = _untracked_channels(graph)
+    info.deltas = _delta_channels(graph)
     builder = getattr(graph, "builder", None)
     if builder is None or not hasattr(builder, "nodes"):
         info.nodes = [n for n in getattr(graph, "nodes", {}) if n != START]
@@ -163,3 +167,12 @@ def _untracked_channels(graph: Any) -> frozenset[str]:
         return frozenset()
     channels = getattr(graph, "channels", None) or {}
     return frozenset(k for k, ch in channels.items() if isinstance(ch, UntrackedValue))
+
+
+def _delta_channels(graph: Any) -> dict[str, Any]:
+    try:
+        from langgraph.channels.delta import DeltaChannel
+    except ImportError:  # a LangGraph before 1.2: every channel's value is in its checkpoints
+        return {}
+    channels = getattr(graph, "channels", None) or {}
+    return {k: ch for k, ch in channels.items() if isinstance(ch, DeltaChannel)}

@@ -47,11 +47,11 @@ class TeeSaver(BaseCheckpointSaver):
         return self.inner.config_specs
 
     # -- recording -------------------------------------------------------------
-    def _record_put(self, config: dict, checkpoint: dict, metadata: dict, new_versions: dict) -> None:
+    def _session_of(self, config: dict) -> tuple[Any, dict]:
         conf = config.get("configurable") or {} if config else {}
-        session = self._lookup(conf)
-        if session is None:
-            return
+        return self._lookup(conf), conf
+
+    def _record_put(self, session: Any, conf: dict, checkpoint: dict, metadata: dict, new_versions: dict) -> None:
         try:
             session.on_checkpoint(conf.get("checkpoint_ns", ""), checkpoint, metadata, conf.get("checkpoint_id"), new_versions)
         except Exception as exc:  # noqa: BLE001
@@ -60,8 +60,7 @@ class TeeSaver(BaseCheckpointSaver):
                 raise
 
     def _record_writes(self, config: dict, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> None:
-        conf = config.get("configurable") or {} if config else {}
-        session = self._lookup(conf)
+        session, conf = self._session_of(config)
         if session is None:
             return
         try:
@@ -74,7 +73,18 @@ class TeeSaver(BaseCheckpointSaver):
     # -- sync API ----------------------------------------------------------------
     def put(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
         out = self.inner.put(config, checkpoint, metadata, new_versions)
-        self._record_put(config, checkpoint, metadata, new_versions)
+        session, conf = self._session_of(config)
+        if session is not None:
+            ns = conf.get("checkpoint_ns", "")
+            names = session.delta_seed_wanted(ns, checkpoint, conf.get("checkpoint_id"))
+            if names:  # a run going on with a thread: see recorder.delta_channels
+                try:
+                    histories = self.inner.get_delta_channel_history(config=config, channels=names)
+                except Exception as exc:  # noqa: BLE001
+                    session.seed_deltas(ns, names, error=exc)
+                else:
+                    session.seed_deltas(ns, names, histories)
+            self._record_put(session, conf, checkpoint, metadata, new_versions)
         return out
 
     def put_writes(self, config, writes, task_id, task_path=""):  # type: ignore[override]
@@ -108,7 +118,18 @@ class TeeSaver(BaseCheckpointSaver):
     # -- async API ---------------------------------------------------------------
     async def aput(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
         out = await self.inner.aput(config, checkpoint, metadata, new_versions)
-        self._record_put(config, checkpoint, metadata, new_versions)
+        session, conf = self._session_of(config)
+        if session is not None:
+            ns = conf.get("checkpoint_ns", "")
+            names = session.delta_seed_wanted(ns, checkpoint, conf.get("checkpoint_id"))
+            if names:
+                try:
+                    histories = await self.inner.aget_delta_channel_history(config=config, channels=names)
+                except Exception as exc:  # noqa: BLE001
+                    session.seed_deltas(ns, names, error=exc)
+                else:
+                    session.seed_deltas(ns, names, histories)
+            self._record_put(session, conf, checkpoint, metadata, new_versions)
         return out
 
     async def aput_writes(self, config, writes, task_id, task_path=""):  # type: ignore[override]

@@ -22,6 +22,7 @@ from typing import Any
 from graphtape.recorder.channel_writes import is_send as _is_send
 from graphtape.recorder.channel_writes import stored
 from graphtape.recorder.codec import Encoder
+from graphtape.recorder.delta_channels import DeltaValues
 from graphtape.recorder.frames import FrameBuilder
 from graphtape.recorder.graph_info import END, START, GraphInfo
 from graphtape.recorder.lone_surrogates import json_bytes
@@ -157,6 +158,9 @@ class RunSession:
         self._plain_channels: set[str] = set()  # state channels whose names are not secrets
         self._copies = ChannelCopies()
         self._untracked_now: dict[str, dict[str, Any]] = {}  # ns -> never-checkpointed channel -> value now
+        self._deltas = DeltaValues()  # what DeltaChannels hold: LangGraph keeps it out of checkpoints
+        self._delta_copies = ChannelCopies()
+        self._null_deltas: dict[tuple[str, str | None], list[tuple[str, Any]]] = {}  # (ns, checkpoint) -> Command writes to them
         self.passed_input: Any = _NOT_PASSED  # the run's input as the caller passed it (set by attach)
 
     # -- faults --------------------------------------------------------------
@@ -217,6 +221,9 @@ class RunSession:
         """A task's writes, attached to the checkpoint it started from."""
         with self._lock:
             if task_id == NULL_TASK_ID:
+                deltas = self.graph.for_ns(ns).deltas
+                if deltas:
+                    self._null_deltas.setdefault((ns, checkpoint_id), []).extend((ch, containers(v)) for ch, v in writes if ch in deltas)
                 for ch, v in writes:
                     if ch == RESUME:
                         self._loose_events.append((ns, checkpoint_id, {"kind": "resume", "v": v}))
@@ -284,6 +291,7 @@ class RunSession:
             duration = (now - prev[1]) * 1000 if prev else None
             values = checkpoint.get("channel_values", {})
             updated = checkpoint.get("updated_channels") or list(new_versions)
+            self._deltas.start(ns)
             untracked = self.graph.for_ns(ns).untracked
             if untracked and any(k in untracked for k in values):
                 # Only a replay's seed (a restored checkpoint) holds these: what the channels hold now.
@@ -324,7 +332,51 @@ class RunSession:
             info = ready.pop(step)
             for acc in tasks:
                 del self._tasks[(ns, acc.task_id)]
+            deltas = self.graph.for_ns(ns).deltas
+            if deltas:
+                info = self._with_deltas(ns, deltas, info, tasks)
             self._emit_step(ns, info, tasks, self._events.pop((ns, step), []))
+
+    # -- DeltaChannel state ------------------------------------------------------
+    def delta_seed_wanted(self, ns: str, checkpoint: Mapping[str, Any], at: str | None) -> list[str]:
+        """Before the first checkpoint of ``ns`` is reported: the delta channels whose value at
+        checkpoint ``at``, the one the run goes on from, only the saver can rebuild (its
+        ``get_delta_channel_history`` there). Usually none."""
+        with self._lock:
+            return self._deltas.wanted(ns, self.graph.for_ns(ns).deltas, checkpoint, at)
+
+    def seed_deltas(self, ns: str, names: list[str], histories: Any = None, error: BaseException | None = None) -> None:
+        """What the saver rebuilt for ``names``; or, if it could not (``error``), they are left
+        out of the states until a snapshot: unknown, never recorded wrong."""
+        with self._lock:
+            if error is None:
+                try:
+                    self._deltas.seed(ns, self.graph.for_ns(ns).deltas, histories)
+                    return
+                except Exception as exc:  # noqa: BLE001 - the user's reducer, replaying the saver's writes
+                    error = exc
+            self._deltas.lose(ns, names)
+            if self.strict:
+                raise error
+            self.fault(f"delta channels {names}: {type(error).__name__}: {error}")
+
+    def _with_deltas(self, ns: str, deltas: Mapping[str, Any], info: tuple, tasks: list[TaskAcc]) -> tuple:
+        """``info`` with the delta channels' values in its state, rebuilt from the writes that made
+        the step: a resume's ``Command`` update first, then the tasks' in task-path order."""
+        values, versions, parent_id = info[5], info[6], info[2]
+        ordered = sorted(tasks, key=lambda a: (a.path, a.task_id))
+        batches = [self._null_deltas.pop((ns, parent_id), []), [w for a in ordered for w in a.writes]]
+        rebuilt, errors = self._deltas.advance(ns, deltas, values, versions, batches)
+        for why in errors:
+            if self.strict:
+                from graphtape.recorder.errors import RecorderFault
+
+                raise RecorderFault(f"graphtape could not rebuild a {why}")
+            self.fault(why)
+        touched = {ch for writes in batches for ch, _ in writes} | {k for k in deltas if k in values}
+        plain = {k: v for k, v in values.items() if k not in deltas}
+        plain.update(self._delta_copies.of(ns, rebuilt, touched))
+        return (*info[:5], plain, *info[6:])
 
     def _emit_step(self, ns: str, info: tuple, tasks: list[TaskAcc], events: list[dict]) -> None:
         step, cp_id, parent_id, now, duration, values, versions, seen, updated, source = info
@@ -549,6 +601,7 @@ class RunSession:
         self.encoder.forget()
         self._frames.clear()
         self._copies.forget()
+        self._delta_copies.forget()
 
     # -- building rows ---------------------------------------------------------
     def _kids(self, ns: str, tasks: list[TaskAcc]) -> dict[str, list[str]]:
