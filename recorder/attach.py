@@ -348,7 +348,9 @@ class Recorder:
                 seed, carried = _thread_checkpoint(graph, config)
             if seed is not None:
                 checkpoint, metadata, parent_id = seed
-                _seed_delta_channels(session, graph, config, checkpoint)
+                if isinstance(graph.checkpointer, TeeSaver):  # what its DeltaChannels held there
+                    at = {"configurable": {**conf, "checkpoint_ns": "", "checkpoint_id": checkpoint["id"]}}
+                    graph.checkpointer.seed_delta_channels(session, checkpoint, at)
                 session.on_checkpoint("", checkpoint, metadata, parent_id, checkpoint.get("channel_versions", {}))
                 for task in carried:
                     session.on_carried(checkpoint["id"], task.task_id, task.node, task.path, task.writes)
@@ -639,22 +641,6 @@ def _thread_checkpoint(graph: Any, config: dict) -> tuple[tuple[Any, Any, str | 
         return None, ()
     parent = ((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
     return (found.checkpoint, found.metadata, parent), _carried_tasks(graph, config, found.pending_writes or ())
-
-
-def _seed_delta_channels(session: RunSession, graph: Any, config: dict, checkpoint: Any) -> None:
-    """A run that starts from a checkpoint it did not make (a replay's, a thread's it goes on
-    with): what its DeltaChannels held there, as the graph's saver rebuilds it (``delta_channels``)."""
-    names = session.delta_seed_wanted("", checkpoint, checkpoint.get("id"))
-    if not names:
-        return
-    saver = getattr(graph.checkpointer, "inner", graph.checkpointer)
-    at = {"configurable": {**(config.get("configurable") or {}), "checkpoint_ns": "", "checkpoint_id": checkpoint["id"]}}
-    try:
-        histories = saver.get_delta_channel_history(config=at, channels=names)
-    except Exception as exc:  # noqa: BLE001 - an async-only saver: the channels go unrecorded
-        session.seed_deltas("", names, error=exc)
-    else:
-        session.seed_deltas("", names, histories)
 
 
 _NOT_CARRIED = frozenset((ERROR, INTERRUPT, "__error_source_node__"))  # a task that failed or stopped runs again

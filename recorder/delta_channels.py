@@ -31,19 +31,12 @@ class DeltaValues:
 
     def __init__(self) -> None:
         self._held: dict[str, dict[str, Any]] = {}  # ns -> channel name -> our copy of the channel
-        self._started: set[str] = set()  # namespaces whose first checkpoint has arrived
         self._lost: set[tuple[str, str]] = set()  # (ns, channel) whose reducer failed here: unknown until a snapshot
 
-    def start(self, ns: str) -> None:
-        """The first checkpoint of ``ns`` in this run has arrived (whatever came before is seeded)."""
-        self._started.add(ns)
-
-    def wanted(self, ns: str, specs: Mapping[str, Any], checkpoint: Mapping[str, Any], at: str | None) -> list[str]:
-        """The channels whose value at checkpoint ``at`` (the one this run starts from) only the
-        saver knows: asked for the namespace's first checkpoint in this run, on a thread that has
-        history (``at`` is not None), for channels written and not stored in ``checkpoint``."""
-        if not specs or ns in self._started or at is None:
-            return []
+    @staticmethod
+    def wanted(specs: Mapping[str, Any], checkpoint: Mapping[str, Any]) -> list[str]:
+        """The channels of a namespace's first checkpoint in a run whose value there only the
+        saver knows: written on the thread and not stored in ``checkpoint``."""
         versions = checkpoint.get("channel_versions") or {}
         values = checkpoint.get("channel_values") or {}
         return [k for k in specs if k in versions and values.get(k, MISSING) is MISSING]

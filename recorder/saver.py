@@ -59,6 +59,21 @@ class TeeSaver(BaseCheckpointSaver):
             if session.strict:
                 raise
 
+    def seed_delta_channels(self, session: Any, checkpoint: dict, at: dict) -> None:
+        """Before ``session`` hears of its namespace's first checkpoint, ``checkpoint``: what its
+        DeltaChannels held at ``at`` (the checkpoint the run goes on from), as the inner saver
+        rebuilds it (see ``recorder.delta_channels``). Usually nothing is asked."""
+        ns = at["configurable"].get("checkpoint_ns", "")
+        names = session.delta_seed_wanted(ns, checkpoint)
+        if not names:
+            return
+        try:
+            histories = self.inner.get_delta_channel_history(config=at, channels=names)
+        except Exception as exc:  # noqa: BLE001 - an async-only saver: the channels go unrecorded
+            session.seed_deltas(ns, names, error=exc)
+        else:
+            session.seed_deltas(ns, names, histories)
+
     def _record_writes(self, config: dict, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> None:
         session, conf = self._session_of(config)
         if session is None:
@@ -75,15 +90,8 @@ class TeeSaver(BaseCheckpointSaver):
         out = self.inner.put(config, checkpoint, metadata, new_versions)
         session, conf = self._session_of(config)
         if session is not None:
-            ns = conf.get("checkpoint_ns", "")
-            names = session.delta_seed_wanted(ns, checkpoint, conf.get("checkpoint_id"))
-            if names:  # a run going on with a thread: see recorder.delta_channels
-                try:
-                    histories = self.inner.get_delta_channel_history(config=config, channels=names)
-                except Exception as exc:  # noqa: BLE001
-                    session.seed_deltas(ns, names, error=exc)
-                else:
-                    session.seed_deltas(ns, names, histories)
+            if conf.get("checkpoint_id"):
+                self.seed_delta_channels(session, checkpoint, config)
             self._record_put(session, conf, checkpoint, metadata, new_versions)
         return out
 
@@ -121,7 +129,7 @@ class TeeSaver(BaseCheckpointSaver):
         session, conf = self._session_of(config)
         if session is not None:
             ns = conf.get("checkpoint_ns", "")
-            names = session.delta_seed_wanted(ns, checkpoint, conf.get("checkpoint_id"))
+            names = session.delta_seed_wanted(ns, checkpoint) if conf.get("checkpoint_id") else []
             if names:
                 try:
                     histories = await self.inner.aget_delta_channel_history(config=config, channels=names)

@@ -291,7 +291,6 @@ class RunSession:
             duration = (now - prev[1]) * 1000 if prev else None
             values = checkpoint.get("channel_values", {})
             updated = checkpoint.get("updated_channels") or list(new_versions)
-            self._deltas.start(ns)
             untracked = self.graph.for_ns(ns).untracked
             if untracked and any(k in untracked for k in values):
                 # Only a replay's seed (a restored checkpoint) holds these: what the channels hold now.
@@ -338,12 +337,13 @@ class RunSession:
             self._emit_step(ns, info, tasks, self._events.pop((ns, step), []))
 
     # -- DeltaChannel state ------------------------------------------------------
-    def delta_seed_wanted(self, ns: str, checkpoint: Mapping[str, Any], at: str | None) -> list[str]:
-        """Before the first checkpoint of ``ns`` is reported: the delta channels whose value at
-        checkpoint ``at``, the one the run goes on from, only the saver can rebuild (its
-        ``get_delta_channel_history`` there). Usually none."""
+    def delta_seed_wanted(self, ns: str, checkpoint: Mapping[str, Any]) -> list[str]:
+        """Before a checkpoint of ``ns`` is reported: if it is the namespace's first in this run,
+        the delta channels whose value where the run goes on from only the saver can rebuild
+        (its ``get_delta_channel_history`` there). Usually none."""
         with self._lock:
-            return self._deltas.wanted(ns, self.graph.for_ns(ns).deltas, checkpoint, at)
+            specs = self.graph.for_ns(ns).deltas
+            return DeltaValues.wanted(specs, checkpoint) if specs and ns not in self._last_cp else []
 
     def seed_deltas(self, ns: str, names: list[str], histories: Any = None, error: BaseException | None = None) -> None:
         """What the saver rebuilt for ``names``; or, if it could not (``error``), they are left
