@@ -30,7 +30,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.store.base import BaseStore
 
-from graphtape.recorder import http_capture
+from graphtape.recorder import http_capture, inline_saves
 from graphtape.recorder.capture import CaptureHandler
 from graphtape.recorder.choices import Choice
 from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersionError, StoreError
@@ -355,6 +355,8 @@ class Recorder:
                 for task in carried:
                     session.on_carried(checkpoint["id"], task.task_id, task.node, task.path, task.writes)
             session.http = self._start_http(session)  # type: ignore[attr-defined]
+            inline_saves.acquire()
+            session.inline_saves = True  # type: ignore[attr-defined]
             return session, config, kwargs
         except Exception as exc:  # noqa: BLE001
             if self.strict:
@@ -489,6 +491,8 @@ class Recorder:
         finally:
             if getattr(session, "http", False):
                 http_capture.release()
+            if getattr(session, "inline_saves", False):
+                inline_saves.release()
             with self._lock:
                 self._sessions.pop(session.run_id, None)
             if binding.scoped is not None:

@@ -35,10 +35,13 @@ class TeeSaver(BaseCheckpointSaver):
         self._lookup = lookup
         # Asked once per updated channel per superstep: the inner saver's own, without a hop.
         self.get_next_version = inner.get_next_version  # type: ignore[method-assign]
+        # graphtape's own in-memory saver: its saves are cheaper than LangGraph's thread hop to
+        # them, so they run in place (recorder.inline_saves). A user's saver keeps its hop.
+        self.saves_inline = isinstance(inner, RunScopedSaver)
 
     def __getattr__(self, name: str) -> Any:
         # Anything the base class does not define (setup(), conn, ...) is the inner saver's.
-        if name in ("inner", "_lookup"):
+        if name in ("inner", "_lookup", "saves_inline"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
