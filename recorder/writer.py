@@ -88,6 +88,7 @@ class Writer:
         self._io = threading.Lock()  # one store write at a time
         self._kept = Batch()
         self._kept_bytes = 0
+        self._inflight = 0  # rows of a write under way, taken out of _kept
         self._failing: Exception | None = None  # the fault of the episode under way
         self._told: set[str] = set()  # runs told of that fault
         # Faults are handed to ``on_fault`` outside the writer's locks: the handler takes the
@@ -211,7 +212,7 @@ class Writer:
     @property
     def kept_rows(self) -> int:
         """Rows waiting for the store to take them (0 when all is written)."""
-        return _rows(self._kept)
+        return _rows(self._kept) + self._inflight
 
     def open_store(self) -> RunStore:
         """The store, opening it now if it could not be opened yet (``StoreError`` if it still cannot)."""
@@ -259,6 +260,7 @@ class Writer:
             if not self._kept:
                 return True
             inflight, self._kept, self._kept_bytes = self._kept, Batch(), 0
+            self._inflight = _rows(inflight)  # still waiting, for kept_rows, until this try ends
             again = self._failing is not None  # an earlier try may have committed without an answer
         try:
             store = self._ensure_store()
@@ -267,11 +269,14 @@ class Writer:
             gone = self._file_gone()
             if gone:
                 self._gone = True
+                with self._lock:
+                    self._inflight = 0
                 self._fault(StoreError(gone), inflight, lost=True)
                 return True
             self._write(store, inflight, budget, again=again)
         except Exception as exc:  # noqa: BLE001 - kept and counted, never raised into the graph
             with self._lock:
+                self._inflight = 0
                 inflight.merge(self._kept)
                 self._kept, self._kept_bytes = inflight, _size(inflight)
                 first = self._failing is None
@@ -283,6 +288,7 @@ class Writer:
                     self._keep(Batch())
             return False
         with self._lock:
+            self._inflight = 0
             if self._failing is not None and not self._kept:
                 _log.info("graphtape: the store takes writes again; every kept row is written")
                 self._failing = None
