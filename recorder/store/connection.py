@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
@@ -126,6 +127,30 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+# How long opening a SQLite store tries again when SQLite answers "locked" at once.
+OPEN_LOCKED_WAIT_S = 10.0
+
+
+def _first_connect(engine: Engine, *, sqlite: bool) -> None:
+    """Open a first connection. SQLite answers "database is locked" at once, without waiting
+    out its busy timeout, while another process closes the file's last connection (and removes
+    its write-ahead log) or switches a new file to WAL: many processes starting on one new store
+    meet that. It passes, so opening tries again for a while."""
+    deadline = time.monotonic() + OPEN_LOCKED_WAIT_S
+    delay = 0.005
+    while True:
+        try:
+            with engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+            return
+        except OperationalError as exc:
+            if not sqlite or "locked" not in str(exc.orig) or time.monotonic() + delay > deadline:
+                raise
+            engine.dispose()
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
 class Connection:
     """Opens the engine and runs reads; every part of ``SqlStore`` reads through ``_read``."""
 
@@ -177,8 +202,7 @@ class Connection:
                 # Asked to read only: every transaction is READ ONLY, so the server refuses a write.
                 options = {"postgresql_readonly": True} if read_only else {}
                 engine = sa.create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10, execution_options=options, connect_args=_pg_connect_args(self.url))
-            with engine.connect() as conn:
-                conn.execute(sa.text("SELECT 1"))
+            _first_connect(engine, sqlite=path is not None)
         except StoreError:
             raise
         except ModuleNotFoundError as exc:
