@@ -109,7 +109,7 @@ class CaptureHandler(BaseCallbackHandler):
         self._guard(self._begin, run_id, parent_run_id, metadata, "tool", name, inputs if inputs is not None else input_str)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._guard(self._end, run_id, {"output": _as_returned(output)})
+        self._guard(self._end, run_id, _answer(output))
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._guard(self._end, run_id, _failure(error))
@@ -144,7 +144,7 @@ class CaptureHandler(BaseCallbackHandler):
         output = getattr(first, "message", None) if first is not None else None
         if output is None and first is not None:
             output = getattr(first, "text", None)
-        fields: dict[str, Any] = {"output": _as_returned(output)}
+        fields = _answer(output)
         usage = getattr(output, "usage_metadata", None) or {}
         if not usage:
             llm_out = getattr(response, "llm_output", None) or {}
@@ -187,6 +187,13 @@ class CaptureHandler(BaseCallbackHandler):
             return
         fields["latency_ms"] = round((time.perf_counter() - rec["perf0"]) * 1000, 3)
         self.session.end_call(str(run_id), **fields)
+
+
+def _answer(output: Any) -> dict[str, Any]:
+    """A call's ``output`` field as returned (``_as_returned``), and the object it was copied from
+    (``returned``): the state holds that one, which then need not be encoded again."""
+    kept = _as_returned(output)
+    return {"output": kept, "returned": output} if kept is not output else {"output": kept}
 
 
 def _as_returned(output: Any) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import dataclasses
 import datetime as dt
 import decimal
@@ -27,7 +28,7 @@ import pathlib
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, Protocol
 
 import orjson
@@ -139,6 +140,28 @@ class Encoder:
         self._open: set[int] = set()  # ids of the containers being encoded now: a cycle comes back to one
         self._left = ENCODE_BUDGET  # values one encode() may still build (a shared DAG can be exponential)
         self._cycle_told = False
+        # Send packets met in the piece of work under way (``packets_once``): a step's Sends are
+        # its tasks channel's value, its router's answer and its routes' packets, and each
+        # carries the state it hands over; encoded once, not three times.
+        self._packets: dict[int, tuple[Any, Any]] | None = None
+
+    @contextlib.contextmanager
+    def packets_once(self) -> Iterator[None]:
+        """Within the block, a ``Send`` met again is not encoded again (the objects do not change
+        while one piece of a step is encoded; outside the block a packet is always encoded)."""
+        self._packets = {}
+        try:
+            yield
+        finally:
+            self._packets = None
+
+    def same_as(self, original: Any, copy: Any) -> None:
+        """``original`` encodes as ``copy`` did while their stamps agree: a call's answer is
+        recorded from a copy (LangGraph changes the message in place later), and the state then
+        holds the original, unchanged or changed in what the stamp reads (its id, its name)."""
+        hit = self._shared.get(id(copy))
+        if hit is not None and hit[0] is copy and original is not copy:
+            self._shared[id(original)] = (original, hit[1], hit[2])
 
     def forget(self) -> None:
         """Drop the identity cache (end of run)."""
@@ -369,7 +392,15 @@ class Encoder:
                 },
             )
         if kind == "send":
-            return {ENVELOPE: "lg.send", "node": v.node, "arg": self._enc(v.arg, depth + 1, None)}
+            packets = self._packets
+            if packets is not None:
+                met = packets.get(id(v))
+                if met is not None and met[0] is v:
+                    return met[1]
+            out = {ENVELOPE: "lg.send", "node": v.node, "arg": self._enc(v.arg, depth + 1, None)}
+            if packets is not None:
+                packets[id(v)] = (v, out)
+            return out
         if kind == "command":
             return {ENVELOPE: "lg.command", "v": self._enc(_command_fields(v), depth + 1, None)}
         if kind == "interrupt":

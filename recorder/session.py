@@ -394,8 +394,9 @@ class RunSession:
         # here, so the graph's callbacks never wait on encoding.
         def work() -> Batch:
             try:
-                frame, is_key = frames.build(self._hide_secret_channels(values), versions, seen, updated, _size)
-                row = self._step_row(ns, seq, step, source, cp_id, parent_id, now, duration, tasks, events, frame, is_key, kids)
+                with self.encoder.packets_once():
+                    frame, is_key = frames.build(self._hide_secret_channels(values), versions, seen, updated, _size)
+                    row = self._step_row(ns, seq, step, source, cp_id, parent_id, now, duration, tasks, events, frame, is_key, kids)
             except BaseException:
                 # This step is lost (counted by the writer): the next frame must not be a delta on it.
                 frames.force_key()
@@ -527,6 +528,10 @@ class RunSession:
         enc = self.encoder.encode
 
         def work() -> Batch:
+            inputs = _json(enc(rec.get("inputs")))
+            output = _json(enc(rec.get("output")))
+            if "returned" in rec:
+                self.encoder.same_as(rec["returned"], rec["output"])
             row = {
                 "run_id": self.run_id,
                 "ns": rec["ns"],
@@ -537,8 +542,8 @@ class RunSession:
                 "parent_call_id": rec.get("parent_call_id"),
                 "kind": rec["kind"],
                 "name": rec["name"],
-                "inputs": _json(enc(rec.get("inputs"))),
-                "output": _json(enc(rec.get("output"))),
+                "inputs": inputs,
+                "output": output,
                 "error_type": rec.get("error_type"),
                 "error_message": self.redactor.scrub(rec["error_message"]) if rec.get("error_message") else None,
                 "traceback": _json(scrubbed_frames(rec["traceback"], self.redactor.scrub)) if rec.get("traceback") else None,
@@ -749,7 +754,7 @@ class RunSession:
             kind = "send" if packets and not dests else "conditional"
             d = {"src": node, "kind": kind, "router": router, "ret": enc(returned), "dest": dests + [p.node for p in packets], "task": acc.task_id}
             if packets:
-                d["sends"] = [{"node": p.node, "arg": enc(p.arg)} for p in packets]
+                d["sends"] = [{"node": p.node, "arg": _packet_arg(enc, p)} for p in packets]
             out.append(d)
         for cmd in _commands(acc.output):
             gotos = cmd.goto if isinstance(cmd.goto, (list, tuple)) else ([cmd.goto] if cmd.goto else [])
@@ -759,7 +764,7 @@ class RunSession:
             explained.update(dests)
             d = {"src": node, "kind": "command", "router": None, "ret": enc({"goto": cmd.goto, "update": cmd.update}), "dest": dests + [p.node for p in packets], "task": acc.task_id}
             if packets:
-                d["sends"] = [{"node": p.node, "arg": enc(p.arg)} for p in packets]
+                d["sends"] = [{"node": p.node, "arg": _packet_arg(enc, p)} for p in packets]
             if dests or packets:
                 out.append(d)
         if acc.parent_command is not None:
@@ -781,7 +786,7 @@ class RunSession:
         if loose_sends:
             # Sends nothing explained: a router whose callback never fired (agent middleware edges).
             via = graph.router_to(node, loose_sends[0].node)
-            out.append({"src": node, "kind": "send", "router": via, "dest": [s.node for s in loose_sends], "sends": [{"node": s.node, "arg": enc(s.arg)} for s in loose_sends], "task": acc.task_id})
+            out.append({"src": node, "kind": "send", "router": via, "dest": [s.node for s in loose_sends], "sends": [{"node": s.node, "arg": _packet_arg(enc, s)} for s in loose_sends], "task": acc.task_id})
         static = [d for d in branch_dests if d not in explained]
         decided = [d for d in static if (node, d) not in graph.edges and graph.router_names(node)]
         if decided:
@@ -848,6 +853,14 @@ def _plain_data(value: Any, depth: int = 0) -> bool:
     if type(value) is dict:
         return all(type(k) is str and _plain_data(v, depth + 1) for k, v in value.items())
     return False
+
+
+def _packet_arg(enc: Any, packet: Any) -> Any:
+    """A Send's argument as encoded with the packet (met once per step, see ``packets_once``)."""
+    tree = enc(packet)
+    if isinstance(tree, dict) and tree.get("$t") == "lg.send" and "arg" in tree:
+        return tree["arg"]
+    return enc(packet.arg)
 
 
 def _route_key(v: Any) -> str:
