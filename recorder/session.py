@@ -510,7 +510,8 @@ class RunSession:
 
             self.writer.submit(finish)
             return
-        self.writer.submit(self._call_work(call_id, rec))
+        # Sync durability: committed with its superstep (or the run's end), not alone.
+        self.writer.submit(self._call_work(call_id, rec), with_next=True)
 
     def flush_open_calls(self) -> None:
         """Write calls still running at run end, marked unfinished; a late return completes them."""

@@ -113,8 +113,12 @@ class Writer:
             self._start_thread(self._loop)
 
     # -- public ----------------------------------------------------------------
-    def submit(self, work: Work) -> None:
-        """Queue work (background) or run and commit it now (sync, waiting at most ``lock_wait``)."""
+    def submit(self, work: Work, *, with_next: bool = False) -> None:
+        """Queue work (background) or run and commit it now (sync, waiting at most ``lock_wait``).
+
+        ``with_next``: in sync mode, run it now but commit it with the next work that commits
+        (a call's row goes in with its superstep's, one commit instead of two).
+        """
         if self._closed:
             return
         if self.hold:
@@ -128,7 +132,7 @@ class Writer:
             self._queue.put(work)
             return
         try:
-            self._submit_now(work)
+            self._submit_now(work, commit=not with_next)
         finally:
             self._dispatch()
 
@@ -139,12 +143,12 @@ class Writer:
             for work in held:  # under the lock: a submit racing this one queues after them
                 self._queue.put(work)
 
-    def _submit_now(self, work: Work) -> None:
+    def _submit_now(self, work: Work, *, commit: bool = True) -> None:
         with self._lock:
             batch = self._run(work)
             if batch:
                 self._keep(batch)
-            if not self._kept:
+            if not self._kept or not commit:
                 return
             if self._failing is not None:
                 self._start_retry()  # the store is failing: the run goes on, the retry has its rows

@@ -18,7 +18,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import START, StateGraph
+from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from pydantic import SecretStr
 
@@ -174,6 +174,49 @@ def test_sync_durability_commits_each_step_before_the_next(tmp_path):
     # Before node k runs, the input step, step 0 and the k previous steps are committed.
     assert seen == [2, 3, 4, 5]
     rec.close()
+
+
+def test_sync_durability_commits_a_call_with_its_superstep(tmp_path):
+    """A tool call made in a step is committed with that step (one commit, not two): a node
+    of the next step sees both; inside the step, after the call returned, neither is in yet."""
+    from langchain_core.tools import tool
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    db = str(tmp_path / "sync-calls.db")
+    rec = Recorder(db, durability="sync")
+    seen: list[tuple[int, int]] = []
+
+    def counts() -> tuple[int, int]:
+        reader = open_store(db)
+        try:
+            run = reader.get_run("last")
+            return len([s for s in reader.list_steps(run.id) if not s.pending]), len(reader.calls(run.id))
+        finally:
+            reader.close()
+
+    def ask(state: S):
+        lookup.invoke({"q": str(state["n"])})
+        seen.append(counts())  # the call returned; its step is not over
+        return {"n": state["n"] + 1}
+
+    def after(state: S):
+        seen.append(counts())
+        return {"n": state["n"] + 1}
+
+    b = StateGraph(S)
+    b.add_node("ask", ask)
+    b.add_node("after", after)
+    b.add_edge(START, "ask")
+    b.add_edge("ask", "after")
+    b.add_edge("after", END)
+    rec.attach(b.compile()).invoke({"n": 0, "notes": []})
+    rec.close()
+    assert seen == [(2, 0), (3, 1)]
+    assert len(open_store(db).calls(rec.last_run_id)) == 1
 
 
 def _steps_seen_by_a_node(db: str, durability: str, length: int = 4, wait_for_rows: float = 0.0) -> tuple[list[int], Recorder]:
