@@ -115,8 +115,9 @@ def _sync_submit(own: Callable[..., Any]) -> Callable[..., Any]:
         future: concurrent.futures.Future = concurrent.futures.Future()
         try:
             future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - LangGraph's executor holds it for the run's end
+        except Exception as exc:  # noqa: BLE001 - LangGraph's executor holds it for the run's end
             future.set_exception(exc)
+        # Ctrl+C or an exit while a save runs here, on the caller's thread, stops the run at once.
         return _track(self, future, flags)
 
     return submit
@@ -135,7 +136,7 @@ def _async_submit(own: Callable[..., Any]) -> Callable[..., Any]:
         except StopIteration as done:
             future = loop.create_future()
             future.set_result(done.value)
-        except BaseException as exc:  # noqa: BLE001 - held for the run's end, as above
+        except Exception as exc:  # noqa: BLE001 - held for the run's end, as above
             future = loop.create_future()
             future.set_exception(exc)
         else:

@@ -161,6 +161,27 @@ def test_a_failing_save_fails_the_run_as_langgraph_would(rec):
     assert not inline_saves.installed()
 
 
+class StoppedSaver(RunScopedSaver):
+    """A save during which the person presses Ctrl+C."""
+
+    def put(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
+        if metadata.get("step", -1) >= 1:
+            raise KeyboardInterrupt
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+def test_ctrl_c_during_a_save_in_place_stops_the_run_at_once(rec):
+    graph = rec.attach(counter_graph(checkpointer=StoppedSaver(), nodes=5))
+    seen: list[int] = []
+    with pytest.raises(KeyboardInterrupt):
+        for chunk in graph.stream({"n": 0, "seen": []}, {"configurable": {"thread_id": "t"}}, stream_mode="values"):
+            seen.append(chunk["n"])
+    assert max(seen) <= 2  # not held until the run's end while the other nodes ran
+    rec.flush(30)
+    assert rec.store.get_run(rec.last_run_id).status_reason == "cancelled"
+    assert not inline_saves.installed()
+
+
 class WaitingSaver(RunScopedSaver):
     """An async saver whose saves do wait on the event loop: asyncio finishes them."""
 
