@@ -75,11 +75,11 @@ def _install() -> None:
         from langgraph.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
     except ImportError:  # another LangGraph layout: saves hop as LangGraph makes them
         return
-    for cls, wrap in ((BackgroundExecutor, _sync_submit), (AsyncBackgroundExecutor, _async_submit)):
+    for cls, run_now in ((BackgroundExecutor, _run_now), (AsyncBackgroundExecutor, _arun_now)):
         own = cls.__dict__.get("submit")
         if own is None or not hasattr(cls, "done"):
             continue
-        cls.submit = wrap(own)
+        cls.submit = _wrapped(own, run_now)
         _installed.append((cls, own))
 
 
@@ -106,45 +106,45 @@ def _track(executor: Any, future: Any, flags: tuple[bool, bool]) -> Any:
     return future
 
 
-def _sync_submit(own: Callable[..., Any]) -> Callable[..., Any]:
+def _wrapped(own: Callable[..., Any], run_now: Callable[[Any, Any, tuple, dict], Any]) -> Callable[..., Any]:
+    """An executor's ``submit`` that hands a save to its saver to ``run_now`` (which returns the
+    finished future) and everything else to the executor's own ``submit``."""
+
     @functools.wraps(own)
     def submit(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if not runs_inline(fn) or not isinstance(getattr(self, "tasks", None), dict):
             return own(self, fn, *args, **kwargs)
         flags = _flags(kwargs)
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as exc:  # noqa: BLE001 - LangGraph's executor holds it for the run's end
-            future.set_exception(exc)
-        # Ctrl+C or an exit while a save runs here, on the caller's thread, stops the run at once.
-        return _track(self, future, flags)
+        return _track(self, run_now(self, fn, args, kwargs), flags)
 
     return submit
 
 
-def _async_submit(own: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(own)
-    def submit(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        if not runs_inline(fn) or not isinstance(getattr(self, "tasks", None), dict):
-            return own(self, fn, *args, **kwargs)
-        flags = _flags(kwargs)
-        loop = self.loop
-        coro = fn(*args, **kwargs)
-        try:
-            waiting = coro.send(None)
-        except StopIteration as done:
-            future = loop.create_future()
-            future.set_result(done.value)
-        except Exception as exc:  # noqa: BLE001 - held for the run's end, as above
-            future = loop.create_future()
-            future.set_exception(exc)
-        else:
-            # It waits on something after all: asyncio runs the rest of it, as it would have.
-            future = asyncio.ensure_future(_rest_of(coro, waiting), loop=loop)
-        return _track(self, future, flags)
+def _run_now(executor: Any, fn: Any, args: tuple, kwargs: dict) -> concurrent.futures.Future:
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    try:
+        future.set_result(fn(*args, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - LangGraph's executor holds it for the run's end
+        future.set_exception(exc)
+    # Ctrl+C or an exit while a save runs here, on the caller's thread, stops the run at once.
+    return future
 
-    return submit
+
+def _arun_now(executor: Any, fn: Any, args: tuple, kwargs: dict) -> asyncio.Future:
+    loop = executor.loop
+    coro = fn(*args, **kwargs)
+    try:
+        waiting = coro.send(None)
+    except StopIteration as done:
+        future = loop.create_future()
+        future.set_result(done.value)
+    except Exception as exc:  # noqa: BLE001 - held for the run's end, as above
+        future = loop.create_future()
+        future.set_exception(exc)
+    else:
+        # It waits on something after all: asyncio runs the rest of it, as it would have.
+        future = asyncio.ensure_future(_rest_of(coro, waiting), loop=loop)
+    return future
 
 
 async def _rest_of(coro: Any, waiting: Any) -> Any:

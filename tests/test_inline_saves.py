@@ -45,8 +45,8 @@ def counter_graph(checkpointer: Any = None, nodes: int = 3) -> Any:
     return b.compile(checkpointer=checkpointer)
 
 
-class WatchedSaver(RunScopedSaver):
-    """graphtape's in-memory saver, noting the thread each save runs on."""
+class NotesThreads:
+    """A saver that notes the thread each save runs on."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -61,20 +61,12 @@ class WatchedSaver(RunScopedSaver):
         super().put_writes(config, writes, task_id, task_path)
 
 
-class WatchedMemory(InMemorySaver):
-    """A user's saver, noting the thread each save runs on."""
+class WatchedSaver(NotesThreads, RunScopedSaver):
+    """graphtape's in-memory saver."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.threads: list[int] = []
 
-    def put(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
-        self.threads.append(threading.get_ident())
-        return super().put(config, checkpoint, metadata, new_versions)
-
-    def put_writes(self, config, writes, task_id, task_path=""):  # type: ignore[override]
-        self.threads.append(threading.get_ident())
-        super().put_writes(config, writes, task_id, task_path)
+class WatchedMemory(NotesThreads, InMemorySaver):
+    """A user's saver."""
 
 
 @pytest.fixture
