@@ -10,7 +10,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Annotated, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import operator
 
@@ -219,7 +219,7 @@ def test_sync_durability_commits_a_call_with_its_superstep(tmp_path):
     assert len(open_store(db).calls(rec.last_run_id)) == 1
 
 
-def _steps_seen_by_a_node(db: str, durability: str, length: int = 4, wait_for_rows: float = 0.0) -> tuple[list[int], Recorder]:
+def _steps_seen_by_a_node(db: str, durability: str, length: int = 4, wait_for_rows: float = 0.0, node: Any = None) -> tuple[list[int], Recorder]:
     """Each node counts, from a second connection, the steps of the run already in the store
     (waiting up to ``wait_for_rows`` seconds for the first to show)."""
     rec = Recorder(db, durability=durability)
@@ -240,10 +240,60 @@ def _steps_seen_by_a_node(db: str, durability: str, length: int = 4, wait_for_ro
             time.sleep(0.02)
             n = count()
         seen.append(n)
-        return {"n": state["n"] + 1}
+        return node(state) if node is not None else {"n": state["n"] + 1}
 
     rec.attach(chain(length, node=peek)).invoke({"n": 0, "notes": []})
     return seen, rec
+
+
+def test_async_durability_waits_for_a_pause_while_steps_keep_coming(tmp_path, monkeypatch):
+    """A graph busy on the CPU is not joined by the writer at every step: its steps pile up and
+    go in when it pauses (here, when it ends). A pause is PAUSE_S without a new step."""
+    from graphtape.recorder import writer
+
+    monkeypatch.setattr(writer, "PAUSE_S", 1.0)
+    monkeypatch.setattr(writer, "BUSY_MAX_S", 60.0)
+
+    def busy(state: S):
+        time.sleep(0.01)
+        return {"n": state["n"] + 1}
+
+    seen, rec = _steps_seen_by_a_node(str(tmp_path / "busy.db"), "async", length=8, node=busy)
+    assert seen == [0] * 8  # nothing written while a step came every 10 ms
+    assert rec.flush()
+    assert len(open_store(str(tmp_path / "busy.db")).list_steps(rec.last_run_id)) == 10  # input, START, 8 nodes
+    rec.close()
+
+
+def test_async_durability_writes_while_the_graph_waits(tmp_path, monkeypatch):
+    """A node waiting on something (a model, a tool) is a pause: the steps before it go in
+    meanwhile, without a flush."""
+    from graphtape.recorder import writer
+
+    monkeypatch.setattr(writer, "PAUSE_S", 0.05)
+    monkeypatch.setattr(writer, "BUSY_MAX_S", 60.0)
+    seen, rec = _steps_seen_by_a_node(str(tmp_path / "waits.db"), "async", length=3, wait_for_rows=10.0)
+    assert seen[0] >= 2 and seen == sorted(seen)  # the input step and step 0 at least, then more
+    rec.close()
+
+
+def test_a_flush_does_not_wait_for_a_pause(tmp_path, monkeypatch):
+    from graphtape.recorder import writer
+
+    monkeypatch.setattr(writer, "PAUSE_S", 30.0)
+    monkeypatch.setattr(writer, "BUSY_MAX_S", 60.0)
+    rec = Recorder(str(tmp_path / "flush.db"))
+    took: list[float] = []
+
+    def flushing(state: S):
+        start = time.monotonic()
+        assert rec.flush(20)
+        took.append(time.monotonic() - start)
+        return {"n": state["n"] + 1}
+
+    rec.attach(chain(3, node=flushing)).invoke({"n": 0, "notes": []})
+    assert max(took) < 10
+    rec.close()
 
 
 def test_exit_durability_writes_the_run_when_it_ends(tmp_path):
@@ -292,7 +342,7 @@ def test_exit_durability_lets_a_long_run_write_once_it_holds_too_much(tmp_path, 
 KILLED_SCRIPT = textwrap.dedent(
     """
     import os, sys, time, operator
-    from typing import Annotated, TypedDict
+    from typing import Annotated, Any, TypedDict
     from langgraph.graph import StateGraph, START
     from graphtape.recorder import Recorder
 
