@@ -299,16 +299,23 @@ def _min_width(pattern: str) -> int | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(user: tuple[str, ...]) -> tuple[Any, Any]:
-    """``(tokens, text patterns)``: two RE2 alternations (cached: a redactor is made per run).
+def _compiled(user: tuple[str, ...]) -> tuple[Any, Any, Any]:
+    """``(tokens, text patterns, either)``: RE2 alternations (cached: a redactor is made per run).
 
     Tokens are matched where a token may start, the start captured as ``start`` (kept when
-    scrubbing); text patterns (private keys, URL passwords, the user's) anywhere.
+    scrubbing); text patterns (private keys, URL passwords, the user's) anywhere. ``either``
+    finds whether any of them is in a text in one pass: most text holds none, and then the two
+    substitutions (each a pass of its own) need not run.
     """
     cat_tokens, cat_text = catalogue()
-    tokens = compile_linear(TOKEN_START + "(?:" + "|".join(f"(?:{p})" for p in (*OWN_TOKENS, *cat_tokens)) + ")")
-    text = compile_linear("|".join(f"(?:{p})" for p in (*OWN_TEXT_PATTERNS, *cat_text, *user)))
-    return tokens, text
+    token_pattern = TOKEN_START + "(?:" + "|".join(f"(?:{p})" for p in (*OWN_TOKENS, *cat_tokens)) + ")"
+    text_pattern = "|".join(f"(?:{p})" for p in (*OWN_TEXT_PATTERNS, *cat_text, *user))
+    tokens, text = compile_linear(token_pattern), compile_linear(text_pattern)
+    try:
+        either = compile_linear(f"(?:{token_pattern})|(?:{text_pattern})")
+    except ValueError:  # the two together beyond RE2's budget (many user patterns): both passes run
+        either = None
+    return tokens, text, either
 
 
 class Redactor:
@@ -332,7 +339,7 @@ class Redactor:
         if isinstance(keys, str):
             keys = (keys,)
         user = tuple(_user_pattern(p) for p in patterns)
-        self._tokens, self._text = _compiled(user)
+        self._tokens, self._text, self._either = _compiled(user)
         self._token_start = self._tokens.groupindex["start"]
         if user:
             self.min_length = 1  # a user pattern may match short text
@@ -429,6 +436,13 @@ class Redactor:
         """Replace credential-looking substrings of ``text`` (in time linear in its length)."""
         if len(text) < self.min_length or text in self._known_clean or text in self._found_clean:
             return text
+        try:
+            clean = self._either is not None and self._either.search(text) is None and not self._may_hold_keys(text)
+        except UnicodeEncodeError:
+            clean = False  # lone surrogates: the passes below read it as displayable text
+        if clean:
+            self._remember_clean(text)
+            return text
         scanned = text
         try:
             new, n = self._tokens.subn(_mark_token, text)
@@ -444,12 +458,16 @@ class Redactor:
             return text  # nothing to hide: the text as it was, lone surrogates and all (the encoder keeps them)
         if n:
             self._bump(n)
-        elif len(text) <= _CLEAN_TEXT_LEN and new == text:
-            # Short text repeats (a message's type, a tool's name, an id): scanned once.
+        elif new == text:
+            self._remember_clean(text)
+        return new
+
+    def _remember_clean(self, text: str) -> None:
+        # Short text repeats (a message's type, a tool's name, an id): scanned once.
+        if len(text) <= _CLEAN_TEXT_LEN:
             if len(self._found_clean) >= _KEY_CACHE_SIZE:
                 self._found_clean.clear()
             self._found_clean.add(text)
-        return new
 
     def _format_spans(self, text: str) -> list[tuple[int, int]]:
         start = self._token_start

@@ -614,6 +614,29 @@ def test_known_clean_text_is_returned_as_it_is_and_other_text_is_scrubbed():
     assert key not in r.scrub(f"new {key}") and r.count == 1
 
 
+def test_the_one_pass_check_and_the_two_passes_agree_on_every_kind_of_secret():
+    """``scrub`` first asks one alternation of every format whether the text holds any, and runs
+    the two substituting passes only then: a token, a text pattern, a secret key's value, text
+    with a lone surrogate, a user's pattern and clean text come out the same as with both passes."""
+    key = "sk-" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2"
+    texts = [
+        f"the key is {key} ok",
+        "postgresql://admin:hunter2secret@db.internal:5432/app",
+        'config: {"password": "correct-horse-battery"}',
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEow" + "A" * 40 + "\n-----END RSA PRIVATE KEY-----",
+        f"odd \ud800 text with {key}",
+        "ticket TCK-123456 is open",
+        "nothing secret in this sentence at all, just words",
+    ]
+    fast, slow = Redactor(patterns=[r"TCK-\d{6}"]), Redactor(patterns=[r"TCK-\d{6}"])
+    slow._either = None  # the two passes alone
+    got = [fast.scrub(t) for t in texts]
+    assert got == [slow.scrub(t) for t in texts] and fast.count == slow.count == 6
+    assert key not in got[0] and "hunter2secret" not in got[1] and "correct-horse" not in got[2]
+    assert "MIIEow" not in got[3] and key not in got[4] and "TCK-123456" not in got[5]
+    assert got[6] is texts[6]
+
+
 def test_short_text_found_clean_is_remembered_and_secrets_are_counted_every_time():
     key = "sk-" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2"
     r = Redactor()
