@@ -597,7 +597,8 @@ class RunSession:
             now = time.time()
 
         def work() -> Batch:
-            rows = [self._step_row(ns, seq, step, None, None, None, now, None, tasks, events, None, False, kids) for ns, step, seq, tasks, events, kids in pending]
+            with self.encoder.packets_once():
+                rows = [self._step_row(ns, seq, step, None, None, None, now, None, tasks, events, None, False, kids) for ns, step, seq, tasks, events, kids in pending]
             return Batch(steps=rows, blobs=self._take_blobs())
 
         if pending:

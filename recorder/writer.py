@@ -284,14 +284,11 @@ class Writer:
             gone = self._file_gone()
             if gone:
                 self._gone = True
-                with self._lock:
-                    self._inflight = 0
                 self._fault(StoreError(gone), inflight, lost=True)
                 return True
             self._write(store, inflight, budget, again=again)
         except Exception as exc:  # noqa: BLE001 - kept and counted, never raised into the graph
             with self._lock:
-                self._inflight = 0
                 inflight.merge(self._kept)
                 self._kept, self._kept_bytes = inflight, _size(inflight)
                 first = self._failing is None
@@ -302,8 +299,9 @@ class Writer:
                 if self._kept_bytes > self.keep_bytes:
                     self._keep(Batch())
             return False
+        finally:
+            self._inflight = 0  # the try is over: its rows are written, kept again or lost
         with self._lock:
-            self._inflight = 0
             if self._failing is not None and not self._kept:
                 _log.info("graphtape: the store takes writes again; every kept row is written")
                 self._failing = None
@@ -491,7 +489,7 @@ class Writer:
             item = self._queue.get(timeout=wait) if wait is not None else self._queue.get()
         except queue.Empty:
             item = _RETRY
-        if item is not _RETRY and not isinstance(item, threading.Event) and item is not None:
+        if callable(item):  # work (not a flush, a stop or a retry)
             self._await_pause()
         events: list[threading.Event] = []
         stop = False
