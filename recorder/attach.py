@@ -31,6 +31,7 @@ from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.store.base import BaseStore
 
 from graphtape.recorder import http_capture, inline_saves
+from graphtape.recorder.call_waits import CallWaits
 from graphtape.recorder.capture import CaptureHandler
 from graphtape.recorder.choices import Choice
 from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersionError, StoreError
@@ -145,6 +146,7 @@ class Recorder:
         if lock_wait <= 0:
             raise ValueError(f"lock_wait must be a positive number of seconds, got {lock_wait!r}")
         self._sessions: dict[str, RunSession] = {}
+        self._call_waits = CallWaits()  # which calls runs wait on: when the writer is woken
         self._recent: weakref.WeakValueDictionary[str, RunSession] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
         self._interrupted: dict[tuple[str, str], str] = {}
@@ -312,7 +314,7 @@ class Recorder:
                 store.forget_written_blobs()
             known = store.checkpoint_steps(run_id) if resumed and store is not None else None
             redactor = Redactor(self.redact_patterns, self.redact_keys, known_clean=self.known_clean_text)
-            session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known)
+            session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known, call_waits=self._call_waits)
             session.thread_id = thread_id  # type: ignore[attr-defined]
             if input is not None and type(input).__name__ != "Command":
                 # The input step's value, as passed: LangGraph hands the saver that checkpoint
@@ -498,7 +500,7 @@ class Recorder:
             if binding.scoped is not None:
                 binding.scoped.drop_thread(str(session.thread_id))  # type: ignore[attr-defined]
             self.writer.submit(lambda: (session.forget(), None)[1])
-            self.writer.release()  # durability "exit": the run ended, its rows may go in now
+            self.writer.release()  # the run ended: its rows go in now (durability "exit" too)
 
 
 class _Binding:

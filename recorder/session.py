@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+from graphtape.recorder.call_waits import CallWaits
 from graphtape.recorder.channel_writes import is_send as _is_send
 from graphtape.recorder.channel_writes import stored
 from graphtape.recorder.codec import Encoder
@@ -127,9 +128,11 @@ class RunSession:
         strict: bool,
         seq_start: int = 0,
         known_checkpoints: Mapping[str, int] | None = None,
+        call_waits: CallWaits | None = None,
     ) -> None:
         self.run_id = run_id
         self.writer = writer
+        self.call_waits = call_waits if call_waits is not None else CallWaits()
         self.graph = graph
         self.redactor = redactor
         self.strict = strict
@@ -487,6 +490,8 @@ class RunSession:
     def begin_call(self, call_id: str, record: dict) -> None:
         with self._lock:
             self._calls[call_id] = record
+        if self.call_waits.may_wait(record["kind"], record["name"]):
+            self.writer.wake()  # the graph will likely wait on it: the writer goes meanwhile
 
     def end_call(self, call_id: str, **fields: Any) -> None:
         with self._lock:
@@ -497,6 +502,7 @@ class RunSession:
         if rec is None:
             return
         rec.update(fields)
+        self.call_waits.took(rec["kind"], rec["name"], rec.get("latency_ms"))
         if late:
             # The call outlived its run (a timed-out tool thread): complete its row.
             def finish() -> Batch:

@@ -53,12 +53,14 @@ CLOSE_WAIT_S = 10.0
 _MAX_GROUP = 400
 # Items ``hold`` keeps before it lets the writer start anyway: a long run's memory stays bounded.
 HOLD_MAX = 4000
-_GATHER_S = 0.025
-# The background writer waits for a pause in the work coming in before it takes it up: a graph
-# busy on the CPU (no model or tool to wait on) hands it a superstep every few hundred
-# microseconds, and a writer that encodes alongside takes the interpreter from it at every step
-# (measured: 10-15% of a superstep on create_react_agent and a message loop). No work for
-# PAUSE_S is a pause; BUSY_MAX_S (or BUSY_MAX_ITEMS) bounds how long work waits for one.
+# The background writer is woken, not handed each item: work goes in when the graph is about to
+# wait (a model, tool or HTTP call starts: ``wake``), when it waited PAUSE_S or more between two
+# items (it waits on something no call shows, and will again), when a run ends, on a flush or
+# close, and at least every BUSY_MAX_S (sooner past BUSY_MAX_ITEMS). A graph busy on the CPU
+# hands it a superstep every few hundred microseconds. A writer woken then wants the interpreter
+# back at once, and gets it only when the graph blocks; until then every brief release of the
+# interpreter by the graph's thread (each uuid4 reads os.urandom) costs that thread a context
+# switch (measured: 40 µs a superstep, 10%, on a message loop).
 PAUSE_S = 0.005
 BUSY_MAX_S = 0.5
 BUSY_MAX_ITEMS = 2000
@@ -102,8 +104,10 @@ class Writer:
         # Faults are handed to ``on_fault`` outside the writer's locks: the handler takes the
         # run's lock, which a graph thread may hold while it waits to submit.
         self._faults: list[tuple[Exception, Batch | None, bool]] = []
-        self._wake = threading.Event()
-        self._urgent = threading.Event()  # a flush or close waits: no pause is waited for
+        self._wake = threading.Event()  # sync mode's retry thread
+        self._bell = threading.Event()  # the background writer: take up what is queued now
+        self._queued = 0  # items queued since the writer last took them up (approximate: not locked)
+        self._submitted_at = 0.0
         self._queue: queue.SimpleQueue[Work | None | threading.Event] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -138,19 +142,33 @@ class Writer:
             self.release()
             return
         if self.background:
+            now = time.monotonic()
+            waited, self._submitted_at = now - self._submitted_at, now
             self._queue.put(work)
+            self._queued += 1
+            # Work queued, then a wait before this item: the graph waits between steps (on
+            # something no call shows), so it will likely wait again while the writer goes.
+            if (waited >= PAUSE_S and self._queued > 1) or self._queued >= BUSY_MAX_ITEMS:
+                self._bell.set()
             return
         try:
             self._submit_now(work, commit=not with_next)
         finally:
             self._dispatch()
 
+    def wake(self) -> None:
+        """The graph is about to wait (a call starts): take up what is queued, meanwhile."""
+        if self._queued:
+            self._bell.set()
+
     def release(self) -> None:
-        """Let the writer run what ``hold`` kept back (in the order it was submitted)."""
+        """A run ended: let the writer run what is queued now, and what ``hold`` kept back (in the order it was submitted)."""
         with self._hold_lock:
             held, self._held = self._held, []
             for work in held:  # under the lock: a submit racing this one queues after them
                 self._queue.put(work)
+        if self.background:
+            self._bell.set()
 
     def _submit_now(self, work: Work, *, commit: bool = True) -> None:
         with self._lock:
@@ -178,7 +196,7 @@ class Writer:
         if self.background and self._thread is not None and self._thread.is_alive():
             done = threading.Event()
             self._queue.put(done)
-            self._urgent.set()
+            self._bell.set()
             if not done.wait(timeout):
                 return False
         elif self._kept:
@@ -202,7 +220,7 @@ class Writer:
         if self._thread is not None:
             self._queue.put(None)
             self._wake.set()
-            self._urgent.set()
+            self._bell.set()
             self._thread.join(max(0.0, deadline - time.monotonic()) + 1.0)
         delay = _RETRY_FIRST_S
         while self._kept and not self._gone:
@@ -471,30 +489,18 @@ class Writer:
                 self._fault(exc, None, lost=True)  # type: ignore[arg-type]
                 self._dispatch()
 
-    def _await_pause(self) -> None:
-        """Let work pile up while it keeps coming (see ``PAUSE_S``): it is then taken up in one
-        go, when the graph waits on something or ends, not a step at a time beside it."""
-        deadline = time.monotonic() + BUSY_MAX_S
-        seen = self._queue.qsize()
-        while seen < BUSY_MAX_ITEMS and not self._urgent.wait(PAUSE_S):
-            now = self._queue.qsize()
-            if now == seen or time.monotonic() >= deadline:
-                return
-            seen = now
-        self._urgent.clear()
-
     def _serve_one(self, wait: float | None) -> tuple[bool, bool]:
-        """Run and commit one group of queued work (or retry kept rows after ``wait``); ``(stop, written)``."""
+        """Run and commit what is queued once the bell rings (or retry kept rows after ``wait``); ``(stop, written)``."""
+        self._bell.wait(BUSY_MAX_S if wait is None else min(wait, BUSY_MAX_S))
+        self._bell.clear()  # before taking items: one queued after this rings again
+        self._queued = 0
         try:
-            item = self._queue.get(timeout=wait) if wait is not None else self._queue.get()
+            item = self._queue.get_nowait()
         except queue.Empty:
             item = _RETRY
-        if callable(item):  # work (not a flush, a stop or a retry)
-            self._await_pause()
         events: list[threading.Event] = []
         stop = False
         group = Batch()
-        deadline = time.monotonic() + _GATHER_S
         while item is not _RETRY:
             if item is None:
                 stop = True
@@ -505,12 +511,11 @@ class Writer:
                 if got:
                     group.merge(got)
             if stop or events or len(group.steps) + len(group.calls) >= _MAX_GROUP:
+                if not stop and not self._queue.empty():
+                    self._bell.set()  # the next group goes on at once
                 break
-            # Gather a little before committing: one transaction per ~25 ms of
-            # work, not one per superstep (a flush or close ends the wait).
-            left = deadline - time.monotonic()
             try:
-                item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+                item = self._queue.get_nowait()
             except queue.Empty:
                 break
         try:

@@ -89,14 +89,16 @@ def with_pragma(rec: Recorder, pragma: str) -> Callable[[], None]:
         cur.execute(pragma)
         cur.close()
 
-    rec.flush()  # the background writer is idle: its connection can be replaced
-    sa.event.listen(rec.store.engine, "connect", on_connect)
-    rec.store.reset_connections()
+    rec.flush()
+    with rec.writer._io:  # no write under way (a retry of kept rows may come any time): connections can be replaced
+        sa.event.listen(rec.store.engine, "connect", on_connect)
+        rec.store.reset_connections()
 
     def undo() -> None:
         rec.flush()
-        sa.event.remove(rec.store.engine, "connect", on_connect)
-        rec.store.reset_connections()
+        with rec.writer._io:
+            sa.event.remove(rec.store.engine, "connect", on_connect)
+            rec.store.reset_connections()
 
     return undo
 

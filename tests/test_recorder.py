@@ -145,14 +145,16 @@ def test_full_disk_never_breaks_the_graph(tmp_path, durability):
         cur.execute(f"PRAGMA max_page_count = {pages}")
         cur.close()
 
-    sa.event.listen(rec.store.engine, "connect", cap)
-    rec.store.reset_connections()
+    with rec.writer._io:  # no write under way: connections can be replaced
+        sa.event.listen(rec.store.engine, "connect", cap)
+        rec.store.reset_connections()
     out = rec.attach(big).invoke({"n": 0, "notes": []})
     assert out == big.invoke({"n": 0, "notes": []})
     rec.flush()
     assert rec.fault_count > 0
-    sa.event.remove(rec.store.engine, "connect", cap)
-    rec.store.reset_connections()
+    with rec.writer._io:  # a retry of the kept rows may be due any time
+        sa.event.remove(rec.store.engine, "connect", cap)
+        rec.store.reset_connections()
     rec.attach(chain(1)).invoke({"n": 0, "notes": []})
     rec.close()
     assert open_store(tmp_path / "full.db").get_run("last").status == "ok"
@@ -246,13 +248,13 @@ def _steps_seen_by_a_node(db: str, durability: str, length: int = 4, wait_for_ro
     return seen, rec
 
 
-def test_async_durability_waits_for_a_pause_while_steps_keep_coming(tmp_path, monkeypatch):
-    """A graph busy on the CPU is not joined by the writer at every step: its steps pile up and
-    go in when it pauses (here, when it ends). A pause is PAUSE_S without a new step."""
+def test_async_durability_leaves_a_busy_graph_alone_until_it_ends(tmp_path, monkeypatch):
+    """A graph that waits on no call, and not between steps, is not joined by the writer at every
+    step: its steps pile up and go in when it ends (or every BUSY_MAX_S, here out of reach)."""
     from graphtape.recorder import writer
 
-    monkeypatch.setattr(writer, "PAUSE_S", 1.0)
     monkeypatch.setattr(writer, "BUSY_MAX_S", 60.0)
+    monkeypatch.setattr(writer, "PAUSE_S", 30.0)  # steps 10 ms apart are "busy" here
 
     def busy(state: S):
         time.sleep(0.01)
@@ -265,22 +267,68 @@ def test_async_durability_waits_for_a_pause_while_steps_keep_coming(tmp_path, mo
     rec.close()
 
 
-def test_async_durability_writes_while_the_graph_waits(tmp_path, monkeypatch):
-    """A node waiting on something (a model, a tool) is a pause: the steps before it go in
-    meanwhile, without a flush."""
+def test_async_durability_writes_while_the_graph_waits_on_a_call(tmp_path, monkeypatch):
+    """A tool (or model, or HTTP) call starting is a moment the graph will likely wait: the
+    steps before it go in meanwhile, without a flush and long before BUSY_MAX_S."""
+    from langchain_core.tools import tool
+
     from graphtape.recorder import writer
 
-    monkeypatch.setattr(writer, "PAUSE_S", 0.05)
     monkeypatch.setattr(writer, "BUSY_MAX_S", 60.0)
-    seen, rec = _steps_seen_by_a_node(str(tmp_path / "waits.db"), "async", length=3, wait_for_rows=10.0)
-    assert seen[0] >= 2 and seen == sorted(seen)  # the input step and step 0 at least, then more
+    monkeypatch.setattr(writer, "PAUSE_S", 30.0)
+    db = str(tmp_path / "waits.db")
+
+    @tool
+    def slow_lookup(q: str) -> str:
+        """Waits (up to 10 s) until the run's steps show in the store, like a slow service."""
+        deadline = time.monotonic() + 10
+        while not _stored_steps(db) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return q
+
+    def ask(state: S):
+        slow_lookup.invoke({"q": str(state["n"])})
+        seen.append(_stored_steps(db))
+        return {"n": state["n"] + 1}
+
+    seen: list[int] = []
+    rec = Recorder(db)
+    rec.attach(chain(2, node=ask)).invoke({"n": 0, "notes": []})
+    assert seen[0] >= 2 and seen == sorted(seen)  # the input step and START at least, then more
     rec.close()
 
 
-def test_a_flush_does_not_wait_for_a_pause(tmp_path, monkeypatch):
+def test_async_durability_writes_when_the_graph_waits_between_steps(tmp_path, monkeypatch):
+    """Steps that come PAUSE_S or more apart tell a graph that waits on something no call shows
+    (a sleep, a database): the writer goes while it waits again."""
     from graphtape.recorder import writer
 
+    monkeypatch.setattr(writer, "BUSY_MAX_S", 60.0)
+
+    def waits(state: S):
+        time.sleep(0.05)
+        return {"n": state["n"] + 1}
+
+    seen, rec = _steps_seen_by_a_node(str(tmp_path / "between.db"), "async", length=4, node=waits)
+    assert seen[2] >= 3 and seen == sorted(seen)  # each node counts before it waits: by the third, input, START and step 1 at least
+    rec.close()
+
+
+def test_async_durability_writes_within_busy_max_while_a_node_waits_on_anything(tmp_path, monkeypatch):
+    """A node waiting on something graphtape does not see (a sleep, a socket) gets its run's
+    steps written within BUSY_MAX_S, even before any step came late."""
+    from graphtape.recorder import writer
+
+    monkeypatch.setattr(writer, "BUSY_MAX_S", 0.2)
     monkeypatch.setattr(writer, "PAUSE_S", 30.0)
+    seen, rec = _steps_seen_by_a_node(str(tmp_path / "sleeps.db"), "async", length=3, wait_for_rows=10.0)
+    assert seen[0] >= 2 and seen == sorted(seen)
+    rec.close()
+
+
+def test_a_flush_does_not_wait_for_the_writer_to_wake(tmp_path, monkeypatch):
+    from graphtape.recorder import writer
+
     monkeypatch.setattr(writer, "BUSY_MAX_S", 60.0)
     rec = Recorder(str(tmp_path / "flush.db"))
     took: list[float] = []
@@ -294,6 +342,33 @@ def test_a_flush_does_not_wait_for_a_pause(tmp_path, monkeypatch):
     rec.attach(chain(3, node=flushing)).invoke({"n": 0, "notes": []})
     assert max(took) < 10
     rec.close()
+
+
+def test_a_call_known_to_be_quick_does_not_wake_the_writer():
+    """Only calls a graph is likely to wait on wake the writer: HTTP always, others when they
+    took SLOW_MS or more last time (or were never seen)."""
+    from graphtape.recorder.call_waits import SLOW_MS, CallWaits
+
+    waits = CallWaits()
+    assert waits.may_wait("model", "scripted") and waits.may_wait("http", "GET example.com")
+    waits.took("model", "scripted", SLOW_MS / 10)
+    waits.took("tool", "search", SLOW_MS * 10)
+    waits.took("http", "GET example.com", 0.1)
+    assert not waits.may_wait("model", "scripted")
+    assert waits.may_wait("tool", "search") and waits.may_wait("http", "GET example.com")
+    assert waits.may_wait("model", "other")  # per name
+    for i in range(5000):
+        waits.took("tool", f"generated-{i}", 0.1)
+    assert len(waits._last_ms) <= 1024
+
+
+def _stored_steps(db: str) -> int:
+    reader = open_store(db)
+    try:
+        runs = reader.list_runs()
+        return len(reader.list_steps(runs[0].id)) if runs else 0
+    finally:
+        reader.close()
 
 
 def test_exit_durability_writes_the_run_when_it_ends(tmp_path):
