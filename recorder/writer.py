@@ -491,7 +491,9 @@ class Writer:
 
     def _serve_one(self, wait: float | None) -> tuple[bool, bool]:
         """Run and commit what is queued once the bell rings (or retry kept rows after ``wait``); ``(stop, written)``."""
-        self._bell.wait(BUSY_MAX_S if wait is None else min(wait, BUSY_MAX_S))
+        if not self.hold:  # ``exit`` mode has nothing to write before a run ends: it never wakes for nothing
+            wait = BUSY_MAX_S if wait is None else min(wait, BUSY_MAX_S)
+        self._bell.wait(wait)
         self._bell.clear()  # before taking items: one queued after this rings again
         self._queued = 0
         try:

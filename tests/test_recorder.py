@@ -371,6 +371,26 @@ def _stored_steps(db: str) -> int:
         reader.close()
 
 
+@pytest.mark.parametrize("durability", ["async", "exit"])
+def test_an_idle_writer_wakes_only_where_it_may_have_work(tmp_path, monkeypatch, durability):
+    """``async`` looks at least every BUSY_MAX_S (work may wait on an unseen pause); ``exit``
+    writes nothing before a run ends, so it sleeps until told: a writer woken while the graph
+    is busy on the CPU costs the graph's thread."""
+    from graphtape.recorder import writer
+
+    monkeypatch.setattr(writer, "BUSY_MAX_S", 0.01)
+    rounds: list[float] = []
+    serve = writer.Writer._serve_one
+    monkeypatch.setattr(writer.Writer, "_serve_one", lambda self, wait: (rounds.append(time.monotonic()), serve(self, wait))[1])
+    rec = Recorder(str(tmp_path / f"idle-{durability}.db"), durability=durability)
+    time.sleep(0.3)
+    if durability == "exit":
+        assert len(rounds) == 1  # the one wait it is still in
+    else:
+        assert len(rounds) >= 5
+    rec.close()
+
+
 def test_exit_durability_writes_the_run_when_it_ends(tmp_path):
     db = str(tmp_path / "exit.db")
     seen, rec = _steps_seen_by_a_node(db, "exit")
