@@ -142,7 +142,8 @@ class _Run:
         self.own_store = store is None
         self.store = store if store is not None else SqlStore(db, create=False)
         try:
-            self.run = self.store.get_run(run_id)
+            # The run and its config in one read (every replay needs the config).
+            detail = self.store.run_detail(run_id, output=False)
         except BaseException:
             if self.own_store:
                 self.store.close()
@@ -154,8 +155,9 @@ class _Run:
         self._limits: Limits | None = None
         self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
         self._ran_async = False  # the recording ran the graph with ainvoke/astream
-        self._store_recorded = False  # the recording holds every store call its tasks made
-        self._run_config: dict[str, Any] | None = None
+        self.run = detail.run
+        self._run_config: dict[str, Any] = detail.config or {}
+        self._store_recorded = self._run_config.get("store") is True  # recorded with its store: every read is in it
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
         self._root_steps_memo: list[Any] | None = None
@@ -294,17 +296,17 @@ class _Run:
         status = "error" if error is not None else "ok"
         if run_id is not None:
             found.extend(self._compare(run_id, restored, ns, step, offset, entered))
-            replayed = self.store.get_run(run_id)
+            try:
+                detail = self.store.run_detail(run_id, typed=True)  # final state: the graph's own types (allow-listed)
+                replayed, final_state = detail.run, detail.output
+            except GraphtapeError:
+                replayed = self.store.get_run(run_id)
             status = replayed.status
             if not stops and to_step is None:
                 found.extend(_end_divergences(self.run, replayed))
             if to_step is not None:
                 found = [d for d in found if d.step is None or d.step <= to_step or d.ns]
                 status = "ok" if error is None else status
-            try:
-                final_state = self.store.run_detail(run_id, typed=True).output  # the graph's own types (allow-listed)
-            except GraphtapeError:
-                final_state = None
         unused = [
             {"call_id": r.call.call_id, "kind": r.call.kind, "name": r.call.name, "step": r.call.step, "node": r.call.node}
             for r in [*book.unused(), *http.unused(), *memory.unused()]
@@ -439,10 +441,7 @@ class _Run:
         return memo[ns]
 
     def _recorded_config(self) -> dict[str, Any]:
-        """The recorded run's config (read once)."""
-        if self._run_config is None:
-            self._run_config = self.store.run_detail(self.run.id, output=False).config or {}
-            self._store_recorded = self._run_config.get("store") is True  # recorded with its store: every read is in it
+        """The recorded run's config."""
         return self._run_config
 
     def _config(self, thread_id: str, restored: Restored) -> dict[str, Any]:
