@@ -494,7 +494,7 @@ class Writer:
         if not self.hold:  # ``exit`` mode has nothing to write before a run ends: it never wakes for nothing
             wait = BUSY_MAX_S if wait is None else min(wait, BUSY_MAX_S)
         self._bell.wait(wait)
-        self._bell.clear()  # before taking items: one queued after this rings again
+        self._bell.clear()  # before taking items: a ring that comes while they are taken is kept
         self._queued = 0
         try:
             item = self._queue.get_nowait()

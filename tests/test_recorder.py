@@ -221,19 +221,21 @@ def test_sync_durability_commits_a_call_with_its_superstep(tmp_path):
     assert len(open_store(db).calls(rec.last_run_id)) == 1
 
 
+def _stored_steps(db: str) -> int:
+    reader = open_store(db)
+    try:
+        runs = reader.list_runs()
+        return len(reader.list_steps(runs[0].id)) if runs else 0
+    finally:
+        reader.close()
+
+
 def _steps_seen_by_a_node(db: str, durability: str, length: int = 4, wait_for_rows: float = 0.0, node: Any = None) -> tuple[list[int], Recorder]:
     """Each node counts, from a second connection, the steps of the run already in the store
     (waiting up to ``wait_for_rows`` seconds for the first to show)."""
     rec = Recorder(db, durability=durability)
     seen: list[int] = []
-
-    def count() -> int:
-        reader = open_store(db)
-        try:
-            runs = reader.list_runs()
-            return len(reader.list_steps(runs[0].id)) if runs else 0
-        finally:
-            reader.close()
+    count = lambda: _stored_steps(db)  # noqa: E731
 
     def peek(state: S):
         deadline = time.monotonic() + wait_for_rows
@@ -360,15 +362,6 @@ def test_a_call_known_to_be_quick_does_not_wake_the_writer():
     for i in range(5000):
         waits.took("tool", f"generated-{i}", 0.1)
     assert len(waits._last_ms) <= 1024
-
-
-def _stored_steps(db: str) -> int:
-    reader = open_store(db)
-    try:
-        runs = reader.list_runs()
-        return len(reader.list_steps(runs[0].id)) if runs else 0
-    finally:
-        reader.close()
 
 
 @pytest.mark.parametrize("durability", ["async", "exit"])
