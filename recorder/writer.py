@@ -104,8 +104,7 @@ class Writer:
         # Faults are handed to ``on_fault`` outside the writer's locks: the handler takes the
         # run's lock, which a graph thread may hold while it waits to submit.
         self._faults: list[tuple[Exception, Batch | None, bool]] = []
-        self._wake = threading.Event()  # sync mode's retry thread
-        self._bell = threading.Event()  # the background writer: take up what is queued now
+        self._bell = threading.Event()  # the writer's thread: take up what is queued (or retry kept rows) now
         self._queued = 0  # items queued since the writer last took them up (approximate: not locked)
         self._submitted_at = 0.0
         self._queue: queue.SimpleQueue[Work | None | threading.Event] = queue.SimpleQueue()
@@ -219,7 +218,6 @@ class Writer:
         self._closed = True
         if self._thread is not None:
             self._queue.put(None)
-            self._wake.set()
             self._bell.set()
             self._thread.join(max(0.0, deadline - time.monotonic()) + 1.0)
         delay = _RETRY_FIRST_S
@@ -457,13 +455,13 @@ class Writer:
             if self._thread is None or not self._thread.is_alive():
                 if not self._closed:
                     self._start_thread(self._retry_loop)
-        self._wake.set()
+        self._bell.set()
 
     def _retry_loop(self) -> None:
         delay = _RETRY_FIRST_S
         while not self._closed:
-            self._wake.wait(delay)
-            self._wake.clear()
+            self._bell.wait(delay)
+            self._bell.clear()
             if self._closed:
                 return
             with self._io:

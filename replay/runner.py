@@ -190,7 +190,7 @@ class _Run:
         today = getattr(base, "store", None)
         if today is not None:
             guard = ReplayStore(unwrapped(today))  # read, never written: a what-if run
-        elif self._recorded_config().get("store") is True and self.mode.answers(STORE):
+        elif self._store_recorded and self.mode.answers(STORE):
             # Recorded with a store the graph does not hold now (LangGraph's server lends one to
             # each run): an empty one is lent, and the recording answers what it was asked.
             guard = ReplayStore(InMemoryStore())
@@ -440,12 +440,8 @@ class _Run:
             memo[ns] = self.store.step_details(self.run.id, ns, writes=False, encoded_routes=True)
         return memo[ns]
 
-    def _recorded_config(self) -> dict[str, Any]:
-        """The recorded run's config."""
-        return self._run_config
-
     def _config(self, thread_id: str, restored: Restored) -> dict[str, Any]:
-        recorded = self._recorded_config()
+        recorded = self._run_config
         conf = {k: v for k, v in (recorded.get("configurable") or {}).items() if k not in _NOT_FORWARDED and not str(k).startswith("__")}
         conf["thread_id"] = thread_id
         config: dict[str, Any] = {"configurable": conf}
