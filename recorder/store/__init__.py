@@ -8,7 +8,8 @@ One module per concern; ``sql_store`` puts them together:
 
 - ``contract``: ``RunStore``, the protocol the contract tests hold every backend to.
 - ``connection``: URLs, opening the engine, reads. ``schema_version``: a new
-  store's schema, or the version check of an existing one.
+  store's schema, or the version check of an existing one. ``compiled_cache``:
+  compiled SQL, shared by every SQLite store a process opens.
 - ``writing``: where runs, supersteps, calls and blobs are written (``Batch``), and which
   write failures pass (kept and retried by the recorder's writer). ``column_text``: any
   string in a text column (NUL, lone surrogates), reversibly.

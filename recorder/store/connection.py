@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from graphtape.recorder.errors import StoreError
+from graphtape.recorder.store.compiled_cache import SQLITE_COMPILED
 from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
 from graphtape.recorder.store.urls import shown_url
 
@@ -192,11 +193,12 @@ class Connection:
                     "sqlite://",
                     creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10),
                     poolclass=sa.pool.QueuePool,
+                    execution_options={"compiled_cache": SQLITE_COMPILED},
                 )
                 event.listen(engine, "connect", _on_read_only_connect)
             elif path is not None or self.url.startswith("sqlite"):
                 self._read_only = False
-                engine = sa.create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 10})
+                engine = sa.create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 10}, execution_options={"compiled_cache": SQLITE_COMPILED})
                 event.listen(engine, "connect", _on_sqlite_connect if create else _on_sqlite_open)
             else:
                 # Asked to read only: every transaction is READ ONLY, so the server refuses a write.
