@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 
 from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, DecodeError, Decoder, blob_hash
-from graphtape.recorder.errors import RunNotFound
 from graphtape.recorder.frames import FrameState
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
 from graphtape.recorder.store import Batch, RunStore, pack, squeeze
@@ -318,13 +317,8 @@ def import_fixture(store: RunStore, fixture: dict[str, Any], *, label: str = "fi
     graph explicitly.
     """
     run_id = fixture_run_id(fixture)
-    steps = len(fixture["steps"])
-    n_calls = sum(len(s.get("calls") or []) for s in fixture["steps"])
-    try:
-        if store.get_run(run_id).id == run_id:
-            return ImportedFixture(run_id, fixture["name"], fixture.get("graph"), steps, n_calls, already=True)
-    except RunNotFound:
-        pass
+    # Not looked up first: add_run finds a run already there in its one read (a lookup by id that
+    # misses tries prefixes and names too), and the usual store, a fixture test's, is new.
     batch, steps, n_calls = _Importer(fixture, run_id, label).batch()
     written = store.add_run(batch)
     return ImportedFixture(run_id, fixture["name"], fixture.get("graph"), steps, n_calls, already=not written)

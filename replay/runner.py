@@ -161,6 +161,7 @@ class _Run:
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
         self._root_steps_memo: list[Any] | None = None
+        self._namespaces_memo: list[str] | None = None
 
     def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool = False, to_step: int | None = None) -> ReplayResult:
         try:
@@ -404,18 +405,18 @@ class _Run:
     def _entered_subgraphs(self, node: str, after: int) -> list[list[Any]]:
         """Typed step details of each time root node ``node`` entered its subgraph after root step ``after``, in order."""
         entered = self._entered()
-        names = [n for n in self.store.namespaces(self.run.id) if "|" not in n and n.split(":")[0] == node and entered.get(n, -1) > after]
+        names = [n for n in self._namespaces() if "|" not in n and n.split(":")[0] == node and entered.get(n, -1) > after]
         return [self.store.step_details(self.run.id, n, typed=True) for n in _by_spawn(names, lambda n: self._details(n))]
 
     def _task_paths(self) -> dict[str, str]:
         """Each recorded task's path (the same in a replay, unlike its id), by task id."""
-        return {t.task_id: t.path for n in self.store.namespaces(self.run.id) for d in self._details(n) for t in d.tasks}
+        return {t.task_id: t.path for n in self._namespaces() for d in self._details(n) for t in d.tasks}
 
     def _interrupts(self) -> dict[str, list[Any]]:
         """Each recorded task's interrupt values, in order (a call inside it that stopped at
         ``interrupt()`` is answered by stopping there again)."""
         out: dict[str, list[Any]] = {}
-        for n in self.store.namespaces(self.run.id):
+        for n in self._namespaces():
             for d in self._details(n):
                 for e in d.events:
                     if e.kind == "interrupt" and e.task_id:
@@ -426,6 +427,12 @@ class _Run:
         if self._entered_memo is None:
             self._entered_memo = _entered_at(self._details(""))
         return self._entered_memo
+
+    def _namespaces(self) -> list[str]:
+        """The recording's namespaces, read once per replay."""
+        if self._namespaces_memo is None:
+            self._namespaces_memo = self.store.namespaces(self.run.id)
+        return self._namespaces_memo
 
     def _root_steps(self) -> list[Any]:
         """The recording's root steps, read once per replay."""
@@ -487,7 +494,7 @@ class _Run:
         held until the recorded run had ended.
         """
         ends: dict[str, float] = {}
-        for n in self.store.namespaces(self.run.id):
+        for n in self._namespaces():
             for d in self._details(n):
                 for t in d.tasks:
                     if t.started_at is not None and t.duration_ms is not None:
@@ -610,7 +617,7 @@ class _Run:
         cmp.namespace(Side(self.run.id, "", rec_root_after), Side(run_id, "", rec_root_after + root_offset), _in_ns(rec_calls, ""), _in_ns(rep_calls, ""))
         if ns:
             cmp.namespace(Side(self.run.id, ns, step), Side(run_id, ns, step + offset), _in_ns(rec_calls, ns), _in_ns(rep_calls, ns))
-        rec_ns = [n for n in self.store.namespaces(self.run.id) if n and n != ns and entered.get(n.split("|")[0], -1) > rec_root_after]
+        rec_ns = [n for n in self._namespaces() if n and n != ns and entered.get(n.split("|")[0], -1) > rec_root_after]
         rep_ns = [n for n in self.store.namespaces(run_id) if n and n != ns]
         rec_ns = _by_spawn(rec_ns, lambda n: read_details(self.run.id, n))
         rep_ns = _by_spawn(rep_ns, lambda n: read_details(run_id, n))

@@ -144,8 +144,13 @@ class RunReads:
         """A run with its inputs, output, config, graph and fault log; ``typed`` rebuilds
         allow-listed types (messages, documents, registered classes) in the output.
         ``output=False`` leaves the output out (None): it is the final state, read step by step."""
-        run = self.get_run(ref)
-        r = self._read(sa.select(S.runs).where(S.runs.c.id == run.id))[0]
+        run_id = self.resolve_run(ref)
+        self.mark_dead_runs()
+        rows = self._read(sa.select(S.runs).where(S.runs.c.id == run_id))
+        if not rows:
+            raise RunNotFound(f"no run {run_id}")
+        r = rows[0]
+        run = self._run_infos(rows)[0]  # the whole row holds the listing's columns too: one read
         dec = self._plain_decoder
         final = self._final_output(run.id, r.output, typed) if output else None
         return RunDetail(
