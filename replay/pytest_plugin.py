@@ -7,7 +7,7 @@
         result = graphtape_replay()            # strict replay against today's code
         assert result.final_state["answer"] == "..."
 
-``graphtape_replay()`` imports the fixture into a temporary store and replays
+``graphtape_replay()`` imports the fixture into the session's temporary store and replays
 it on the marker's graph with every tool and model call answered from the
 fixture. A divergence fails the test with the first one rendered: the step,
 the node, the kind, what was recorded, what happened instead and a diff.
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,8 +165,40 @@ def _strings(value: Any, name: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+class _SessionStore:
+    """The store every fixture of a test session is imported into and replayed in, opened at first use.
+
+    A new store per test cost each test its creation (the schema), its opening and its closing:
+    a fifth of a test that replays a short fixture. Sharing one is safe: a fixture's run id comes
+    from its content, so a fixture imported again is found, and each replay is a new run.
+    """
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._factory = tmp_path_factory
+        self._store: Any = None
+
+    def get(self) -> Any:
+        if self._store is None:
+            from graphtape.recorder import SqlStore
+
+            self._store = SqlStore(self._factory.mktemp("graphtape-replays") / "replays.db")
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+@pytest.fixture(scope="session")
+def _graphtape_session_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_SessionStore]:
+    holder = _SessionStore(tmp_path_factory)
+    yield holder
+    holder.close()
+
+
 @pytest.fixture
-def graphtape_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Any]:
+def graphtape_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, _graphtape_session_store: _SessionStore) -> Callable[..., Any]:
     """A function that replays the test's fixture and returns the ``ReplayResult``.
 
     Call it as ``graphtape_replay()``; keyword arguments override the marker
@@ -181,17 +213,15 @@ def graphtape_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     def run(*, check: bool = True, **options: Any) -> Any:
         from graphtape.recorder.errors import GraphtapeError
 
-        tmp = tmp_path_factory.mktemp("graphtape")
         try:
-            return _run(spec, mode, tmp, written, check, options)
+            return _run(spec, mode, tmp_path_factory, _graphtape_session_store, written, check, options)
         except (GraphtapeError, ValueError) as exc:
             _fail(f"graphtape: {spec.shown}: {exc}")
 
     return run
 
 
-def _run(spec: _Spec, mode: RecordMode, tmp: Path, written: list, check: bool, options: dict[str, Any]) -> Any:
-    from graphtape.recorder import SqlStore
+def _run(spec: _Spec, mode: RecordMode, tmp_path_factory: pytest.TempPathFactory, session: _SessionStore, written: list, check: bool, options: dict[str, Any]) -> Any:
     from graphtape.replay import replay
     from graphtape.replay.fixture import import_fixture, read_fixture
 
@@ -210,22 +240,19 @@ def _run(spec: _Spec, mode: RecordMode, tmp: Path, written: list, check: bool, o
                 f"graphtape: no fixture at {looked}: record it with `pytest --graphtape-record=missing` "
                 "(the marker needs inputs=...), or export a recorded run with `graphtape export RUN -o FILE`"
             )
-        _record_live(spec, tmp / "record.db")
+        _record_live(spec, tmp_path_factory.mktemp("graphtape") / "record.db")
         written.append(("recorded", spec.shown))
     elif mode is RecordMode.REWRITE:
-        _rewrite(spec, tmp / "rewrite.db", ignore=ignore, state_keys=state_keys)
+        _rewrite(spec, tmp_path_factory.mktemp("graphtape") / "rewrite.db", ignore=ignore, state_keys=state_keys)
         written.append(("rewrote", spec.shown))
 
     fixture = read_fixture(spec.path)
     graph = _graph(spec)
     # A fixture cut at step N checks steps up to N: what the graph does after is not recorded.
     cut = (fixture.get("slice") or {}).get("to")
-    store = SqlStore(tmp / "replay.db")
-    try:
-        imported = import_fixture(store, fixture, label=spec.shown)
-        result = replay(imported.run_id, graph, mode=replay_mode, store=store, ignore=ignore, state_keys=state_keys, to_step=cut, **options)
-    finally:
-        store.close()
+    store = session.get()
+    imported = import_fixture(store, fixture, label=spec.shown)
+    result = replay(imported.run_id, graph, mode=replay_mode, store=store, ignore=ignore, state_keys=state_keys, to_step=cut, **options)
     if check and result.diverged:
         _fail(_failure(spec, result))
     return result

@@ -144,6 +144,39 @@ def test_a_route_change_fails_naming_step_node_and_kind(pytester):
     assert "Traceback" not in out
 
 
+TWICE = '''
+import pytest
+
+
+@pytest.mark.graphtape("fixtures/runs/refund.json", graph="agent.py:graph")
+def test_strict(graphtape_replay):
+    assert graphtape_replay().final_state["verdict"] == "escalated"
+
+
+@pytest.mark.graphtape("fixtures/runs/refund.json", graph="agent.py:graph", ignore=["stamp"])
+def test_ignoring_a_key(graphtape_replay):
+    assert graphtape_replay().served["tool"] == 1
+'''
+
+
+def test_a_session_replays_its_fixtures_in_one_store(pytester):
+    from graphtape.recorder import SqlStore
+
+    recorded(pytester)
+    pytester.makepyfile(test_twice=TWICE)
+    run(pytester, "test_twice.py").assert_outcomes(passed=2)
+    # One store made for the session (not one per test): the fixture imported once, replayed twice.
+    stores = sorted((pytester.path.parent / "basetemp").rglob("*.db"))
+    assert [p.name for p in stores] == ["replays.db"]
+    store = SqlStore(stores[0], create=False)
+    try:
+        runs = store.list_runs()
+    finally:
+        store.close()
+    imported = [r for r in runs if r.parent_run_id is None]
+    assert len(imported) == 1 and sorted(r.parent_run_id for r in runs if r.parent_run_id) == [imported[0].id] * 2
+
+
 def test_rewrite_mode_re_records_from_todays_code(pytester):
     before = recorded(pytester)
     write_agent(pytester, "agent_v2", limit=1000, amount=999)
