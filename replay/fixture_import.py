@@ -317,8 +317,10 @@ def import_fixture(store: RunStore, fixture: dict[str, Any], *, label: str = "fi
     graph explicitly.
     """
     run_id = fixture_run_id(fixture)
-    # Not looked up first: add_run finds a run already there in its one read (a lookup by id that
-    # misses tries prefixes and names too), and the usual store, a fixture test's, is new.
+    steps = len(fixture["steps"])
+    n_calls = sum(len(s.get("calls") or []) for s in fixture["steps"])
+    if store.has_run(run_id):
+        return ImportedFixture(run_id, fixture["name"], fixture.get("graph"), steps, n_calls, already=True)
     batch, steps, n_calls = _Importer(fixture, run_id, label).batch()
     written = store.add_run(batch)
     return ImportedFixture(run_id, fixture["name"], fixture.get("graph"), steps, n_calls, already=not written)

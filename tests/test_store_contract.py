@@ -330,6 +330,12 @@ def test_resolve_run_references(listed: SqlStore) -> None:
         listed.resolve_run("support")  # names match whole, not as a prefix
 
 
+def test_has_run_takes_whole_ids_only(listed: SqlStore) -> None:
+    assert listed.has_run("b7777777777777aa") and listed.has_run("c0ffee0000000000")
+    # Not a prefix, a name or an alias, which resolve_run would take.
+    assert not any(listed.has_run(ref) for ref in ("b7", "research", "last", "B7777777777777AA", "b7777777777777aa ", ""))
+
+
 def test_exact_id_wins_over_longer_ids_it_prefixes(store_url: str) -> None:
     store = open_store(store_url, create=True)
     try:

@@ -131,6 +131,11 @@ class RunReads:
         return rows[0].id
 
     @_damage_is_a_store_error
+    def has_run(self, run_id: str) -> bool:
+        """Whether a run with exactly this id is stored: one read (``resolve_run`` tries prefixes and names too)."""
+        return bool(self._read(sa.select(S.runs.c.id).where(S.runs.c.id == run_id)))
+
+    @_damage_is_a_store_error
     def get_run(self, ref: str) -> RunInfo:
         run_id = self.resolve_run(ref)
         self.mark_dead_runs()

@@ -96,18 +96,15 @@ class Writing:
         if len(ids) != 1 or batch.runs_update or batch.calls_update:
             raise ValueError("add_run takes the rows of exactly one new run")
         (run_id,) = ids
-        if self._has_run(run_id):
+        if self.has_run(run_id):
             return False
         try:
             self.write(batch)
         except IntegrityError:
-            if self._has_run(run_id):
+            if self.has_run(run_id):
                 return False  # another import wrote it meanwhile
             raise
         return True
-
-    def _has_run(self, run_id: str) -> bool:
-        return bool(self._read(sa.select(S.runs.c.id).where(S.runs.c.id == run_id)))
 
     def forget_written_blobs(self) -> None:
         """Stop trusting that blobs written earlier are still there (``gc`` may have swept them).
