@@ -254,7 +254,9 @@ class _Run:
             guard.answers = memory  # the recording holds every read: today's store is not asked
         # Calls are answered at once, so the graph never waits: writing while it runs would only
         # take the interpreter from it. The replay is written when it ends (and can be made again).
-        recorder = Recorder(self.store.url, durability="exit")
+        # Recorded beside the store this replay reads: the same engine, not a second one opened and checked.
+        beside = SqlStore.beside(self.store) if isinstance(self.store, SqlStore) else None
+        recorder = Recorder(None if beside is not None else self.store.url, durability="exit", store=beside)
         recorder.known_clean_text = answerer.recorded_text
         lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name, recursion_limit=self._resume_limit, carried=carried)
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)

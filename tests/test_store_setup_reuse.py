@@ -1,10 +1,12 @@
-"""What every SQLite store of a process shares: compiled statements and the schema's DDL.
+"""What stores of one process share: compiled statements, the schema's DDL, an engine.
 
 A replay opens two stores and the pytest plugin a new one per fixture test; each
 used to compile the same statements and the same schema again. These tests hold
 the sharing to what is safe: stores still read only their own file, a
 PostgreSQL engine keeps its own cache, and a store made from the shared DDL has
-exactly the schema ``create_all`` makes.
+exactly the schema ``create_all`` makes. A store opened beside another (a
+replay's recorder beside the store the replay reads) shares its engine and
+leaves it open.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
-from conftest import imported
+from conftest import imported, load_agent
 
-from graphtape.recorder import SqlStore
+from graphtape.recorder import Recorder, SqlStore
 from graphtape.recorder import schema as S
 from graphtape.recorder.store.compiled_cache import SQLITE_COMPILED, SharedCompiledCache
+from graphtape.replay.fixture import import_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 INCIDENT = json.loads((ROOT / "fixtures" / "runs" / "demo-incident.json").read_text(encoding="utf-8"))
@@ -102,3 +106,45 @@ def test_a_new_sqlite_store_has_exactly_the_schema_create_all_makes(tmp_path: Pa
     assert made == reference
     kinds = {kind for kind, *_ in made}
     assert kinds == {"table", "index", "trigger"} and len(made) >= 20
+
+
+def test_a_store_beside_another_shares_its_engine_and_leaves_it_open(store_url: str) -> None:
+    owner = SqlStore(store_url)
+    try:
+        first = imported(store_url, INCIDENT)
+        assert owner.has_run(first)
+        idle = owner.engine.pool.checkedin()
+        beside = SqlStore.beside(owner)
+        assert beside.engine is owner.engine and beside.url == owner.url
+        # Its own writing connection: what it writes, the owner reads.
+        second = import_fixture(beside, REACT).run_id
+        assert owner.has_run(second) and beside.has_run(first)
+        beside.close()
+        # Closing it closed its own connection only: the owner's pool keeps what it held.
+        assert owner.engine.pool.checkedin() >= idle
+        assert sorted(r.id for r in owner.list_runs()) == sorted([first, second])
+    finally:
+        owner.close()
+
+
+def test_a_recorder_records_into_a_store_it_is_given(tmp_path: Path) -> None:
+    owner = SqlStore(tmp_path / "store.db")
+    try:
+        graph = load_agent("react_agent").build_graph()
+        recorder = Recorder(durability="exit", store=SqlStore.beside(owner))
+        recorder.attach(graph).invoke(load_agent("react_agent").inputs_for())
+        recorder.close()
+        run = owner.get_run(recorder.last_run_id)
+        assert run.status == "ok" and run.step_count > 0 and len(owner.calls(run.id)) > 0
+        with pytest.raises(ValueError, match="db or an open store"):
+            Recorder(tmp_path / "store.db", store=SqlStore.beside(owner))
+    finally:
+        owner.close()
+
+
+def test_a_read_only_store_given_to_a_recorder_is_refused_as_one_opened_read_only(tmp_path: Path) -> None:
+    from graphtape.recorder.errors import ReadOnlyStore
+
+    SqlStore(tmp_path / "store.db").close()
+    with pytest.raises(ReadOnlyStore, match="read-only"):
+        Recorder(store=SqlStore(tmp_path / "store.db", read_only=True), strict=True)

@@ -157,6 +157,7 @@ class Connection:
 
     url: str
     engine: Engine
+    _owns_engine = True  # False for a store opened beside another (``SqlStore.beside``): the engine is the other's
 
     def _connect(self, create: bool, read_only: bool = False) -> Engine:
         """The engine; a SQLite file that cannot be written (or ``read_only``) opens read-only."""
@@ -227,7 +228,8 @@ class Connection:
     def reset_connections(self) -> None:
         """Drop every open connection (say after os.fork); new ones open on demand."""
         self._close_writer()
-        self.engine.dispose()
+        if self._owns_engine:
+            self.engine.dispose()
 
     def close(self) -> None:
         self.reset_connections()
