@@ -38,7 +38,11 @@ Sections:
    itself live with nothing attached, the run through a do-nothing saver and
    handler (what a replay that records each superstep pays LangGraph), and
    graphtape recording it live (the part of a strict replay spent recording
-   the replay).
+   the replay). Then the same for a 5-superstep run, the size of a typical
+   fixture: there what a replay costs besides running the graph (opening the
+   store, reading the recording, comparing) weighs most. A row shows the work
+   the pytest plugin does for each test (the fixture file read, imported into
+   the session's store, replayed).
 3. **CLI**: ``graphtape runs`` on 1,000 runs against reeltime's ``tape ls`` on
    1,000 runs, each a whole process, alternated.
 4. **Storage**: graphtape's bytes per superstep at 1,000 messages against
@@ -517,6 +521,7 @@ def replay_section(steps: int, reps: int, tmp: Path) -> list[ReplayResult]:
         (REPLAY_FLOOR, lambda: _floor_runner(turns)),
         (GT_RECORDING, lambda: _gt_record_runner(turns, tmp / "r-gt-rec")),
         ("graphtape", lambda: _gt_replayer(turns, tmp / "r-gt")),
+        (GT_FIXTURE_TEST, lambda: _gt_fixture_test(turns, tmp / "r-gt-fixture")),
         ("agent-rewind", lambda: _rewind_replayer(turns, tmp / "r-rewind")),
         ("reeltime", lambda: _reeltime_replayer(turns, tmp / "r-reel")),
         ("langgraph-replay", lambda: _lgreplay_replayer(turns, tmp / "r-lgr")),
@@ -550,8 +555,10 @@ def replay_section(steps: int, reps: int, tmp: Path) -> list[ReplayResult]:
 
 
 BARE = "bare graph run"
+SHORT_REPLAY_STEPS = 5  # two model+tool turns and the answer: the size of a typical fixture
 REPLAY_FLOOR = "floor (saver+handler)"
 GT_RECORDING = "graphtape recording"
+GT_FIXTURE_TEST = "graphtape fixture test"
 
 
 def _bare_runner(turns: int) -> Callable[[], str]:
@@ -605,6 +612,30 @@ def _gt_replayer(turns: int, d: Path) -> Callable[[], str]:
         if result.diverged:
             raise RuntimeError(f"diverged: {result.first_divergence}")
         return f"{count} steps recorded; replay recorded and compared step by step ({result.served} calls answered)"
+
+    return go
+
+
+def _gt_fixture_test(turns: int, d: Path) -> Callable[[], str]:
+    """What the pytest plugin does for each test: read the fixture file, import it into the
+    session's store (found there after the first test) and replay it strictly."""
+    from graphtape.recorder import SqlStore
+    from graphtape.replay import replay
+    from graphtape.replay.fixture import export_fixture, import_fixture, read_fixture, write_fixture
+
+    d.mkdir(parents=True)
+    with Recorder(d / "recorded.db") as rec:
+        rec.attach(react_graph(turns)).invoke(react_inputs(0), _config(2 * turns + 1))
+        rec.flush()
+        write_fixture(d / "fixture.json", export_fixture(rec.store, rec.last_run_id))
+    session = SqlStore(d / "session.db")  # the plugin's one store per test session
+
+    def go() -> str:
+        run_id = import_fixture(session, read_fixture(d / "fixture.json")).run_id
+        result = replay(run_id, react_graph(turns), store=session, mode="strict")
+        if result.diverged:
+            raise RuntimeError(f"diverged: {result.first_divergence}")
+        return "the plugin's work per test: read the fixture file, import it (found), replay it"
 
     return go
 
@@ -901,9 +932,10 @@ def print_targets(recording: dict[str, dict[str, float]], replay: dict[str, floa
         sync, lite, mem_sync, floor_sync = med.get("graphtape sync"), med.get("SqliteSaver sync"), med.get("InMemorySaver sync"), med.get(FLOOR_SYNC)
         if sync and lite and mem_sync and floor_sync:
             line(sync <= 0.5 * lite, f"sync ≤ 0.5× SqliteSaver sync, {label}", f"{sync / lite:.2f}× (InMemorySaver sync: {mem_sync / lite:.2f}×, the sync floor: {floor_sync / lite:.2f}×)")
-    gt, rewind, floor = replay.get("graphtape"), replay.get("agent-rewind"), replay.get(REPLAY_FLOOR)
-    if gt and rewind and floor:
-        line(gt <= rewind, "strict replay ≤ agent-rewind's", f"{gt / rewind:.2f}× (the floor: {floor / rewind:.2f}×; recording the run live: {replay.get(GT_RECORDING, 0) / rewind:.2f}×)")
+    for prefix, what in (("", "strict replay ≤ agent-rewind's"), ("short ", f"(no target) strict replay of a {SHORT_REPLAY_STEPS}-superstep run ≤ agent-rewind's")):
+        gt, rewind, floor = replay.get(prefix + "graphtape"), replay.get(prefix + "agent-rewind"), replay.get(prefix + REPLAY_FLOOR)
+        if gt and rewind and floor:
+            line(gt <= rewind, what, f"{gt / rewind:.2f}× (the floor: {floor / rewind:.2f}×; recording the run live: {replay.get(prefix + GT_RECORDING, 0) / rewind:.2f}×)")
     if cli is not None:
         line(cli <= 1.0, "`graphtape runs` ≤ reeltime's `tape ls` (wall, pair by pair)", f"{cli:.2f}×")
     if storage is not None:
@@ -977,7 +1009,10 @@ def main(argv: list[str] | None = None) -> int:
                 setups, samples = time_shape(shape, reps, tmp / shape.label.replace(" ", "_").replace(",", ""))
                 recording[shape.label] = print_recording(shape, setups, samples)
         if "replay" in only:
-            replayed = print_replay(replay_section(101, reps, tmp), 101)
+            replayed = print_replay(replay_section(101, reps, tmp / "replay-101"), 101)
+            # A fixture test replays a short run: what a replay costs besides the run itself.
+            short = print_replay(replay_section(SHORT_REPLAY_STEPS, reps * 4, tmp / "replay-short"), SHORT_REPLAY_STEPS)
+            replayed.update({f"short {k}": v for k, v in short.items()})
         if "cli" in only:
             cli = cli_section(100 if args.quick else 1000, reps, tmp)
         if "storage" in only:
