@@ -1,11 +1,12 @@
 """One cache of compiled SQL for every SQLite store a process opens.
 
 SQLAlchemy compiles each statement once per engine: its cache is keyed by the
-engine's dialect object. graphtape makes an engine per store it opens, and
-one process often opens many: a replay opens the recording's store and its
-own recorder's, the pytest plugin a new store per fixture test, the TUI one
-per replay it runs. Each compiled again the same few dozen statements, about
-0.7 ms each: most of the fixed cost of replaying a short run.
+engine's dialect object. graphtape makes an engine per store it opens, and a
+process often opens several: a replay by path opens the recording's store,
+a test suite one per test, a script that reads several files one per file.
+Each engine compiled again the same few dozen statements, about
+0.7 ms each: the largest part of what opening a store and replaying a short
+run from it cost.
 
 The SQLite engines made here differ only in the file they open. Their
 dialects are alike: same class, the one ``sqlite3`` library of this process,
@@ -51,10 +52,6 @@ class SharedCompiledCache:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
 
 
 def _shared_key(key: Any) -> Any:
