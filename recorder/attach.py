@@ -34,7 +34,7 @@ from graphtape.recorder import http_capture, inline_saves
 from graphtape.recorder.call_waits import CallWaits
 from graphtape.recorder.capture import CaptureHandler
 from graphtape.recorder.choices import Choice
-from graphtape.recorder.errors import GraphtapeError, ReadOnlyStore, RecorderFault, SchemaVersionError, StoreError
+from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersionError, StoreError
 from graphtape.recorder.graph_info import GraphInfo, describe
 from graphtape.recorder.graph_origin import Origin, display_name, origin_of
 from graphtape.recorder.lone_surrogates import json_bytes
@@ -43,8 +43,7 @@ from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
 from graphtape.recorder.session import ERROR, INTERRUPT, NULL_TASK_ID, RunSession, host_and_pid, task_path
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
-from graphtape.recorder.store.read_only import read_only_message
-from graphtape.recorder.store.sql_store import check_url, is_not_a_store, open_for_writing
+from graphtape.recorder.store.sql_store import check_url, for_writing, is_not_a_store, open_for_writing
 from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
 from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, without_checkpoints
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
@@ -165,13 +164,7 @@ class Recorder:
         url = given.url if given is not None else check_url(db)  # a db that names no store raises; one that cannot be reached yet does not
         open_error: StoreError | None = None
         try:
-            if given is None:
-                store = open_for_writing(url)
-            elif given.is_sqlite and given.read_only:
-                given.close()
-                raise ReadOnlyStore(read_only_message(given._safe_url(), "recording writes runs"))
-            else:
-                store = given
+            store = open_for_writing(url) if given is None else for_writing(given)
         except SchemaVersionError:
             raise
         except StoreError as exc:

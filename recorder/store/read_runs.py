@@ -137,25 +137,23 @@ class RunReads:
 
     @_damage_is_a_store_error
     def get_run(self, ref: str) -> RunInfo:
+        return self._found_run(ref, self._RUN_COLS)[1]
+
+    def _found_run(self, ref: str, columns: list[Any]) -> tuple[Any, RunInfo]:
+        """The run ``ref`` names: its row (these columns, which hold the listing's) and its ``RunInfo``."""
         run_id = self.resolve_run(ref)
         self.mark_dead_runs()
-        rows = self._read(sa.select(*self._RUN_COLS).where(S.runs.c.id == run_id))
+        rows = self._read(sa.select(*columns).where(S.runs.c.id == run_id))
         if not rows:
             raise RunNotFound(f"no run {run_id}")
-        return self._run_infos(rows)[0]
+        return rows[0], self._run_infos(rows)[0]
 
     @_damage_is_a_store_error
     def run_detail(self, ref: str, *, typed: bool = False, output: bool = True) -> RunDetail:
         """A run with its inputs, output, config, graph and fault log; ``typed`` rebuilds
         allow-listed types (messages, documents, registered classes) in the output.
         ``output=False`` leaves the output out (None): it is the final state, read step by step."""
-        run_id = self.resolve_run(ref)
-        self.mark_dead_runs()
-        rows = self._read(sa.select(S.runs).where(S.runs.c.id == run_id))
-        if not rows:
-            raise RunNotFound(f"no run {run_id}")
-        r = rows[0]
-        run = self._run_infos(rows)[0]  # the whole row holds the listing's columns too: one read
+        r, run = self._found_run(ref, [S.runs])  # the whole row holds the listing's columns too: one read
         dec = self._plain_decoder
         final = self._final_output(run.id, r.output, typed) if output else None
         return RunDetail(

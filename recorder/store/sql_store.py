@@ -35,12 +35,16 @@ class SqlStore(Writing, RunReads, RunListing, StepReads, StateReads, CallReads, 
 
     def __init__(self, db: str | os.PathLike | None = None, *, create: bool = True, read_only: bool = False) -> None:
         self.url = resolve_url(db)
+        self._begin(self._connect(create, read_only))
+        self._check_schema(create)
+
+    def _begin(self, engine: sa.engine.Engine) -> None:
+        """What every store object keeps of its own around ``engine``: caches and a writing connection."""
+        self.engine = engine
+        self.is_sqlite = engine.dialect.name == "sqlite"
         self._init_blob_cache()
         self._init_state_cache()
-        self.engine = self._connect(create, read_only)
-        self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._init_writing()
-        self._check_schema(create)
 
     @classmethod
     def beside(cls, other: SqlStore) -> SqlStore:
@@ -51,14 +55,8 @@ class SqlStore(Writing, RunReads, RunListing, StepReads, StateReads, CallReads, 
         skips all three. Closing it closes its own connection; the engine stays ``other``'s.
         """
         store = cls.__new__(cls)
-        store.url = other.url
-        store._init_blob_cache()
-        store._init_state_cache()
-        store.engine = other.engine
-        store._owns_engine = False
-        store.is_sqlite = other.is_sqlite
-        store._read_only = other._read_only
-        store._init_writing()
+        store.url, store._read_only, store._owns_engine = other.url, other._read_only, False
+        store._begin(other.engine)
         return store
 
 
@@ -74,7 +72,11 @@ def open_store(db: str | os.PathLike | None = None, *, create: bool = False, rea
 def open_for_writing(db: str | os.PathLike | None = None) -> SqlStore:
     """Open (or create) a store to record into; ``ReadOnlyStore`` if it can only be read (a passing fault
     for the recorder, which keeps trying: a store opened read-only would stay so)."""
-    store = SqlStore(db, create=True)
+    return for_writing(SqlStore(db, create=True))
+
+
+def for_writing(store: SqlStore) -> SqlStore:
+    """``store``, to record into; ``ReadOnlyStore`` (and ``store`` closed) if it can only be read."""
     if store.is_sqlite and store.read_only:
         where = store._safe_url()
         store.close()
