@@ -198,15 +198,17 @@ class Writer:
             self._bell.set()
             if not done.wait(timeout):
                 return False
-        elif self._kept:
-            budget = self.lock_wait if timeout is None else min(timeout, self.lock_wait)
-            if self._io.acquire(timeout=budget):
+        else:
+            with self._lock:  # rows a retry thread has taken are no longer kept, but not written yet
+                waiting = bool(self._kept) or self._inflight > 0
+            # Wait for that retry's try to end (it holds ``_io``), then write what is still kept.
+            if waiting and self._io.acquire(timeout=-1 if timeout is None else timeout):
                 try:
-                    self._write_kept(budget)
+                    self._write_kept(self.lock_wait if timeout is None else min(timeout, self.lock_wait))
                 finally:
                     self._io.release()
             self._dispatch()
-        return not self._kept
+        return not self._kept and not self._inflight
 
     def close(self, timeout: float | None = CLOSE_WAIT_S) -> None:
         """Flush, keep trying kept rows for up to ``timeout`` seconds, then stop (what is left is counted lost)."""

@@ -595,3 +595,33 @@ def test_steps_after_a_failed_write_still_read_back_correctly(tmp_path):
         state = rec.store.state_at(run_id, step_no)
         assert state["n"] == step_no and len(state["notes"]) == step_no
     rec.close()
+
+
+def test_flush_waits_for_the_rows_a_background_retry_is_writing(tmp_path):
+    """Sync mode after a fault: rows the retry thread has taken out are not written yet; flush waits for them."""
+    import threading
+    import time
+
+    import sqlalchemy as sa
+
+    rec = Recorder(tmp_path / "retry.db", durability="sync", lock_wait=0.2)
+    phase = {"failing": False}
+
+    @sa.event.listens_for(rec.store.engine, "before_cursor_execute")
+    def fail_then_slow_the_retry(conn, cursor, statement, params, context, executemany):
+        if not statement.startswith("INSERT INTO steps"):
+            return
+        if phase["failing"]:
+            raise sa.exc.OperationalError(statement, params, Exception("disk I/O error"))
+        if threading.current_thread().name == "graphtape-writer":
+            time.sleep(0.3)  # the retry's commits outlast the run: one is under way when the caller flushes
+
+    def node(state: S):
+        phase["failing"] = state["n"] == 3
+        return {"n": state["n"] + 1, "notes": []}
+
+    rec.attach(chain(6, node=node)).invoke({"n": 0, "notes": []})
+    assert rec.flush() is True
+    stored = [s.step for s in rec.store.list_steps(rec.last_run_id) if not s.pending and s.step >= 0]
+    assert stored == list(range(7))
+    rec.close()
