@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.store import Batch, RunStore, _sqlite_path, is_duplicate, is_passing
+from graphtape.recorder.store.read_only import is_read_only_error
 
 Work = Callable[[], Batch | None]
 # (what failed, the rows it concerns, whether those rows are lost for good)
@@ -243,6 +244,11 @@ class Writer:
         _live_writers.discard(self)
 
     @property
+    def failing(self) -> Exception | None:
+        """Why the store refuses writes now (``None`` while it takes them)."""
+        return self._failing
+
+    @property
     def kept_rows(self) -> int:
         """Rows waiting for the store to take them (0 when all is written)."""
         return _rows(self._kept) + self._inflight
@@ -339,7 +345,9 @@ class Writer:
                 if not is_passing(exc):
                     self._write_apart(store, batch)
                     return
-                if time.monotonic() + delay >= deadline:
+                # A store refusing writes (a read-only file, a role without the grant) will not
+                # take them within the budget: the background retry keeps them, with its backoff.
+                if is_read_only_error(exc) or time.monotonic() + delay >= deadline:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)

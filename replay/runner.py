@@ -24,7 +24,9 @@ from graphtape.recorder.attach import Carried, Lineage
 from graphtape.recorder.channel_writes import as_writes
 from graphtape.recorder.http_capture import answering_http
 from graphtape.recorder.session import task_path
+from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store_capture import is_write, unwrapped
+from graphtape.recorder.writer import CLOSE_WAIT_S
 from graphtape.recorder.http_exchange import HTTP
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_RESUME, STORE
 
@@ -268,7 +270,10 @@ class _Run:
         finally:
             recorder.flush()
             run_id = recorder.last_run_id
-            recorder.close()
+            # A store that refuses the replay for want of a permission will not grant it while
+            # the replay waits: say so now rather than after the recorder's retries.
+            refused = recorder.writer.failing is not None and is_read_only_error(recorder.writer.failing)
+            recorder.close(0.0 if refused else CLOSE_WAIT_S)
             warnings.stop()
         why = not_recorded(self.store, run_id, recorder.fault_count, warnings.lines, edit["kind"])
         if why is not None:

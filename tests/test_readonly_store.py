@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from textual.widgets import Static
 
 from graphtape.recorder import Recorder, open_store
 from graphtape.recorder.errors import ReadOnlyStore
+from graphtape.recorder.writer import CLOSE_WAIT_S
 from graphtape.replay import replay
 from graphtape.replay.loading import load_graph
 from graphtape.replay.runner import ReplayError
@@ -366,8 +368,11 @@ def test_a_replay_whose_run_cannot_be_written_says_so(pg_roles, capsys):
     try:
         assert not store.read_only  # it may insert runs: the refusal comes from the write itself
         run = store.get_run("last")
+        started = time.monotonic()
         with pytest.raises(ReplayError) as caught:
             replay(run.id, load_graph(run.graph_ref), store=store)
+        # Said at once: a missing grant does not pass while the recorder's close would retry it.
+        assert time.monotonic() - started < CLOSE_WAIT_S
         assert str(caught.value).startswith("could not record the replay: ")
         assert "permission denied for table run_facets" in str(caught.value)
     finally:

@@ -597,6 +597,33 @@ def test_steps_after_a_failed_write_still_read_back_correctly(tmp_path):
     rec.close()
 
 
+def test_a_store_refusing_writes_is_tried_once_on_the_graphs_thread(tmp_path):
+    """Sync mode: a read-only refusal does not pass within ``lock_wait``, so the graph is not held
+    retrying it; the background retry keeps the rows and writes them once the store takes them."""
+    import sqlalchemy as sa
+
+    rec = Recorder(tmp_path / "refusing.db", durability="sync")
+    refusing = {"on": False}
+    graph_thread_tries = []
+
+    @sa.event.listens_for(rec.store.engine, "before_cursor_execute")
+    def refuse_step_inserts(conn, cursor, statement, params, context, executemany):
+        if refusing["on"] and statement.startswith("INSERT INTO steps"):
+            graph_thread_tries.append(threading.current_thread() is threading.main_thread())
+            raise sa.exc.OperationalError(statement, params, Exception("attempt to write a readonly database"))
+
+    def node(state: S):
+        refusing["on"] = state["n"] == 2
+        return {"n": state["n"] + 1, "notes": []}
+
+    rec.attach(chain(5, node=node)).invoke({"n": 0, "notes": []})
+    assert graph_thread_tries.count(True) == 1
+    assert rec.flush() is True
+    stored = [s.step for s in rec.store.list_steps(rec.last_run_id) if not s.pending and s.step >= 0]
+    assert stored == list(range(6)) and rec.fault_count == 1
+    rec.close()
+
+
 def test_flush_waits_for_the_rows_a_background_retry_is_writing(tmp_path):
     """Sync mode after a fault: rows the retry thread has taken out are not written yet; flush waits for them."""
     import threading
