@@ -54,6 +54,13 @@ def imported(db, fixture) -> str:
         store.close()
 
 
+@pytest.fixture(autouse=True)
+def _pipe_width(monkeypatch):
+    """The CLI fits its tables to the terminal: every test sees the width a pipe gets (120, as in
+    CI), not the width of the window the suite happens to run in."""
+    monkeypatch.setenv("COLUMNS", "120")
+
+
 def _pg_base_url() -> str:
     return os.environ.get("GRAPHTAPE_TEST_PG_URL", PG_DEFAULT)
 
