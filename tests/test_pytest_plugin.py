@@ -177,6 +177,21 @@ def test_a_session_replays_its_fixtures_in_one_store(pytester):
     assert len(imported) == 1 and sorted(r.parent_run_id for r in runs if r.parent_run_id) == [imported[0].id] * 2
 
 
+def test_fixture_tests_run_on_several_workers(pytester):
+    """``pytest -n 2`` (pytest-xdist), as a CI spreads a suite: each worker replays in its own
+    session store, the clean fixtures pass, and a changed route still fails naming the route."""
+    recorded(pytester)
+    pytester.makepyfile(test_twice=TWICE)
+    run(pytester, "-n", "2", "test_twice.py", "test_refund.py").assert_outcomes(passed=3)
+    stores = sorted(p.parent.name for p in (pytester.path.parent / "basetemp").rglob("replays.db"))
+    assert len(stores) == 2  # one per worker: workers never write one file at once
+    write_agent(pytester, "agent_v2", limit=1000, amount=999)
+    write_test(pytester, graph="agent_v2.py:graph")
+    result = run(pytester, "-n", "2", "test_twice.py", "test_refund.py")
+    result.assert_outcomes(passed=2, failed=1)
+    assert "route divergence: route (route) went to approve instead of escalate" in result.stdout.str()
+
+
 def test_rewrite_mode_re_records_from_todays_code(pytester):
     before = recorded(pytester)
     write_agent(pytester, "agent_v2", limit=1000, amount=999)
