@@ -23,6 +23,8 @@ from graphtape.recorder.history_blocks import is_cat
 from graphtape.recorder.store.connection import _one_line
 from graphtape.recorder.store.payloads import unpack
 
+_BLOBS = sa.select(S.blobs).where(S.blobs.c.hash.in_(sa.bindparam("hashes", expanding=True)))
+
 
 class BlobReads:
     """Reads, caches and decodes blobs."""
@@ -68,7 +70,7 @@ class BlobReads:
                         missing.append(h)
             for i in range(0, len(missing), 500):
                 chunk = missing[i : i + 500]
-                for r in self._read(sa.select(S.blobs).where(S.blobs.c.hash.in_(chunk))):
+                for r in self._read(_BLOBS, {"hashes": chunk}):
                     data = bytes(r.data)
                     tree = unpack(b"z" + data if r.zipped else b"j" + data)
                     trees[r.hash] = tree

@@ -11,6 +11,8 @@ from graphtape.recorder.store.payloads import _strict_json, _uj
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 from graphtape.recorder.tracebacks import valid_frames
 
+_RUN_CALLS = sa.select(S.calls).where(S.calls.c.run_id == sa.bindparam("run_id")).order_by(S.calls.c.started_at, S.calls.c.id)
+
 
 class CallReads:
     """Reads the calls table."""
@@ -22,13 +24,15 @@ class CallReads:
         ``encoded=True`` leaves inputs and outputs as stored (blob references
         unresolved), for copying a recording rather than showing it.
         """
-        q = sa.select(S.calls).where(S.calls.c.run_id == run_id)
-        if ns is not None:
-            q = q.where(S.calls.c.ns == ns)
-        if step is not None:
-            q = q.where(S.calls.c.step == step)
-        q = q.order_by(S.calls.c.started_at, S.calls.c.id)
-        rows = self._read(q)
+        if ns is None and step is None:
+            rows = self._read(_RUN_CALLS, {"run_id": run_id})  # a whole run's: replay, export, the TUI
+        else:
+            q = sa.select(S.calls).where(S.calls.c.run_id == run_id)
+            if ns is not None:
+                q = q.where(S.calls.c.ns == ns)
+            if step is not None:
+                q = q.where(S.calls.c.step == step)
+            rows = self._read(q.order_by(S.calls.c.started_at, S.calls.c.id))
         if encoded:
             trees = [(_strict_json(r.inputs), _strict_json(r.output)) for r in rows]
         else:

@@ -23,6 +23,12 @@ from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 
 MAX_INT = 2**63 - 1  # the store's integer columns (and so step numbers, offsets, limits) stop here
 
+_STEP_COUNTS = (
+    sa.select(S.steps.c.run_id, sa.func.count(sa.distinct(S.steps.c.step)))
+    .where(S.steps.c.run_id.in_(sa.bindparam("run_ids", expanding=True)), S.steps.c.ns == "")
+    .group_by(S.steps.c.run_id)
+)
+
 
 class RunReads:
     """Finds a run and reads it whole."""
@@ -59,12 +65,10 @@ class RunReads:
     @_damage_is_a_store_error
     def step_counts(self, run_ids: list[str]) -> dict[str, int]:
         """How many supersteps each run has stored in its root graph (see the module's docstring)."""
-        c = S.steps.c
         out: dict[str, int] = {}
         ids = list(dict.fromkeys(run_ids))
         for i in range(0, len(ids), 500):
-            q = sa.select(c.run_id, sa.func.count(sa.distinct(c.step))).where(c.run_id.in_(ids[i : i + 500]), c.ns == "").group_by(c.run_id)
-            out.update((run_id, int(n)) for run_id, n in self._read(q))
+            out.update((run_id, int(n)) for run_id, n in self._read(_STEP_COUNTS, {"run_ids": ids[i : i + 500]}))
         return out
 
     # Newest first; the id breaks ties so every backend lists (and counts ``last~N``) alike.
@@ -75,6 +79,11 @@ class RunReads:
         for c in S.runs.c
         if c.name not in ("inputs", "output", "config", "graph", "versions", "fork_edit", "fault_log", "step_count")
     ]
+
+    # Reads made for every run looked up, built once (see ``_read``).
+    _ID_IS = sa.select(S.runs.c.id).where(S.runs.c.id == sa.bindparam("run_id"))
+    _RUN_ROW = sa.select(*_RUN_COLS).where(S.runs.c.id == sa.bindparam("run_id"))
+    _WHOLE_RUN_ROW = sa.select(S.runs).where(S.runs.c.id == sa.bindparam("run_id"))
 
     @_damage_is_a_store_error
     def resolve_run(self, ref: str) -> str:
@@ -105,7 +114,7 @@ class RunReads:
                     raise RunNotFound(f"{ref!r} goes back further than the {self.count_runs()} recorded run(s)")
                 raise RunNotFound("the store has no runs yet: record one first (graphtape demo)")
             return rows[0].id
-        if self._read(sa.select(S.runs.c.id).where(S.runs.c.id == ref)):
+        if self._read(self._ID_IS, {"run_id": ref}):
             return ref
         rows = self._read(
             sa.select(S.runs.c.id)
@@ -133,17 +142,17 @@ class RunReads:
     @_damage_is_a_store_error
     def has_run(self, run_id: str) -> bool:
         """Whether a run with exactly this id is stored: one read (``resolve_run`` tries prefixes and names too)."""
-        return bool(self._read(sa.select(S.runs.c.id).where(S.runs.c.id == run_id)))
+        return bool(self._read(self._ID_IS, {"run_id": run_id}))
 
     @_damage_is_a_store_error
     def get_run(self, ref: str) -> RunInfo:
-        return self._found_run(ref, self._RUN_COLS)[1]
+        return self._found_run(ref, self._RUN_ROW)[1]
 
-    def _found_run(self, ref: str, columns: list[Any]) -> tuple[Any, RunInfo]:
-        """The run ``ref`` names: its row (these columns, which hold the listing's) and its ``RunInfo``."""
+    def _found_run(self, ref: str, row_by_id: Any) -> tuple[Any, RunInfo]:
+        """The run ``ref`` names: its row (as ``row_by_id`` reads it: the listing's columns or more) and its ``RunInfo``."""
         run_id = self.resolve_run(ref)
         self.mark_dead_runs()
-        rows = self._read(sa.select(*columns).where(S.runs.c.id == run_id))
+        rows = self._read(row_by_id, {"run_id": run_id})
         if not rows:
             raise RunNotFound(f"no run {run_id}")
         return rows[0], self._run_infos(rows)[0]
@@ -153,7 +162,7 @@ class RunReads:
         """A run with its inputs, output, config, graph and fault log; ``typed`` rebuilds
         allow-listed types (messages, documents, registered classes) in the output.
         ``output=False`` leaves the output out (None): it is the final state, read step by step."""
-        r, run = self._found_run(ref, [S.runs])  # the whole row holds the listing's columns too: one read
+        r, run = self._found_run(ref, self._WHOLE_RUN_ROW)  # the whole row holds the listing's columns too: one read
         dec = self._plain_decoder
         final = self._final_output(run.id, r.output, typed) if output else None
         return RunDetail(

@@ -23,6 +23,16 @@ from graphtape.recorder.records import FLAG_PENDING, Checkpoint
 from graphtape.recorder.store.payloads import unpack
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 
+# Reads made for every state shown or compared, built once (see ``_read``).
+_c = S.steps.c
+_RUN, _NS, _SEQ = sa.bindparam("run_id"), sa.bindparam("ns"), sa.bindparam("seq")
+_COMPLETED = _c.flags.op("&")(FLAG_PENDING) == 0
+_FRAMES = sa.select(_c.step, _c.is_key, _c.payload).where(_c.run_id == _RUN, _c.ns == _NS, _COMPLETED).order_by(_c.seq)
+_KEYFRAME_SEQ = sa.select(sa.func.max(_c.seq)).where(_c.run_id == _RUN, _c.ns == _NS, _c.seq <= _SEQ, _c.is_key.is_(True))
+_FRAME_ROWS = sa.select(_c.seq, _c.is_key, _c.payload).where(_c.run_id == _RUN, _c.ns == _NS, _c.seq <= _SEQ, _COMPLETED)
+_FRAME_ROWS_FROM_KEY = _FRAME_ROWS.where(_c.seq >= sa.bindparam("start")).order_by(_c.seq)
+_FRAME_ROWS_AFTER_KEY = _FRAME_ROWS.where(_c.seq > sa.bindparam("start")).order_by(_c.seq)
+
 KEYFRAMES_KEPT = 4  # parsed keyframes kept for state reads (stepping reuses one for many steps)
 SHARED_REFS = 200_000  # blob references kept shared between deferred state reads (then started afresh)
 
@@ -42,14 +52,9 @@ class StateReads:
         comparing two runs decodes only what changed; ``decode`` resolves them.
         Internal channels (branches, tasks) are left out.
         """
-        q = (
-            sa.select(S.steps.c.step, S.steps.c.is_key, S.steps.c.payload)
-            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.flags.op("&")(FLAG_PENDING) == 0)
-            .order_by(S.steps.c.seq)
-        )
         state = FrameState()
         last: tuple[int, dict] | None = None
-        for r in self._read(q):
+        for r in self._read(_FRAMES, {"run_id": run_id, "ns": ns}):
             frame = unpack(r.payload).get("s")
             if frame is not None:
                 state.apply(frame, bool(r.is_key))
@@ -66,22 +71,10 @@ class StateReads:
         The rows are its keyframe, then the deltas after it (only the deltas
         with ``after_key``, for a reader holding that keyframe already).
         """
-        key = self._read(
-            sa.select(sa.func.max(S.steps.c.seq)).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.seq <= target.seq, S.steps.c.is_key.is_(True))
-        )
+        params = {"run_id": run_id, "ns": ns, "seq": target.seq}
+        key = self._read(_KEYFRAME_SEQ, params)
         start = key[0][0] if key and key[0][0] is not None else 0
-        first = S.steps.c.seq > start if after_key else S.steps.c.seq >= start
-        return start, self._read(
-            sa.select(S.steps.c.seq, S.steps.c.is_key, S.steps.c.payload)
-            .where(
-                S.steps.c.run_id == run_id,
-                S.steps.c.ns == ns,
-                first,
-                S.steps.c.seq <= target.seq,
-                S.steps.c.flags.op("&")(FLAG_PENDING) == 0,
-            )
-            .order_by(S.steps.c.seq)
-        )
+        return start, self._read(_FRAME_ROWS_AFTER_KEY if after_key else _FRAME_ROWS_FROM_KEY, {**params, "start": start})
 
     def _state_row(self, run_id: str, step: int, ns: str) -> tuple[Any, Any]:
         """``(row of step, row whose state it shows)``: a pending step shows the state before it."""

@@ -23,6 +23,21 @@ from graphtape.recorder.store.payloads import expand_payload, merge_events, unpa
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 from graphtape.recorder.tracebacks import valid_frames
 
+# Reads made for every step list and detail, built once (see ``_read``).
+_c = S.steps.c
+_RUN, _NS = sa.bindparam("run_id"), sa.bindparam("ns")
+_NAMESPACES = sa.select(_c.ns, sa.func.min(_c.id)).where(_c.run_id == _RUN).group_by(_c.ns).order_by(sa.func.min(_c.id))
+_STEP_LIST = (
+    sa.select(_c.seq, _c.step, _c.source, _c.checkpoint_id, _c.parent_checkpoint_id, _c.created_at, _c.duration_ms, _c.nodes, _c.summary, _c.flags)
+    .where(_c.run_id == _RUN, _c.ns == _NS)
+    .order_by(_c.seq)
+)
+# A step's completed row if it has one, else its latest.
+_STEP_ROW = sa.select(S.steps).where(_c.run_id == _RUN, _c.ns == _NS, _c.step == sa.bindparam("step")).order_by(_c.flags.op("&")(FLAG_PENDING), _c.seq.desc()).limit(1)
+_DETAIL_ROWS = sa.select(_c.step, _c.seq, _c.payload, _c.created_at).where(_c.run_id == _RUN, _c.ns == _NS)
+_DETAIL_ROWS_AFTER = _DETAIL_ROWS.where(_c.step > sa.bindparam("after")).order_by(_c.seq)
+_DETAIL_ROWS = _DETAIL_ROWS.order_by(_c.seq)
+
 
 class StepReads:
     """Reads the rows of supersteps and merges them into ``StepInfo`` and ``StepDetail``."""
@@ -48,8 +63,7 @@ class StepReads:
     @_damage_is_a_store_error
     def namespaces(self, run_id: str) -> list[str]:
         """Namespaces with steps in this run: "" is the root graph."""
-        rows = self._read(sa.select(S.steps.c.ns, sa.func.min(S.steps.c.id)).where(S.steps.c.run_id == run_id).group_by(S.steps.c.ns).order_by(sa.func.min(S.steps.c.id)))
-        return [r[0] for r in rows]
+        return [r[0] for r in self._read(_NAMESPACES, {"run_id": run_id})]
 
     @_damage_is_a_store_error
     def list_steps(self, run_id: str, ns: str = "") -> list[StepInfo]:
@@ -59,12 +73,9 @@ class StepReads:
         arrived late); they are shown as one step carrying all their flags, at
         the place of its completed row, as ``step_detail`` merges their contents.
         """
-        c = S.steps.c
-        q = sa.select(c.seq, c.step, c.source, c.checkpoint_id, c.parent_checkpoint_id, c.created_at, c.duration_ms, c.nodes, c.summary, c.flags)
-        q = q.where(c.run_id == run_id, c.ns == ns).order_by(c.seq)
         merged: dict[int, StepInfo] = {}
         node_lists: dict[str, list[str]] = {}  # a run repeats a few node sets thousands of times
-        for seq, step, source, cid, parent_cid, created_at, duration_ms, nodes, summary, flags in self._read(q):
+        for seq, step, source, cid, parent_cid, created_at, duration_ms, nodes, summary, flags in self._read(_STEP_LIST, {"run_id": run_id, "ns": ns}):
             names = node_lists.get(nodes)
             if names is None:
                 names = node_lists[nodes] = [n for n in nodes.split(",") if n]
@@ -107,13 +118,7 @@ class StepReads:
 
     def _step_row(self, run_id: str, step: int, ns: str) -> Any:
         """The row that stands for a step: its completed row if it has one, else its latest."""
-        pending = S.steps.c.flags.op("&")(FLAG_PENDING)
-        rows = self._read(
-            sa.select(S.steps)
-            .where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step == step)
-            .order_by(pending, S.steps.c.seq.desc())
-            .limit(1)
-        )
+        rows = self._read(_STEP_ROW, {"run_id": run_id, "ns": ns, "step": step})
         if not rows:
             where = f" in namespace {ns!r}" if ns else ""
             raise StepNotFound(f"run {run_id} has no step {step}{where}")
@@ -208,12 +213,10 @@ class StepReads:
         reads and decodes only what differs).
         """
         infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
-        q = sa.select(S.steps.c.step, S.steps.c.seq, S.steps.c.payload, S.steps.c.created_at).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns)
-        if after is not None:
-            q = q.where(S.steps.c.step > after)
+        rows = self._read(_DETAIL_ROWS, {"run_id": run_id, "ns": ns}) if after is None else self._read(_DETAIL_ROWS_AFTER, {"run_id": run_id, "ns": ns, "after": after})
         by_step: dict[int, list[dict]] = {}
         refs: set[str] = set()
-        for r in self._read(q.order_by(S.steps.c.seq)):
+        for r in rows:
             payload = expand_payload(unpack(r.payload), r.created_at)
             by_step.setdefault(r.step, []).append(payload)
             collect_refs([payload.get("t") if writes else None, None if encoded_routes else payload.get("r"), payload.get("e")], refs)

@@ -19,6 +19,8 @@ from graphtape.recorder.store.read_only import is_read_only_error, read_only_mes
 from graphtape.recorder.store.sqlite_files import sqlite_cannot_write
 
 STALE_HEARTBEAT_S = 600.0
+# Asked at every run looked up, built once (see ``_read``).
+_RUNNING = sa.select(S.runs.c.id, S.runs.c.owner_host, S.runs.c.owner_pid, S.runs.c.heartbeat_at).where(S.runs.c.status == "running")
 
 
 class Upkeep:
@@ -34,7 +36,7 @@ class Upkeep:
         found dead there are shown as killed all the same (``_dead_unmarked``).
         """
         host = socket.gethostname()
-        rows = self._read(sa.select(S.runs.c.id, S.runs.c.owner_host, S.runs.c.owner_pid, S.runs.c.heartbeat_at).where(S.runs.c.status == "running"))
+        rows = self._read(_RUNNING)
         now = time.time()
         dead, foreign = [], []
         for r in rows:
