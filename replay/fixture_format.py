@@ -170,16 +170,23 @@ class _Shape:
         return v
 
     def value(self, v: Any, where: str) -> None:
-        """An encoded value: bounded depth (the codec checks envelopes when it decodes)."""
-        stack = [(v, 0)]
-        while stack:
-            x, depth = stack.pop()
+        """An encoded value: bounded depth (the codec checks envelopes when it decodes).
+
+        Walked a level at a time, so each value costs a C-level ``extend`` rather than a tuple:
+        a long run's fixture holds thousands of them, read again by every test that replays it.
+        """
+        level = [v] if type(v) is dict or type(v) is list else []
+        depth = 0
+        while level:
+            inside: list[Any] = []
+            for x in level:
+                inside.extend(x.values() if type(x) is dict else x)
+            if not inside:
+                return
+            depth += 1
             if depth > MAX_DEPTH:
                 self.fail(where, f"a value is nested deeper than {MAX_DEPTH} levels")
-            if type(x) is dict:
-                stack.extend((i, depth + 1) for i in x.values())
-            elif type(x) is list:
-                stack.extend((i, depth + 1) for i in x)
+            level = [x for x in inside if type(x) is dict or type(x) is list]
 
 
 def _names(types: tuple[type, ...]) -> str:

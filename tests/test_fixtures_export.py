@@ -406,3 +406,21 @@ def test_a_fixture_moves_between_backends(tmp_path, react, store_url):
     finally:
         store.close()
     assert not result.diverged, result.report()
+
+
+@pytest.mark.parametrize("leaf", ["x", [], {"k": 1}])
+def test_a_value_nested_to_the_limit_is_read_and_one_level_more_is_refused(leaf):
+    """The depth bound counts every level, an empty container's and a scalar's alike."""
+    from graphtape.recorder.codec import MAX_DEPTH
+    from graphtape.replay.fixture_format import FixtureError, _Shape
+
+    def nested(levels: int) -> object:
+        value = leaf
+        for _ in range(levels):
+            value = [value]
+        return value
+
+    levels = MAX_DEPTH if leaf == "x" or leaf == [] else MAX_DEPTH - 1  # {"k": 1} holds a level of its own
+    _Shape("fixture").value(nested(levels), "inputs")
+    with pytest.raises(FixtureError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        _Shape("fixture").value(nested(levels + 1), "inputs")
