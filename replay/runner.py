@@ -272,8 +272,8 @@ class _Run:
             run_id = recorder.last_run_id
             # A store that refuses the replay for want of a permission will not grant it while
             # the replay waits: say so now rather than after the recorder's retries.
-            refused = recorder.writer.failing is not None and is_read_only_error(recorder.writer.failing)
-            recorder.close(0.0 if refused else CLOSE_WAIT_S)
+            failing = recorder.writer.failing
+            recorder.close(0.0 if failing is not None and is_read_only_error(failing) else CLOSE_WAIT_S)
             warnings.stop()
         why = not_recorded(self.store, run_id, recorder.fault_count, warnings.lines, edit["kind"])
         if why is not None:

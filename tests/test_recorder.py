@@ -626,9 +626,6 @@ def test_a_store_refusing_writes_is_tried_once_on_the_graphs_thread(tmp_path):
 
 def test_flush_waits_for_the_rows_a_background_retry_is_writing(tmp_path):
     """Sync mode after a fault: rows the retry thread has taken out are not written yet; flush waits for them."""
-    import threading
-    import time
-
     import sqlalchemy as sa
 
     rec = Recorder(tmp_path / "retry.db", durability="sync", lock_wait=0.2)

@@ -29,9 +29,9 @@ _RUN, _NS, _SEQ = sa.bindparam("run_id"), sa.bindparam("ns"), sa.bindparam("seq"
 _COMPLETED = _c.flags.op("&")(FLAG_PENDING) == 0
 _FRAMES = sa.select(_c.step, _c.is_key, _c.payload).where(_c.run_id == _RUN, _c.ns == _NS, _COMPLETED).order_by(_c.seq)
 _KEYFRAME_SEQ = sa.select(sa.func.max(_c.seq)).where(_c.run_id == _RUN, _c.ns == _NS, _c.seq <= _SEQ, _c.is_key.is_(True))
-_FRAME_ROWS = sa.select(_c.seq, _c.is_key, _c.payload).where(_c.run_id == _RUN, _c.ns == _NS, _c.seq <= _SEQ, _COMPLETED)
-_FRAME_ROWS_FROM_KEY = _FRAME_ROWS.where(_c.seq >= sa.bindparam("start")).order_by(_c.seq)
-_FRAME_ROWS_AFTER_KEY = _FRAME_ROWS.where(_c.seq > sa.bindparam("start")).order_by(_c.seq)
+_FRAME_ROWS = sa.select(_c.seq, _c.is_key, _c.payload).where(_c.run_id == _RUN, _c.ns == _NS, _c.seq <= _SEQ, _COMPLETED).order_by(_c.seq)
+_FRAME_ROWS_FROM_KEY = _FRAME_ROWS.where(_c.seq >= sa.bindparam("start"))
+_FRAME_ROWS_AFTER_KEY = _FRAME_ROWS.where(_c.seq > sa.bindparam("start"))
 
 KEYFRAMES_KEPT = 4  # parsed keyframes kept for state reads (stepping reuses one for many steps)
 SHARED_REFS = 200_000  # blob references kept shared between deferred state reads (then started afresh)

@@ -34,9 +34,8 @@ _STEP_LIST = (
 )
 # A step's completed row if it has one, else its latest.
 _STEP_ROW = sa.select(S.steps).where(_c.run_id == _RUN, _c.ns == _NS, _c.step == sa.bindparam("step")).order_by(_c.flags.op("&")(FLAG_PENDING), _c.seq.desc()).limit(1)
-_DETAIL_ROWS = sa.select(_c.step, _c.seq, _c.payload, _c.created_at).where(_c.run_id == _RUN, _c.ns == _NS)
-_DETAIL_ROWS_AFTER = _DETAIL_ROWS.where(_c.step > sa.bindparam("after")).order_by(_c.seq)
-_DETAIL_ROWS = _DETAIL_ROWS.order_by(_c.seq)
+_DETAIL_ROWS = sa.select(_c.step, _c.seq, _c.payload, _c.created_at).where(_c.run_id == _RUN, _c.ns == _NS).order_by(_c.seq)
+_DETAIL_ROWS_AFTER = _DETAIL_ROWS.where(_c.step > sa.bindparam("after"))
 
 
 class StepReads:
@@ -213,7 +212,10 @@ class StepReads:
         reads and decodes only what differs).
         """
         infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
-        rows = self._read(_DETAIL_ROWS, {"run_id": run_id, "ns": ns}) if after is None else self._read(_DETAIL_ROWS_AFTER, {"run_id": run_id, "ns": ns, "after": after})
+        if after is None:
+            rows = self._read(_DETAIL_ROWS, {"run_id": run_id, "ns": ns})
+        else:
+            rows = self._read(_DETAIL_ROWS_AFTER, {"run_id": run_id, "ns": ns, "after": after})
         by_step: dict[int, list[dict]] = {}
         refs: set[str] = set()
         for r in rows:
