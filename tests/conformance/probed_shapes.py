@@ -19,6 +19,8 @@ an empty store).
 from __future__ import annotations
 
 import operator
+import threading
+import time
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -215,6 +217,12 @@ remembering_subgraph = _build_remembering()
 # -- Send tasks of which one fails; invoke(None) runs it again, the others' writes carried over --
 
 _FAILED_ONCE: set[tuple[str, str]] = set()
+# LangGraph stops waiting for a step's other tasks once one fails: a task still running then
+# loses its writes, and whether "a" and "c" had finished depends on how busy the machine is.
+# The case is "the others' writes are carried over", so "b" fails once they have returned.
+_RETURNED: dict[str, set[str]] = {}
+_RETURNED_CHANGED = threading.Condition()
+_SIBLINGS_GRACE_S = 0.2  # after their nodes return, for LangGraph to take their writes
 
 
 @tool
@@ -223,8 +231,20 @@ def fetch_item(item: str, config: RunnableConfig) -> str:
     thread = str((config.get("configurable") or {}).get("thread_id"))
     if item == "b" and (thread, item) not in _FAILED_ONCE:
         _FAILED_ONCE.add((thread, item))
+        with _RETURNED_CHANGED:
+            _RETURNED_CHANGED.wait_for(lambda: {"a", "c"} <= _RETURNED.get(thread, set()), timeout=10)
+        time.sleep(_SIBLINGS_GRACE_S)
         raise ConnectionError(f"service unavailable for {item}")
     return f"{item}: fetched"
+
+
+def _fetch(state: dict, config: RunnableConfig) -> dict:
+    item = state["items"][0]
+    update = {"results": [fetch_item.invoke({"item": item}, config)]}
+    with _RETURNED_CHANGED:
+        _RETURNED.setdefault(str((config.get("configurable") or {}).get("thread_id")), set()).add(item)
+        _RETURNED_CHANGED.notify_all()
+    return update
 
 
 class Fan(TypedDict, total=False):
@@ -239,7 +259,7 @@ def spread(state: Fan) -> list[Send]:
 
 def _build_retried_fanout() -> Any:
     b = StateGraph(Fan)
-    b.add_node("fetch", lambda s, config: {"results": [fetch_item.invoke({"item": s["items"][0]}, config)]})
+    b.add_node("fetch", _fetch)
     b.add_node("summarize", lambda s: {"summary": ", ".join(sorted(s["results"]))})
     b.add_conditional_edges(START, spread, ["fetch"])
     b.add_edge("fetch", "summarize")
