@@ -24,15 +24,12 @@ class CallReads:
         ``encoded=True`` leaves inputs and outputs as stored (blob references
         unresolved), for copying a recording rather than showing it.
         """
-        if ns is None and step is None:
-            rows = self._read(_RUN_CALLS, {"run_id": run_id})  # a whole run's: replay, export, the TUI
-        else:
-            q = sa.select(S.calls).where(S.calls.c.run_id == run_id)
-            if ns is not None:
-                q = q.where(S.calls.c.ns == ns)
-            if step is not None:
-                q = q.where(S.calls.c.step == step)
-            rows = self._read(q.order_by(S.calls.c.started_at, S.calls.c.id))
+        q = _RUN_CALLS  # a whole run's (replay, export, the TUI), or narrowed here
+        if ns is not None:
+            q = q.where(S.calls.c.ns == ns)
+        if step is not None:
+            q = q.where(S.calls.c.step == step)
+        rows = self._read(q, {"run_id": run_id})
         if encoded:
             trees = [(_strict_json(r.inputs), _strict_json(r.output)) for r in rows]
         else:

@@ -212,10 +212,7 @@ class StepReads:
         reads and decodes only what differs).
         """
         infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
-        if after is None:
-            rows = self._read(_DETAIL_ROWS, {"run_id": run_id, "ns": ns})
-        else:
-            rows = self._read(_DETAIL_ROWS_AFTER, {"run_id": run_id, "ns": ns, "after": after})
+        rows = self._read(_DETAIL_ROWS if after is None else _DETAIL_ROWS_AFTER, {"run_id": run_id, "ns": ns, "after": after})
         by_step: dict[int, list[dict]] = {}
         refs: set[str] = set()
         for r in rows:
