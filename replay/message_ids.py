@@ -25,8 +25,11 @@ from graphtape.recorder.codec import BLOB_REF, collect_refs
 from graphtape.replay.normalize import is_message
 
 # What add_messages mints: str(uuid.uuid4()). Ids of another shape (a provider's, LangChain's
-# "lc_run--...") were given by whoever made the message and come back with it.
-_MINTED = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\Z")
+# "lc_run--...") were given by whoever made the message and come back with it. A run imported
+# from a fixture holds the fixture's stand-ins instead ("msg-3", every message id numbered):
+# there an id the replay brings back comes with a recorded answer (``taken``), so the rest are
+# what add_messages minted, and a replay of a fixture stores its messages as the fixture does.
+_MINTED = re.compile(r"(?:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}|msg-[1-9][0-9]*)\Z")
 
 
 class RecordedIds:
@@ -74,13 +77,13 @@ class RecordedIds:
                     break
 
 
-def recorded_ids(store: Any, run_id: str, after: int, answers: Iterable[Any]) -> RecordedIds:
+def recorded_ids(store: Any, run_id: str, after: int, calls: Iterable[Any]) -> RecordedIds:
     """The ids add_messages minted in ``run_id``'s root state after step ``after``.
 
     Messages are stored once each, as blobs: the references of every state after
     ``after`` are taken in the order they first appear and decoded in one read. A
-    message the starting state holds, or one a recorded answer brings with its own
-    id, is not a candidate.
+    message the starting state holds, or one a recorded answer (of ``calls``) brings
+    with its own id, is not a candidate.
     """
     base: dict[str, Any] = {}
     later: dict[str, None] = {}
@@ -95,7 +98,21 @@ def recorded_ids(store: Any, run_id: str, after: int, answers: Iterable[Any]) ->
     before = collect_refs(base)
     fresh = [h for h in later if h not in before]
     decoded = store.decode([{BLOB_REF: h} for h in fresh]) if fresh else []
-    return RecordedIds(_messages(decoded), taken=_ids(answers))
+    return RecordedIds(_messages(decoded), taken=_ids(_brought_back(c) for c in calls))
+
+
+def _brought_back(call: Any) -> Any:
+    """What of a recorded call's output a replay hands back as it is.
+
+    A tool's ToolMessage is answered by its content (the stand-in tool builds the
+    message anew, as the live one did), so its id never comes back: it may have been
+    recorded with the id add_messages gave it later, in place (the recorder encodes
+    after the node returned) or, in a fixture, folded into that twin.
+    """
+    out = call.output
+    if getattr(call, "kind", None) == "tool" and is_message(out) and out.get("type") == "tool":
+        return None
+    return out
 
 
 class _Lazy:

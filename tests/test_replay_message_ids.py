@@ -18,7 +18,7 @@ from langgraph.prebuilt import create_react_agent
 from typing_extensions import TypedDict
 
 from graphtape.recorder import Recorder, open_store
-from graphtape.replay import replay
+from graphtape.replay import export_fixture, import_fixture, read_fixture, replay, write_fixture
 from graphtape.replay.message_ids import RecordedIds
 
 
@@ -163,3 +163,27 @@ def test_an_id_the_state_already_holds_is_never_given_again():
     kept = old.id
     RecordedIds([{"type": "tool", "content": "4", "tool_call_id": "c1", "id": _minted()}]).adopt([old], [old], 1)
     assert old.id == kept
+
+
+def test_a_replayed_fixture_stores_the_fixtures_messages_as_they_are(tmp_path):
+    # A fixture numbers every message id ("msg-3") and folds a tool's answer into the message
+    # add_messages made of it: the replay gives its new messages those ids all the same.
+    db = str(tmp_path / "ids.db")
+    run_id = record(db, G.chat_graph(), {"messages": [("user", "what is 21 doubled and halved?")]})
+    store = open_store(db)
+    try:
+        write_fixture(tmp_path / "chat.json", export_fixture(store, run_id))
+    finally:
+        store.close()
+    imported_db = str(tmp_path / "imported.db")
+    store = open_store(imported_db, create=True)
+    try:
+        fixture_run = import_fixture(store, read_fixture(tmp_path / "chat.json")).run_id
+    finally:
+        store.close()
+    result = replay(fixture_run, G.chat_graph(), db=imported_db, mode="strict")
+    assert not result.diverged, result.report()
+    recorded, replayed = root_frames(imported_db, fixture_run), root_frames(imported_db, result.run_id)
+    assert [v.get("messages") for _, v in recorded] == [v.get("messages") for _, v in replayed]
+    ids = final_ids(imported_db, result.run_id)
+    assert ids == final_ids(imported_db, fixture_run) == [f"msg-{i}" for i in range(1, 6)]
