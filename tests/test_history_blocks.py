@@ -194,6 +194,59 @@ def test_a_fixture_holds_the_history_as_one_list_and_imports_back(agent_run, tmp
         store.close()
 
 
+def as_fixture(db: str, run_id: str, tmp_path: Path) -> tuple[str, str]:
+    """The run exported as a fixture and imported into a store of its own: (that store, the run)."""
+    path = tmp_path / "fixture.json"
+    store = open_store(db)
+    try:
+        write_fixture(path, export_fixture(store, run_id))
+    finally:
+        store.close()
+    imported_db = str(tmp_path / "imported.db")
+    store = open_store(imported_db, create=True)
+    try:
+        return imported_db, import_fixture(store, read_fixture(path)).run_id
+    finally:
+        store.close()
+
+
+def test_a_replayed_fixture_compares_its_send_packets_as_stored(agent_run, tmp_path: Path, monkeypatch) -> None:
+    # The fixture's run holds each packet's history as a list, the replay as blocks: the same
+    # messages either way, found equal without decoding the packets (each holds the whole history).
+    imported_db, fixture_run = as_fixture(*agent_run, tmp_path)
+    store = open_store(imported_db)
+    decoded_packets = []
+    decode = store.decode
+
+    def counting(tree, **kw):
+        if b'"lg.send"' in orjson.dumps(tree):
+            decoded_packets.append(tree)
+        return decode(tree, **kw)
+
+    monkeypatch.setattr(store, "decode", counting)
+    try:
+        result = replay(fixture_run, agent(), store=store, mode="strict")
+        stored = [[s["arg"]["state"]["messages"] for d in store.step_details(run, encoded_routes=True) for r in d.routes for s in r.sends] for run in (fixture_run, result.run_id)]
+    finally:
+        store.close()
+    assert not result.diverged, result.report()
+    assert len(stored[0]) == len(stored[1]) == 6
+    assert all(type(h) is list for h in stored[0]) and all(set(h) == {BLOB_REF} for h in stored[1])
+    assert decoded_packets == []
+
+
+def test_a_replayed_fixture_still_finds_a_changed_send_packet(tmp_path: Path) -> None:
+    db = str(tmp_path / "send.db")
+    run_id = record(db, G.send_history_graph(stop=80), {"messages": [HumanMessage(content=f"hello {i}") for i in range(70)], "done": 0})
+    imported_db, fixture_run = as_fixture(db, run_id, tmp_path)
+    assert not replay(fixture_run, G.send_history_graph(stop=80), db=imported_db).diverged
+    result = replay(fixture_run, G.send_history_graph(suffix="!", stop=80), db=imported_db)
+    d = next(d for d in result.divergences if d.kind == "route")
+    assert d.step == 1 and d.node == "talk" and "same destinations" in d.what
+    assert [s["arg"]["messages"][-1]["content"] for s in d.actual[0]["sends"]] == ["task 0!", "task 1!"]
+    assert [len(s["arg"]["messages"]) for s in d.recorded[0]["sends"]] == [72, 72]
+
+
 # -- damaged or hostile blocks ---------------------------------------------------------------------
 
 
