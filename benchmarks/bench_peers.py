@@ -42,7 +42,11 @@ Sections:
    fixture: there what a replay costs besides running the graph (opening the
    store, reading the recording, comparing) weighs most. A row shows the work
    the pytest plugin does for each test (the fixture file read, imported into
-   the session's store, replayed).
+   the session's store, replayed). Last, 40 replays of the 101-superstep run
+   back to back, as a test session runs them: no collection is forced between
+   them (the rows above force one before each), so the garbage collector's
+   pauses are counted, with graphtape's replay-time GC threshold and, as the
+   in-run baseline, with Python's own.
 3. **CLI**: ``graphtape runs`` on 1,000 runs against reeltime's ``tape ls`` on
    1,000 runs, each a whole process, alternated.
 4. **Storage**: graphtape's bytes per superstep at 1,000 messages against
@@ -737,6 +741,63 @@ def print_replay(results: list[ReplayResult], steps: int) -> dict[str, float]:
     return out
 
 
+def session_section(steps: int, runs: int, tmp: Path) -> None:
+    """Replays back to back, as one pytest session runs fixture tests: no collection is forced
+    between them, so the garbage collector's pauses fall where they fall (means, pauses included)."""
+    from graphtape.replay import gc_threshold
+
+    turns = react_turns(steps)
+    fixture_test = _gt_fixture_test(turns, tmp / "fixture")
+    rewind = _rewind_replayer(turns, tmp / "rewind")
+    default = gc_threshold.YOUNG_THRESHOLD
+
+    def with_default_threshold() -> str:
+        gc_threshold.YOUNG_THRESHOLD = gc.get_threshold()[0]  # the raise becomes a no-op
+        try:
+            return fixture_test()
+        finally:
+            gc_threshold.YOUNG_THRESHOLD = default
+
+    setups = [
+        ("graphtape fixture test", fixture_test),
+        ("  same, Python's GC threshold", with_default_threshold),
+        ("agent-rewind", rewind),
+        (BARE, _bare_runner(turns)),
+    ]
+    paused = {"on": False, "since": 0.0, "total": 0.0}
+
+    def watch(phase: str, _info: dict) -> None:
+        if phase == "start":
+            paused["since"] = time.perf_counter()
+        elif paused["on"]:
+            paused["total"] += time.perf_counter() - paused["since"]
+
+    cpu: dict[str, float] = {name: 0.0 for name, _ in setups}
+    gc_s: dict[str, float] = {name: 0.0 for name, _ in setups}
+    for _, go in setups:
+        go()  # warm-up
+    gc.collect()
+    gc.callbacks.append(watch)
+    try:
+        rounds = 4
+        for _ in range(rounds):
+            for name, go in setups:
+                paused["total"], paused["on"] = 0.0, True
+                c0 = time.process_time()
+                for _ in range(runs // rounds):
+                    go()
+                cpu[name] += time.process_time() - c0
+                gc_s[name] += paused["total"]
+                paused["on"] = False
+    finally:
+        gc.callbacks.remove(watch)
+    n = rounds * (runs // rounds)
+    print(f"\n{n} strict replays of the {steps}-superstep run back to back, as one test session runs them (no collection forced; means)")
+    print(f"  {'':<30} {'CPU ms':>8} {'of it GC':>9}")
+    for name, _ in setups:
+        print(f"  {name:<30} {cpu[name] / n * 1e3:>8.0f} {gc_s[name] / n * 1e3:>9.1f}")
+
+
 # ---------------------------------------------------------------------------
 # Part 3: listing 1,000 runs, whole process
 # ---------------------------------------------------------------------------
@@ -1013,6 +1074,7 @@ def main(argv: list[str] | None = None) -> int:
             # A fixture test replays a short run: what a replay costs besides the run itself.
             short = print_replay(replay_section(SHORT_REPLAY_STEPS, reps * 4, tmp / "replay-short"), SHORT_REPLAY_STEPS)
             replayed.update({f"short {k}": v for k, v in short.items()})
+            session_section(101, 8 if args.quick else 40, tmp / "replay-session")
         if "cli" in only:
             cli = cli_section(100 if args.quick else 1000, reps, tmp)
         if "storage" in only:

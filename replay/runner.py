@@ -38,6 +38,7 @@ from graphtape.replay.compare import RunComparison, Side
 from graphtape.replay.context import recorded_context, with_runtime
 from graphtape.replay.intercept import answering
 from graphtape.replay.limits import Limits, recorded_limits
+from graphtape.replay.gc_threshold import fewer_collections
 from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, ns_path
@@ -167,7 +168,8 @@ class _Run:
 
     def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool = False, to_step: int | None = None) -> ReplayResult:
         try:
-            return self._go(step, ns=ns, update=update, as_node=as_node, require_all_used=require_all_used, miss_goes_live=miss_goes_live, to_step=to_step)
+            with fewer_collections():
+                return self._go(step, ns=ns, update=update, as_node=as_node, require_all_used=require_all_used, miss_goes_live=miss_goes_live, to_step=to_step)
         finally:
             if self.own_store:
                 self.store.close()
