@@ -42,6 +42,7 @@ ABOUT = (
     "superstep did and the state keys it changed."
 )
 _STATUSES = ("ok", "error", "interrupted")
+FIXTURE_TAG = "fixture"  # on every run imported from a fixture
 SLICE_TAG = "slice-of:"  # on a run imported from a fixture cut short: the step the recording went to
 
 

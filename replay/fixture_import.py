@@ -22,7 +22,7 @@ from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, DecodeError,
 from graphtape.recorder.frames import FrameState
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
 from graphtape.recorder.store import Batch, RunStore, pack, squeeze
-from graphtape.replay.fixture_format import FORMAT_KEY, MAX_STEP_NUMBER, SLICE_TAG, FixtureError
+from graphtape.replay.fixture_format import FIXTURE_TAG, FORMAT_KEY, MAX_STEP_NUMBER, SLICE_TAG, FixtureError
 
 # The checkpoint an imported fixture resumes from. LangGraph derives the next
 # task ids from it, so a fixed id makes replays of a fixture name their tasks alike.
@@ -171,7 +171,7 @@ class _Importer:
             "versions": _json({FORMAT_KEY: f[FORMAT_KEY]}),
             # A fixture cut at step N imports as a run that ends at N; the tag keeps that it is a
             # window of a longer recording, so exporting the run again cuts it the same way.
-            "tags": _json(["fixture", *([f"{SLICE_TAG}{f['slice']['of']}"] if isinstance(f.get("slice"), dict) else [])]),
+            "tags": _json([FIXTURE_TAG, *([f"{SLICE_TAG}{f['slice']['of']}"] if isinstance(f.get("slice"), dict) else [])]),
             "step_count": max(root_last + 1, 0),
             "redactions": _count(f.get("redacted")),
             "faults": 0,

@@ -25,24 +25,26 @@ from graphtape.recorder.codec import BLOB_REF, collect_refs
 from graphtape.replay.normalize import is_message
 
 # What add_messages mints: str(uuid.uuid4()). Ids of another shape (a provider's, LangChain's
-# "lc_run--...") were given by whoever made the message and come back with it. A run imported
-# from a fixture holds the fixture's stand-ins instead ("msg-3", every message id numbered):
-# there an id the replay brings back comes with a recorded answer (``taken``), so the rest are
-# what add_messages minted, and a replay of a fixture stores its messages as the fixture does.
-_MINTED = re.compile(r"(?:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}|msg-[1-9][0-9]*)\Z")
+# "lc_run--...") were given by whoever made the message and come back with it.
+_MINTED = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\Z")
+# A run imported from a fixture holds the fixture's stand-ins instead ("msg-3": every message id
+# numbered). There an id the replay brings back comes with a recorded answer (``taken``), so the
+# rest stand for what add_messages minted, and a replay of a fixture stores its messages as it does.
+_STAND_IN = re.compile(r"msg-[1-9][0-9]*\Z")
 
 
 class RecordedIds:
     """The ids add_messages minted in the recording, by what their message says."""
 
-    def __init__(self, messages: Iterable[Any], *, taken: Iterable[str] = ()) -> None:
+    def __init__(self, messages: Iterable[Any], *, taken: Iterable[str] = (), stand_ins: bool = False) -> None:
         """``messages``: the recording's messages (plain, as decoded) in the order they appeared;
-        ``taken``: ids the replay must not hand out (recorded answers bring them)."""
+        ``taken``: ids the replay must not hand out (recorded answers bring them);
+        ``stand_ins``: the recording is a fixture's, whose ids are its stand-ins."""
         skip = set(taken)
         self._by_key: dict[tuple, deque[str]] = {}
         for m in messages:
             mid = m.get("id") if isinstance(m, dict) else None
-            if type(mid) is not str or mid in skip or not _MINTED.match(mid):
+            if type(mid) is not str or mid in skip or not (_MINTED.match(mid) or stand_ins and _STAND_IN.match(mid)):
                 continue
             key = _key(m.get("type"), m.get("content"), m.get("name"), m.get("tool_call_id"))
             if key is not None:
@@ -77,13 +79,13 @@ class RecordedIds:
                     break
 
 
-def recorded_ids(store: Any, run_id: str, after: int, calls: Iterable[Any]) -> RecordedIds:
+def recorded_ids(store: Any, run_id: str, after: int, calls: Iterable[Any], *, stand_ins: bool = False) -> RecordedIds:
     """The ids add_messages minted in ``run_id``'s root state after step ``after``.
 
     Messages are stored once each, as blobs: the references of every state after
     ``after`` are taken in the order they first appear and decoded in one read. A
     message the starting state holds, or one a recorded answer (of ``calls``) brings
-    with its own id, is not a candidate.
+    with its own id, is not a candidate. ``stand_ins``: the run was imported from a fixture.
     """
     base: dict[str, Any] = {}
     later: dict[str, None] = {}
@@ -98,7 +100,7 @@ def recorded_ids(store: Any, run_id: str, after: int, calls: Iterable[Any]) -> R
     before = collect_refs(base)
     fresh = [h for h in later if h not in before]
     decoded = store.decode([{BLOB_REF: h} for h in fresh]) if fresh else []
-    return RecordedIds(_messages(decoded), taken=_ids(_brought_back(c) for c in calls))
+    return RecordedIds(_messages(decoded), taken=_ids(_brought_back(c) for c in calls), stand_ins=stand_ins)
 
 
 def _brought_back(call: Any) -> Any:

@@ -36,6 +36,7 @@ from graphtape.replay.calls import CallBook, LiveCall, Miss
 from graphtape.replay.http_answers import RecordedHttp, live_http_note
 from graphtape.replay.compare import RunComparison, Side
 from graphtape.replay.context import recorded_context, with_runtime
+from graphtape.replay.fixture_format import FIXTURE_TAG
 from graphtape.replay.intercept import answering
 from graphtape.replay.limits import Limits, recorded_limits
 from graphtape.replay.gc_threshold import fewer_collections
@@ -249,7 +250,7 @@ class _Run:
         recorded_calls = self._calls_after(restored.root_step, ns, step)
         if update is None:
             # A message that enters the state without an id gets the one the recording gave it.
-            base = with_recorded_ids(base, lambda: recorded_ids(self.store, self.run.id, restored.root_step, recorded_calls))
+            base = with_recorded_ids(base, lambda: recorded_ids(self.store, self.run.id, restored.root_step, recorded_calls, stand_ins=FIXTURE_TAG in self.run.tags))
         book = CallBook([c for c in recorded_calls if c.kind not in (HTTP, STORE)], self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts(), task_paths=self._task_paths)
         answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
         http = RecordedHttp(recorded_calls, offsets=offsets, miss_goes_live=miss_goes_live)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
+import pytest
 import replay_graphs as G
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
@@ -163,6 +164,17 @@ def test_an_id_the_state_already_holds_is_never_given_again():
     kept = old.id
     RecordedIds([{"type": "tool", "content": "4", "tool_call_id": "c1", "id": _minted()}]).adopt([old], [old], 1)
     assert old.id == kept
+
+
+@pytest.mark.parametrize("from_fixture", [False, True])
+def test_a_fixtures_stand_in_ids_are_handed_out_only_for_a_fixtures_run(from_fixture):
+    # A live recording's "msg-1" was given by the graph itself (it comes back with its message);
+    # in a fixture's run it stands for an id add_messages minted.
+    ids = RecordedIds([{"type": "ai", "content": "ok", "id": "msg-1"}], stand_ins=from_fixture)
+    new = AIMessage(content="ok", id=_minted())
+    fresh = new.id
+    ids.adopt([], [new], 1)
+    assert new.id == ("msg-1" if from_fixture else fresh)
 
 
 def test_a_replayed_fixture_stores_the_fixtures_messages_as_they_are(tmp_path):
