@@ -149,7 +149,7 @@ class RunComparison:
         self.order = order or {}  # namespace -> the root step that entered it (to order divergences)
         self.found: list[Divergence] = []
         self._same_blobs: dict[tuple[str, str], bool] = {}  # (recorded blob, replayed blob) -> equal once normalized
-        self._lists: dict[str, list] = {}  # a stored list's blob -> its items, blocks joined (see _as_list)
+        self._lists: dict[str, list] = {}  # a history block's blob -> its items, blocks joined (see _as_list)
         self._trees: dict[str, Any] = {}  # blob -> its tree as read (None: not in the store)
 
     def _add(self, d: Divergence, rec_ns: str) -> None:
@@ -305,8 +305,9 @@ class RunComparison:
 
     def _as_list(self, stored: Any, depth: int = 0) -> list | None:
         """The items a stored list stands for, still encoded: a list as it is, a history's blocks
-        joined (each blob's items kept once). None where it is not a list, or is damaged (nested
-        too deeply, or expanding past the decoder's bound): the caller then decodes and compares."""
+        joined (each block's items kept once, so a long run keeps what its blocks hold, not a
+        copy per step). None where it is not a list, or is damaged (nested too deeply, or
+        expanding past the decoder's bound): the caller then decodes and compares."""
         if type(stored) is list:
             return stored
         ref = _blob_ref(stored)
@@ -327,7 +328,8 @@ class RunComparison:
                 items += got
         else:
             return None
-        self._lists[ref] = items
+        if depth:  # a block, shared by every longer history: kept (a history's top is each step's own)
+            self._lists[ref] = items
         return items
 
     def _routes(self, routes: list[RouteInfo]) -> list[dict]:
