@@ -2,6 +2,9 @@
 
 The fixture (checked by ``fixture_format``) becomes the rows of one run, its
 steps and its calls, written with ``RunStore.add_run`` in one transaction.
+Values are stored as the recorder stores them: a long message history that a
+fixture holds as one list is cut into the recorder's shared blocks, so a
+replay's stored values match the fixture's run as stored.
 Every value is checked to decode before anything is written. The run id
 comes from the fixture's content, so importing the same file twice leaves
 one run. Nothing the file names is imported or executed: its graph
@@ -20,6 +23,7 @@ import orjson
 
 from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, DecodeError, Decoder, blob_hash
 from graphtape.recorder.frames import FrameState
+from graphtape.recorder.history_blocks import BLOCK_AT, HistoryBlocks
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
 from graphtape.recorder.store import Batch, RunStore, pack, squeeze
 from graphtape.replay.fixture_format import FIXTURE_TAG, FORMAT_KEY, MAX_STEP_NUMBER, SLICE_TAG, FixtureError
@@ -64,12 +68,25 @@ class _Importer:
             self.hashes[key] = h
             self.trees[h] = tree
             self.blobs[h] = squeeze(data)
+        self.messages = {h for h, tree in self.trees.items() if type(tree) is dict and tree.get(ENVELOPE) == "lc.msg"}
+        self.blocks = HistoryBlocks(self._put)
         self.typed = Decoder(self.trees, typed=True)
         self.plain = Decoder(self.trees, typed=False)
 
-    def value(self, tree: Any, where: str, *, typed: bool = True) -> Any:
-        """The tree with message keys replaced by blob hashes; checked to decode (as live objects)."""
-        out = self._rehash(tree, where, 0)
+    def _put(self, data: bytes) -> str:
+        h = blob_hash(data)
+        if h not in self.blobs:
+            self.blobs[h] = squeeze(data)
+            self.trees[h] = orjson.loads(data)
+        return h
+
+    def value(self, tree: Any, where: str, *, typed: bool = True, channel: bool = False) -> Any:
+        """The tree with message keys replaced by blob hashes; checked to decode (as live objects).
+
+        ``channel``: the value of a state channel, whose own list the recorder stores item by
+        item (a frame appends to it); a history anywhere else is stored as blocks, as recorded.
+        """
+        out = self._rehash(tree, where, 0, channel)
         try:
             (self.typed if typed else self.plain).decode(out)
         except DecodeError as exc:
@@ -78,12 +95,15 @@ class _Importer:
             raise FixtureError(f"{self.label}: {where}: a value is nested too deeply") from None
         return out
 
-    def _rehash(self, x: Any, where: str, depth: int) -> Any:
+    def _rehash(self, x: Any, where: str, depth: int, plain_list: bool = False) -> Any:
         if depth > MAX_DEPTH:
             raise FixtureError(f"{self.label}: {where}: a value is nested deeper than {MAX_DEPTH} levels")
         t = type(x)
         if t is list:
-            return [self._rehash(i, where, depth + 1) for i in x]
+            items = [self._rehash(i, where, depth + 1) for i in x]
+            if not plain_list and len(items) >= BLOCK_AT and all(type(i) is dict and i.get(BLOB_REF) in self.messages for i in items):
+                return self.blocks.encode(items)  # as the recorder stores a history of messages
+            return items
         if t is not dict:
             return x
         ref = x.get(BLOB_REF)
@@ -101,7 +121,7 @@ class _Importer:
         calls: list[dict] = []
         pending_calls: list[tuple[dict, int]] = []
         start = f["start"]
-        values = self.value(start["values"], "start.values", typed=True)
+        values = {k: self.value(v, f"start.values.{k}", typed=True, channel=True) for k, v in start["values"].items()}
         state = FrameState()
         key = {"v": values, "cv": dict(start["versions"]), "vs": {n: dict(s) for n, s in start["versions_seen"].items()}}
         state.apply(key, True)
@@ -261,13 +281,13 @@ class _Importer:
 
     def _frame(self, fs: FrameState, change: dict, where: str) -> dict:
         """Apply a step's state change to ``fs``; returns it as a stored delta frame."""
-        set_ = {k: self.value(v, f"{where}.set.{k}", typed=True) for k, v in (change.get("set") or {}).items()}
+        set_ = {k: self.value(v, f"{where}.set.{k}", typed=True, channel=True) for k, v in (change.get("set") or {}).items()}
         lists = {}
         for k, items in (change.get("append") or {}).items():
             base = fs.values.get(k)
             if not isinstance(base, list):
                 raise FixtureError(f"{self.label}: {where}.append.{k}: appends to {k!r}, which is not a list in the state before this step")
-            lists[k] = {"k": len(base), "a": self.value(items, f"{where}.append.{k}", typed=True)}
+            lists[k] = {"k": len(base), "a": self.value(items, f"{where}.append.{k}", typed=True, channel=True)}
         drop = [k for k in change.get("drop") or [] if k in fs.values]
         delta = {"v": set_, "l": lists, "x": drop, "cv": {}, "vs": {}}
         fs.apply(delta, False)

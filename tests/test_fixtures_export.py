@@ -330,7 +330,7 @@ def _cli_import(tmp_path, path, capsys) -> tuple[int, str]:
         (lambda f: f["steps"][1].update(step=-5), "steps[1].step: step -5 does not come after step 0"),
         (lambda f: f["steps"][0]["tasks"].append(dict(f["steps"][0]["tasks"][0])), "is used twice"),
         (lambda f: f["messages"].clear(), "which is not in the fixture's messages"),
-        (lambda f: f["start"].update(values={"messages": {"$t": "lc.msg", "cls": "AIMessage", "v": {"content": 3}}}), "start.values: malformed recorded value"),
+        (lambda f: f["start"].update(values={"messages": {"$t": "lc.msg", "cls": "AIMessage", "v": {"content": 3}}}), "start.values.messages: malformed recorded value"),
         (lambda f: f["outcome"].update(status="fine"), "outcome.status: 'fine' is not one of ok, error, interrupted"),
     ],
 )

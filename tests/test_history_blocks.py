@@ -190,6 +190,11 @@ def test_a_fixture_holds_the_history_as_one_list_and_imports_back(agent_run, tmp
         prompts = [c.inputs["messages"] for c in store.calls(imported.run_id) if c.kind == "model"]
         assert [len(p) for p in prompts] == [71 + 2 * i for i in range(7)]
         assert prompts[-1][0]["content"] == "message 0 " + "z" * 60
+        # Stored as the recorder stores it: each prompt one reference to shared blocks, while the
+        # state's own history stays a list of its messages (a frame appends to it).
+        assert all(set(c.inputs["messages"]) == {BLOB_REF} for c in store.calls(imported.run_id, encoded=True) if c.kind == "model")
+        histories = [v["messages"] for _, v in store.frames(imported.run_id, "") if "messages" in v]
+        assert len(histories) >= 13 and all(type(h) is list and len(h) > BLOCK_AT for h in histories)
     finally:
         store.close()
 
@@ -210,9 +215,20 @@ def as_fixture(db: str, run_id: str, tmp_path: Path) -> tuple[str, str]:
         store.close()
 
 
-def test_a_replayed_fixture_compares_its_send_packets_as_stored(agent_run, tmp_path: Path, monkeypatch) -> None:
-    # The fixture's run holds each packet's history as a list, the replay as blocks: the same
-    # messages either way, found equal without decoding the packets (each holds the whole history).
+def imported_as_lists(monkeypatch) -> None:
+    """Import as a graphtape before 0.2 did: every history as one list, never as blocks."""
+    import graphtape.replay.fixture_import as fixture_import
+
+    monkeypatch.setattr(fixture_import, "BLOCK_AT", 10**9)
+
+
+@pytest.mark.parametrize("as_lists", [False, True], ids=["imported-as-recorded", "imported-as-lists"])
+def test_a_replayed_fixture_compares_its_send_packets_as_stored(agent_run, tmp_path: Path, monkeypatch, as_lists: bool) -> None:
+    # Imported now, the fixture's run stores each packet's history as the replay does (blocks);
+    # imported by an earlier graphtape, as a list. Either way the packets (each holding the whole
+    # history) are found equal without being decoded.
+    if as_lists:
+        imported_as_lists(monkeypatch)
     imported_db, fixture_run = as_fixture(*agent_run, tmp_path)
     store = open_store(imported_db)
     decoded_packets = []
@@ -231,11 +247,18 @@ def test_a_replayed_fixture_compares_its_send_packets_as_stored(agent_run, tmp_p
         store.close()
     assert not result.diverged, result.report()
     assert len(stored[0]) == len(stored[1]) == 6
-    assert all(type(h) is list for h in stored[0]) and all(set(h) == {BLOB_REF} for h in stored[1])
+    assert all(set(h) == {BLOB_REF} for h in stored[1])
+    if as_lists:
+        assert all(type(h) is list and len(h) > BLOCK_AT for h in stored[0])
+    else:
+        assert stored[0] == stored[1]  # the same blocks: equal by their hashes
     assert decoded_packets == []
 
 
-def test_a_replayed_fixture_still_finds_a_changed_send_packet(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_lists", [False, True], ids=["imported-as-recorded", "imported-as-lists"])
+def test_a_replayed_fixture_still_finds_a_changed_send_packet(tmp_path: Path, monkeypatch, as_lists: bool) -> None:
+    if as_lists:
+        imported_as_lists(monkeypatch)
     db = str(tmp_path / "send.db")
     run_id = record(db, G.send_history_graph(stop=80), {"messages": [HumanMessage(content=f"hello {i}") for i in range(70)], "done": 0})
     imported_db, fixture_run = as_fixture(db, run_id, tmp_path)
