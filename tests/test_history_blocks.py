@@ -216,7 +216,7 @@ def as_fixture(db: str, run_id: str, tmp_path: Path) -> tuple[str, str]:
 
 
 def imported_as_lists(monkeypatch) -> None:
-    """Import as a graphtape before 0.2 did: every history as one list, never as blocks."""
+    """Import as an earlier graphtape did: every history as one list, never as blocks."""
     import graphtape.replay.fixture_import as fixture_import
 
     monkeypatch.setattr(fixture_import, "BLOCK_AT", 10**9)
