@@ -297,7 +297,7 @@ class RunComparison:
         if is_cat(ta) and is_cat(tb) and self._same_stored(ta, tb):
             return True
         if is_cat(ta) or is_cat(tb):
-            # Cut differently (a history against a plain list, or other block sizes): the items.
+            # Cut differently (blocks against a list stored whole, or other block sizes): the items.
             la, lb = self._as_list({BLOB_REF: ra}), self._as_list({BLOB_REF: rb})
             if la is not None and lb is not None:
                 return self._same_items(la, lb)
@@ -316,7 +316,7 @@ class RunComparison:
         hit = self._lists.get(ref)
         if hit is not None:
             return hit
-        tree = self.store.blobs([ref]).get(ref)
+        tree = self._tree(ref)
         if type(tree) is list:
             items = tree
         elif is_cat(tree) and type(tree.get("v")) is list:

@@ -44,7 +44,7 @@ class RecordedIds:
         self._by_key: dict[tuple, deque[str]] = {}
         for m in messages:
             mid = m.get("id") if isinstance(m, dict) else None
-            if type(mid) is not str or mid in skip or not (_MINTED.match(mid) or stand_ins and _STAND_IN.match(mid)):
+            if type(mid) is not str or mid in skip or not (_MINTED.match(mid) or (stand_ins and _STAND_IN.match(mid))):
                 continue
             key = _key(m.get("type"), m.get("content"), m.get("name"), m.get("tool_call_id"))
             if key is not None:

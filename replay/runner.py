@@ -37,9 +37,9 @@ from graphtape.replay.http_answers import RecordedHttp, live_http_note
 from graphtape.replay.compare import RunComparison, Side
 from graphtape.replay.context import recorded_context, with_runtime
 from graphtape.replay.fixture_format import FIXTURE_TAG
+from graphtape.replay.gc_threshold import fewer_collections
 from graphtape.replay.intercept import answering
 from graphtape.replay.limits import Limits, recorded_limits
-from graphtape.replay.gc_threshold import fewer_collections
 from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, ns_path

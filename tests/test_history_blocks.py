@@ -174,31 +174,6 @@ def test_send_packets_holding_a_long_history_compare_block_by_block(tmp_path: Pa
     assert [len(s["arg"]["messages"]) for s in d.recorded[0]["sends"]] == [72, 72]
 
 
-def test_a_fixture_holds_the_history_as_one_list_and_imports_back(agent_run, tmp_path: Path) -> None:
-    db, run_id = agent_run
-    path = tmp_path / "fixture.json"
-    store = open_store(db)
-    try:
-        write_fixture(path, export_fixture(store, run_id))
-    finally:
-        store.close()
-    text = path.read_text()
-    assert f'"{CAT}"' not in text  # a fixture does not depend on how a store cuts histories
-    store = open_store(str(tmp_path / "imported.db"), create=True)
-    try:
-        imported = import_fixture(store, read_fixture(path))
-        prompts = [c.inputs["messages"] for c in store.calls(imported.run_id) if c.kind == "model"]
-        assert [len(p) for p in prompts] == [71 + 2 * i for i in range(7)]
-        assert prompts[-1][0]["content"] == "message 0 " + "z" * 60
-        # Stored as the recorder stores it: each prompt one reference to shared blocks, while the
-        # state's own history stays a list of its messages (a frame appends to it).
-        assert all(set(c.inputs["messages"]) == {BLOB_REF} for c in store.calls(imported.run_id, encoded=True) if c.kind == "model")
-        histories = [v["messages"] for _, v in store.frames(imported.run_id, "") if "messages" in v]
-        assert len(histories) >= 13 and all(type(h) is list and len(h) > BLOCK_AT for h in histories)
-    finally:
-        store.close()
-
-
 def as_fixture(db: str, run_id: str, tmp_path: Path) -> tuple[str, str]:
     """The run exported as a fixture and imported into a store of its own: (that store, the run)."""
     path = tmp_path / "fixture.json"
@@ -211,6 +186,24 @@ def as_fixture(db: str, run_id: str, tmp_path: Path) -> tuple[str, str]:
     store = open_store(imported_db, create=True)
     try:
         return imported_db, import_fixture(store, read_fixture(path)).run_id
+    finally:
+        store.close()
+
+
+def test_a_fixture_holds_the_history_as_one_list_and_imports_back(agent_run, tmp_path: Path) -> None:
+    imported_db, fixture_run = as_fixture(*agent_run, tmp_path)
+    text = (tmp_path / "fixture.json").read_text()
+    assert f'"{CAT}"' not in text  # a fixture does not depend on how a store cuts histories
+    store = open_store(imported_db)
+    try:
+        prompts = [c.inputs["messages"] for c in store.calls(fixture_run) if c.kind == "model"]
+        assert [len(p) for p in prompts] == [71 + 2 * i for i in range(7)]
+        assert prompts[-1][0]["content"] == "message 0 " + "z" * 60
+        # Stored as the recorder stores it: each prompt one reference to shared blocks, while the
+        # state's own history stays a list of its messages (a frame appends to it).
+        assert all(set(c.inputs["messages"]) == {BLOB_REF} for c in store.calls(fixture_run, encoded=True) if c.kind == "model")
+        histories = [v["messages"] for _, v in store.frames(fixture_run, "") if "messages" in v]
+        assert len(histories) >= 13 and all(type(h) is list and len(h) > BLOCK_AT for h in histories)
     finally:
         store.close()
 

@@ -41,7 +41,7 @@ def counting_graph(seen: list[int]):
     return b.compile()
 
 
-def test_a_replay_runs_under_the_raised_threshold_and_restores_the_processs(tmp_path):
+def test_a_replay_runs_under_the_raised_threshold_and_restores_the_process_threshold(tmp_path):
     gc.set_threshold(700, 10, 10)
     db = str(tmp_path / "gc.db")
     recorded: list[int] = []
