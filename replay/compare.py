@@ -292,8 +292,7 @@ class RunComparison:
     def _same_blob_pair(self, ra: str, rb: str) -> bool:
         # Two long histories stored as blocks (a Send's state, one message longer each step)
         # are compared block by block: the blocks both share with last step's are known pairs.
-        trees = self.store.blobs([ra, rb])
-        ta, tb = trees.get(ra), trees.get(rb)
+        ta, tb = self._tree(ra), self._tree(rb)
         if is_cat(ta) and is_cat(tb) and self._same_stored(ta, tb):
             return True
         if is_cat(ta) or is_cat(tb):

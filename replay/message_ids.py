@@ -112,7 +112,7 @@ def _brought_back(call: Any) -> Any:
     after the node returned) or, in a fixture, folded into that twin.
     """
     out = call.output
-    if getattr(call, "kind", None) == "tool" and is_message(out) and out.get("type") == "tool":
+    if call.kind == "tool" and is_message(out) and out.get("type") == "tool":
         return None
     return out
 
