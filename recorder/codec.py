@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import bisect
 import contextlib
+import contextvars
 import dataclasses
 import datetime as dt
 import decimal
@@ -64,7 +65,7 @@ _STR_ONLY = frozenset({str})
 
 
 def register_type(cls: type, name: str | None = None) -> type:
-    """Allow ``cls`` (a dataclass or pydantic model) to be rebuilt when decoding.
+    """Allow ``cls`` (a dataclass, pydantic model or Enum) to be rebuilt when decoding.
 
     Decoding looks types up only in this registry, by the name recorded; it
     never imports modules. Usable as a class decorator.
@@ -76,6 +77,45 @@ def register_type(cls: type, name: str | None = None) -> type:
 def registered_types() -> Mapping[str, type]:
     """The types decoding may rebuild, by recorded name."""
     return dict(_registry)
+
+
+# Enum classes a typed decode may rebuild besides registered ones, by name: a replay lends
+# those its graph's state schema names (``replay.state_types``), for as long as it runs.
+_lent_enums: contextvars.ContextVar[Mapping[str, type] | None] = contextvars.ContextVar("graphtape_lent_enums", default=None)
+
+
+@contextlib.contextmanager
+def enums_known(classes: Iterable[type]) -> Iterator[None]:
+    """Within this block, typed decoding rebuilds members of these Enum classes (matched by the
+    recorded class name, or its tail: a script's ``__main__.Color`` is ``agent.Color`` today)."""
+    names: dict[str, type] = {}
+    for cls in classes:
+        if isinstance(cls, type) and issubclass(cls, enum.Enum):
+            names.setdefault(_qualname(cls), cls)
+            names.setdefault(cls.__qualname__, cls)
+    token = _lent_enums.set({**(_lent_enums.get() or {}), **names})
+    try:
+        yield
+    finally:
+        _lent_enums.reset(token)
+
+
+def _enum_type(name: Any) -> type | None:
+    """The Enum class a recorded member's class name stands for, if decoding may rebuild it."""
+    if type(name) is not str:
+        return None
+    for cls in (_registry.get(name), *_registry.values()):
+        if isinstance(cls, type) and issubclass(cls, enum.Enum) and (cls is _registry.get(name) or _qualname(cls) == name):
+            return cls
+    lent = _lent_enums.get()
+    if not lent:
+        return None
+    parts = name.split(".")
+    for i in range(len(parts)):
+        cls = lent.get(".".join(parts[i:]))
+        if cls is not None:
+            return cls
+    return None
 
 
 class BlobSink(Protocol):
@@ -414,15 +454,18 @@ class Encoder:
             text = data.decode("utf-8", "replace")
             if self.redactor.spans(text):
                 self.redactor.mark()
-                return {ENVELOPE: "bytes", "v": base64.b64encode(MARK.encode()).decode()}
-            return {ENVELOPE: "bytes", "v": base64.b64encode(data).decode()}
+                data = MARK.encode()
+            out = {ENVELOPE: "bytes", "v": base64.b64encode(data).decode()}
+            if type(v) is bytearray:
+                out["mutable"] = True  # decoded as a bytearray again: a node may change it in place
+            return out
         if isinstance(v, (set, frozenset)):
             items = [self._enc(x, depth + 1, None) for x in v]
             try:
                 items.sort(key=orjson.dumps)
             except Exception:  # noqa: BLE001 - ordering is cosmetic
                 pass
-            return {ENVELOPE: "set", "v": items}
+            return {ENVELOPE: "set", "v": items, "frozen": True} if isinstance(v, frozenset) else {ENVELOPE: "set", "v": items}
         if isinstance(v, enum.Enum):
             return {ENVELOPE: "enum", "type": _qualname(type(v)), "v": self._enc(v.value, depth + 1, None)}
         if isinstance(v, dt.datetime):
@@ -852,7 +895,7 @@ class Decoder:
             items = [self._dec(i, d) for i in v]
             if self.typed:
                 try:
-                    return set(items)
+                    return frozenset(items) if x.get("frozen") is True else set(items)
                 except TypeError:
                     return items
             return items
@@ -874,13 +917,23 @@ class Decoder:
         if kind == "float":
             return float(v)
         if kind == "bytes":
-            return base64.b64decode(v) if self.typed else {TYPE_KEY: "bytes", "base64": v}
+            if not self.typed:
+                return {TYPE_KEY: "bytes", "base64": v}
+            data = base64.b64decode(v)
+            return bytearray(data) if x.get("mutable") is True else data
         if kind == "timedelta":
             return _timedelta(v) if self.typed else _seconds(v)
         if kind in ("datetime", "date", "time", "uuid", "decimal", "path"):
             return _scalar(kind, v) if self.typed else v
         if kind == "enum":
-            return self._dec(v, d)
+            value = self._dec(v, d)
+            cls = _enum_type(x.get("type")) if self.typed else None
+            if cls is not None:
+                try:
+                    return cls(value)
+                except Exception:  # noqa: BLE001 - a member today's class no longer has: its value, as recorded
+                    pass
+            return value
         if kind == "exc":
             return {TYPE_KEY: "exception", "type": x.get("type"), "message": x.get("message")}
         if kind == "unserializable":

@@ -22,6 +22,7 @@ from langgraph.store.memory import InMemoryStore
 from graphtape.recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
 from graphtape.recorder.attach import Carried, Lineage
 from graphtape.recorder.channel_writes import as_writes
+from graphtape.recorder.codec import enums_known
 from graphtape.recorder.http_capture import answering_http
 from graphtape.recorder.session import task_path
 from graphtape.recorder.store.read_only import is_read_only_error
@@ -138,6 +139,7 @@ class _Run:
         except ValueError as exc:
             raise ReplayError(str(exc)) from None
         self.graph = graph
+        self.types = StateTypes(graph)
         self.overrides = dict(overrides or {})
         self.mock_nodes = list(mock_nodes)
         unknown = [n for n in self.mock_nodes if n not in graph.nodes]
@@ -169,7 +171,9 @@ class _Run:
 
     def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool = False, to_step: int | None = None) -> ReplayResult:
         try:
-            with fewer_collections():
+            # Restored values, answers and the final state are decoded with the Enum classes the
+            # graph's schema names: a member comes back as itself, not as its bare value.
+            with fewer_collections(), enums_known(self.types.enums()):
                 return self._go(step, ns=ns, update=update, as_node=as_node, require_all_used=require_all_used, miss_goes_live=miss_goes_live, to_step=to_step)
         finally:
             if self.own_store:
@@ -189,7 +193,7 @@ class _Run:
             raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
         saver = replay_saver()
         thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
-        restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph), revive=StateTypes(self.graph).revive)
+        restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph), revive=self.types.revive)
         restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
         guard = None

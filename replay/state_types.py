@@ -10,11 +10,16 @@ key's annotation names (matched by name; nothing is ever imported) is validated 
 into that type with pydantic. A value recorded as a plain dict stays a dict, and one
 that does not fit (the schema changed since) is left as recorded: the comparison shows
 what that changes.
+
+An Enum member is recorded with its class's name too; while a replay runs, a member of
+a class the schema names (at any depth: ``list[Stage]``, a model's field) comes back as
+that member (``Stage.DONE``, not ``"done"``; ``codec.enums_known``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import typing
 from collections.abc import Iterator
 from typing import Any
@@ -42,6 +47,21 @@ class StateTypes:
         if isinstance(start, dict):  # the run's input, not applied yet (a replay from the input step)
             values["__start__"] = start = dict(start)
             _revive_keys(start, adapters)
+
+    def enums(self) -> set[type]:
+        """The Enum classes the state schemas of the graph and its subgraphs name, at any depth
+        (``Optional[Stage]``, ``list[Stage]``, a model's field): a restored member of one comes
+        back as that member, not as its bare value (``codec.enums_known``)."""
+        found: set[type] = set()
+        for graph in (self.graph, *(g for _, g in _subgraphs(self.graph))):
+            for schema in _schemas(graph):
+                try:
+                    hints = typing.get_type_hints(schema)
+                except Exception:  # noqa: BLE001 - an annotation that does not resolve today
+                    continue
+                for ann in hints.values():
+                    _enums_in(ann, found, set(), 0)
+        return found
 
     def _adapters(self, path: str) -> dict[str, Any]:
         if path not in self._by_graph:
@@ -72,13 +92,16 @@ def _subgraphs(graph: Any) -> Iterator[tuple[str, Any]]:
         return
 
 
+def _schemas(graph: Any) -> list[Any]:
+    builder = getattr(graph, "builder", None)
+    return list(getattr(builder, "schemas", None) or ())
+
+
 def _model_keys(graph: Any) -> dict[str, tuple[Any, frozenset[str]]]:
     """The graph's state keys whose annotation holds a Pydantic model or a dataclass: an adapter
     each, and the names a recording gives the classes it holds."""
-    builder = getattr(graph, "builder", None)
-    schemas = list(getattr(builder, "schemas", None) or ())
     out: dict[str, Any] = {}
-    for schema in schemas:
+    for schema in _schemas(graph):
         try:
             hints = typing.get_type_hints(schema)
         except Exception:  # noqa: BLE001 - an annotation that does not resolve today: nothing to revive by
@@ -123,6 +146,32 @@ def _models_in(ann: Any, found: set[type], depth: int) -> None:
         return
     for arg in typing.get_args(ann):
         _models_in(arg, found, depth + 1)
+
+
+def _enums_in(ann: Any, found: set[type], walked: set[type], depth: int) -> None:
+    """The Enum classes an annotation names, with those the models and dataclasses in it name."""
+    if depth > 8:
+        return
+    if isinstance(ann, type):
+        if issubclass(ann, enum.Enum):
+            found.add(ann)
+            return
+        if ann in walked:
+            return
+        walked.add(ann)
+        fields: dict[str, Any] = {}
+        try:
+            if dataclasses.is_dataclass(ann):
+                fields = typing.get_type_hints(ann)
+            elif _is_model(ann):
+                fields = {k: f.annotation for k, f in ann.model_fields.items()}
+        except Exception:  # noqa: BLE001 - fields that do not resolve today
+            fields = {}
+        for sub in fields.values():
+            _enums_in(sub, found, walked, depth + 1)
+        return
+    for arg in typing.get_args(ann):
+        _enums_in(arg, found, walked, depth + 1)
 
 
 def _is_model(cls: type) -> bool:

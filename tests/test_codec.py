@@ -34,6 +34,7 @@ from graphtape.recorder.codec import (
     Encoder,
     blob_hash,
     collect_refs,
+    enums_known,
     register_type,
     to_plain,
 )
@@ -67,6 +68,10 @@ def round_trip(value: Any, *, typed: bool, sink: Sink | None = None) -> Any:
 
 class Color(enum.Enum):
     RED = "red"
+
+
+class Shade(enum.IntEnum):
+    DARK = 2
 
 
 @register_type
@@ -265,6 +270,42 @@ def test_unregistered_and_unknown_types_come_back_as_plain_data() -> None:
     # A message class the decoder does not know stays data too.
     msg = {ENVELOPE: "lc.msg", "cls": "FancyMessage", "v": {"content": "hi"}}
     assert Decoder({}, typed=True).decode(msg) == {TYPE_KEY: "FancyMessage", "content": "hi"}
+
+
+def test_frozensets_and_bytearrays_come_back_as_themselves() -> None:
+    """A node may rely on a frozenset being hashable or a bytearray being changeable in place."""
+    typed = round_trip({"f": frozenset({2, 1}), "s": {1}, "ba": bytearray(b"ab"), "b": b"ab"}, typed=True)
+    assert typed == {"f": frozenset({1, 2}), "s": {1}, "ba": bytearray(b"ab"), "b": b"ab"}
+    assert [type(typed[k]) for k in ("f", "s", "ba", "b")] == [frozenset, set, bytearray, bytes]
+    # Shown and compared as before: a list, and bytes as base64.
+    plain = round_trip({"f": frozenset({2, 1}), "ba": bytearray(b"ab")}, typed=False)
+    assert plain == {"f": [1, 2], "ba": {TYPE_KEY: "bytes", "base64": "YWI="}}
+    # A set stored by an earlier graphtape (no marker) is still a set.
+    assert Decoder({}, typed=True).decode({ENVELOPE: "set", "v": [1]}) == {1}
+
+
+def test_enum_members_come_back_only_for_classes_lent_or_registered() -> None:
+    tree = through_json(Encoder().encode([Color.RED, Shade.DARK]))
+    assert Decoder({}, typed=True).decode(tree) == ["red", 2]  # nothing lent: their values
+    with enums_known([Color]):
+        assert Decoder({}, typed=True).decode(tree) == [Color.RED, 2]
+        with enums_known([Shade]):
+            assert Decoder({}, typed=True).decode(tree) == [Color.RED, Shade.DARK]
+        assert Decoder({}, typed=True).decode(tree) == [Color.RED, 2]
+        assert Decoder({}, typed=False).decode(tree) == ["red", 2]  # shown and compared as values
+        # Recorded by a script (``__main__.Color``): the same class today, by its name's tail.
+        assert Decoder({}, typed=True).decode({ENVELOPE: "enum", "type": "__main__.Color", "v": "red"}) is Color.RED
+        # A member the class no longer has stays its recorded value.
+        assert Decoder({}, typed=True).decode({ENVELOPE: "enum", "type": tree[0]["type"], "v": "mauve"}) == "mauve"
+    assert Decoder({}, typed=True).decode(tree) == ["red", 2]
+
+
+def test_a_registered_enum_comes_back_as_itself() -> None:
+    class Mood(enum.Enum):
+        CALM = "calm"
+
+    register_type(Mood, "tests.Mood")
+    assert round_trip(Mood.CALM, typed=True) is Mood.CALM
 
 
 class GoneMapping(Mapping):
