@@ -273,7 +273,7 @@ class _Run:
         warnings = RecorderWarnings()
         try:
             with answering(answerer), answering_http(http if self.mode.answers(HTTP) else None), recorded_limits(self._limits):
-                error = self._drive(app, config)
+                error = self._drive(app, config, shift=0 if ns else offset)
         finally:
             recorder.flush()
             run_id = recorder.last_run_id
@@ -527,8 +527,12 @@ class _Run:
 
         return delay
 
-    def _drive(self, app: Any, config: dict) -> BaseException | None:
-        """Run to the end, answering recorded interrupts with their recorded resume values."""
+    def _drive(self, app: Any, config: dict, *, shift: int = 0) -> BaseException | None:
+        """Run to the end, answering recorded interrupts with their recorded resume values.
+
+        ``shift``: the root steps a fork's edit added (its checkpoint): the recording's step of an
+        interrupt is the replay's, less that.
+        """
         from langgraph.types import Command
 
         resumes, updates = self._recorded_resumes()
@@ -545,7 +549,7 @@ class _Run:
             pending = [(t.name, i) for t in snapshot.tasks for i in t.interrupts]
             if not pending:
                 return None
-            step = (snapshot.metadata or {}).get("step", 0) + 1
+            step = (snapshot.metadata or {}).get("step", 0) + 1 - shift
             values = resumes.get(step)
             if not values:
                 return None  # the recording stopped at this interrupt too (or diverged: compared later)

@@ -412,6 +412,49 @@ def test_fork_applies_the_edit_through_the_reducers_and_keeps_lineage(db):
         store.close()
 
 
+class TwoAsks(TypedDict, total=False):
+    q: str
+    n: int
+    answers: list
+
+
+def _ask_twice(s: TwoAsks) -> dict:
+    from langgraph.types import interrupt
+
+    return {"answers": [s["q"], interrupt("first?"), interrupt("second?")]}
+
+
+def asking_graph():
+    g = StateGraph(TwoAsks)
+    g.add_node("prep", lambda s: {"n": 1})
+    g.add_node("ask", _ask_twice)
+    g.add_edge(START, "prep")
+    g.add_edge("prep", "ask")
+    g.add_edge("ask", END)
+    return g.compile(checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("mode", ["strict", "live"])
+def test_a_fork_before_an_interrupt_answers_it_as_recorded(db, mode):
+    """The fork's edit is one more root step in the replay: the recorded resumes are found all the same."""
+    cfg = {"configurable": {"thread_id": "asked"}}
+    with Recorder(db) as rec:
+        g = rec.attach(asking_graph())
+        g.invoke({"q": "go"}, cfg)
+        g.invoke(Command(resume="yes"), cfg)
+        assert g.invoke(Command(resume="sure"), cfg)["answers"] == ["go", "yes", "sure"]
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        prep = next(s.step for s in store.list_steps(run_id) if s.nodes == ["prep"])
+    finally:
+        store.close()
+    result = fork(run_id, asking_graph(), prep, {"q": "edited"}, db=db, mode=mode)
+    assert result.status == "ok", result.report()
+    assert result.final_state["answers"] == ["edited", "yes", "sure"]
+
+
 def test_fork_with_a_bad_edit_is_a_clear_error(db):
     run_id = record(db, G.cmd_graph(), {"x": 9})
     with pytest.raises(ReplayError, match="cannot apply the edit"):
