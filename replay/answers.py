@@ -153,6 +153,13 @@ class RecordingAnswerer:
         if hit is not None and hit[0] is tool:
             return hit[1]
         names = frozenset(_fields(tool.get_input_schema())) - frozenset(_fields(tool.tool_call_schema))
+        # A ToolRuntime (or InjectedToolArg) parameter of the function a tool wraps, when the tool
+        # names an explicit args_schema without it (langchain's TodoListMiddleware's write_todos):
+        # in neither schema, and kept from the callbacks, so from the recording, all the same.
+        try:
+            names |= frozenset(getattr(tool, "_injected_args_keys", None) or ())
+        except Exception:  # noqa: BLE001 - a langchain-core without it: the schemas say it all
+            pass
         self._plain_memo[id(tool)] = (tool, names)
         return names
 

@@ -17,10 +17,12 @@ import pytest
 import replay_graphs as G
 from conftest import exported, imported, load_agent
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.tools import tool
+from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command, Send
+from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from graphtape.recorder import Recorder, open_store
@@ -453,6 +455,33 @@ def test_a_fork_before_an_interrupt_answers_it_as_recorded(db, mode):
     result = fork(run_id, asking_graph(), prep, {"q": "edited"}, db=db, mode=mode)
     assert result.status == "ok", result.report()
     assert result.final_state["answers"] == ["edited", "yes", "sure"]
+
+
+class NoteInput(BaseModel):
+    text: str
+
+
+def _note(text: str, runtime: ToolRuntime) -> str:
+    return f"noted {text} for {runtime.tool_call_id}"
+
+
+def runtime_tool():
+    """A tool whose explicit args_schema leaves out the ToolRuntime its function takes, as
+    langchain's TodoListMiddleware builds write_todos: LangChain keeps it from the callbacks."""
+    return StructuredTool.from_function(_note, name="note", description="Take a note.", args_schema=NoteInput)
+
+
+def test_a_tool_given_a_runtime_outside_its_args_schema_replays_clean(db):
+    script = [AIMessage(content="", tool_calls=[G.tool_call("note", "c1", text="hi")]), AIMessage(content="done")]
+    run_id = record(db, G.chat_graph(script, tools=[runtime_tool()]), {"messages": [HumanMessage("note hi")]})
+    store = open_store(db)
+    try:
+        assert [c.inputs for c in store.calls(run_id) if c.kind == "tool"] == [{"text": "hi"}]
+    finally:
+        store.close()
+    result = replay(run_id, G.chat_graph(script, tools=[runtime_tool()]), db=db, mode="strict")
+    assert not result.diverged, result.report()
+    assert result.served == {"tool": 1, "model": 2}
 
 
 def test_fork_with_a_bad_edit_is_a_clear_error(db):
