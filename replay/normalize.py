@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from graphtape.recorder.codec import TYPE_KEY
 from graphtape.recorder.prefix_memo import MIN_LENGTH as PREFIX_MIN
 from graphtape.recorder.prefix_memo import PrefixMemo
 
@@ -76,10 +77,22 @@ class Normalizer:
         for k, v in value.items():
             if message and k in _MESSAGE_VOLATILE:
                 continue
+            if k == TYPE_KEY and type(v) is str:
+                v = class_name(v)
             if message and k == "tool_calls" and isinstance(v, list):
                 v = [{kk: vv for kk, vv in c.items() if kk != "id"} if isinstance(c, dict) else c for c in v]
             out[k] = self._walk(v, (*path, str(k)))
         return out
+
+
+def class_name(recorded: str) -> str:
+    """A recorded class name without the module it was recorded in (``agent.Report`` -> ``Report``).
+
+    The same class is named after whatever module ran it: ``__main__`` in a script, a made-up
+    name when ``--graph path/to/agent.py:graph`` loads the file, ``__agent`` under LangGraph's
+    server. Its fields are compared all the same.
+    """
+    return recorded.rpartition(".")[2]
 
 
 def _matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:

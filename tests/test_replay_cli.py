@@ -207,3 +207,58 @@ def _inputs_for(ref: str):
     if attr.startswith("graph_"):
         return module.inputs_for(attr[len("graph_") :])
     return module.inputs_for()
+
+
+MODELLED_FILE = '''
+import sys
+from typing import TypedDict
+from pydantic import BaseModel
+from langgraph.graph import END, START, StateGraph
+
+
+class Report(BaseModel):
+    order_id: str
+    status: str
+
+
+class S(TypedDict, total=False):
+    order_id: str
+    report: Report
+
+
+def build():
+    b = StateGraph(S)
+    b.add_node("make_report", lambda s: {"report": Report(order_id=s["order_id"], status="in transit")})
+    b.add_edge(START, "make_report")
+    b.add_edge("make_report", END)
+    return b.compile()
+
+
+graph = build()
+
+if __name__ == "__main__":
+    from graphtape import Recorder
+
+    with Recorder(sys.argv[1]) as rec:
+        rec.attach(build()).invoke({"order_id": "A1"})
+'''
+
+
+def test_a_class_in_the_state_matches_whatever_module_ran_its_file(tmp_path, capsys):
+    """Recorded by the file run as a script (``__main__.Report``), replayed with the file loaded
+    by path (a module name graphtape makes up): the same class, compared by its fields."""
+    (tmp_path / "modelled.py").write_text(MODELLED_FILE)
+    db = str(tmp_path / "modelled.db")
+    subprocess.run([sys.executable, str(tmp_path / "modelled.py"), db], check=True, cwd=tmp_path)
+    store = open_store(db)
+    try:
+        run_id = store.list_runs()[0].id
+        assert store.run_detail(run_id).output["report"]["__type__"] == "__main__.Report"
+    finally:
+        store.close()
+    assert main(["--db", db, "replay", run_id, "--graph", f"{tmp_path / 'modelled.py'}:graph"]) == 0, capsys.readouterr().out
+    assert "matches the recording" in capsys.readouterr().out
+    # Another class of that name with other fields is still a divergence.
+    (tmp_path / "changed.py").write_text(MODELLED_FILE.replace('status="in transit"', 'status="lost"'))
+    assert main(["--db", db, "replay", run_id, "--graph", f"{tmp_path / 'changed.py'}:graph"]) == 1
+    assert "state key 'report' differs" in capsys.readouterr().out
