@@ -350,7 +350,7 @@ class Recorder:
                 self._sessions[run_id] = session
                 self._recent[run_id] = session
             self.last_run_id = run_id
-            self._write_run_start(session, binding, input, config, kwargs, resumed, is_async)
+            self._write_run_start(session, binding, input, _with_bound_config(graph, config), kwargs, resumed, is_async)
             seed = binding.take_seed() if not resumed else None
             carried = binding.lineage.carried if seed is not None and binding.lineage is not None else ()
             if seed is None and input is None and not resumed and not generated:
@@ -542,6 +542,21 @@ class _Binding:
         """The lineage's seed checkpoint, once: only the run's first invocation starts from it."""
         seed, self._seed = self._seed, None
         return seed
+
+
+def _with_bound_config(graph: Any, config: dict) -> dict:
+    """The run's config as LangGraph runs it: what ``graph.with_config(...)`` bound, under what the
+    call passed (configurable values a node reads, a recursion limit), so a replay of the graph
+    without that binding runs it the same."""
+    bound = getattr(graph, "config", None)
+    if not bound:
+        return config
+    try:
+        from langchain_core.runnables.config import merge_configs
+
+        return dict(merge_configs(bound, config))
+    except Exception:  # noqa: BLE001 - an odd bound config: the call's, as before
+        return config
 
 
 def _recorded_class(base: type, binding: _Binding) -> type:

@@ -484,6 +484,56 @@ def test_a_tool_given_a_runtime_outside_its_args_schema_replays_clean(db):
     assert result.served == {"tool": 1, "model": 2}
 
 
+class Loops(TypedDict):
+    n: int
+
+
+def looping_graph():
+    """Loops while ``n`` is below the configurable ``loops`` (default 2): a node and a router read the run's config."""
+
+    def more(s: Loops, config) -> str:
+        return "work" if s["n"] < config["configurable"].get("loops", 2) else END
+
+    b = StateGraph(Loops)
+    b.add_node("work", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "work")
+    b.add_conditional_edges("work", more, ["work", END])
+    return b.compile()
+
+
+@pytest.mark.parametrize("bind", ["after attach", "before attach"])
+def test_config_bound_with_with_config_is_recorded_with_the_run(db, bind):
+    """``graph.with_config(...)`` values reach the nodes as a call's config does: recorded with the
+    run, so the graph replays the same without the binding (``--graph agent.py:graph``)."""
+    bound = {"configurable": {"loops": 4}, "recursion_limit": 50}
+    with Recorder(db) as rec:
+        g = rec.attach(looping_graph()).with_config(bound) if bind == "after attach" else rec.attach(looping_graph().with_config(bound))
+        assert g.invoke({"n": 0}) == {"n": 4}
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        config = store.run_detail(run_id).config
+    finally:
+        store.close()
+    assert config["configurable"]["loops"] == 4 and config["recursion_limit"] == 50
+    result = replay(run_id, looping_graph(), db=db, mode="strict")
+    assert not result.diverged, result.report()
+    assert result.final_state == {"n": 4}
+
+
+def test_a_bound_recursion_limit_stops_the_replay_where_it_stopped_the_run(db):
+    with Recorder(db) as rec:
+        g = rec.attach(looping_graph()).with_config(configurable={"loops": 100}, recursion_limit=5)
+        with pytest.raises(Exception, match="[Rr]ecursion"):
+            g.invoke({"n": 0})
+        rec.flush()
+        run_id = rec.last_run_id
+    result = replay(run_id, looping_graph(), db=db, mode="strict")
+    assert not result.diverged, result.report()
+    assert result.status == "error"
+
+
 def test_fork_with_a_bad_edit_is_a_clear_error(db):
     run_id = record(db, G.cmd_graph(), {"x": 9})
     with pytest.raises(ReplayError, match="cannot apply the edit"):
