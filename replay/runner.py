@@ -217,6 +217,9 @@ class _Run:
             base = with_recorded_subgraph_caches(base, lambda node: self._entered_subgraphs(node, restored.root_step))
         config = self._config(thread_id, restored)
         carried = self._carry_over(base, saver, config, restored) if update is None and not ns else ()
+        killed_at = self._killed_at(restored.root_step) if to_step is None and not ns else None
+        if killed_at is not None:
+            to_step = killed_at  # nothing after it was recorded: the replay stops where the run was stopped
         if to_step is not None and (ns or to_step <= restored.root_step):
             raise ReplayError(f"to_step must be a root step after {restored.root_step}" + (" (not with a subgraph namespace)" if ns else ""))
         self._to_step = to_step
@@ -250,6 +253,8 @@ class _Run:
         else:
             edit = {"kind": "replay", "mode": self.mode.value, "ns": ns or None}
 
+        if killed_at is not None:
+            notes.append(f"the recorded run was killed after step {killed_at}: the replay stops there and compares up to it")
         offsets = {ns_path(ns): offset}
         recorded_calls = self._calls_after(restored.root_step, ns, step)
         if update is None:
@@ -526,6 +531,15 @@ class _Run:
             return call.latency_ms / 1000 if late else 0.0
 
         return delay
+
+    def _killed_at(self, start: int) -> int | None:
+        """The last completed root step of a run whose process died while it recorded, if the
+        replay starts before it: what happened after it was never recorded, so nothing after it
+        can be answered or compared."""
+        if (self.run.status, self.run.status_reason) != ("interrupted", "killed"):
+            return None
+        last = max((s.step for s in self._root_steps() if s.checkpoint_id), default=None)
+        return last if last is not None and last > start else None
 
     def _drive(self, app: Any, config: dict, *, shift: int = 0) -> BaseException | None:
         """Run to the end, answering recorded interrupts with their recorded resume values.

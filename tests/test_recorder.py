@@ -478,6 +478,46 @@ def test_killed_run_keeps_committed_steps_and_is_marked_interrupted(tmp_path, du
     assert open_store(db).get_run("last").status == "ok"
 
 
+class Counted(TypedDict):
+    n: int
+
+
+def _counting_graph():
+    """The killed script's graph, for its replay: a node that fails where the process died, so a
+    replay that went past what was recorded would show it."""
+
+    def step(state: Counted) -> dict:
+        if state["n"] == 7:
+            raise RuntimeError("past what the recording holds")
+        return {"n": state["n"] + 1}
+
+    b = StateGraph(Counted)
+    b.add_node("loop", step)
+    b.add_edge(START, "loop")
+    b.add_conditional_edges("loop", lambda s: "loop")
+    return b.compile()
+
+
+def test_a_killed_run_replays_up_to_its_last_recorded_step(tmp_path):
+    from graphtape.replay import replay
+
+    db = str(tmp_path / "killed.db")
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), db, "7", "sync"], cwd=Path(__file__).parents[1], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 9, proc.stderr
+    store = open_store(db)
+    try:
+        run_id = store.get_run("last").id
+    finally:
+        store.close()
+    for start in (None, 3):
+        result = replay(run_id, _counting_graph(), from_step=start, db=db, mode="strict", on_miss="stop")
+        assert result.status == "ok" and not result.diverged, result.report()
+        assert result.final_state == {"n": 7}
+        assert any("killed after step 7" in note for note in result.notes)
+
+
 def test_secrets_never_reach_the_database(recorder_factory, sqlite_url):
     planted = {
         "openai": "sk-proj-AbCdEf0123456789AbCdEf0123456789",
