@@ -560,7 +560,7 @@ class _Run:
             except Exception as exc:  # noqa: BLE001 - the graph's own failure is part of the comparison
                 return exc
             snapshot = app.get_state(config)
-            pending = [(t.name, i) for t in snapshot.tasks for i in t.interrupts]
+            pending = [(t.name, i, task_path(t.path)) for t in snapshot.tasks for i in t.interrupts]
             if not pending:
                 return None
             step = (snapshot.metadata or {}).get("step", 0) + 1 - shift
@@ -612,20 +612,45 @@ class _Run:
         finally:
             stream.close()
 
-    def _recorded_resumes(self) -> tuple[dict[int, list[tuple[str | None, Any]]], dict[int, list[tuple[str, Any]]]]:
+    def _recorded_resumes(self) -> tuple[dict[int, list[Resume]], dict[int, list[tuple[str, Any]]]]:
         """Per root step, the recorded resume values, and the writes a resume brought with it
         (``Command(resume=..., update=...)``), as LangGraph's update tuples."""
-        out: dict[int, list[tuple[str | None, Any]]] = {}
+        out: dict[int, list[Resume]] = {}
         updates: dict[int, list[tuple[str, Any]]] = {}
-        if not any(s.flags & FLAG_RESUME for s in self._root_steps()):
-            return out, updates
-        for d in self.store.step_details(self.run.id, "", typed=True):
-            for e in d.events:
-                if e.kind == "resume":
-                    out.setdefault(d.step.step, []).append((e.node, e.value))
-                elif e.kind == "update":
-                    updates.setdefault(d.step.step, []).extend(as_writes(e.value))
+        if any(s.flags & FLAG_RESUME for s in self._root_steps()):
+            for d in self.store.step_details(self.run.id, "", typed=True):
+                for e in d.events:
+                    if e.kind == "resume":
+                        out.setdefault(d.step.step, []).append((e.node, e.value, None))
+                    elif e.kind == "update":
+                        updates.setdefault(d.step.step, []).extend(as_writes(e.value))
+        for step, values in self._subgraph_resumes().items():
+            out.setdefault(step, values)
         return out, updates
+
+    def _subgraph_resumes(self) -> dict[int, list[Resume]]:
+        """Resumes of interrupts raised inside subgraphs that the run answered by interrupt id
+        (``Command(resume={id: value})``, how parallel interrupts are answered): LangGraph hands
+        those to the waiting tasks alone, so they are recorded in the subgraphs' steps, not the
+        root's. Per root step, each with the root task it answers (its node and task path)."""
+        waiting: dict[str, tuple[int, Any]] = {}  # top subgraph namespace -> (root step, root task)
+        for d in self._details(""):
+            asked = {e.task_id for e in d.events if e.kind == "interrupt"}
+            for t in d.tasks:
+                if t.task_id in asked or t.interrupts:
+                    for sub in t.subgraph_ns:
+                        waiting.setdefault(sub.split("|")[0], (d.step.step, t))
+        out: dict[int, list[Resume]] = {}
+        if not waiting:
+            return out
+        for n in self._namespaces():
+            found = waiting.get(n.split("|")[0]) if n else None
+            if found is None:
+                continue
+            step, task = found
+            for d in self.store.step_details(self.run.id, n, typed=True):
+                out.setdefault(step, []).extend((task.node, e.value, task.path) for e in d.events if e.kind == "resume")
+        return out
 
     def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, entered: dict[str, int]) -> list[Divergence]:
         if self.progress is not None:
@@ -749,7 +774,12 @@ def _entered_at(root_details: list[Any]) -> dict[str, int]:
     return out
 
 
-def _resume_for(pending: list[tuple[str, Any]], values: list[tuple[str | None, Any]]) -> Any:
+# A recorded resume: the node it answered, the value, and the answered root task's path when the
+# resume was recorded inside a subgraph (see ``_subgraph_resumes``).
+Resume = tuple[str | None, Any, str | None]
+
+
+def _resume_for(pending: list[tuple[str, Any, str]], values: list[Resume]) -> Any:
     if len(pending) == 1:
         # By id when it has one: parallel tasks may all be waiting while the state shows one
         # (a functional entrypoint surfaces one at a time), and a bare value answers none of them.
@@ -757,8 +787,9 @@ def _resume_for(pending: list[tuple[str, Any]], values: list[tuple[str | None, A
         return {intr.id: values[0][1]} if isinstance(getattr(intr, "id", None), str) else values[0][1]
     out = {}
     left = list(values)
-    for node, intr in pending:
-        pick = next((v for v in left if v[0] == node), left[0] if left else None)
+    for node, intr, path in pending:
+        # The same task (its path: a Send packet's place), else the same node, else the next in order.
+        pick = next((v for v in left if v[2] is not None and v[2] == path), None) or next((v for v in left if v[0] == node), left[0] if left else None)
         if pick is None:
             break
         left.remove(pick)

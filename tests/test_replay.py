@@ -534,6 +534,53 @@ def test_a_bound_recursion_limit_stops_the_replay_where_it_stopped_the_run(db):
     assert result.status == "error"
 
 
+class Item(TypedDict, total=False):
+    item: str
+    results: Annotated[list, operator.add]
+
+
+class Batch(TypedDict, total=False):
+    items: list
+    results: Annotated[list, operator.add]
+
+
+def _review(s: Item) -> dict:
+    from langgraph.types import interrupt
+
+    return {"results": [f"{s['item']}:{interrupt('approve ' + s['item'] + '?')}"]}
+
+
+def reviewing_graph(checkpointer=None):
+    """A Send per item into a subgraph whose node asks a person: parallel interrupts, answered by id."""
+    inner = StateGraph(Item)
+    inner.add_node("review", _review)
+    inner.add_edge(START, "review")
+    inner.add_edge("review", END)
+    b = StateGraph(Batch)
+    b.add_node("worker", inner.compile())
+    b.add_conditional_edges(START, lambda s: [Send("worker", {"item": x}) for x in s["items"]], ["worker"])
+    b.add_edge("worker", END)
+    return b.compile(checkpointer=checkpointer)
+
+
+def test_parallel_interrupts_in_subgraphs_answered_by_id_replay_with_their_own_answers(db):
+    """``Command(resume={id: value})`` reaches only the waiting subgraph tasks: the replay finds each
+    answer there, and gives it to the same Send packet's task, whatever order the interrupts come in."""
+    cfg = {"configurable": {"thread_id": "batch"}}
+    answers = {"approve a?": "yes", "approve b?": "no", "approve c?": "later"}
+    with Recorder(db) as rec:
+        g = rec.attach(reviewing_graph(InMemorySaver()))
+        asked = g.invoke({"items": ["a", "b", "c"]}, cfg)["__interrupt__"]
+        out = g.invoke(Command(resume={i.id: answers[i.value] for i in asked}), cfg)
+        rec.flush()
+        run_id = rec.last_run_id
+    assert sorted(out["results"]) == ["a:yes", "b:no", "c:later"]
+    for _ in range(3):
+        result = replay(run_id, reviewing_graph(), db=db, mode="strict")
+        assert result.status == "ok" and not result.diverged, result.report()
+        assert sorted(result.final_state["results"]) == ["a:yes", "b:no", "c:later"]
+
+
 def test_fork_with_a_bad_edit_is_a_clear_error(db):
     run_id = record(db, G.cmd_graph(), {"x": 9})
     with pytest.raises(ReplayError, match="cannot apply the edit"):
