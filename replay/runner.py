@@ -43,7 +43,7 @@ from graphtape.replay.intercept import answering
 from graphtape.replay.limits import Limits, recorded_limits
 from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
 from graphtape.replay.modes import ReplayMode
-from graphtape.replay.normalize import Normalizer, ns_path
+from graphtape.replay.normalize import Normalizer, is_persistent, ns_path
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
 from graphtape.replay.restore import Restored, replay_saver, restore, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
@@ -501,9 +501,24 @@ class _Run:
                 out.append(c)
             elif c.ns == "" and c.step > root_step:
                 out.append(c)
-            elif c.ns not in ("", ns) and entered.get(c.ns.split("|")[0], -1) > root_step:
+            elif c.ns not in ("", ns) and self._entered_by(c, entered) > root_step:
                 out.append(c)
         return out
+
+    def _entered_by(self, call: CallInfo, entered: dict[str, int]) -> int:
+        """The root step whose task ran the subgraph ``call`` was made in (-1: none found).
+
+        A subgraph compiled with ``checkpointer=True`` keeps one namespace, its node's name,
+        whichever task runs it: the task whose run spans the call's start made it."""
+        top = call.ns.split("|")[0]
+        at = entered.get(top)
+        if at is not None or not is_persistent(top):
+            return -1 if at is None else at
+        for d in self._details(""):
+            for t in d.tasks:
+                if t.node == top and t.started_at is not None and t.duration_ms is not None and t.started_at <= call.started_at <= t.started_at + t.duration_ms / 1000:
+                    return d.step.step
+        return -1
 
     def _delay_test(self) -> Callable[[CallInfo], float]:
         """How long to hold each recorded call: 0, unless its node stopped waiting for it.

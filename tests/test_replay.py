@@ -581,6 +581,44 @@ def test_parallel_interrupts_in_subgraphs_answered_by_id_replay_with_their_own_a
         assert sorted(result.final_state["results"]) == ["a:yes", "b:no", "c:later"]
 
 
+def remembering_graph():
+    """A subgraph compiled with ``checkpointer=True`` (one namespace, its node's name, for every
+    task that runs it) whose node calls a chat model: its history lasts across the thread's turns."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    class Echo(GenericFakeChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            from langchain_core.outputs import ChatGeneration, ChatResult
+
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(f"echo {messages[-1].content} ({len(messages)})"))])
+
+    model = Echo(messages=iter(()))
+    inner = StateGraph(G.ChatState)
+    inner.add_node("reply", lambda s: {"messages": [model.invoke(s["messages"])]})
+    inner.add_edge(START, "reply")
+    inner.add_edge("reply", END)
+    outer = StateGraph(G.ChatState)
+    outer.add_node("memory", inner.compile(checkpointer=True))
+    outer.add_edge(START, "memory")
+    outer.add_edge("memory", END)
+    return outer
+
+
+def test_calls_inside_a_subgraph_with_its_own_memory_are_answered(db):
+    cfg = {"configurable": {"thread_id": "remembering"}}
+    with Recorder(db) as rec:
+        g = rec.attach(remembering_graph().compile(checkpointer=InMemorySaver()))
+        runs = []
+        for turn in ("hi", "again"):
+            g.invoke({"messages": [HumanMessage(turn)]}, cfg)
+            rec.flush()
+            runs.append(rec.last_run_id)
+    for run_id in runs:
+        result = replay(run_id, remembering_graph().compile(), db=db, mode="strict")
+        assert result.status == "ok" and not result.diverged, result.report()
+        assert result.served["model"] == 1
+
+
 def test_fork_with_a_bad_edit_is_a_clear_error(db):
     run_id = record(db, G.cmd_graph(), {"x": 9})
     with pytest.raises(ReplayError, match="cannot apply the edit"):
