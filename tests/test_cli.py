@@ -304,6 +304,32 @@ def test_reading_a_file_that_is_no_store_leaves_it_as_it_was(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db", "other.db"]
 
 
+def test_a_copy_taken_without_its_wal_file_says_what_is_missing(tmp_path, capsys):
+    """Copied while a run records, the main file alone holds only SQLite's header: the tables are
+    still in the -wal file. The refusal says so, in one line."""
+    import shutil
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.recorder import Recorder
+
+    class One(TypedDict):
+        n: int
+
+    b = StateGraph(One)
+    b.add_node("a", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    db, copy = tmp_path / "live.db", tmp_path / "copy.db"
+    with Recorder(str(db)) as rec:
+        rec.attach(b.compile()).invoke({"n": 0})
+        rec.flush()
+        shutil.copy(db, copy)  # the recorder still has the file open: its tables are in live.db-wal
+        assert_one_line_error(*run(capsys, "--db", str(copy), "runs"), "-wal file")
+    assert run(capsys, "--db", str(db), "runs")[0] == 0
+
+
 @pytest.mark.parametrize("junk", [b"hello, not a database at all", bytes(range(256)) * 40])
 def test_corrupt_file(tmp_path, capsys, junk):
     db = tmp_path / "junk.db"

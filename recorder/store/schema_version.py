@@ -21,7 +21,7 @@ from sqlalchemy.pool import NullPool
 from graphtape.recorder import schema as S
 from graphtape.recorder.errors import SchemaVersionError, StoreError
 from graphtape.recorder.store.compiled_cache import SQLITE_COMPILED, dialect_key
-from graphtape.recorder.store.connection import _on_sqlite_connect, _one_line
+from graphtape.recorder.store.connection import _on_sqlite_connect, _one_line, _sqlite_path
 from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store.sqlite_shape import shape_problem
 
@@ -47,6 +47,11 @@ class SchemaGate:
                     "it is another program's database, or a damaged one; point graphtape at a different file"
                 )
             if not create:
+                if not tables and _empty_wal_file(getattr(self, "url", "")):
+                    raise StoreError(
+                        f"{self._safe_url()} holds no tables yet, in WAL mode: a copy of a store taken while it was written "
+                        "keeps them in its -wal file; copy the -wal and -shm files beside it, or point graphtape at the original"
+                    )
                 raise StoreError(f"{self._safe_url()} is not a graphtape database (no graphtape_meta table): point graphtape at a different file")
             try:
                 self._create_schema()
@@ -173,3 +178,17 @@ def _sqlite_ddl(dialect: Any) -> list[str]:
 def _autocommit_then_pragmas(dbapi_conn: Any, record: Any) -> None:
     dbapi_conn.isolation_level = None  # transactions are begun by hand (BEGIN IMMEDIATE)
     _on_sqlite_connect(dbapi_conn, record)
+
+
+def _empty_wal_file(url: Any) -> bool:
+    """Whether ``url`` is a SQLite file in WAL mode (its header's read and write versions are 2):
+    one with no tables then had them in a -wal file that did not come along."""
+    path = _sqlite_path(str(url)) if url else None
+    if path is None:
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return False
+    return len(head) == 20 and head.startswith(b"SQLite format 3\x00") and head[18] == 2 and head[19] == 2
