@@ -104,9 +104,10 @@ def _enum_type(name: Any) -> type | None:
     """The Enum class a recorded member's class name stands for, if decoding may rebuild it."""
     if type(name) is not str:
         return None
-    for cls in (_registry.get(name), *_registry.values()):
-        if isinstance(cls, type) and issubclass(cls, enum.Enum) and (cls is _registry.get(name) or _qualname(cls) == name):
-            return cls
+    # Registered under the recorded name, or under another name (the envelope keeps the class's own).
+    cls = _registry.get(name) or next((c for c in _registry.values() if _qualname(c) == name), None)
+    if isinstance(cls, type) and issubclass(cls, enum.Enum):
+        return cls
     lent = _lent_enums.get()
     if not lent:
         return None

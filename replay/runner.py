@@ -511,9 +511,10 @@ class _Run:
         A subgraph compiled with ``checkpointer=True`` keeps one namespace, its node's name,
         whichever task runs it: the task whose run spans the call's start made it."""
         top = call.ns.split("|")[0]
-        at = entered.get(top)
-        if at is not None or not is_persistent(top):
-            return -1 if at is None else at
+        if top in entered:
+            return entered[top]
+        if not is_persistent(top):
+            return -1
         for d in self._details(""):
             for t in d.tasks:
                 if t.node == top and t.started_at is not None and t.duration_ms is not None and t.started_at <= call.started_at <= t.started_at + t.duration_ms / 1000:
