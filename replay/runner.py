@@ -24,6 +24,7 @@ from graphtape.recorder.attach import Carried, Lineage
 from graphtape.recorder.channel_writes import as_writes
 from graphtape.recorder.codec import enums_known
 from graphtape.recorder.http_capture import answering_http
+from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.session import task_path
 from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store_capture import is_write, unwrapped
@@ -347,7 +348,9 @@ class _Run:
             mode=self.mode.value,
             divergences=ordered(found),
             status=status,
-            error=None if error is None else f"{type(error).__name__}: {error}",
+            # The live exception's text, scrubbed as the recorder scrubs the one it stores: a
+            # report goes to terminals and CI logs.
+            error=None if error is None else Redactor().scrub(f"{type(error).__name__}: {error}"),
             final_state=final_state,
             served={**answerer.served, **({HTTP: http.served} if http.served else {}), **({STORE: memory.served} if memory.served else {})},
             unused_calls=unused,

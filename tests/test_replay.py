@@ -619,6 +619,30 @@ def test_calls_inside_a_subgraph_with_its_own_memory_are_answered(db):
         assert result.served["model"] == 1
 
 
+LEAKED_KEY = "sk-proj-AbCdEf0123456789AbCdEf0123456789"
+
+
+def _leaky(s: Loops) -> dict:
+    raise ValueError(f"provider refused api_key={LEAKED_KEY}")
+
+
+def test_the_replays_own_error_is_scrubbed_as_the_recorded_one_is(db):
+    """A replay's report goes to terminals and CI logs: the live exception's text in it is
+    scrubbed of secrets, as the recorder scrubs the one it stores."""
+    b = StateGraph(Loops)
+    b.add_node("call", _leaky)
+    b.add_edge(START, "call")
+    with Recorder(db) as rec:
+        with pytest.raises(ValueError):
+            rec.attach(b.compile()).invoke({"n": 0})
+        rec.flush()
+        run_id = rec.last_run_id
+    result = replay(run_id, b.compile(), db=db, mode="strict")
+    assert not result.diverged, result.report()
+    assert result.error.startswith("ValueError: provider refused") and "[REDACTED]" in result.error
+    assert LEAKED_KEY not in result.report() and LEAKED_KEY not in json.dumps(result.to_dict())
+
+
 def test_fork_with_a_bad_edit_is_a_clear_error(db):
     run_id = record(db, G.cmd_graph(), {"x": 9})
     with pytest.raises(ReplayError, match="cannot apply the edit"):
