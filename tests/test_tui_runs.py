@@ -438,3 +438,37 @@ async def test_thousands_of_runs_load_sort_and_the_last_is_reached_with_end(many
         await pilot.press("enter")
         await settle(app, pilot)
         assert isinstance(app.screen, RunScreen) and app.screen.run.id == last.id
+
+
+@pytest.mark.parametrize("started", [1e308, -1e18])
+async def test_a_time_no_clock_can_show_is_a_question_mark_not_a_crash(tmp_path, capsys, started):
+    """A damaged or hostile store's timestamps: the runs list, the CLI's listing and stats show
+    ``?`` where the time would go."""
+    from graphtape.recorder import schema as S
+    from graphtape.tui.cli import main
+
+    class One(TypedDict):
+        n: int
+
+    b = StateGraph(One)
+    b.add_node("a", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "a")
+    db = str(tmp_path / "times.db")
+    with Recorder(db) as rec:
+        rec.attach(b.compile()).invoke({"n": 0})
+        rec.flush()
+        run_id = rec.last_run_id
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(sa.update(S.runs).values(started_at=started, ended_at=float("inf")))
+    engine.dispose()
+    app = build_app(db)
+    async with app.run_test(size=(120, 34)) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one(RunsTable)
+        assert cell(table, run_id, "started") == "?"
+    for argv in (["runs"], ["stats"], ["show", run_id]):
+        assert main(["--db", db, *argv]) == 0
+        out = capsys.readouterr().out
+        assert "unexpected" not in out and "Traceback" not in out
+    assert main(["--db", db, "runs"]) == 0 and "  ?  " in capsys.readouterr().out

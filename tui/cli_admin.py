@@ -13,7 +13,6 @@ import re
 import shlex
 import shutil
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -107,7 +106,9 @@ def _human_bytes(n: int | None) -> str:
 
 
 def _when(ts: float | None) -> str:
-    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+    from graphtape.tui.render import local_time
+
+    return local_time(ts, "%Y-%m-%d %H:%M")
 
 
 @contextmanager

@@ -27,12 +27,25 @@ VERSION_ORDER = ("graphtape", "langgraph", "langchain-core", "langgraph-checkpoi
 
 
 def fmt_time(ts: float | None) -> str:
-    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return local_time(ts, "%Y-%m-%d %H:%M:%S")
+
+
+def local_time(ts: float | None, fmt: str) -> str:
+    """A recorded time in local time; ``?`` for one no clock can show (a damaged or hostile
+    store's 1e308 or -1e18), ``-`` for none."""
+    if ts is None:
+        return "-"
+    try:
+        return time.strftime(fmt, time.localtime(ts))
+    except (OverflowError, OSError, ValueError, TypeError):
+        return "?"
 
 
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
+    if not 0 <= seconds < 10**9:  # negative, NaN or over 30 years: a damaged or hostile store's times
+        return "?"
     if seconds < 60:
         return f"{seconds:.2f} s"
     minutes, sec = divmod(int(round(seconds)), 60)
@@ -228,7 +241,7 @@ def _runs_lines(runs: list[dict[str, Any]], ids: list[str], time_format: str, dr
         ("NAME", lambda i, r: clip(r["name"], name_width)),
         ("STATUS", lambda i, r: _status(r)),
         ("STEPS", lambda i, r: str(r["step_count"])),
-        ("STARTED", lambda i, r: "-" if r["started_at"] is None else time.strftime(time_format, time.localtime(r["started_at"]))),
+        ("STARTED", lambda i, r: local_time(r["started_at"], time_format)),
         ("DURATION", lambda i, r: fmt_duration(r["duration_s"])),
         ("REDACTIONS", lambda i, r: str(r["redactions"])),
         ("FAULTS", lambda i, r: str(r["faults"])),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,7 +12,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from graphtape.recorder.records import RunInfo
-from graphtape.tui.render import printable
+from graphtape.tui.render import local_time, printable
 
 SHOWN = 300  # the picker lists this many matches (typing narrows them)
 
@@ -23,7 +22,7 @@ def run_choice(run: RunInfo) -> Text:
     text = Text(printable(run.name), style="bold")
     text.append(f"  {run.id[:8]}", style="dim")
     text.append(f"  {run.status}", style={"ok": "green", "error": "red", "interrupted": "yellow"}.get(run.status, ""))
-    text.append(f"  {run.step_count} steps  {time.strftime('%m-%d %H:%M:%S', time.localtime(run.started_at))}", style="dim")
+    text.append(f"  {run.step_count} steps  {local_time(run.started_at, '%m-%d %H:%M:%S')}", style="dim")
     if run.graph_name:
         text.append(f"  {printable(run.graph_name)}", style="italic")
     return text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from textual.widgets import Footer, Input, Static
 
 from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.records import RunInfo
-from graphtape.tui.render import clean
+from graphtape.tui.render import clean, local_time
 from graphtape.tui.widgets.runs_table import PAD, RunsTable, TableColumn
 
 FORKED = "forked"  # not stored statuses: forks, or replays (runs with a parent), filtered here
@@ -50,7 +49,7 @@ def status_text(run: RunInfo, *, with_lineage: bool = True) -> Text:
 
 
 def when(ts: float) -> str:
-    return time.strftime(_FULL_TIME, time.localtime(ts))
+    return local_time(ts, _FULL_TIME)
 
 
 def status_word(run: RunInfo) -> str:
@@ -144,7 +143,7 @@ _LEAD = [c.key for c in COLUMNS[: COLUMNS.index(_BY_KEY["duration"]) + 1]]  # ke
 
 def short_when(run: RunInfo) -> Text:
     """``started`` without the year and seconds, for a narrow screen."""
-    return Text(time.strftime(_SHORT_TIME, time.localtime(run.started_at)))
+    return Text(local_time(run.started_at, _SHORT_TIME))
 
 
 def cell_widths(runs: list[RunInfo]) -> dict[str, int]:
