@@ -47,6 +47,14 @@ HOSTILE = {
     "generated column": (["ALTER TABLE steps ADD COLUMN big BLOB GENERATED ALWAYS AS (zeroblob(900000000)) VIRTUAL"], "generated columns"),
     "trigger": (["CREATE TRIGGER slow AFTER INSERT ON runs BEGIN SELECT count(*) FROM (" + ENDLESS + "); END"], "trigger graphtape did not make"),
     "virtual table": (["ALTER TABLE calls RENAME TO calls_kept", "CREATE VIRTUAL TABLE calls USING rtree(id, a, b)"], "virtual table"),
+    # SQL run on every row written: a replay records into the store it reads.
+    "expression index": (["CREATE INDEX evil ON steps(length(hex(zeroblob(400000000 + seq))))"], "index evil is on an expression"),
+    "partial index on an expression": (["CREATE INDEX evil ON calls(run_id) WHERE length(hex(zeroblob(400000000))) > 0"], "index evil is on an expression"),
+    "facets view": (["DROP TABLE run_facets", f"CREATE VIEW run_facets AS SELECT 'tag' kind, 't' value, e.i run_id FROM ({ENDLESS}) e"], "its run_facets is a view"),
+    "check constraint": (
+        ["ALTER TABLE blobs RENAME TO blobs_kept", "CREATE TABLE blobs (hash VARCHAR(32) PRIMARY KEY, zipped BOOLEAN, data BLOB CHECK (length(hex(zeroblob(400000000))) > 0))"],
+        "CHECK constraint or a computed default",
+    ),
 }
 
 
@@ -72,6 +80,10 @@ def test_graphtapes_own_store_with_its_triggers_opens(tmp_path, capsys):
     conn.close()
     assert main(["--db", str(db), "runs", "--tag", "t"]) == 0
     assert "ok" in capsys.readouterr().out
+    # Its indexes, partial ones included, are plain: an index a user adds on columns is too.
+    _tamper(db, "CREATE INDEX IF NOT EXISTS mine ON steps (run_id, created_at DESC) WHERE summary IS NOT NULL")
+    assert main(["--db", str(db), "runs"]) == 0
+    capsys.readouterr()
 
 
 def test_a_million_references_to_one_blob_cost_what_they_expand_to(tmp_path, capsys):
