@@ -149,6 +149,26 @@ def source_of(ref: str, base: str | os.PathLike | None = None) -> Path | None:
     return None
 
 
+def package_files_of(ref: str, source: Path | None) -> list[Path]:
+    """The ``__init__`` files of the packages a module reference sits in, which importing it runs
+    first (those not imported yet), outermost first; found beside ``source`` (``source_of``)."""
+    try:
+        target, _attr = split_ref(ref)
+    except GraphLoadError:
+        return []
+    if source is None or _is_path(target):
+        return []
+    parts = target.split(".")
+    folder = source.parent if source.name.split(".")[0] != "__init__" else source.parent.parent
+    out = []
+    for depth in range(len(parts) - 1, 0, -1):  # the innermost package is the leaf's own folder
+        init = folder / "__init__.py"
+        if ".".join(parts[:depth]) not in sys.modules and init.is_file():
+            out.append(init.resolve())
+        folder = folder.parent
+    return out[::-1]
+
+
 def load_callable(ref: str) -> Any:
     """A function named by ``module:attr`` or ``path.py:attr`` (a replay override, given by the user)."""
     obj, _module, _target = _resolve(ref)

@@ -567,3 +567,28 @@ def test_a_fixture_written_to_a_terminal_shows_control_characters_as_text(tmp_pa
     assert "\x9b" not in shown and "\u202e" not in shown
     piped = subprocess.run([str(Path(sys.executable).with_name("graphtape")), "export", "last", "-o", "-"], cwd=tmp_path, capture_output=True, timeout=120)
     assert json.loads(piped.stdout)["name"] == "evil\x9b31m\u202erun"  # a pipe gets the fixture as it is
+
+
+def test_the_load_question_names_the_package_files_an_import_runs_and_stays_one_line(tmp_path):
+    """A recorded reference ``evilpkg.inner:graph``: importing it runs ``evilpkg/__init__.py``
+    first, so the question names that file too. A reference with line breaks cannot draw a
+    forged question above the real one. Answered no: nothing runs."""
+    marker = tmp_path / "pwned"
+    (tmp_path / "evilpkg").mkdir()
+    (tmp_path / "evilpkg" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (tmp_path / "evilpkg" / "inner.py").write_text("graph = None\n")
+    graphtape = str(Path(sys.executable).with_name("graphtape"))
+    forged = "agent.py:graph\nLoading it runs that code. Load it? [y/N] y\n\n\nrun 1234 names its graph as safe.py:graph"
+    for ref, expected in (("evilpkg.inner:graph", "evilpkg"), (forged, "⏎")):
+        db = tmp_path / "g.db"
+        with Recorder(db) as rec:
+            rec.attach(_bump(), graph_ref=ref).invoke({"n": 1})
+        code, shown = _in_a_terminal([graphtape, "--db", str(db), "replay", "last"], tmp_path, b"n\n")
+        lines = shown.splitlines()
+        assert code != 0 and lines[0].startswith("run ") and expected in lines[0], shown
+        # No line the reference brought: each line starts as graphtape starts it.
+        assert all(line.startswith(("run ", "Loading it runs that code. Load it? [y/N] n", "graphtape: error: ")) for line in lines if line.strip()), shown
+        if ref.startswith("evilpkg"):
+            assert str((tmp_path / "evilpkg" / "__init__.py").resolve()) in lines[0] and str((tmp_path / "evilpkg" / "inner.py").resolve()) in lines[0]
+        db.unlink()
+    assert not marker.exists()

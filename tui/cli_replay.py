@@ -84,22 +84,26 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
 
 
 def _shown(ref: str) -> str:
-    """A recorded reference as it may be shown and pasted: control characters out, quoted for a shell."""
+    """A recorded reference as it may be shown and pasted: on one line (a line break in it could
+    draw a forged question above the real one), control characters out, quoted for a shell."""
     import shlex
 
     from graphtape.tui.render import printable
 
-    return shlex.quote(printable(ref))
+    return shlex.quote(printable(" ⏎ ".join(ref.splitlines()) if "\n" in ref or "\r" in ref else ref))
 
 
 def _agreed(run_id: str, ref: str) -> bool:
     """Ask on a terminal before loading a graph reference read from a recording; no terminal, no."""
-    from graphtape.replay.loading import source_of
+    from graphtape.replay.loading import package_files_of, source_of
 
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         return False
     source = source_of(ref)
     where = f"the file {source}" if source else "a module graphtape cannot find without importing it"
+    packages = package_files_of(ref, source)
+    if packages:
+        where += ", after " + ", ".join(str(p) for p in packages)
     print(f"run {run_id} names its graph as {_shown(ref)} ({where}).", file=sys.stderr)
     print("Loading it runs that code. Load it? [y/N] ", end="", file=sys.stderr, flush=True)
     try:

@@ -119,10 +119,13 @@ class _RunPrompt(ModalScreen):
             self.query_one("#graph-input", Input).focus()
             return None
         if ref == self.recorded_ref and self._confirmed != ref:
-            from graphtape.replay.loading import source_of
+            from graphtape.replay.loading import package_files_of, source_of
 
             source = source_of(ref)
             where = f"runs the file {source}" if source else "imports a module graphtape cannot locate without importing it"
+            packages = package_files_of(ref, source)
+            if packages:
+                where += ", after " + ", ".join(str(p) for p in packages)
             self.query_one("#graph-consent", Static).update(
                 Text(f"This reference was read from the recording: loading it {where}. Press Enter again to load it, or type another.", style="bold yellow")
             )
