@@ -34,6 +34,7 @@ from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_message, ns_path
 
 MAX_DELAY_S = 60.0
+MAX_HELD_S = 120.0  # all the holds of one replay together
 
 
 class ReplayMiss(BaseException):
@@ -68,6 +69,7 @@ class RecordingAnswerer:
         self.misses: list[Miss] = []
         self.miss_goes_live = miss_goes_live  # re-recording: a call the recording cannot answer runs live
         self.served = {"tool": 0, "model": 0}
+        self.held_s = 0.0  # how long answers were held so far (recorded timeouts, reproduced)
         self._lock = threading.Lock()
         self._plain_memo: dict[int, tuple[Any, Any]] = {}
         self._prompts = PrefixMemo(watch_messages=True)
@@ -195,9 +197,21 @@ class RecordingAnswerer:
             self.served[live.kind] += 1
         return got
 
-    @staticmethod
-    def _delay(got: RecordedCall) -> float:
-        return min(got.delay_s, MAX_DELAY_S)
+    def held_notes(self) -> list[str]:
+        """What the report should say when the recording asked for more holding (timeouts to
+        reproduce) than a replay gives."""
+        if self.held_s < MAX_HELD_S:
+            return []
+        return [f"answers were held {MAX_HELD_S:.0f} s in all, as long as a replay holds them: later recorded waits were not reproduced"]
+
+    def _delay(self, got: RecordedCall) -> float:
+        """How long to hold this answer: as the recording says, at most MAX_DELAY_S, and at most
+        what is left of MAX_HELD_S for the whole replay (a damaged or hostile recording's
+        latencies cannot make a replay wait for hours)."""
+        with self._lock:
+            delay = max(0.0, min(got.delay_s, MAX_DELAY_S, MAX_HELD_S - self.held_s))
+            self.held_s += delay
+        return delay
 
 
 def _who(metadata: Mapping[str, Any]) -> tuple[int | None, str, str | None]:

@@ -355,7 +355,7 @@ class _Run:
             served={**answerer.served, **({HTTP: http.served} if http.served else {}), **({STORE: memory.served} if memory.served else {})},
             unused_calls=unused,
             kind=edit["kind"],
-            notes=notes + live_http_note(self.store, run_id, self.mode),
+            notes=notes + live_http_note(self.store, run_id, self.mode) + answerer.held_notes(),
         )
 
     # -- pieces ------------------------------------------------------------------------

@@ -98,6 +98,25 @@ def test_incident_with_timeouts_replays_clean(db):
     assert result.final_state["retries"] == 2
 
 
+def test_a_recording_cannot_make_a_replay_hold_its_answers_for_long(db, monkeypatch):
+    """Latencies of hours (a damaged or hostile store) would hold each answer the longest a call
+    may be held, with no end in all: a replay holds its answers at most MAX_HELD_S together,
+    and says so."""
+    import sqlalchemy as sa
+
+    from graphtape.recorder import schema as S
+    from graphtape.replay import answers
+
+    run_id = record(db, REASON_ACT.build_graph("incident"), REASON_ACT.inputs_for("incident"))
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(sa.update(S.calls).values(latency_ms=1e12))
+    engine.dispose()
+    monkeypatch.setattr(answers, "MAX_HELD_S", 0.3)
+    result = replay(run_id, REASON_ACT.build_graph("incident"), db=db)
+    assert any("as long as a replay holds them" in n for n in result.notes), result.notes
+
+
 def test_replay_from_a_middle_step_resumes_there(db):
     run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
     result = replay(run_id, G.chat_graph(), from_step=2, db=db)
