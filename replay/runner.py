@@ -643,17 +643,19 @@ class _Run:
                         out.setdefault(d.step.step, []).append((e.node, e.value, None))
                     elif e.kind == "update":
                         updates.setdefault(d.step.step, []).extend(as_writes(e.value))
-        for step, values in self._subgraph_resumes().items():
-            out.setdefault(step, values)
+        out.update(self._subgraph_resumes(answered=set(out)))
         return out, updates
 
-    def _subgraph_resumes(self) -> dict[int, list[Resume]]:
+    def _subgraph_resumes(self, answered: set[int]) -> dict[int, list[Resume]]:
         """Resumes of interrupts raised inside subgraphs that the run answered by interrupt id
         (``Command(resume={id: value})``, how parallel interrupts are answered): LangGraph hands
         those to the waiting tasks alone, so they are recorded in the subgraphs' steps, not the
-        root's. Per root step, each with the root task it answers (its node and task path)."""
+        root's. Per root step (those the root's own resumes answered left out, and their
+        subgraphs not read), each with the root task it answers (its node and task path)."""
         waiting: dict[str, tuple[int, Any]] = {}  # top subgraph namespace -> (root step, root task)
         for d in self._details(""):
+            if d.step.step in answered:
+                continue
             asked = {e.task_id for e in d.events if e.kind == "interrupt"}
             for t in d.tasks:
                 if t.task_id in asked or t.interrupts:

@@ -90,7 +90,7 @@ def _shown(ref: str) -> str:
 
     from graphtape.tui.render import printable
 
-    return shlex.quote(printable(" ⏎ ".join(ref.splitlines()) if "\n" in ref or "\r" in ref else ref))
+    return shlex.quote(printable(" ⏎ ".join(ref.splitlines())))
 
 
 def _agreed(run_id: str, ref: str) -> bool:
