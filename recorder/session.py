@@ -273,6 +273,12 @@ class RunSession:
             acc.node, acc.path, acc.carried, acc.has_writes = node, path, True, True
             acc.writes.extend((ch, containers(v)) for ch, v in writes)
 
+    def _drop_carried(self) -> None:
+        """LangGraph saves a fork checkpoint only when a run goes back to an earlier checkpoint
+        (time travel), and such a run reruns that step's tasks: their earlier writes are not applied."""
+        for key in [k for k, acc in self._tasks.items() if acc.carried]:
+            del self._tasks[key]
+
     def _place_events(self) -> None:
         keep = []
         for ns, cp, ev in self._loose_events:
@@ -317,6 +323,8 @@ class RunSession:
                 metadata.get("source"),
             )
             self._ready.setdefault(ns, {})[step] = info
+            if ns == "" and metadata.get("source") == "fork":
+                self._drop_carried()
             if ns == "":
                 self.max_step = max(self.max_step, step - self.step_shift)  # as stored: a fork keeps the original's numbers
             if self._loose_events:
@@ -447,6 +455,9 @@ class RunSession:
     def on_node_start(self, ns: str, task_id: str, node: str, step: int | None) -> None:
         with self._lock:
             acc = self._task(ns, task_id)
+            if acc.carried:  # it runs after all (time travel to a checkpoint LangGraph does not fork)
+                acc.carried, acc.has_writes = False, False
+                acc.writes.clear()
             if acc.seen_callback and acc.duration_ms is not None:
                 # The same task starting again: a RetryPolicy retry. The attempt before is kept
                 # (number, error, duration); the task's outcome is its last attempt's.

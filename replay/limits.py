@@ -21,6 +21,12 @@ LangGraph has no seam for the first two, so while a replay runs
 ``intercept`` wraps models and tools, and removed when the last replay ends):
 a subgraph call gets the recorded limit back, and the root run's recursion
 error quotes it.
+
+A replay from one of the last steps before a recursion error needs a limit
+below 1, which LangGraph refuses: the root run is given 1, and its loop's
+``stop`` is moved back by the difference once the loop has set it (the pregel
+loop's entry is wrapped the same way), so it stops, and counts its remaining
+steps, where the recording did.
 """
 
 from __future__ import annotations
@@ -41,9 +47,18 @@ class Limits:
 
     recorded: int
     lowered: int
+    stop_shift: int = 0  # below 0: the root loop's stop is that much earlier than ``lowered`` gives
+
+
+def lowered_limit(recorded: int, steps_done: int) -> Limits:
+    """The limits of a replay resumed ``steps_done`` steps after the recording began."""
+    wanted = recorded - steps_done - 1
+    return Limits(recorded=recorded, lowered=max(1, wanted), stop_shift=min(0, wanted - 1))
 
 
 _current: contextvars.ContextVar[Limits | None] = contextvars.ContextVar("graphtape_replay_limits", default=None)
+# The stop shift not yet applied: the first root loop entered takes it (a list, shared by copied contexts).
+_shift_due: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("graphtape_replay_stop_shift", default=None)
 _active = 0
 _lock = threading.Lock()
 _originals: dict[str, Any] = {}
@@ -61,9 +76,11 @@ def recorded_limits(limits: Limits | None) -> Iterator[None]:
             _install()
         _active += 1
     token = _current.set(limits)
+    due = _shift_due.set([limits.stop_shift] if limits.stop_shift else None)
     try:
         yield
     finally:
+        _shift_due.reset(due)
         _current.reset(token)
         with _lock:
             _active -= 1
@@ -73,15 +90,38 @@ def recorded_limits(limits: Limits | None) -> Iterator[None]:
 
 def _install() -> None:
     from langgraph.pregel import Pregel
+    from langgraph.pregel._loop import AsyncPregelLoop, SyncPregelLoop
 
     _originals["stream"], _originals["astream"] = Pregel.stream, Pregel.astream
     Pregel.stream, Pregel.astream = _stream, _astream  # type: ignore[method-assign]
+    _originals["enter"], _originals["aenter"] = SyncPregelLoop.__enter__, AsyncPregelLoop.__aenter__
+    SyncPregelLoop.__enter__, AsyncPregelLoop.__aenter__ = _enter, _aenter  # type: ignore[method-assign]
 
 
 def _uninstall() -> None:
     from langgraph.pregel import Pregel
+    from langgraph.pregel._loop import AsyncPregelLoop, SyncPregelLoop
 
     Pregel.stream, Pregel.astream = _originals.pop("stream"), _originals.pop("astream")  # type: ignore[method-assign]
+    SyncPregelLoop.__enter__, AsyncPregelLoop.__aenter__ = _originals.pop("enter"), _originals.pop("aenter")  # type: ignore[method-assign]
+
+
+def _shift_stop(loop: Any) -> None:
+    due = _shift_due.get()
+    if due and not getattr(loop, "is_nested", False):
+        loop.stop += due.pop()
+
+
+def _enter(self: Any) -> Any:
+    entered = _originals["enter"](self)
+    _shift_stop(entered)
+    return entered
+
+
+async def _aenter(self: Any) -> Any:
+    entered = await _originals["aenter"](self)
+    _shift_stop(entered)
+    return entered
 
 
 def _split(args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:

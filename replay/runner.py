@@ -41,7 +41,7 @@ from graphtape.replay.context import recorded_context, with_runtime
 from graphtape.replay.fixture_format import FIXTURE_TAG
 from graphtape.replay.gc_threshold import fewer_collections
 from graphtape.replay.intercept import answering
-from graphtape.replay.limits import Limits, recorded_limits
+from graphtape.replay.limits import Limits, lowered_limit, recorded_limits
 from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_persistent, ns_path
@@ -279,7 +279,8 @@ class _Run:
         warnings = RecorderWarnings()
         try:
             with answering(answerer), answering_http(http if self.mode.answers(HTTP) else None), recorded_limits(self._limits):
-                error = self._drive(app, config, shift=0 if ns else offset)
+                first = self._time_travel(config, restored) if update is None and not ns else None
+                error = self._drive(app, config, shift=0 if ns else offset, first=first)
         finally:
             recorder.flush()
             run_id = recorder.last_run_id
@@ -488,10 +489,10 @@ class _Run:
             # that starts later says how many steps before its start the recording began.
             later = recorded.get("recursion_offset")
             first = self._root_steps()[0].step - (later if type(later) is int and later > 0 else 0)
-            config["recursion_limit"] = max(1, limit - (restored.root_step - first) - 1)
-            self._resume_limit = limit
             # Only the root run counts from where it resumes: subgraphs and the error keep the recorded limit.
-            self._limits = Limits(recorded=limit, lowered=config["recursion_limit"])
+            self._limits = lowered_limit(limit, restored.root_step - first)
+            config["recursion_limit"] = self._limits.lowered
+            self._resume_limit = limit
         return config
 
     def _calls_after(self, root_step: int, ns: str, step: int) -> list[CallInfo]:
@@ -560,11 +561,21 @@ class _Run:
         last = max((s.step for s in self._root_steps() if s.checkpoint_id), default=None)
         return last if last is not None and last > start else None
 
-    def _drive(self, app: Any, config: dict, *, shift: int = 0) -> BaseException | None:
+    def _time_travel(self, config: dict, restored: Restored) -> dict | None:
+        """The config that starts the replay as the recording went on from ``restored``: addressed
+        to that checkpoint when LangGraph forked there (the run went back to an earlier checkpoint,
+        so its next step is a ``fork`` checkpoint and that step's tasks ran again)."""
+        after = next((s for s in self._root_steps() if s.step > restored.root_step), None)
+        if after is None or after.source != "fork":
+            return None
+        return {**config, "configurable": {**config["configurable"], "checkpoint_id": restored.checkpoint["id"]}}
+
+    def _drive(self, app: Any, config: dict, *, shift: int = 0, first: dict | None = None) -> BaseException | None:
         """Run to the end, answering recorded interrupts with their recorded resume values.
 
         ``shift``: the root steps a fork's edit added (its checkpoint): the recording's step of an
-        interrupt is the replay's, less that.
+        interrupt is the replay's, less that. ``first``: the config of the first invocation, when
+        it differs (it addresses a checkpoint); resumes go on from the thread's latest.
         """
         from langgraph.types import Command
 
@@ -572,12 +583,13 @@ class _Run:
         payload: Any = None
         for _ in range(1000):
             try:
-                if self._run_once(app, payload, config):
+                if self._run_once(app, payload, first or config):
                     return None  # the window ends here, as asked
             except ReplayMiss as exc:
                 return exc
             except Exception as exc:  # noqa: BLE001 - the graph's own failure is part of the comparison
                 return exc
+            first = None
             snapshot = app.get_state(config)
             pending = [(t.name, i, task_path(t.path)) for t in snapshot.tasks for i in t.interrupts]
             if not pending:

@@ -20,12 +20,14 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command, Send
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from graphtape.recorder import Recorder, open_store
+from graphtape.recorder.records import FLAG_CARRIED
 from graphtape.replay import ReplayError, ReplayMode, fork, replay
 from graphtape.replay.normalize import IGNORED, Normalizer, ns_path
 
@@ -553,6 +555,50 @@ def test_a_bound_recursion_limit_stops_the_replay_where_it_stopped_the_run(db):
     assert result.status == "error"
 
 
+class Budget(TypedDict, total=False):
+    n: int
+    seen: list
+    remaining_steps: RemainingSteps
+
+
+def budget_graph():
+    """Loops until LangGraph says one step remains, noting what it said each time."""
+    b = StateGraph(Budget)
+    b.add_node("work", lambda s: {"n": s["n"] + 1, "seen": [*s.get("seen", []), s["remaining_steps"]]})
+    b.add_edge(START, "work")
+    b.add_conditional_edges("work", lambda s: END if s["remaining_steps"] <= 1 else "work", ["work", END])
+    return b.compile()
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_run_that_met_its_recursion_limit_replays_from_every_step(db, is_async):
+    """From a step near the end, the limit left is below 1, which LangGraph refuses: the replay
+    still stops, and counts remaining steps, where the recording did."""
+    graphs = {"runaway": looping_graph, "budget": budget_graph}
+    runs = {}
+    with Recorder(db) as rec:
+        for name, build in graphs.items():
+            g = rec.attach(build(), name=name)
+            inputs, config = {"n": 0}, {"configurable": {"loops": 100}, "recursion_limit": 6}
+            try:
+                asyncio.run(g.ainvoke(inputs, config)) if is_async else g.invoke(inputs, config)
+            except Exception as exc:  # noqa: BLE001
+                assert name == "runaway" and "Recursion limit of 6" in str(exc)
+            rec.flush()
+            runs[name] = rec.last_run_id
+    store = open_store(db)
+    try:
+        steps = {name: [s.step for s in store.list_steps(run_id) if s.checkpoint_id] for name, run_id in runs.items()}
+    finally:
+        store.close()
+    assert steps["runaway"][-1] == 6 and steps["budget"][-1] >= 5
+    for name, run_id in runs.items():
+        for step in steps[name]:
+            result = replay(run_id, graphs[name](), step, db=db)
+            assert not result.diverged, f"{name} from step {step}: {result.report()}"
+            assert result.status == ("error" if name == "runaway" else "ok")
+
+
 class Item(TypedDict, total=False):
     item: str
     results: Annotated[list, operator.add]
@@ -906,6 +952,37 @@ def test_a_run_that_went_on_after_an_error_replays_without_rerunning_finished_ta
     result = replay(run_id, _parallel_with_a_flaky_branch(fetches, fail), db=db, mode=mode)
     assert not result.diverged, result.report()
     assert fetches == ["x"]  # live or answered, the replay did not run `a` either
+    assert result.final_state["log"] == ["data for x", "b ok", "c"]
+
+
+@pytest.mark.parametrize("mode", ["strict", "live"])
+def test_a_run_sent_back_to_an_earlier_checkpoint_reruns_its_tasks_and_replays_so(db, mode):
+    """Time travel: ``invoke(None, config)`` addressed to a past checkpoint. LangGraph forks there
+    and runs the next step's tasks again, even those that had finished before an error."""
+    fetches: list[str] = []
+    fail = {"b": True}
+    with Recorder(db) as rec:
+        app = rec.attach(_parallel_with_a_flaky_branch(fetches, fail))
+        config = {"configurable": {"thread_id": "t"}}
+        with pytest.raises(RuntimeError, match="flaky"):
+            app.invoke({"log": []}, config)
+        fail["b"] = False
+        before = next(s for s in app.get_state_history(config) if set(s.next) == {"a", "b"})
+        assert app.invoke(None, before.config)["log"] == ["data for x", "b ok", "c"]
+        rec.flush()
+        run_id = rec.last_run_id
+    assert fetches == ["x", "x"]  # `a` ran again: its earlier write was not applied
+    store = open_store(db)
+    try:
+        steps = store.list_steps(run_id)
+        ran = {t.node: t.carried for s in steps for t in store.step_detail(run_id, s.step, typed=True).tasks}
+        assert ran.keys() == {"a", "b", "c"} and not any(ran.values())
+        assert not any(s.flags & FLAG_CARRIED for s in steps)
+    finally:
+        store.close()
+    result = replay(run_id, _parallel_with_a_flaky_branch(fetches, fail), db=db, mode=mode)
+    assert not result.diverged, result.report()
+    assert fetches == (["x", "x", "x"] if mode == "live" else ["x", "x"])
     assert result.final_state["log"] == ["data for x", "b ok", "c"]
 
 
