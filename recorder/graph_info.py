@@ -13,6 +13,17 @@ from typing import Any
 END = "__end__"
 START = "__start__"
 
+# A graph's state where it has no named channels: a functional-API entrypoint's return value and
+# the value it saves for its next run (``entrypoint.final``), a StateGraph's single root value.
+VALUE_CHANNELS = frozenset({END, "__previous__", "__root__"})
+
+
+def is_internal_channel(name: str) -> bool:
+    """A channel LangGraph keeps for itself (branches, joins, inputs): not part of the state people read."""
+    if name in VALUE_CHANNELS:
+        return False
+    return name.startswith(("branch:", "__")) or ":" in name and name.split(":", 1)[0] in ("join", "start")
+
 
 @dataclass
 class GraphInfo:

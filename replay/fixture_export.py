@@ -33,6 +33,7 @@ import orjson
 
 from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, collect_refs
 from graphtape.recorder.frames import FrameState
+from graphtape.recorder.graph_info import is_internal_channel
 from graphtape.recorder.history_blocks import CAT
 from graphtape.recorder.records import PART_OF_A_CALL, STORE, CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
@@ -168,12 +169,8 @@ def _read_namespace(store: RunStore, run_id: str, ns: str) -> list[_Step]:
     return out
 
 
-def _internal(name: str) -> bool:
-    return name.startswith("branch:") or name.startswith("__") or ":" in name and name.split(":", 1)[0] in ("join", "start")
-
-
 def _public(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if not _internal(k)}
+    return {k: v for k, v in values.items() if not is_internal_channel(k)}
 
 
 # -- export -----------------------------------------------------------------------

@@ -986,6 +986,64 @@ def test_a_run_sent_back_to_an_earlier_checkpoint_reruns_its_tasks_and_replays_s
     assert result.final_state["log"] == ["data for x", "b ok", "c"]
 
 
+# -- graphs with no named state channels: their value is their state ---------------------------
+
+
+def _entrypoint_graph(factor: int):
+    from langgraph.func import entrypoint, task
+
+    @task
+    def scale(x: int) -> int:
+        return x * factor + 1
+
+    @entrypoint(checkpointer=InMemorySaver())
+    def scaled(n: int, *, previous=None) -> int:
+        y = scale(n).result()
+        return entrypoint.final(value=y, save=y * 10)
+
+    return scaled
+
+
+def _root_value_graph(factor: int):
+    b = StateGraph(Annotated[list, operator.add])
+    b.add_node("a", lambda items: [factor])
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    return b.compile()
+
+
+@pytest.mark.parametrize("shape", ["entrypoint", "root value"])
+def test_a_graph_without_named_state_channels_is_compared_by_its_value(db, shape):
+    """An entrypoint's return and saved value, a root-value StateGraph's list: the whole state.
+    A strict replay, and a fixture replayed, must see a change in them."""
+    from graphtape.replay.fixture import export_fixture, import_fixture
+
+    build, inputs, output, changed = {
+        "entrypoint": (_entrypoint_graph, 1, 2, 1001),
+        "root value": (_root_value_graph, ["start"], ["start", 1], ["start", 1000]),
+    }[shape]
+    with Recorder(db) as rec:
+        assert rec.attach(build(1)).invoke(inputs, {"configurable": {"thread_id": "v"}}) == output
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        assert store.run_detail(run_id).output == output
+        last = store.list_steps(run_id)[-1].step
+        state = store.state_at(run_id, last)
+        assert state == ({"__end__": 2, "__previous__": 20} if shape == "entrypoint" else {"__root__": output})
+        fixture_run = import_fixture(store, export_fixture(store, run_id)).run_id
+    finally:
+        store.close()
+    same = replay(run_id, build(1), db=db)
+    assert not same.diverged, same.report()
+    assert same.final_state == output
+    for source in (run_id, fixture_run):
+        result = replay(source, build(1000), db=db)
+        assert result.diverged and result.final_state == changed
+        assert {d.kind for d in result.divergences} == {"state"}, result.report()
+
+
 # -- long-term memory: a replay reads the graph's store and never writes to it ------------------
 
 

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from graphtape.recorder import schema as S
 from graphtape.recorder.errors import AmbiguousRun, RunNotFound
+from graphtape.recorder.graph_info import VALUE_CHANNELS
 from graphtape.recorder.records import RunDetail, RunInfo
 from graphtape.recorder.store.listing import _escape_like
 from graphtape.recorder.store.payloads import _strict_json, _uj
@@ -183,10 +184,10 @@ class RunReads:
             done = [s for s in self.list_steps(run_id) if not s.pending]
             if done:
                 output = self.state_at(run_id, done[-1].step, typed=typed)
-                if not output:
-                    # A functional-API entrypoint keeps no state channels: its output is what it returned.
-                    final = self.state_at(run_id, done[-1].step, typed=typed, internal=True)
-                    output = final.get("__end__", output)
+                if output and output.keys() <= VALUE_CHANNELS:
+                    # No named state channels (a functional-API entrypoint, a StateGraph of one
+                    # root value): the output is the value itself, as LangGraph returns it.
+                    output = output["__root__"] if "__root__" in output else output.get("__end__")
         return output
 
     @_damage_is_a_store_error

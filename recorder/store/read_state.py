@@ -19,6 +19,7 @@ from graphtape.recorder.codec import BLOB_REF
 from graphtape.recorder.deferred import DEFER_AT, DeferredList
 from graphtape.recorder.errors import StepNotFound
 from graphtape.recorder.frames import FrameState
+from graphtape.recorder.graph_info import is_internal_channel
 from graphtape.recorder.records import FLAG_PENDING, Checkpoint
 from graphtape.recorder.store.payloads import unpack
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
@@ -58,7 +59,7 @@ class StateReads:
             frame = unpack(r.payload).get("s")
             if frame is not None:
                 state.apply(frame, bool(r.is_key))
-            current = (r.step, {k: v for k, v in state.values.items() if not _internal_channel(k)})
+            current = (r.step, {k: v for k, v in state.values.items() if not is_internal_channel(k)})
             if last is not None and last[0] != r.step:
                 yield last
             last = current
@@ -153,7 +154,7 @@ class StateReads:
         read: a viewer showing a few messages of a long history pays for those.
         """
         _, fs = self._frame_state(run_id, step, ns)
-        values = fs.values if internal else {k: v for k, v in fs.values.items() if not _internal_channel(k)}
+        values = fs.values if internal else {k: v for k, v in fs.values.items() if not is_internal_channel(k)}
         if not deferred or typed:
             return self.decode(values, typed=typed)
         long = {k: self._share_refs(v) for k, v in values.items() if type(v) is list and len(v) >= DEFER_AT}
@@ -194,7 +195,3 @@ class StateReads:
             channel_versions=dict(fs.versions),
             versions_seen={k: dict(v) for k, v in fs.seen.items()},
         )
-
-
-def _internal_channel(name: str) -> bool:
-    return name.startswith("branch:") or name.startswith("__") or ":" in name and name.split(":", 1)[0] in ("join", "start")
