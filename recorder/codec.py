@@ -224,6 +224,11 @@ class Encoder:
             return self._enc(value, 0, None)
         except _Abort as stop:
             raise stop.error from None
+        except Exception as exc:  # noqa: BLE001 - a value this encoder fails on is marked, never the step lost
+            try:
+                return self._fault(value, f"could not be encoded: {type(exc).__name__}", with_repr=False)
+            except _Abort as stop:
+                raise stop.error from None
 
     def _put(self, data: bytes) -> str:
         try:
@@ -299,7 +304,10 @@ class Encoder:
         if t is int:
             if -(2**63) <= v < 2**63:
                 return v
-            return {ENVELOPE: "int", "v": str(v)}
+            try:
+                return {ENVELOPE: "int", "v": str(v)}
+            except ValueError:  # more digits than Python writes in decimal (sys.set_int_max_str_digits)
+                return self._fault(v, f"an int of {v.bit_length()} bits is too long to write", with_repr=False)
         if t is float:
             if math.isfinite(v):
                 return v

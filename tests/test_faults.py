@@ -499,15 +499,17 @@ def _tree(levels: int) -> Any:
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
-@pytest.mark.parametrize("value", ["cycle", "cancelled"])
+@pytest.mark.parametrize("value", ["cycle", "cancelled", "huge int"])
 def test_a_value_that_hurts_the_encoder_is_marked_counted_and_later_runs_still_record(tmp_path, durability, value):
-    """A dataclass tree with parent pointers, and a value whose read raises a BaseException
-    (CancelledError), in either durability: the run returns, the value is marked and counted
-    as a fault, and the writer goes on recording the next run (it used to die silently in
-    async mode, losing every later run)."""
+    """A dataclass tree with parent pointers, a value whose read raises a BaseException
+    (CancelledError), an int too long for Python to write in decimal, in either durability:
+    the run returns, the value is marked and counted as a fault, every step is kept, and the
+    writer goes on recording the next run (it used to die silently in async mode, losing every
+    later run; the int lost the rest of its run)."""
     from langgraph.graph import END, START, StateGraph
 
-    hostile = _tree(100) if value == "cycle" else _RaisesCancelled()
+    hostile = {"cycle": lambda: _tree(100), "cancelled": _RaisesCancelled, "huge int": lambda: 10**5000}[value]()
+    told = {"cycle": "cycle", "cancelled": "CancelledError", "huge int": "too long to write"}[value]
 
     def build(bad: bool) -> Any:
         b = StateGraph(S)
@@ -531,7 +533,9 @@ def test_a_value_that_hurts_the_encoder_is_marked_counted_and_later_runs_still_r
     try:
         run = store.get_run(hurt)
         assert run.status == "ok" and run.faults >= 1
-        assert any(("cycle" if value == "cycle" else "CancelledError") in line for line in store.run_detail(hurt).fault_log)
+        assert any(told in line for line in store.run_detail(hurt).fault_log)
+        assert [s.step for s in store.list_steps(hurt)] == [-1, 0, 1, 2]
+        assert store.state_at(hurt, 2)["n"] == 2
         extra = store.state_at(hurt, 1)["extra"]
         assert extra.get("unserializable") or any(isinstance(c, dict) and c.get("unserializable") for c in _walk(extra))
         assert store.get_run(later).status == "ok" and store.get_run(later).faults == 0
