@@ -129,6 +129,10 @@ class Fault(Exception):
     """A value could not be encoded; it is stored as a marked safe string."""
 
 
+class _OverBudget(Exception):
+    """One encode() built more than ``ENCODE_BUDGET`` values: the value it was given is marked whole."""
+
+
 class _Abort(Exception):
     """Carries an error raised by ``on_fault`` or the sink out of the encoder untouched
     (strict mode's RecorderFault must not be taken for a value that failed to read)."""
@@ -225,8 +229,11 @@ class Encoder:
         except _Abort as stop:
             raise stop.error from None
         except Exception as exc:  # noqa: BLE001 - a value this encoder fails on is marked, never the step lost
+            # Over the budget, the value is one mark: a mark per value left would still be
+            # written at the value's own size, larger than a reader agrees to build.
+            why = f"more than {ENCODE_BUDGET} values (shared parts repeat)" if isinstance(exc, _OverBudget) else f"could not be encoded: {type(exc).__name__}"
             try:
-                return self._fault(value, f"could not be encoded: {type(exc).__name__}", with_repr=False)
+                return self._fault(value, why, with_repr=False)
             except _Abort as stop:
                 raise stop.error from None
 
@@ -288,9 +295,7 @@ class Encoder:
             return self._fault(v, "nested too deeply", with_repr=False)
         self._left -= 1
         if self._left < 0:
-            if self._left == -1:
-                self._report(f"a value holds more than {ENCODE_BUDGET} values (shared parts repeat): the rest is marked")
-            return {ENVELOPE: "unserializable", "type": _qualname(type(v)), "repr": "<not encoded: over the value budget>", "why": "too many values"}
+            raise _OverBudget
         t = type(v)
         if t is str:
             s = self.redactor.scrub(v)
@@ -339,7 +344,7 @@ class Encoder:
             if t is dict or isinstance(v, Mapping) and not _is_special(v):
                 return self._enc_dict(v, depth)
             return self._enc_other(v, depth)
-        except (_Abort, *_STOP):
+        except (_Abort, _OverBudget, *_STOP):
             raise
         except BaseException as exc:  # noqa: BLE001 - user objects may raise anything when read (a CancelledError too)
             return self._unreadable(v, exc)

@@ -14,6 +14,8 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from graphtape.recorder.codec import ENCODE_BUDGET
+
 MAX_CHAIN = 256
 # A keyframe is written once the deltas since the last one add up to this many
 # times its size: each byte of keyframe buys KEY_RATIO bytes of deltas.
@@ -59,7 +61,7 @@ class FrameBuilder:
             prev = self._objs.get(ch, _MISSING)
             if prev is v and ch not in updated:
                 continue
-            if type(v) is list:
+            if type(v) is list and len(v) <= ENCODE_BUDGET:  # longer: one value, marked whole by the encoder's budget
                 items = self._items.get(ch)
                 if items is not None:
                     k = common_prefix(items, v)

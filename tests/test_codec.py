@@ -24,6 +24,7 @@ from pydantic import BaseModel, SecretStr
 
 from graphtape.recorder.codec import (
     BLOB_REF,
+    ENCODE_BUDGET,
     ENCODE_DEPTH,
     ENVELOPE,
     MAX_DEPTH,
@@ -603,7 +604,16 @@ def test_a_value_whose_shared_parts_multiply_is_cut_at_the_budget() -> None:
     faults: list[str] = []
     tree = Encoder(on_fault=faults.append).encode(value)
     assert len(faults) == 1 and "more than" in faults[0]
-    assert b"over the value budget" in orjson.dumps(tree)
+    assert tree == {ENVELOPE: "unserializable", "type": "builtins.list", "repr": "<list: more than 500000 values (shared parts repeat)>", "why": "more than 500000 values (shared parts repeat)"}
+
+
+def test_a_mapping_over_the_budget_is_one_mark_not_a_mark_per_value() -> None:
+    """Marks for the values left would be written at the value's own size: a store a reader refuses."""
+    faults: list[str] = []
+    encoder = Encoder(on_fault=faults.append)
+    tree = encoder.encode({f"k{i}": i for i in range(ENCODE_BUDGET + 10)})
+    assert len(orjson.dumps(tree)) < 300 and tree["why"].startswith("more than") and len(faults) == 1
+    assert encoder.encode({"after": [1, 2]}) == {"after": [1, 2]}  # the next value has the whole budget again
 
 
 def test_deeply_nested_recorded_data_is_refused() -> None:

@@ -553,3 +553,36 @@ def _walk(value: Any) -> Iterator[Any]:
             stack.extend(x.values())
         elif isinstance(x, list):
             stack.extend(x)
+
+
+@pytest.mark.parametrize("shape", ["list", "dict"])
+def test_a_value_over_the_encoders_budget_is_stored_as_one_mark_a_reader_accepts(tmp_path, shape):
+    """More values than one encode builds (a list channel's items are encoded one by one, so its
+    length counts too): one mark and a fault, never rows at the value's own size, which a reader
+    would refuse as a crafted store."""
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.recorder.codec import ENCODE_BUDGET
+    from graphtape.replay.fixture import export_fixture
+
+    size = ENCODE_BUDGET + 1
+    wide = list(range(size)) if shape == "list" else {f"k{i}": i for i in range(size)}
+    b = StateGraph(S)
+    b.add_node("a", lambda s: {"extra": wide})
+    b.add_node("b", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("b", END)
+    db = tmp_path / "wide.db"
+    with Recorder(db) as rec:
+        rec.attach(b.compile()).invoke({"n": 0, "notes": []})
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        assert store.get_run(run_id).faults >= 1
+        assert [s.step for s in store.list_steps(run_id)] == [-1, 0, 1, 2]
+        extra = store.state_at(run_id, 2)["extra"]
+        assert extra["unserializable"] is True and "more than" in extra["repr"]
+        assert export_fixture(store, run_id)["steps"]
+    finally:
+        store.close()
