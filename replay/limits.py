@@ -50,9 +50,10 @@ class Limits:
     stop_shift: int = 0  # below 0: the root loop's stop is that much earlier than ``lowered`` gives
 
 
-def lowered_limit(recorded: int, steps_done: int) -> Limits:
-    """The limits of a replay resumed ``steps_done`` steps after the recording began."""
-    wanted = recorded - steps_done - 1
+def lowered_limit(recorded: int, steps_done: int, *, fresh: bool = True) -> Limits:
+    """The limits of a replay resumed ``steps_done`` steps after the recording began (at its
+    input step when ``fresh``, else at the checkpoint a run that went on with a thread left)."""
+    wanted = recorded - steps_done - (1 if fresh else 0)
     return Limits(recorded=recorded, lowered=max(1, wanted), stop_shift=min(0, wanted - 1))
 
 

@@ -255,7 +255,7 @@ class _Run:
             edit = {"kind": "replay", "mode": self.mode.value, "ns": ns or None}
 
         if killed_at is not None:
-            notes.append(f"the recorded run was killed after step {killed_at}: the replay stops there and compares up to it")
+            notes.append(f"the recorded run was {self.run.status_reason} after step {killed_at}: the replay stops there and compares up to it")
         offsets = {ns_path(ns): offset}
         recorded_calls = self._calls_after(restored.root_step, ns, step)
         if update is None:
@@ -485,12 +485,15 @@ class _Run:
             limit = _default_recursion_limit()
         if limit is not None:
             # LangGraph stops at (start step + 1) + limit + 1, counted from where it
-            # starts; a fresh run starts at its input step. Keep the recorded end. A fixture
-            # that starts later says how many steps before its start the recording began.
+            # starts; a fresh run starts at its input step, one before the checkpoint a run
+            # that goes on with a thread starts from. Keep the recorded end. A fixture that
+            # starts later says how many steps before its start the recording began.
             later = recorded.get("recursion_offset")
-            first = self._root_steps()[0].step - (later if type(later) is int and later > 0 else 0)
+            later = later if type(later) is int and later > 0 else 0
+            first_step = self._root_steps()[0]
+            fresh = later > 0 or first_step.source == "input"
             # Only the root run counts from where it resumes: subgraphs and the error keep the recorded limit.
-            self._limits = lowered_limit(limit, restored.root_step - first)
+            self._limits = lowered_limit(limit, restored.root_step - (first_step.step - later), fresh=fresh)
             config["recursion_limit"] = self._limits.lowered
             self._resume_limit = limit
         return config
@@ -556,9 +559,9 @@ class _Run:
         """The last completed root step of a run whose process died while it recorded, if the
         replay starts before it: what happened after it was never recorded, so nothing after it
         can be answered or compared."""
-        if (self.run.status, self.run.status_reason) != ("interrupted", "killed"):
+        if self.run.status != "interrupted" or self.run.status_reason not in ("killed", "cancelled"):
             return None
-        last = max((s.step for s in self._root_steps() if s.checkpoint_id), default=None)
+        last = max((s.step for s in self._root_steps() if not s.pending), default=None)
         return last if last is not None and last > start else None
 
     def _time_travel(self, config: dict, restored: Restored) -> dict | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -482,12 +483,12 @@ class Counted(TypedDict):
     n: int
 
 
-def _counting_graph():
+def _counting_graph(stop_at: int = 7):
     """The killed script's graph, for its replay: a node that fails where the process died, so a
     replay that went past what was recorded would show it."""
 
     def step(state: Counted) -> dict:
-        if state["n"] == 7:
+        if state["n"] == stop_at:
             raise RuntimeError("past what the recording holds")
         return {"n": state["n"] + 1}
 
@@ -511,11 +512,63 @@ def test_a_killed_run_replays_up_to_its_last_recorded_step(tmp_path):
         run_id = store.get_run("last").id
     finally:
         store.close()
-    for start in (None, 3):
-        result = replay(run_id, _counting_graph(), from_step=start, db=db, mode="strict", on_miss="stop")
+    _replays_up_to(db, run_id, 7, "killed")
+
+
+def _replays_up_to(db: str, run_id: str, last: int, how: str) -> None:
+    """From the start, from the middle, and as a fixture (whose steps keep no checkpoint ids)."""
+    from graphtape.replay import replay
+    from graphtape.replay.fixture import export_fixture, import_fixture
+
+    from graphtape.replay.testgen import render_test
+
+    store = open_store(db)
+    try:
+        fixture = export_fixture(store, run_id)
+        fixture_run = import_fixture(store, fixture).run_id
+    finally:
+        store.close()
+    here = Path(db).parent
+    assert "assert result.status == 'ok'" in render_test(fixture, here / "f.json", here / "test_f.py", "agent:graph")  # as the replay ends
+    for source, start in ((run_id, None), (run_id, 3), (fixture_run, None)):
+        result = replay(source, _counting_graph(stop_at=last), from_step=start, db=db, mode="strict", on_miss="stop")
         assert result.status == "ok" and not result.diverged, result.report()
-        assert result.final_state == {"n": 7}
-        assert any("killed after step 7" in note for note in result.notes)
+        assert result.final_state == {"n": last}
+        assert any(f"{how} after step {last}" in note for note in result.notes)
+
+
+def test_a_cancelled_run_replays_up_to_its_last_recorded_step(tmp_path):
+    """``task.cancel()`` mid-run (Ctrl-C alike): nothing after the last finished step was recorded."""
+    db = str(tmp_path / "cancelled.db")
+    reached = asyncio.Event()
+
+    async def step(state: Counted) -> dict:
+        if state["n"] == 5:
+            reached.set()
+            await asyncio.sleep(60)
+        return {"n": state["n"] + 1}
+
+    b = StateGraph(Counted)
+    b.add_node("loop", step)
+    b.add_edge(START, "loop")
+    b.add_conditional_edges("loop", lambda s: "loop")
+
+    async def run_and_cancel() -> None:
+        with Recorder(db) as rec:
+            task = asyncio.ensure_future(rec.attach(b.compile()).ainvoke({"n": 0}))
+            await asyncio.wait_for(reached.wait(), 30)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(run_and_cancel())
+    store = open_store(db)
+    try:
+        run = store.get_run("last")
+        assert (run.status, run.status_reason) == ("interrupted", "cancelled")
+    finally:
+        store.close()
+    _replays_up_to(db, run.id, 5, "cancelled")
 
 
 def test_secrets_never_reach_the_database(recorder_factory, sqlite_url):

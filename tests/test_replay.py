@@ -599,6 +599,28 @@ def test_a_run_that_met_its_recursion_limit_replays_from_every_step(db, is_async
             assert result.status == ("error" if name == "runaway" else "ok")
 
 
+def test_a_run_that_went_on_after_its_recursion_limit_and_met_it_again_replays_from_every_step(db):
+    """``invoke(None)`` after a GraphRecursionError starts at the thread's checkpoint, not at an
+    input step: LangGraph counts its limit from one step later than a fresh run's."""
+    config = {"configurable": {"thread_id": "again", "loops": 100}, "recursion_limit": 5}
+    with Recorder(db) as rec:
+        g = rec.attach(looping_graph().copy(update={"checkpointer": InMemorySaver()}))
+        for inputs in ({"n": 0}, None):
+            with pytest.raises(Exception, match="Recursion limit of 5"):
+                g.invoke(inputs, config)
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        steps = [s.step for s in store.list_steps(run_id) if s.checkpoint_id]
+    finally:
+        store.close()
+    assert steps[0] == 5 and steps[-1] == 12  # from the first run's last checkpoint to where the limit stopped it again
+    for step in steps:
+        result = replay(run_id, looping_graph(), step, db=db)
+        assert not result.diverged and result.status == "error", f"from step {step}: {result.report()}"
+
+
 class Item(TypedDict, total=False):
     item: str
     results: Annotated[list, operator.add]
