@@ -144,7 +144,13 @@ class CallBook:
             if same:
                 r = same[0]
                 if len(same) > 1:
-                    r = next((x for x in same if live.tool_call_id is not None and x.tool_call_id == live.tool_call_id), None) or next((x for x in same if live.task_path is not None and x.task_path == live.task_path), r)
+                    exact = next((x for x in same if live.tool_call_id is not None and x.tool_call_id == live.tool_call_id), None)
+                    if exact is not None:
+                        # A call that did not return keeps no id (it is read from the ToolMessage): an
+                        # earlier failed attempt in the same task (a retry, an interrupt then resumed) goes first.
+                        r = next((x for x in same if x.index < exact.index and x.call.error_type and x.tool_call_id is None and x.call.task_id == exact.call.task_id), exact)
+                    else:
+                        r = next((x for x in same if live.task_path is not None and x.task_path == live.task_path), r)
                 r.used = True
                 return r
             same_kind = [r for r in self.recorded if r.call.kind == live.kind]

@@ -21,7 +21,7 @@ from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.managed import RemainingSteps
-from langgraph.prebuilt import ToolRuntime
+from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import Command, Send
 from pydantic import BaseModel
 from typing_extensions import TypedDict
@@ -1006,6 +1006,49 @@ def test_a_run_sent_back_to_an_earlier_checkpoint_reruns_its_tasks_and_replays_s
     assert not result.diverged, result.report()
     assert fetches == (["x", "x", "x"] if mode == "live" else ["x", "x"])
     assert result.final_state["log"] == ["data for x", "b ok", "c"]
+
+
+def _retried_tool_graph(attempts: list[str]):
+    """A ToolNode whose tool fails once with ConnectionError; the node's RetryPolicy runs it again
+    (the same tool call, same id, same arguments): two recordings of one call, one failed."""
+    from langgraph.types import RetryPolicy
+
+    @tool
+    def lookup(order: str) -> str:
+        """Where an order is."""
+        attempts.append(order)
+        if len(attempts) == 1:
+            raise ConnectionError("upstream reset")
+        return f"{order}: shipped"
+
+    model = G.ScriptedChatModel(script=[AIMessage(content="", tool_calls=[G.tool_call("lookup", "c1", order="A1")]), AIMessage(content="shipped")]).bind_tools([lookup])
+    b = StateGraph(G.ChatState)
+    b.add_node("agent", lambda s: {"messages": [model.invoke(s["messages"])]})
+    b.add_node("tools", ToolNode([lookup]), retry_policy=RetryPolicy(retry_on=ConnectionError, initial_interval=0.01, jitter=False))
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END])
+    b.add_edge("tools", "agent")
+    return b.compile()
+
+
+def test_a_retried_tool_call_replays_its_failed_attempt_first(db):
+    """The failed attempt keeps no tool-call id (that is read from the ToolMessage it never made):
+    it must still answer the first live attempt, or the replay skips the failure and its retry."""
+    attempts: list[str] = []
+    with Recorder(db) as rec:
+        out = rec.attach(_retried_tool_graph(attempts)).invoke({"messages": [HumanMessage(content="Where is A1?")]})
+        rec.flush()
+        run_id = rec.last_run_id
+    assert attempts == ["A1", "A1"] and out["messages"][-1].content == "shipped"
+    result = replay(run_id, _retried_tool_graph(attempts), db=db, require_all_used=True)
+    assert not result.diverged, result.report()
+    assert attempts == ["A1", "A1"]  # answered from the recording
+    store = open_store(db)
+    try:
+        replayed = [(c.name, c.error_type) for c in store.calls(result.run_id) if c.kind == "tool"]
+    finally:
+        store.close()
+    assert replayed == [("lookup", "ConnectionError"), ("lookup", None)]
 
 
 # -- graphs with no named state channels: their value is their state ---------------------------
