@@ -392,7 +392,10 @@ class Recorder:
             key = (binding.name, str(thread_id))
             run_id = self._interrupted.pop(key, None)
             if run_id is None:
-                prev = store.latest_run_for_thread(str(thread_id), binding.info.name)
+                # Asked in another process (or of another Recorder): the run is stored under the
+                # name its rows carry, which is where the graph came from when LangGraph's is the default.
+                binding.find_graph_ref()
+                prev = store.latest_run_for_thread(str(thread_id), display_name(binding.info.name, binding.graph_ref))
                 if prev is not None and prev.status == "interrupted" and prev.status_reason == "interrupt":
                     run_id = prev.id
             if run_id is not None:
@@ -648,8 +651,11 @@ def _at_breakpoint(graph: Any, config: dict, kwargs: dict) -> bool:
     """Whether a run that ended without error stopped at a static breakpoint (nodes are still to run)."""
     if not _has_breakpoints(graph, kwargs):
         return False
+    conf = {k: v for k, v in (config.get("configurable") or {}).items() if k != "checkpoint_id"}
     try:
-        return bool(graph.get_state(config).next)
+        # The thread's latest checkpoint: a run started from a checkpoint's own config (the one
+        # get_state or get_state_history gave) names that checkpoint, which still has nodes next.
+        return bool(graph.get_state({**config, "configurable": conf}).next)
     except Exception:  # noqa: BLE001 - not knowing leaves the run "ok", as before
         return False
 

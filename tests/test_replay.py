@@ -175,6 +175,32 @@ def test_interrupt_is_answered_with_the_recorded_resume_value(db):
     assert result.final_state["answer"] == "done:yes"
 
 
+@pytest.mark.parametrize("named", [False, True], ids=["LangGraph's default name", "named graph"])
+def test_an_interrupt_answered_by_another_recorder_goes_on_in_the_run_that_asked(db, named):
+    """Another process (here another Recorder on the same store) resumes the thread: the answer
+    joins the interrupted run, whether the graph kept LangGraph's default name or not."""
+    saver = InMemorySaver()  # the thread's memory, as a shared PostgresSaver would hold it
+    graph = G.interrupt_graph(saver)
+    if named:
+        graph.name = "approvals"
+    cfg = {"configurable": {"thread_id": "t"}}
+    with Recorder(db) as asking:
+        asking.attach(graph, graph_ref="replay_graphs:approvals").invoke({"q": "ship it?"}, cfg)
+        asked = asking.last_run_id
+    with Recorder(db) as answering:
+        assert answering.attach(graph, graph_ref="replay_graphs:approvals").invoke(Command(resume="yes"), cfg)["answer"] == "done:yes"
+        answered = answering.last_run_id
+    assert answered == asked
+    store = open_store(db)
+    try:
+        run = store.get_run(asked)
+        assert run.status == "ok" and [s.step for s in store.list_steps(asked)] == [-1, 0, 1, 2]
+    finally:
+        store.close()
+    result = replay(asked, G.interrupt_graph(InMemorySaver()), db=db)
+    assert not result.diverged, result.report()
+
+
 def test_subgraph_replays_from_its_own_step_not_from_its_start(db):
     run_id = record(db, G.sub_graph(), {"n": 1})
     store = open_store(db)
@@ -1049,6 +1075,33 @@ def test_a_retried_tool_call_replays_its_failed_attempt_first(db):
     finally:
         store.close()
     assert replayed == [("lookup", "ConnectionError"), ("lookup", None)]
+
+
+def test_a_breakpoint_resumed_with_the_checkpoints_own_config_ends_ok_and_replays(db):
+    """``invoke(None, graph.get_state(config).config)``: the config names the checkpoint the
+    breakpoint left, so LangGraph forks there. The run finishes, and is recorded as finished."""
+    b = StateGraph(Loops)
+    b.add_node("one", lambda s: {"n": s["n"] + 1})
+    b.add_node("two", lambda s: {"n": s["n"] * 10})
+    b.add_edge(START, "one")
+    b.add_edge("one", "two")
+    b.add_edge("two", END)
+    config = {"configurable": {"thread_id": "bp"}}
+    with Recorder(db) as rec:
+        g = rec.attach(b.compile(checkpointer=InMemorySaver(), interrupt_before=["two"]))
+        g.invoke({"n": 1}, config)
+        assert g.invoke(None, g.get_state(config).config) == {"n": 20}
+        assert g.get_state(config).next == ()
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        assert store.get_run(run_id).status == "ok"
+    finally:
+        store.close()
+    fresh = b.compile(checkpointer=InMemorySaver(), interrupt_before=["two"])
+    result = replay(run_id, fresh, db=db)
+    assert not result.diverged and result.final_state == {"n": 20}, result.report()
 
 
 # -- graphs with no named state channels: their value is their state ---------------------------
