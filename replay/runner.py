@@ -584,15 +584,16 @@ class _Run:
 
         resumes, updates = self._recorded_resumes()
         payload: Any = None
+        stops = self._breakpoints()
         for _ in range(1000):
             try:
-                if self._run_once(app, payload, first or config):
+                if self._run_once(app, payload, first or config, stops):
                     return None  # the window ends here, as asked
             except ReplayMiss as exc:
                 return exc
             except Exception as exc:  # noqa: BLE001 - the graph's own failure is part of the comparison
                 return exc
-            first = None
+            first, stops = None, {}
             snapshot = app.get_state(config)
             pending = [(t.name, i, task_path(t.path)) for t in snapshot.tasks for i in t.interrupts]
             if not pending:
@@ -608,11 +609,19 @@ class _Run:
             resumes[step] = values[len(pending):] if len(values) > len(pending) else []
         return None
 
-    def _run_once(self, app: Any, payload: Any, config: dict) -> bool:
+    def _breakpoints(self) -> dict[str, Any]:
+        """Breakpoints the run was invoked with (``invoke(..., interrupt_after=[...])``), as
+        recorded: its first invocation stopped there, so the replay's does too."""
+        stream = self._run_config.get("stream")
+        stream = stream if isinstance(stream, dict) else {}
+        return {k: v for k in ("interrupt_before", "interrupt_after") if _is_breakpoint_list(v := stream.get(k))}
+
+    def _run_once(self, app: Any, payload: Any, config: dict, stops: Mapping[str, Any] | None = None) -> bool:
         """One invocation; True when it was stopped at ``to_step`` (the end of the window)."""
         to_step = self._to_step
         is_async = self._ran_async or _is_async_only(self.graph)
         kwargs = {"context": self._context} if self._context is not None else {}
+        kwargs.update(stops or {})
         if to_step is None and self.progress is None:
             if is_async:
                 _run_coroutine(lambda: app.ainvoke(payload, config, **kwargs))
@@ -862,6 +871,11 @@ def _default_recursion_limit() -> int | None:
     except ImportError:  # moved in another LangGraph version: leave LangGraph's default alone
         return None
     return int(DEFAULT_RECURSION_LIMIT)
+
+
+def _is_breakpoint_list(value: Any) -> bool:
+    """``"*"`` or a list of node names: what LangGraph takes (a recording is data from elsewhere)."""
+    return value == "*" or isinstance(value, list) and all(type(n) is str for n in value) and bool(value)
 
 
 def _is_async_only(graph: Any) -> bool:

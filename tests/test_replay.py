@@ -1104,6 +1104,21 @@ def test_a_breakpoint_resumed_with_the_checkpoints_own_config_ends_ok_and_replay
     assert not result.diverged and result.final_state == {"n": 20}, result.report()
 
 
+@pytest.mark.parametrize("where", ["interrupt_before", "interrupt_after"])
+def test_breakpoints_passed_to_invoke_stop_the_replay_where_they_stopped_the_run(db, where):
+    nodes = {"interrupt_before": ["tools"], "interrupt_after": ["agent"]}[where]
+    config = {"configurable": {"thread_id": "ib"}}
+    with Recorder(db) as rec:
+        app = rec.attach(G.chat_graph().copy(update={"checkpointer": InMemorySaver()}))
+        app.invoke({"messages": [HumanMessage("go")]}, config, **{where: nodes})
+        assert app.get_state(config).next == ("tools",)
+        rec.flush()
+        run_id = rec.last_run_id
+    result = replay(run_id, G.chat_graph(), db=db, require_all_used=True)
+    assert not result.diverged, result.report()
+    assert result.served == {"tool": 0, "model": 1}
+
+
 # -- graphs with no named state channels: their value is their state ---------------------------
 
 
