@@ -471,6 +471,15 @@ def _in_a_terminal(argv: list[str], cwd: Path, answer: bytes, timeout: float = 1
                 answered = True
             if proc.poll() is not None and not ready:
                 break
+        # What it wrote between the last look and its exit is still in the terminal: read it all.
+        while select.select([leader], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
         return proc.wait(timeout=30), seen.decode("utf-8", "replace")
     finally:
         if proc.poll() is None:
