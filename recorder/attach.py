@@ -21,7 +21,7 @@ import secrets
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import orjson
@@ -355,6 +355,8 @@ class Recorder:
             carried = binding.lineage.carried if seed is not None and binding.lineage is not None else ()
             if seed is None and input is None and not resumed and not generated:
                 seed, carried = _thread_checkpoint(graph, config)
+            elif seed is None and resumed and known is not None:
+                seed = _edited_while_paused(graph, config, known)
             if seed is not None:
                 checkpoint, metadata, parent_id = seed
                 if isinstance(graph.checkpointer, TeeSaver):  # what its DeltaChannels held there
@@ -675,6 +677,23 @@ def _thread_checkpoint(graph: Any, config: dict) -> tuple[tuple[Any, Any, str | 
         return None, ()
     parent = ((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
     return (found.checkpoint, found.metadata, parent), _carried_tasks(graph, config, found.pending_writes or ())
+
+
+def _edited_while_paused(graph: Any, config: dict, known: Mapping[str, int]) -> tuple[Any, Any, str | None] | None:
+    """The ``update_state`` checkpoint a resumed run goes on from, when the state was edited while
+    the run waited at an interrupt: recorded as the run's next step (nothing else sees it)."""
+    saver = getattr(graph.checkpointer, "inner", None)
+    if not isinstance(saver, BaseCheckpointSaver) or isinstance(saver, RunScopedSaver):
+        return None
+    conf = {k: v for k, v in (config.get("configurable") or {}).items() if k not in ("checkpoint_id", RUN_KEY)}
+    try:
+        found = saver.get_tuple({"configurable": {**conf, "checkpoint_ns": ""}})
+    except Exception:  # noqa: BLE001 - an async-only saver, a lost connection: the edit is not recorded, as before
+        return None
+    if found is None or (found.metadata or {}).get("source") != "update" or found.checkpoint["id"] in known:
+        return None
+    parent = ((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+    return found.checkpoint, found.metadata, parent
 
 
 _NOT_CARRIED = frozenset((ERROR, INTERRUPT, "__error_source_node__"))  # a task that failed or stopped runs again

@@ -675,6 +675,12 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
         now = ex.channels(_public(s.state[0]))
         entry["state"] = _state_change(prev, now)
         prev = now
+        if s.source == "update":
+            # An edit made while the run waited (update_state): a replay puts this checkpoint back
+            # as recorded, which needs what LangGraph decides the next tasks by.
+            versions, seen = _stable_versions(s.state[1], s.state[2])
+            entry["versions"], entry["versions_seen"] = dict(versions), {n: dict(v) for n, v in seen.items()}
+            entry["channels"] = ex.channels({k: v for k, v in s.state[0].items() if is_internal_channel(k)})  # the triggers it holds
     return entry, prev
 
 

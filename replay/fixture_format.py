@@ -224,14 +224,7 @@ def _check(doc: dict, label: str) -> None:
     if not -1 <= after <= MAX_STEP_NUMBER:
         sh.fail("start.after_step", f"{after} is not a step number (-1 to {MAX_STEP_NUMBER})")
     sh.value(sh.get(start, "values", (dict,), "start"), "start.values")
-    versions = sh.get(start, "versions", (dict,), "start")
-    for c, v in versions.items():
-        if type(v) not in (int, float, str):
-            sh.fail(f"start.versions.{c}", f"a channel version must be a number or a string, got {_kind(v)}")
-    seen = sh.get(start, "versions_seen", (dict,), "start")
-    for n, s in seen.items():
-        if type(s) is not dict:
-            sh.fail(f"start.versions_seen.{n}", f"expected an object, got {_kind(s)}")
+    _check_versions(sh, start, "start", required=True)
     steps = sh.get(doc, "steps", (list,), "top")
     if not steps:
         sh.fail("steps", "no steps: a fixture checks at least one step")
@@ -258,6 +251,20 @@ def _check(doc: dict, label: str) -> None:
             sh.fail(f"messages.{key}", "a message cannot refer to other entries")
 
 
+def _check_versions(sh: _Shape, holder: dict, where: str, *, required: bool) -> None:
+    """A checkpoint's channel versions and versions seen: the start's, an edited step's."""
+    versions = sh.get(holder, "versions", (dict,), where, required=required)
+    for c, v in (versions or {}).items():
+        if type(v) not in (int, float, str):
+            sh.fail(f"{where}.versions.{c}", f"a channel version must be a number or a string, got {_kind(v)}")
+    seen = sh.get(holder, "versions_seen", (dict,), where, required=required or versions is not None)
+    for n, s in (seen or {}).items():
+        if type(s) is not dict:
+            sh.fail(f"{where}.versions_seen.{n}", f"expected an object, got {_kind(s)}")
+    if seen is not None and versions is None:
+        sh.fail(f"{where}.versions", "versions_seen without versions")
+
+
 def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_ids: set[str]) -> int:
     last = after
     n_calls = 0
@@ -273,6 +280,8 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
         last = n
         sh.get(s, "source", (str,), w, required=False)
         sh.get(s, "completed", (bool,), w, required=False)
+        _check_versions(sh, s, w, required=False)  # a step edited with update_state keeps its checkpoint's
+        sh.value(sh.get(s, "channels", (dict,), w, required=False), f"{w}.channels")
         ids = set()
         for j, t in enumerate(sh.get(s, "tasks", (list,), w)):
             tw = f"{w}.tasks[{j}]"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ import orjson
 
 from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, DecodeError, Decoder, blob_hash
 from graphtape.recorder.frames import FrameState
+from graphtape.recorder.graph_info import is_internal_channel
 from graphtape.recorder.history_blocks import BLOCK_AT, HistoryBlocks
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME
 from graphtape.recorder.store import Batch, RunStore, pack, squeeze
@@ -31,6 +33,11 @@ from graphtape.replay.fixture_format import FIXTURE_TAG, FORMAT_KEY, MAX_STEP_NU
 # The checkpoint an imported fixture resumes from. LangGraph derives the next
 # task ids from it, so a fixed id makes replays of a fixture name their tasks alike.
 START_CHECKPOINT_ID = "00000000-0000-6000-8000-000000000000"
+
+
+def _edited_checkpoint_id(ns: str, step: int) -> str:
+    """A stand-in id for an edited step's checkpoint (the fixture keeps none): fixed per step, after the start's."""
+    return str(uuid.uuid5(uuid.UUID(START_CHECKPOINT_ID), f"{ns}|{step}"))
 KEYFRAME_EVERY = 64
 
 
@@ -141,9 +148,16 @@ class _Importer:
                 payload, flags, nodes, writes, summary = self._payload(s, w)
                 frame = None
                 is_key = False
+                checkpoint_id = None
                 if completed:
                     frame = self._frame(fs, s.get("state") or {}, f"{w}.state")
                     since_key += 1
+                    if "versions" in s:  # a step edited with update_state: a checkpoint a replay puts back
+                        held = {k: self.value(v, f"{w}.channels.{k}", typed=True, channel=True) for k, v in (s.get("channels") or {}).items() if is_internal_channel(k)}
+                        fs.values = {**{k: v for k, v in fs.values.items() if not is_internal_channel(k)}, **held}
+                        fs.versions, fs.seen = dict(s["versions"]), {n: dict(v) for n, v in s["versions_seen"].items()}
+                        checkpoint_id = _edited_checkpoint_id(ns, s["step"])
+                        first_frame = False
                     if not first_frame or since_key >= KEYFRAME_EVERY:
                         frame = {"v": dict(fs.values), "cv": dict(fs.versions), "vs": {n: dict(v) for n, v in fs.seen.items()}}
                         is_key, first_frame, since_key = True, True, 0
@@ -151,7 +165,7 @@ class _Importer:
                 else:
                     flags |= FLAG_PENDING
                 created = now + seq * 0.001
-                rows.append(self._row(ns, seq, s["step"], s.get("source") or "loop", None, created, is_key, flags, payload, nodes, writes, summary))
+                rows.append(self._row(ns, seq, s["step"], s.get("source") or "loop", checkpoint_id, created, is_key, flags, payload, nodes, writes, summary))
                 if not ns:
                     root_last = s["step"]
                 for j, c in enumerate(s.get("calls") or []):
@@ -241,9 +255,9 @@ class _Importer:
                 flags |= FLAG_ERROR
             if t.get("interrupts"):
                 row["i"] = self.value(t["interrupts"], f"{tw}.interrupts", typed=True)
+                flags |= FLAG_INTERRUPT
             if t.get("attempts"):
                 row["att"] = [{"n": a.get("n"), "et": (a.get("error") or {}).get("type"), "em": (a.get("error") or {}).get("message")} for a in t["attempts"]]
-                flags |= FLAG_INTERRUPT
             if t.get("cached"):
                 row["c"] = True
             if t.get("carried") is not None:

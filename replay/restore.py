@@ -123,6 +123,22 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
     return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id)
 
 
+def restore_edit(store: RunStore, run_id: str, step: int, saver: Any, config: dict[str, Any], *, revive: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+    """Put the state the recording's root ``step`` holds on the replay's thread, after its latest
+    checkpoint: an ``update_state`` made while the run waited at an interrupt. It is the person's
+    edit, not the graph's doing, so it is taken as recorded, not worked out again."""
+    from langgraph.checkpoint.base.id import uuid6
+
+    cp = store.checkpoint_at(run_id, step, "", typed=True)
+    checkpoint, metadata = as_langgraph(cp)
+    if revive is not None:
+        revive("", checkpoint["channel_values"])
+    conf = {k: v for k, v in config["configurable"].items() if k != "checkpoint_id"}
+    head = saver.get_tuple({"configurable": {**conf, "checkpoint_ns": ""}})
+    after = {"configurable": {**conf, "checkpoint_ns": "", **({"checkpoint_id": head.checkpoint["id"]} if head is not None else {})}}
+    saver.put(after, {**checkpoint, "id": str(uuid6(clock_seq=step))}, metadata, dict(cp.channel_versions))
+
+
 def restore_memories(store: RunStore, run_id: str, root_step: int, root_details: list[Any], saver: Any, thread_id: str) -> None:
     """Put back what each persistent subgraph remembered when the replay starts at ``root_step``.
 

@@ -30,7 +30,7 @@ from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store_capture import is_write, unwrapped
 from graphtape.recorder.writer import CLOSE_WAIT_S
 from graphtape.recorder.http_exchange import HTTP
-from graphtape.recorder.records import FLAG_CARRIED, FLAG_RESUME, STORE
+from graphtape.recorder.records import FLAG_CARRIED, FLAG_INTERRUPT, FLAG_RESUME, STORE
 
 from graphtape.replay.answers import RecordingAnswerer, ReplayMiss
 from graphtape.replay.cache import RecordedCache, cached_nodes, join_channels, recorded_executions, with_recorded_subgraph_caches
@@ -46,7 +46,7 @@ from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_persistent, ns_path
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
-from graphtape.replay.restore import Restored, replay_saver, restore, restore_memories, untracked_channels
+from graphtape.replay.restore import Restored, replay_saver, restore, restore_edit, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
 from graphtape.replay.state_types import StateTypes
 from graphtape.replay.store_answers import RecordedStore
@@ -168,6 +168,7 @@ class _Run:
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
         self._root_steps_memo: list[Any] | None = None
+        self._saver: Any = None  # the replay's own saver, set by _go
         self._namespaces_memo: list[str] | None = None
 
     def go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool = False, to_step: int | None = None) -> ReplayResult:
@@ -192,7 +193,7 @@ class _Run:
             done = [s.step for s in steps if s.checkpoint_id]
             span = f"steps {done[0]}..{done[-1]}" if len(done) > 1 else f"only step {done[0]} has a checkpoint" if done else "no step has a checkpoint"
             raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
-        saver = replay_saver()
+        saver = self._saver = replay_saver()
         thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph), revive=self.types.revive)
         restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
@@ -599,15 +600,28 @@ class _Run:
             if not pending:
                 return None
             step = (snapshot.metadata or {}).get("step", 0) + 1 - shift
+            edited = step in self._edits_while_paused()
+            if edited:
+                # The state was edited while the run waited here: the edit is the step, and the
+                # answer goes on from it.
+                restore_edit(self.store, self.run.id, step, self._saver, config, revive=self.types.revive)
+                step += 1
             values = resumes.get(step)
             if not values:
                 return None  # the recording stopped at this interrupt too (or diverged: compared later)
             edit = updates.pop(step, None)
-            payload = Command(resume=_resume_for(pending, values), update=edit) if edit else Command(resume=_resume_for(pending, values))
+            # After an edit the waiting task starts again at the new checkpoint, under a new interrupt
+            # id: a lone answer is given as a value, as it was given then.
+            answer = values[0][1] if edited and len(pending) == 1 else _resume_for(pending, values)
+            payload = Command(resume=answer, update=edit) if edit else Command(resume=answer)
             if self._resume_limit is not None:
                 config = {**config, "recursion_limit": self._resume_limit}  # a resume counts from itself, as recorded
             resumes[step] = values[len(pending):] if len(values) > len(pending) else []
         return None
+
+    def _edits_while_paused(self) -> set[int]:
+        """Root steps the recording holds as ``update_state`` checkpoints made between an interrupt and its answer."""
+        return {s.step for s in self._root_steps() if s.source == "update" and s.flags & FLAG_INTERRUPT}
 
     def _breakpoints(self) -> dict[str, Any]:
         """Breakpoints the run was invoked with (``invoke(..., interrupt_after=[...])``), as

@@ -201,6 +201,36 @@ def test_an_interrupt_answered_by_another_recorder_goes_on_in_the_run_that_asked
     assert not result.diverged, result.report()
 
 
+@pytest.mark.parametrize("edit", [{"q": "ship it today?"}, {"approved": "pre-set"}])
+def test_a_state_edited_while_the_run_waits_at_an_interrupt_is_a_step_and_replays(db, edit):
+    """interrupt -> graph.update_state(config, edit) -> invoke(Command(resume=...)): the edit is
+    recorded as the step it makes, and a replay (or a fixture's) puts it back before answering."""
+    from graphtape.replay.fixture import export_fixture, import_fixture
+
+    cfg = {"configurable": {"thread_id": "edit"}}
+    with Recorder(db) as rec:
+        app = rec.attach(G.interrupt_graph(InMemorySaver()))
+        app.invoke({"q": "ship it?"}, cfg)
+        app.update_state(cfg, edit)
+        assert app.invoke(Command(resume="yes"), cfg)["answer"] == "done:yes"
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        steps = store.list_steps(run_id)
+        edited = next(s for s in steps if s.source == "update")
+        key, value = next(iter(edit.items()))
+        assert store.state_at(run_id, edited.step)[key] == value
+        assert [s.step for s in steps] == [-1, 0, 1, 2, 3]
+        fixture_run = import_fixture(store, export_fixture(store, run_id)).run_id
+    finally:
+        store.close()
+    for source, start in ((run_id, None), (run_id, 0), (run_id, edited.step), (fixture_run, None)):
+        result = replay(source, G.interrupt_graph(InMemorySaver()), start, db=db, require_all_used=True)
+        assert not result.diverged, f"{source} from {start}: {result.report()}"
+        assert result.final_state["answer"] == "done:yes" and result.final_state[key] == (value if key == "q" else "yes")
+
+
 def test_subgraph_replays_from_its_own_step_not_from_its_start(db):
     run_id = record(db, G.sub_graph(), {"n": 1})
     store = open_store(db)
