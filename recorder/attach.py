@@ -353,7 +353,8 @@ class Recorder:
             self._write_run_start(session, binding, input, _with_bound_config(graph, config), kwargs, resumed, is_async)
             seed = binding.take_seed() if not resumed else None
             carried = binding.lineage.carried if seed is not None and binding.lineage is not None else ()
-            if seed is None and input is None and not resumed and not generated:
+            session.command_input = type(input).__name__ == "Command" and getattr(input, "resume", None) is None
+            if seed is None and (input is None or session.command_input) and not resumed and not generated:
                 seed, carried = _thread_checkpoint(graph, config)
             elif seed is None and resumed and known is not None:
                 seed = _edited_while_paused(graph, config, known)

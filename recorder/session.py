@@ -165,6 +165,7 @@ class RunSession:
         self._delta_copies = ChannelCopies()
         self._null_deltas: dict[tuple[str, str | None], list[tuple[str, Any]]] = {}  # (ns, checkpoint) -> Command writes to them
         self.passed_input: Any = _NOT_PASSED  # the run's input as the caller passed it (set by attach)
+        self.command_input = False  # the run was invoked with Command(update=..., goto=...): its writes are its input
 
     # -- faults --------------------------------------------------------------
     def _encode_fault(self, why: str) -> None:
@@ -231,8 +232,9 @@ class RunSession:
                     if ch == RESUME:
                         self._loose_events.append((ns, checkpoint_id, {"kind": "resume", "v": v}))
                 edit = stored((ch, containers(v)) for ch, v in writes if ch not in (RESUME, INTERRUPT, ERROR))
-                if edit and any(ch == RESUME for ch, _ in writes):
-                    # Command(resume=..., update=...): the human's edit goes in with the answer.
+                if edit and (self.command_input or any(ch == RESUME for ch, _ in writes)):
+                    # Command(resume=..., update=...): the human's edit goes in with the answer;
+                    # Command(update=..., goto=...) as a run's input: what it writes is that input.
                     self._loose_events.append((ns, checkpoint_id, {"kind": "update", "v": edit}))
                 self._place_events()
                 return

@@ -285,10 +285,10 @@ class _Importer:
                 d["ti"] = index.get(e["task"])
             if e.get("node"):
                 d["node"] = e["node"]
-            if e["kind"] == "resume":
+            if e["kind"] in ("resume", "update"):  # as the recorder flags them: what the caller gave the step
                 flags |= FLAG_RESUME
             events.append(d)
-        summary = _summary([{**r, "ret": r.get("ret")} for r in routes], tasks)
+        summary = _summary(routes, tasks)  # a route without "ret" was decided by a router that reports none
         nodes = ",".join(dict.fromkeys(t["node"] for t in tasks))
         writes = "," + ",".join(keys) + "," if keys else ""
         return {"t": tasks, "r": routes, "e": events}, flags, nodes, writes, summary

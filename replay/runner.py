@@ -281,7 +281,7 @@ class _Run:
         try:
             with answering(answerer), answering_http(http if self.mode.answers(HTTP) else None), recorded_limits(self._limits):
                 first = self._time_travel(config, restored) if update is None and not ns else None
-                error = self._drive(app, config, shift=0 if ns else offset, first=first)
+                error = self._drive(app, config, shift=0 if ns else offset, first=first, opens=update is None and not ns)
         finally:
             recorder.flush()
             run_id = recorder.last_run_id
@@ -574,17 +574,23 @@ class _Run:
             return None
         return {**config, "configurable": {**config["configurable"], "checkpoint_id": restored.checkpoint["id"]}}
 
-    def _drive(self, app: Any, config: dict, *, shift: int = 0, first: dict | None = None) -> BaseException | None:
+    def _drive(self, app: Any, config: dict, *, shift: int = 0, first: dict | None = None, opens: bool = False) -> BaseException | None:
         """Run to the end, answering recorded interrupts with their recorded resume values.
 
         ``shift``: the root steps a fork's edit added (its checkpoint): the recording's step of an
         interrupt is the replay's, less that. ``first``: the config of the first invocation, when
-        it differs (it addresses a checkpoint); resumes go on from the thread's latest.
+        it differs (it addresses a checkpoint); resumes go on from the thread's latest. ``opens``:
+        the replay starts where the run started, so it is invoked with what the run was given.
         """
         from langgraph.types import Command
 
         resumes, updates = self._recorded_resumes()
         payload: Any = None
+        start = self._span[0]
+        if opens and start == self._root_steps()[0].step and start + 1 in updates and start + 1 not in resumes:
+            # The run was invoked with Command(update=..., goto=...): it is its input, as recorded
+            # (a goto is a write to the node's trigger channel).
+            payload = Command(update=updates.pop(start + 1))
         stops = self._breakpoints()
         for _ in range(1000):
             try:

@@ -231,6 +231,47 @@ def test_a_state_edited_while_the_run_waits_at_an_interrupt_is_a_step_and_replay
         assert result.final_state["answer"] == "done:yes" and result.final_state[key] == (value if key == "q" else "yes")
 
 
+class Noted(TypedDict, total=False):
+    note: str
+    log: Annotated[list, operator.add]
+
+
+def _noting_graph():
+    b = StateGraph(Noted)
+    b.add_node("a", lambda s: {"log": ["a"]})
+    b.add_node("b", lambda s: {"log": [f"b saw {s.get('note', 'nothing')}"]})
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("b", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+def test_a_run_invoked_with_a_command_on_a_thread_starts_from_the_thread_and_replays(db):
+    """``invoke(Command(update=..., goto=...), config)`` on a thread that already ran: the run
+    starts from the thread's checkpoint, and the Command is its input, in the replay too."""
+    from graphtape.replay.fixture import export_fixture, import_fixture
+
+    cfg = {"configurable": {"thread_id": "cmd"}}
+    with Recorder(db) as rec:
+        app = rec.attach(_noting_graph())
+        app.invoke({"log": []}, cfg)
+        out = app.invoke(Command(update={"note": "the edit"}, goto="b"), cfg)
+        assert out["log"] == ["a", "b saw nothing", "b saw the edit"]
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        steps = store.list_steps(run_id)
+        assert [s.step for s in steps] == [2, 3] and store.step_detail(run_id, 3).tasks[0].node == "b"
+        fixture_run = import_fixture(store, export_fixture(store, run_id)).run_id
+    finally:
+        store.close()
+    for source in (run_id, fixture_run):
+        result = replay(source, _noting_graph(), db=db, require_all_used=True)
+        assert not result.diverged, result.report()
+        assert result.final_state["log"] == ["a", "b saw nothing", "b saw the edit"]
+
+
 def test_subgraph_replays_from_its_own_step_not_from_its_start(db):
     run_id = record(db, G.sub_graph(), {"n": 1})
     store = open_store(db)
