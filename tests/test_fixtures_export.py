@@ -247,6 +247,32 @@ def test_import_rebuilds_a_run_replay_accepts(tmp_path, react):
     assert result.final_state["messages"][-1].content == react.FINAL_ANSWER
 
 
+def test_an_imported_step_reads_as_the_recorded_one_says(tmp_path, react):
+    """Step summaries come back as recorded; a route whose router reported no return value (a
+    middleware hook's jump) reads "decided by", not "returned None"."""
+    src, dst = tmp_path / "src.db", tmp_path / "dst.db"
+    run_id = record(src, react.build_graph(), react.inputs_for())
+    fixture = parse_fixture(dumps_fixture(exported(src, run_id)))
+    new = imported(dst, fixture)
+    a, b = SqlStore(src), SqlStore(dst)
+    try:
+        assert [s.summary for s in a.list_steps(run_id) if s.step >= 0] == [s.summary for s in b.list_steps(new) if s.step >= 0]
+    finally:
+        a.close()
+        b.close()
+    step = next(s for s in fixture["steps"] if any(r["kind"] == "conditional" for r in s.get("routes", ())))
+    route = next(r for r in step["routes"] if r["kind"] == "conditional")
+    del route["returned"]
+    fixture["name"] = "unreported"
+    b = SqlStore(dst)
+    try:
+        again = b.list_steps(imported(dst, fixture))
+    finally:
+        b.close()
+    summary = next(s.summary for s in again if s.step == step["step"])
+    assert f"(decided by {route['router']})" in summary and "returned" not in summary
+
+
 def test_importing_twice_finds_the_same_run(tmp_path, react):
     src = tmp_path / "src.db"
     fixture = exported(src, record(src, react.build_graph(), react.inputs_for()))
