@@ -45,7 +45,7 @@ from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
 from graphtape.recorder.store.sql_store import check_url, for_writing, is_not_a_store, open_for_writing
 from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
-from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, without_checkpoints
+from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, awithout_key, without_checkpoints, without_key
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
 
 try:
@@ -570,8 +570,10 @@ def _recorded_class(base: type, binding: _Binding) -> type:
         rec = binding.recorder
         session, config, kwargs = rec._begin(binding, self, input, config, kwargs)
         chunks = base.stream(self, input, config, **kwargs)
-        if binding.scoped is not None and (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
-            chunks = without_checkpoints(chunks, shape)  # the lent saver's events: not the caller's stream
+        if (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
+            # The lent saver's events are not the caller's stream; the graph's own saver's are, as
+            # they would be without graphtape (its run key left out of their configs).
+            chunks = without_checkpoints(chunks, shape) if binding.scoped is not None else without_key(chunks, shape, RUN_KEY)
         try:
             yield from chunks
         except BaseException as exc:
@@ -583,8 +585,8 @@ def _recorded_class(base: type, binding: _Binding) -> type:
         rec = binding.recorder
         session, config, kwargs = await _open_off_the_loop(rec, binding, self, input, config, kwargs)
         chunks = base.astream(self, input, config, **kwargs)
-        if binding.scoped is not None and (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
-            chunks = awithout_checkpoints(chunks, shape)
+        if (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
+            chunks = awithout_checkpoints(chunks, shape) if binding.scoped is not None else awithout_key(chunks, shape, RUN_KEY)
         try:
             async for chunk in chunks:
                 yield chunk

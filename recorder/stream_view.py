@@ -35,6 +35,10 @@ class StreamShape:
 
     def is_checkpoint(self, chunk: Any) -> bool:
         """Whether ``chunk`` is a checkpoint event (which the bare graph would not have emitted)."""
+        return self.checkpoint_of(chunk) is not None
+
+    def checkpoint_of(self, chunk: Any) -> dict | None:
+        """The checkpoint a checkpoint event carries (its config among it), else None."""
         if self.parts:
             mode, data = (chunk.get("type"), chunk.get("data")) if isinstance(chunk, dict) else (None, None)
         elif self.several or self.subgraphs:
@@ -45,8 +49,10 @@ class StreamShape:
         else:
             mode, data = self.modes[0], chunk
         if mode == "checkpoints":
-            return True
-        return mode == "debug" and isinstance(data, dict) and data.get("type") == "checkpoint"
+            return data if isinstance(data, dict) else {}
+        if mode == "debug" and isinstance(data, dict) and data.get("type") == "checkpoint":
+            return data.get("payload") if isinstance(data.get("payload"), dict) else {}
+        return None
 
 
 def without_checkpoints(chunks: Iterator[Any], shape: StreamShape) -> Iterator[Any]:
@@ -59,3 +65,29 @@ async def awithout_checkpoints(chunks: AsyncIterator[Any], shape: StreamShape) -
     async for chunk in chunks:
         if not shape.is_checkpoint(chunk):
             yield chunk
+
+
+def _hide_key(event: dict, key: str) -> None:
+    """Leave ``key`` out of an event's configs, replaced by copies: LangGraph's own are not touched."""
+    for name in ("config", "parent_config"):
+        config = event.get(name)
+        conf = config.get("configurable") if isinstance(config, dict) else None
+        if isinstance(conf, dict) and key in conf:
+            event[name] = {**config, "configurable": {k: v for k, v in conf.items() if k != key}}
+
+
+def without_key(chunks: Iterator[Any], shape: StreamShape, key: str) -> Iterator[Any]:
+    """The checkpoint events of a graph with its own saver, without graphtape's key in their configs."""
+    for chunk in chunks:
+        event = shape.checkpoint_of(chunk)
+        if event:
+            _hide_key(event, key)
+        yield chunk
+
+
+async def awithout_key(chunks: AsyncIterator[Any], shape: StreamShape, key: str) -> AsyncIterator[Any]:
+    async for chunk in chunks:
+        event = shape.checkpoint_of(chunk)
+        if event:
+            _hide_key(event, key)
+        yield chunk

@@ -91,3 +91,40 @@ def test_a_graph_with_its_own_checkpointer_keeps_its_checkpoint_events(tmp_path)
     attached = Counter(_kind(c, kwargs) for c in rec.attach(graph).stream({"n": 0}, {"configurable": {"thread_id": "b"}}, **kwargs))
     rec.close()
     assert attached == bare and bare["checkpoints"] == 4 and bare["debug:checkpoint"] == 4
+
+
+def _configs(chunk: Any, kwargs: dict[str, Any]) -> list[dict]:
+    """The configs a chunk's checkpoint event carries (none for other chunks)."""
+    if kwargs.get("version") == "v2":
+        mode, data = chunk["type"], chunk["data"]
+    else:
+        body = chunk[1:] if kwargs.get("subgraphs") else chunk
+        several = isinstance(kwargs["stream_mode"], list)
+        if kwargs.get("subgraphs") and not several:
+            body = body[0]
+        mode, data = (body[0], body[1]) if several else (kwargs["stream_mode"], body)
+    event = data if mode == "checkpoints" else data.get("payload") if mode == "debug" and data["type"] == "checkpoint" else None
+    return [c for c in (event.get("config"), event.get("parent_config")) if c] if event else []
+
+
+@pytest.mark.parametrize("kwargs", SHAPES, ids=lambda k: "-".join(f"{a}={b}" for a, b in k.items()))
+def test_a_graph_with_its_own_checkpointer_streams_configs_as_it_did(tmp_path, kwargs):
+    """graphtape tells its saver which run a checkpoint belongs to through the config: the
+    events the caller reads hold the config they would hold without graphtape."""
+    graph = _graph(InMemorySaver())
+    bare = {frozenset(c["configurable"]) for chunk in graph.stream({"n": 0}, {"configurable": {"thread_id": "a"}}, **kwargs) for c in _configs(chunk, kwargs)}
+    rec = Recorder(tmp_path / "s.db")
+    app = rec.attach(graph)
+    attached = [c for chunk in app.stream({"n": 0}, {"configurable": {"thread_id": "b"}}, **kwargs) for c in _configs(chunk, kwargs)]
+
+    async def configs() -> list[dict]:
+        return [c async for chunk in app.astream({"n": 0}, {"configurable": {"thread_id": "c"}}, **kwargs) for c in _configs(chunk, kwargs)]
+
+    attached += asyncio.run(configs())
+    rec.close()
+    assert bare and attached and {frozenset(c["configurable"]) for c in attached} == bare
+    store = open_store(tmp_path / "s.db")
+    try:
+        assert all([s.step for s in store.list_steps(r.id)] == [-1, 0, 1, 2] for r in store.list_runs())
+    finally:
+        store.close()
