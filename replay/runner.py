@@ -372,22 +372,35 @@ class _Run:
         done, ``note`` says why (the report shows it).
         """
         try:
-            detail = self.store.step_detail(self.run.id, step)
+            detail = self.store.step_detail(self.run.id, step, typed=True)  # Send packets as the graph's types
         except GraphtapeError:
             return update, as_node, None
-        commands = [r for r in detail.routes if r.kind == "command" and r.destinations and not r.sends]
+        commands = [r for r in detail.routes if r.kind == "command" and r.destinations]
         if not commands or not isinstance(update, dict):
             return update, as_node, None
+        from langgraph.types import Command, Send
+
         sources = sorted({r.source for r in commands})
         node = as_node or (sources[0] if len(sources) == 1 else None)
-        goto = [d for r in commands if r.source == node for d in r.destinations if d != "__end__"]
+        goto: list[Any] = []
+        sent = False
+        for r in commands:
+            if r.source != node:
+                continue
+            left = list(r.destinations)
+            for packet in r.sends:  # Command(goto=[Send(...), ...]): each packet as it was sent
+                if isinstance(packet, dict) and isinstance(packet.get("node"), str):
+                    goto.append(Send(packet["node"], packet.get("arg")))
+                    sent = True
+                    if packet["node"] in left:
+                        left.remove(packet["node"])
+            goto += [d for d in left if d != "__end__"]
         if node is None or not goto:
             went = "; ".join(f"{r.source} → {', '.join(r.destinations)}" for r in commands)
             why = f"the edit is applied as {as_node!r}, so the fork goes on from {as_node}'s edges" if as_node else f"several nodes routed with Command in step {step} ({', '.join(sources)}): name one with as_node to follow its goto"
             return update, as_node, f"step {step} routed with Command(goto=...) ({went}), which LangGraph does not take again after an edit: {why}"
-        from langgraph.types import Command
-
-        return Command(update=update, goto=goto if len(goto) > 1 else goto[0]), node, None
+        note = f"step {step} sent Send packets with Command(goto=...): the fork sends them as recorded, with the arguments worked out before the edit" if sent else None
+        return Command(update=update, goto=goto if len(goto) > 1 else goto[0]), node, note
 
     def _edit_failed(self, step: int, ns: str, exc: BaseException) -> str:
         """Why an edit does not apply, in one line; a step where several nodes ran names them."""

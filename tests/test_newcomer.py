@@ -4,11 +4,13 @@ export, graph references and one-line errors (issue 15)."""
 from __future__ import annotations
 
 import json
+import operator
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Annotated, TypedDict
 
 import pytest
 
@@ -313,6 +315,38 @@ def test_a_fork_after_a_command_goto_goes_where_the_recording_went(cmd_run):
         assert store.get_run(run_id).step_count == len(store.list_steps(run_id)) == 4
     finally:
         store.close()
+
+
+class Plan(TypedDict, total=False):
+    items: list
+    tag: str
+    results: Annotated[list, operator.add]
+
+
+def _sending_plan():
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Command, Send
+
+    b = StateGraph(Plan)
+    b.add_node("plan", lambda s: Command(update={"tag": "planned"}, goto=[Send("work", {"item": i}) for i in s["items"]]))
+    b.add_node("work", lambda arg: {"results": [arg["item"].upper()]})
+    b.add_edge(START, "plan")
+    b.add_edge("work", END)
+    return b.compile()
+
+
+def test_a_fork_after_a_command_that_sent_packets_sends_them_again_and_says_so(tmp_path):
+    """``Command(goto=[Send(...), Send(...)])``: the fork follows it with the recorded packets
+    (worked out before the edit, which the note says) instead of stopping after the edit."""
+    from graphtape import fork
+
+    db = str(tmp_path / "runs.db")
+    with Recorder(db) as rec:
+        rec.attach(_sending_plan()).invoke({"items": ["a", "b"]})
+        run_id = rec.last_run_id
+    result = fork(run_id, _sending_plan(), 1, {"tag": "edited"}, db=db)
+    assert result.error is None and result.final_state == {"items": ["a", "b"], "tag": "edited", "results": ["A", "B"]}
+    assert len(result.notes) == 1 and "sends them as recorded" in result.notes[0]
 
 
 def test_a_fork_that_cannot_follow_the_recorded_goto_says_why(cmd_run):
