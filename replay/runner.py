@@ -187,8 +187,16 @@ class _Run:
         steps = self.store.list_steps(self.run.id, ns) if ns else self._root_steps()
         if not steps:
             raise ReplayError(f"run {self.run.id} has no steps" + (f" in namespace {ns!r}" if ns else ""))
+        asked = step
         if step is None:
             step = steps[0].step
+        moved_past_input = False
+        if ns and update is None:
+            # A subgraph resumed at its input step is handed its input again by its parent task,
+            # so LangGraph does not run its __start__ as recorded: it goes on from the step after.
+            at = next((i for i, s in enumerate(steps) if s.step == step), None)
+            if at is not None and steps[at].source == "input" and at + 1 < len(steps) and steps[at + 1].checkpoint_id:
+                step, moved_past_input = steps[at + 1].step, asked is not None
         if not any(s.step == step and s.checkpoint_id for s in steps):
             done = [s.step for s in steps if s.checkpoint_id]
             span = f"steps {done[0]}..{done[-1]}" if len(done) > 1 else f"only step {done[0]} has a checkpoint" if done else "no step has a checkpoint"
@@ -255,6 +263,8 @@ class _Run:
         else:
             edit = {"kind": "replay", "mode": self.mode.value, "ns": ns or None}
 
+        if moved_past_input:
+            notes.append(f"step {asked} of {ns} is its input step: the replay starts after it, at step {step}, where the subgraph's own work begins")
         if killed_at is not None:
             notes.append(f"the recorded run was {self.run.status_reason} after step {killed_at}: the replay stops there and compares up to it")
         offsets = {ns_path(ns): offset}

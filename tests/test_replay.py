@@ -294,6 +294,24 @@ def test_subgraph_replays_from_its_own_step_not_from_its_start(db):
         store.close()
 
 
+@pytest.mark.parametrize("start", [None, -1], ids=["its first step", "its input step"])
+def test_a_subgraph_replayed_from_its_start_goes_on_after_its_input(db, start):
+    """A subgraph resumed at its input step is given its input again by its parent task, so its
+    __start__ does not run as recorded: the replay starts at the step after, and says so when asked for the input step."""
+    run_id = record(db, G.sub_graph(), {"n": 1})
+    store = open_store(db)
+    try:
+        child = next(n for n in store.namespaces(run_id) if n)
+        first = store.list_steps(run_id, child)[0]
+    finally:
+        store.close()
+    assert (first.step, first.source) == (-1, "input")
+    result = replay(run_id, G.sub_graph(), from_step=start, ns=child, db=db, require_all_used=True)
+    assert not result.diverged, result.report()
+    assert result.from_step == 0 and result.final_state["n"] == ((1 * 2) + 1) * 2
+    assert [n for n in result.notes if "input step" in n] == ([] if start is None else [result.notes[0]])
+
+
 def test_replay_works_on_postgresql(pg_url):
     run_id = record(pg_url, G.fan_graph(), {"items": [4, 5]})
     assert not replay(run_id, G.fan_graph(), db=pg_url).diverged
