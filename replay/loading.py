@@ -27,7 +27,7 @@ from typing import Any
 
 from graphtape.recorder.errors import GraphtapeError
 
-__all__ = ["GraphLoadError", "load_callable", "load_graph", "load_module_from_path", "source_of", "split_ref"]
+__all__ = ["GraphLoadError", "check_ref", "load_callable", "load_graph", "load_module_from_path", "source_of", "split_ref"]
 
 
 class GraphLoadError(GraphtapeError):
@@ -46,12 +46,31 @@ def _is_path(target: str) -> bool:
     return target.endswith(".py") or os.sep in target or "/" in target
 
 
-def load_module_from_path(path: str | os.PathLike) -> ModuleType:
-    """Execute a Python file as a private module (cached per resolved path for this process)."""
-    file = Path(path).expanduser()
+def check_ref(ref: str) -> None:
+    """Refuse ``ref`` as loading it would, but without importing or running anything.
+
+    For commands that only write a reference down (``export``, ``test-gen``):
+    a reference that can never load would give a test that can only fail. A
+    file path must name a file (from the current directory, as a load takes
+    it); a module must be a dotted name, found or not.
+    """
+    target, _attr = split_ref(ref)
+    if _is_path(target):
+        _require_file(Path(target).expanduser())
+    elif not all(part.isidentifier() for part in target.split(".")):
+        raise GraphLoadError(f"bad graph reference {ref!r}: {target!r} is not a module name; use package.module:attr or path/to/file.py:attr")
+
+
+def _require_file(file: Path) -> None:
     if not file.is_file():
         where = "it is a directory" if file.is_dir() else "no such file"
         raise GraphLoadError(f"cannot load {file}: {where}")
+
+
+def load_module_from_path(path: str | os.PathLike) -> ModuleType:
+    """Execute a Python file as a private module (cached per resolved path for this process)."""
+    file = Path(path).expanduser()
+    _require_file(file)
     file = file.resolve()
     digest = hashlib.sha1(str(file).encode()).hexdigest()[:8]
     name = f"_graphtape_user_{file.stem}_{digest}"

@@ -419,6 +419,32 @@ def test_export_and_import_commands(tmp_path, react, capsys, monkeypatch):
     assert "no run matches 'nope'" in capsys.readouterr().err
 
 
+def test_export_and_test_gen_refuse_a_graph_reference_that_cannot_load(tmp_path, react, capsys, monkeypatch):
+    """A reference that can never load is refused in one line before anything is written; a good one
+    is only written down: the file it names is not run."""
+    db = tmp_path / "a.db"
+    run_id = record(db, react.build_graph(), react.inputs_for(), name="demo:react")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "agent.py").write_text("open('ran', 'w').close()\n")
+    (tmp_path / "folder.py").mkdir()
+    refused = {
+        "garbage": "bad graph reference 'garbage'",
+        "does/not/exist.py:graph": "cannot load does/not/exist.py: no such file",
+        "folder.py:graph": "cannot load folder.py: it is a directory",
+        "my app.agent:graph": "is not a module name",
+    }
+    for ref, message in refused.items():
+        for argv in (["export", run_id, "-o", "out.json"], ["test-gen", run_id, "-o", "gen"]):
+            assert main(["--db", str(db), *argv, "--graph", ref]) == 2, (ref, argv)
+            err = capsys.readouterr().err
+            assert message in err and err.count("\n") == 1, (ref, argv, err)
+    assert not (tmp_path / "out.json").exists() and not (tmp_path / "gen").exists()
+    assert main(["--db", str(db), "test-gen", run_id, "-o", "gen", "--graph", "agent.py:graph"]) == 0
+    assert main(["--db", str(db), "export", run_id, "-o", "out.json", "--graph", "myapp.not_installed:graph"]) == 0
+    capsys.readouterr()
+    assert not (tmp_path / "ran").exists()
+
+
 def test_a_fixture_moves_between_backends(tmp_path, react, store_url):
     """Exported from SQLite, imported into each backend (PostgreSQL too), replayed there."""
     src = tmp_path / "src.db"

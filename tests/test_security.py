@@ -435,7 +435,8 @@ def test_saved_states_and_exported_fixtures_are_private_even_when_they_replace_a
         fixture.write_text("{}")
         assert main(["--db", db, "export", "last", "-o", str(fixture), "--force"]) == 0
         assert stat.S_IMODE(fixture.stat().st_mode) == 0o600
-        assert main(["--db", db, "test-gen", "last", "--graph", "agent.py:graph", "-o", str(tmp_path / "gen")]) == 0
+        agent = ROOT / "fixtures" / "agents" / "reason_act.py"
+        assert main(["--db", db, "test-gen", "last", "--graph", f"{agent}:graph_happy", "-o", str(tmp_path / "gen")]) == 0
         assert {stat.S_IMODE(f.stat().st_mode) for f in (tmp_path / "gen").glob("*.json")} == {0o600}
     finally:
         os.umask(old)

@@ -47,7 +47,8 @@ def _export_options(p: argparse.ArgumentParser, graph_required: bool = False) ->
         "--graph",
         metavar="REF",
         required=graph_required,
-        help="the graph tests replay on: module:attr or path/to/file.py:attr" + ("" if graph_required else " (default: the one recorded with the run)"),
+        help="the graph tests replay on: module:attr or path/to/file.py:attr"
+        + (" (required: the test loads it when it runs, so it is yours to name, not the recording's)" if graph_required else " (default: the one recorded with the run)"),
     )
     p.add_argument("--steps", metavar="A:B", help="check only steps A to B (A:, :B or one step; from the input step: --steps=-1:); the replay resumes before A")
     p.add_argument("--redact", action="append", default=[], metavar="REGEX", help="also scrub text matching REGEX (on top of the recorder's rules); repeatable")
@@ -57,7 +58,10 @@ def _export_options(p: argparse.ArgumentParser, graph_required: bool = False) ->
 def _export(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     from graphtape.recorder import open_store
     from graphtape.replay.fixture import FixtureError, export_fixture
+    from graphtape.replay.loading import check_ref
 
+    if args.graph is not None:
+        check_ref(args.graph)  # before any file is written; the reference is only written down, never loaded here
     store = open_store(args.db, create=False)
     try:
         run = store.get_run(args.run)
