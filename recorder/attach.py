@@ -43,7 +43,8 @@ from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
 from graphtape.recorder.session import ERROR, INTERRUPT, NULL_TASK_ID, RunSession, host_and_pid, task_path
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
-from graphtape.recorder.store.sql_store import check_url, for_writing, is_not_a_store, open_for_writing
+from graphtape.recorder.store.connection import check_url
+from graphtape.recorder.store.sql_store import for_writing, is_not_a_store, open_for_writing
 from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
 from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, awithout_key, without_checkpoints, without_key
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer

@@ -188,6 +188,21 @@ def test_admin_errors_are_one_line(tmp_path, capsys):
     assert code == 2 and "not an age: 'soon'" in err and "Traceback" not in err
 
 
+
+def test_migrate_refuses_a_store_it_cannot_use_as_every_command_does(tmp_path, capsys):
+    """Not SQLite or PostgreSQL, or a directory: migrate says it in the line runs says it, not "unexpected"."""
+    import importlib.util
+
+    bad = ["mysql://x@y/z", "notaurl://", str(tmp_path)]
+    if importlib.util.find_spec("asyncpg") is None:
+        bad.append("postgresql+asyncpg://u@127.0.0.1:1/x")  # a driver that is not installed
+    for db in bad:
+        code, out, err = run(capsys, "--db", db, "migrate")
+        assert code == 2 and out == "" and err.count("\n") == 1 and "unexpected" not in err, (db, err)
+        assert err == run(capsys, "--db", db, "runs")[2], db
+    assert "not mysql" in run(capsys, "--db", "mysql://x@y/z", "migrate")[2]
+    assert f"{tmp_path}: it is a directory" in run(capsys, "--db", str(tmp_path), "migrate")[2]
+
 # -- completion ---------------------------------------------------------------------------------
 
 

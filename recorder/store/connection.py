@@ -9,6 +9,7 @@ Every failure to open or to read is one ``StoreError`` line, passwords masked.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sqlite3
 import time
@@ -59,6 +60,36 @@ def _sqlite_path(url: str) -> Path | None:
 # SQLite refuses longer paths ("unable to open database file"); file systems refuse longer names.
 SQLITE_MAX_PATH = 512
 NAME_MAX = 255
+
+
+def check_url(db: str | os.PathLike | None = None) -> str:
+    """The store URL for ``db``, or a one-line ``StoreError`` if it names no store graphtape can use.
+
+    Only what is wrong with the argument itself (not a path or URL, a backend
+    graphtape does not write to, its driver not installed): a store that is
+    down, missing or unwritable is a passing fault the recorder waits out.
+    (The file itself is never opened here: closing any descriptor of a SQLite
+    file drops the locks this process's connections hold on it.)
+    """
+    url = resolve_url(db)
+    try:
+        backend = sa.engine.make_url(url).get_backend_name()
+    except Exception:  # noqa: BLE001 - any parse failure is the same bad argument
+        raise StoreError(f"cannot open {shown_url(url)}: not a database path or a SQLAlchemy URL") from None
+    if backend not in ("sqlite", "postgresql"):
+        raise StoreError(f"cannot open {shown_url(url)}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
+    if backend == "postgresql" and importlib.util.find_spec("psycopg") is None:
+        raise StoreError(f"cannot open {shown_url(url)}: driver 'psycopg' is not installed (pip install 'graphtape[postgres]')")
+    problem = sqlite_path_problem(url)
+    if problem is not None:
+        raise StoreError(problem)
+    return url
+
+
+def missing_driver(url: str, exc: ModuleNotFoundError) -> StoreError:
+    """The one line for a URL whose driver is not installed (``postgresql+asyncpg://``, or no psycopg)."""
+    hint = "pip install 'graphtape[postgres]'" if exc.name == "psycopg" else "graphtape's PostgreSQL driver is psycopg: use postgresql+psycopg://... after pip install 'graphtape[postgres]'"
+    return StoreError(f"cannot open {shown_url(url)}: driver {exc.name!r} is not installed ({hint})")
 
 
 def sqlite_path_problem(url: str) -> str | None:
@@ -209,8 +240,7 @@ class Connection:
         except StoreError:
             raise
         except ModuleNotFoundError as exc:
-            hint = "pip install 'graphtape[postgres]'" if exc.name == "psycopg" else "graphtape's PostgreSQL driver is psycopg: use postgresql+psycopg://... after pip install 'graphtape[postgres]'"
-            raise StoreError(f"cannot open {self._safe_url()}: driver {exc.name!r} is not installed ({hint})") from None
+            raise missing_driver(self.url, exc) from None
         except (SQLAlchemyError, OSError, ValueError) as exc:
             raise StoreError(f"cannot open {self._safe_url()}: {_one_line(exc)}") from None
         return engine

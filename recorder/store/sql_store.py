@@ -9,14 +9,13 @@ query, ``decode`` (``blobs``) for every value, ``mark_dead_runs``
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import sqlalchemy as sa
 
 from graphtape.recorder.errors import ReadOnlyStore, StoreError
 from graphtape.recorder.store.blobs import BlobReads
-from graphtape.recorder.store.connection import Connection, resolve_url, sqlite_path_problem
+from graphtape.recorder.store.connection import Connection, resolve_url
 from graphtape.recorder.store.gc import GarbageCollection
 from graphtape.recorder.store.listing import RunListing
 from graphtape.recorder.store.read_calls import CallReads
@@ -82,30 +81,6 @@ def for_writing(store: SqlStore) -> SqlStore:
         store.close()
         raise ReadOnlyStore(read_only_message(where, "recording writes runs"))
     return store
-
-
-def check_url(db: str | os.PathLike | None = None) -> str:
-    """The store URL for ``db``, or a one-line ``StoreError`` if it names no store graphtape can use.
-
-    Only what is wrong with the argument itself (not a path or URL, a backend
-    graphtape does not write to, its driver not installed): a store that is
-    down, missing or unwritable is a passing fault the recorder waits out.
-    (The file itself is never opened here: closing any descriptor of a SQLite
-    file drops the locks this process's connections hold on it.)
-    """
-    url = resolve_url(db)
-    try:
-        backend = sa.engine.make_url(url).get_backend_name()
-    except Exception:  # noqa: BLE001 - any parse failure is the same bad argument
-        raise StoreError(f"cannot open {shown_url(url)}: not a database path or a SQLAlchemy URL") from None
-    if backend not in ("sqlite", "postgresql"):
-        raise StoreError(f"cannot open {shown_url(url)}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
-    if backend == "postgresql" and importlib.util.find_spec("psycopg") is None:
-        raise StoreError(f"cannot open {shown_url(url)}: driver 'psycopg' is not installed (pip install 'graphtape[postgres]')")
-    problem = sqlite_path_problem(url)
-    if problem is not None:
-        raise StoreError(problem)
-    return url
 
 
 def is_not_a_store(exc: StoreError) -> bool:

@@ -14,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from graphtape.recorder import schema as S
 from graphtape.recorder.errors import ReadOnlyStore, StoreError
 from graphtape.recorder.store.urls import shown_url
-from graphtape.recorder.store.connection import _one_line, _sqlite_path, resolve_url
+from graphtape.recorder.store.connection import _one_line, _sqlite_path, check_url, missing_driver
 from graphtape.recorder.store.read_only import is_read_only_error, read_only_message
 from graphtape.recorder.store.sqlite_files import sqlite_cannot_write
 
@@ -169,14 +169,17 @@ def migrate_store(db: str | os.PathLike | None = None) -> tuple[str, int, int]:
     A function, not a ``SqlStore`` method: a store opens only at the schema
     version this graphtape reads, and this is what brings an older one there.
     """
-    url = resolve_url(db)
+    url = check_url(db)  # a backend graphtape does not use, or a directory, is said as every command says it
     path = _sqlite_path(url)
     if path is not None and not path.is_file():
         raise StoreError(f"no database at {path} (nothing to migrate)")
     label = str(path) if path is not None else shown_url(url)  # never the password (also ?password=)
     if path is not None and sqlite_cannot_write(path):
         raise ReadOnlyStore(read_only_message(label, "migrate upgrades its schema in place"))
-    engine = sa.create_engine(url)
+    try:
+        engine = sa.create_engine(url)
+    except ModuleNotFoundError as exc:
+        raise missing_driver(url, exc) from None
     try:
         with engine.begin() as conn:
             before, after = S.migrate(conn)
