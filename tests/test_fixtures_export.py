@@ -207,6 +207,19 @@ def test_bad_step_ranges_are_refused(tmp_path, react):
     assert StepRange.parse("2:") == StepRange(2, None) and StepRange.parse(":4") == StepRange(None, 4) and StepRange.parse("3") == StepRange(3, 3)
 
 
+def test_the_steps_help_offers_only_ranges_export_accepts(tmp_path, react, capsys):
+    """--help once offered --steps=-1: (from the input step), which export always refuses."""
+    for command in ("export", "test-gen"):
+        assert main([command, "--help"]) == 0
+        shown = " ".join(capsys.readouterr().out.split())
+        assert "-1:" not in shown and "A comes after the run's first step (0 or later" in shown, command
+    db = tmp_path / "a.db"
+    run_id = record(db, react.build_graph(), react.inputs_for())
+    assert main(["--db", str(db), "export", run_id, "-o", "-", "--steps", "0:"]) == 0
+    assert main(["--db", str(db), "export", run_id, "-o", "-", "--steps=-1:"]) == 2
+    capsys.readouterr()
+
+
 def test_graph_paths_are_made_portable(tmp_path):
     assert portable_graph_ref(f"{tmp_path}/app/agent.py:graph", tmp_path) == "app/agent.py:graph"
     assert portable_graph_ref("myapp.agent:graph", tmp_path) == "myapp.agent:graph"

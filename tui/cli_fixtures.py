@@ -50,7 +50,7 @@ def _export_options(p: argparse.ArgumentParser, graph_required: bool = False) ->
         help="the graph tests replay on: module:attr or path/to/file.py:attr"
         + (" (required: the test loads it when it runs, so it is yours to name, not the recording's)" if graph_required else " (default: the one recorded with the run)"),
     )
-    p.add_argument("--steps", metavar="A:B", help="check only steps A to B (A:, :B or one step; from the input step: --steps=-1:); the replay resumes before A")
+    p.add_argument("--steps", metavar="A:B", help="check only steps A to B (A:, :B or one step); the replay resumes from the step before A, so A comes after the run's first step (0 or later for a run started from its input)")
     p.add_argument("--redact", action="append", default=[], metavar="REGEX", help="also scrub text matching REGEX (on top of the recorder's rules); repeatable")
     p.add_argument("--redact-key", action="append", default=[], metavar="KEY", help="also hide values under keys containing KEY; repeatable")
 
