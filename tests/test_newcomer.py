@@ -260,6 +260,20 @@ def test_a_store_url_graphtape_cannot_use_is_one_line_without_the_password(capsy
     assert "hunter2" not in err and "***" in err
 
 
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        ("sqlite:////nonexistent-graphtape-dir/x.db", "directory /nonexistent-graphtape-dir does not exist"),
+        ("postgresql+psycopg://postgres@127.0.0.1:1/test", "cannot open postgresql+psycopg://postgres@127.0.0.1:1/test"),
+    ],
+)
+def test_demo_into_a_store_it_cannot_reach_is_one_line(tmp_path, url, words):
+    """The demo stops before recording with its own line, not the recorder's warning and then the same line again."""
+    proc = subprocess.run([str(GRAPHTAPE), "--db", url, "demo", "--no-tui", "--scenario", "happy"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.startswith("graphtape: error: ") and proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
+
+
 def test_recorded_text_never_drives_the_terminal(tmp_path, capsys):
     from typing import TypedDict
 

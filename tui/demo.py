@@ -59,19 +59,18 @@ def demo_names() -> dict[str, str]:
     return names
 
 
-def _refuse_read_only(db: str | None) -> None:
-    """A store that exists but may only be read: one line now, not a recorder fault per run."""
+def _open_for_demo(db: str | None) -> Any:
+    """The store to record into, opened (made if missing) before anything runs: one that cannot be
+    reached or written is this one line, where a recorder would warn and then fail on it again."""
     from graphtape.recorder import open_store
-    from graphtape.recorder.errors import StoreError
 
-    try:
-        store = open_store(db, create=False)
-    except StoreError:
-        return  # not there yet (the recorder creates it), or it says what is wrong itself
+    store = open_store(db, create=True)
     try:
         store.require_writable("demo records the demo agents' runs")
-    finally:
+    except BaseException:
         store.close()
+        raise
+    return store
 
 
 def record_demo(
@@ -91,8 +90,7 @@ def record_demo(
         raise DemoError(f"unknown scenario {scenario!r}: choose one of {', '.join([*names, ALL])}")
     chosen = list(names) if scenario == ALL else [scenario]
     done: list[DemoRun] = []
-    _refuse_read_only(db)
-    with Recorder(db) as rec:
+    with Recorder(store=_open_for_demo(db)) as rec:
         url = rec.store.url
         if on_start is not None:
             on_start(url)
