@@ -467,7 +467,7 @@ def _in_a_terminal(argv: list[str], cwd: Path, answer: bytes, timeout: float = 1
                 if not chunk:
                     break
                 seen += chunk
-            if not answered and b"[y/N]" in seen:
+            if not answered and seen.rstrip().endswith(b"[y/N]"):  # the question itself, last on screen (a forged one is followed by more)
                 os.write(leader, answer)
                 answered = True
             if proc.poll() is not None and not ready:
