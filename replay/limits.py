@@ -27,6 +27,10 @@ below 1, which LangGraph refuses: the root run is given 1, and its loop's
 ``stop`` is moved back by the difference once the loop has set it (the pregel
 loop's entry is wrapped the same way), so it stops, and counts its remaining
 steps, where the recording did.
+
+A replay in a subgraph's namespace (``--ns``) resumes that subgraph in the
+middle too: its first invocation is lowered the same way, and every other
+subgraph keeps the recorded limit.
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ class Limits:
     recorded: int
     lowered: int
     stop_shift: int = 0  # below 0: the root loop's stop is that much earlier than ``lowered`` gives
+    resumed_ns: str | None = None  # the subgraph namespace a replay resumes in (``--ns``): it counts from there too
+    ns_lowered: int = 0
+    ns_stop_shift: int = 0
 
 
 def lowered_limit(recorded: int, steps_done: int, *, fresh: bool = True) -> Limits:
@@ -58,8 +65,9 @@ def lowered_limit(recorded: int, steps_done: int, *, fresh: bool = True) -> Limi
 
 
 _current: contextvars.ContextVar[Limits | None] = contextvars.ContextVar("graphtape_replay_limits", default=None)
-# The stop shift not yet applied: the first root loop entered takes it (a list, shared by copied contexts).
-_shift_due: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("graphtape_replay_stop_shift", default=None)
+# The stop shifts not yet applied, by namespace ("" the root): the first loop entered in each takes
+# its own (a dict, shared by copied contexts).
+_shift_due: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("graphtape_replay_stop_shift", default=None)
 _active = 0
 _lock = threading.Lock()
 _originals: dict[str, Any] = {}
@@ -77,7 +85,8 @@ def recorded_limits(limits: Limits | None) -> Iterator[None]:
             _install()
         _active += 1
     token = _current.set(limits)
-    due = _shift_due.set([limits.stop_shift] if limits.stop_shift else None)
+    shifts = {"": limits.stop_shift, limits.resumed_ns or "": limits.ns_stop_shift} if limits.resumed_ns else {"": limits.stop_shift}
+    due = _shift_due.set({ns: shift for ns, shift in shifts.items() if shift} or None)
     try:
         yield
     finally:
@@ -109,8 +118,9 @@ def _uninstall() -> None:
 
 def _shift_stop(loop: Any) -> None:
     due = _shift_due.get()
-    if due and not getattr(loop, "is_nested", False):
-        loop.stop += due.pop()
+    if due:
+        ns = ((getattr(loop, "config", None) or {}).get("configurable") or {}).get(_NS_KEY, "") if getattr(loop, "is_nested", False) else ""
+        loop.stop += due.pop(ns, 0)
 
 
 def _enter(self: Any) -> Any:
@@ -141,7 +151,8 @@ def _adjust(config: Any, limits: Limits) -> tuple[Any, bool]:
     """
     conf = (config or {}).get("configurable") or {} if isinstance(config, dict) else {}
     if conf.get(_NS_KEY):
-        return {**config, "recursion_limit": limits.recorded}, False
+        limit = limits.ns_lowered if limits.resumed_ns is not None and conf[_NS_KEY] == limits.resumed_ns else limits.recorded
+        return {**config, "recursion_limit": limit}, False
     if config is None or not conf:
         from langchain_core.runnables.config import var_child_runnable_config
 

@@ -11,6 +11,7 @@ two runs in the store and name every divergence.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
 import os
 import secrets
@@ -518,6 +519,11 @@ class _Run:
             fresh = later > 0 or first_step.source == "input"
             # Only the root run counts from where it resumes: subgraphs and the error keep the recorded limit.
             self._limits = lowered_limit(limit, restored.root_step - (first_step.step - later), fresh=fresh)
+            if restored.ns:
+                # The subgraph resumed in its own namespace counts its limit from there as well.
+                first_ns = self.store.list_steps(self.run.id, restored.ns)[0]
+                inner = lowered_limit(limit, restored.step - first_ns.step, fresh=first_ns.source == "input")
+                self._limits = dataclasses.replace(self._limits, resumed_ns=restored.ns, ns_lowered=inner.lowered, ns_stop_shift=inner.stop_shift)
             config["recursion_limit"] = self._limits.lowered
             self._resume_limit = limit
         return config

@@ -312,6 +312,32 @@ def test_a_subgraph_replayed_from_its_start_goes_on_after_its_input(db, start):
     assert [n for n in result.notes if "input step" in n] == ([] if start is None else [result.notes[0]])
 
 
+def test_a_subgraph_replayed_from_its_middle_counts_its_remaining_steps_as_recorded(db):
+    """A subgraph resumed in its own namespace counts its recursion limit from where it resumes,
+    as the root does: what it reads of remaining_steps must be what it read when recorded."""
+    parent = StateGraph(Budget)
+    parent.add_node("inner", budget_graph())
+    parent.add_edge(START, "inner")
+    parent.add_edge("inner", END)
+    graph = parent.compile()
+    with Recorder(db) as rec:
+        out = rec.attach(graph).invoke({"n": 0}, {"recursion_limit": 8})
+        rec.flush()
+        run_id = rec.last_run_id
+    assert out["seen"][-1] == 1
+    store = open_store(db)
+    try:
+        inner = next(n for n in store.namespaces(run_id) if n)
+        steps = [s.step for s in store.list_steps(run_id, inner) if s.checkpoint_id and s.step >= 0]
+    finally:
+        store.close()
+    assert len(steps) >= 4
+    for step in steps:
+        result = replay(run_id, graph, step, ns=inner, db=db)
+        assert not result.diverged, f"from step {step}: {result.report()}"
+        assert result.final_state["seen"] == out["seen"]
+
+
 def test_replay_works_on_postgresql(pg_url):
     run_id = record(pg_url, G.fan_graph(), {"items": [4, 5]})
     assert not replay(run_id, G.fan_graph(), db=pg_url).diverged
