@@ -85,11 +85,22 @@ def replay_saver() -> Any:
                 return (current or 0) + 1
             return InMemorySaver.get_next_version(self, current, channel)  # type: ignore[arg-type]
 
+        held: tuple[str, str, str] | None = None  # (thread, ns, checkpoint id) of the untracked values put back
+
         def get_tuple(self, config: Any) -> Any:
             # LangGraph changes a loaded checkpoint in place (versions_seen); the seed checkpoint
             # the replay records must stay as restored, so each load gets its own copy.
             found = super().get_tuple(config)
             return found._replace(checkpoint=copy_checkpoint(found.checkpoint)) if found is not None else None
+
+        def forget_held(self) -> None:
+            """Drop the untracked values put back for the first invocation: LangGraph keeps them for
+            one invocation, so a resume that loads the same checkpoint starts without them, as it did."""
+            if self.held is not None:
+                writes = self._writes.get(self.held, {})
+                for key in [k for k in writes if k[0] == NULL_TASK_ID]:
+                    del writes[key]
+                self.held = None
 
     return ReplaySaver()
 
@@ -120,6 +131,7 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
         # LangGraph drops these from a checkpoint it loads; pending writes of no task are applied
         # when a run resumes there, before its first step: the one way into such a channel.
         saver.put_writes(saved, held, NULL_TASK_ID)
+        saver.held = (thread_id, ns, saved["configurable"]["checkpoint_id"])
     return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id)
 
 

@@ -630,6 +630,8 @@ class _Run:
             except Exception as exc:  # noqa: BLE001 - the graph's own failure is part of the comparison
                 return exc
             first, stops = None, {}
+            if self._saver is not None:
+                self._saver.forget_held()
             snapshot = app.get_state(config)
             pending = [(t.name, i, task_path(t.path)) for t in snapshot.tasks for i in t.interrupts]
             if not pending:

@@ -18,11 +18,12 @@ import replay_graphs as G
 from conftest import exported, imported, load_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import StructuredTool, tool
+from langgraph.channels import UntrackedValue
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import ToolNode, ToolRuntime
-from langgraph.types import Command, Send
+from langgraph.types import Command, Send, interrupt
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
@@ -270,6 +271,44 @@ def test_a_run_invoked_with_a_command_on_a_thread_starts_from_the_thread_and_rep
         result = replay(source, _noting_graph(), db=db, require_all_used=True)
         assert not result.diverged, result.report()
         assert result.final_state["log"] == ["a", "b saw nothing", "b saw the edit"]
+
+
+class Counted(TypedDict, total=False):
+    per_run: Annotated[int, UntrackedValue]  # LangGraph keeps it for one invocation, never in a checkpoint
+    seen: list
+    answer: str
+
+
+def _per_run_graph():
+    """``count`` sets an untracked value; ``ask`` interrupts; after the resume (a new invocation)
+    ``look`` finds the value gone, as LangGraph resets it."""
+    b = StateGraph(Counted)
+    b.add_node("count", lambda s: {"per_run": 1, "seen": [s.get("per_run")]})
+    b.add_node("ask", lambda s: {"answer": interrupt("go on?")})
+    b.add_node("look", lambda s: {"seen": [*s["seen"], s.get("per_run")]})
+    b.add_edge(START, "count")
+    b.add_edge("count", "ask")
+    b.add_edge("ask", "look")
+    b.add_edge("look", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+def test_an_untracked_value_put_back_for_a_replay_is_gone_after_its_resume(db):
+    cfg = {"configurable": {"thread_id": "u"}}
+    with Recorder(db) as rec:
+        app = rec.attach(_per_run_graph())
+        app.invoke({"seen": []}, cfg)
+        assert app.invoke(Command(resume="yes"), cfg)["seen"] == [None, None]
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        steps = [s.step for s in store.list_steps(run_id) if s.checkpoint_id]
+    finally:
+        store.close()
+    for step in steps:
+        result = replay(run_id, _per_run_graph(), step, db=db)
+        assert not result.diverged, f"from step {step}: {result.report()}"
 
 
 def test_subgraph_replays_from_its_own_step_not_from_its_start(db):
