@@ -693,13 +693,14 @@ class RunSession:
             if acc.interrupts:
                 row["i"] = enc(list(acc.interrupts))
                 flags |= FLAG_INTERRUPT
-                for it in acc.interrupts:
-                    if owner.get(getattr(it, "id", None) or id(it)) is acc:
-                        ev_rows.append({"kind": "interrupt", "v": enc(getattr(it, "value", it)), "task": acc.task_id, "node": acc.node})
             if acc.resumes:
                 flags |= FLAG_RESUME
-                for r in acc.resumes:
-                    ev_rows.append({"kind": "resume", "v": enc(r), "task": acc.task_id, "node": acc.node})
+            # The answers so far came before this attempt's question (a node that asks twice).
+            for r in acc.resumes:
+                ev_rows.append({"kind": "resume", "v": enc(r), "task": acc.task_id, "node": acc.node})
+            for it in acc.interrupts:
+                if owner.get(getattr(it, "id", None) or id(it)) is acc:
+                    ev_rows.append({"kind": "interrupt", "v": enc(getattr(it, "value", it)), "task": acc.task_id, "node": acc.node})
             if acc.carried:
                 row["cw"] = enc(stored(acc.writes))
                 flags |= FLAG_CARRIED

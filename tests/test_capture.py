@@ -278,6 +278,29 @@ def test_interrupt_and_resume_are_events_of_one_run(recorder_factory):
     assert saver.get_tuple(config).checkpoint["channel_values"]["decision"] == "yes"
 
 
+def test_a_node_that_asks_twice_has_its_questions_and_answers_in_the_order_they_came(recorder_factory):
+    """interrupt() -> answer -> interrupt() again -> answer: each answer follows its question."""
+
+    def twice(state: Approval) -> dict:
+        first = interrupt("which refund?")
+        second = interrupt(f"approve {first}?")
+        return {"request": first, "decision": second}
+
+    b = StateGraph(Approval)
+    b.add_node("twice", twice)
+    b.add_edge(START, "twice")
+    rec = recorder_factory()
+    graph = rec.attach(b.compile(checkpointer=InMemorySaver()))
+    config = {"configurable": {"thread_id": "twice"}}
+    graph.invoke({"request": "", "decision": ""}, config)
+    graph.invoke(Command(resume="R7"), config)
+    assert graph.invoke(Command(resume="yes"), config) == {"request": "R7", "decision": "yes"}
+    rec.flush()
+    run = rec.store.get_run("last")
+    events = [(e.kind, e.value) for s in rec.store.list_steps(run.id) for e in rec.store.step_detail(run.id, s.step).events if e.node == "twice"]
+    assert events == [("interrupt", "which refund?"), ("resume", "R7"), ("interrupt", "approve R7?"), ("resume", "yes")]
+
+
 # -- errors --------------------------------------------------------------------------------
 
 

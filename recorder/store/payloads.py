@@ -96,9 +96,19 @@ def merge_events(earlier: list[dict], row: list[dict]) -> list[dict]:
     task's resume events in a later row replace its earlier ones; other events add up.
     """
     resumed = {e.get("task") for e in row if e.get("kind") == "resume" and e.get("task")}
-    if resumed:
-        earlier = [e for e in earlier if not (e.get("kind") == "resume" and e.get("task") in resumed)]
-    return [*earlier, *row]
+    if not resumed:
+        return [*earlier, *row]
+    events = [*(e for e in earlier if not (e.get("kind") == "resume" and e.get("task") in resumed)), *row]
+    for task in resumed:
+        # The k-th answer answers the task's k-th question: shown in the order they happened.
+        mine = [e for e in events if e.get("task") == task and e.get("kind") in ("interrupt", "resume")]
+        asks = [e for e in mine if e["kind"] == "interrupt"]
+        answers = [e for e in mine if e["kind"] == "resume"]
+        paired = [e for k in range(max(len(asks), len(answers))) for e in (asks[k : k + 1] + answers[k : k + 1])]
+        first = next(i for i, e in enumerate(events) if any(e is m for m in mine))
+        rest = [e for e in events if not any(e is m for m in mine)]
+        events = [*rest[:first], *paired, *rest[first:]]
+    return events
 
 
 def expand_payload(payload: dict, created_at: float) -> dict:
