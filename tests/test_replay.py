@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import json
 import operator
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 import replay_graphs as G
@@ -301,11 +301,7 @@ def test_an_untracked_value_put_back_for_a_replay_is_gone_after_its_resume(db):
         assert app.invoke(Command(resume="yes"), cfg)["seen"] == [None, None]
         rec.flush()
         run_id = rec.last_run_id
-    store = open_store(db)
-    try:
-        steps = [s.step for s in store.list_steps(run_id) if s.checkpoint_id]
-    finally:
-        store.close()
+    steps = _completed_steps(db, run_id)
     for step in steps:
         result = replay(run_id, _per_run_graph(), step, db=db)
         assert not result.diverged, f"from step {step}: {result.report()}"
@@ -689,6 +685,15 @@ class Loops(TypedDict):
     n: int
 
 
+def _completed_steps(db: str, run_id: str, ns: str = "") -> list[int]:
+    """The steps of a run (of a namespace) a replay can start from."""
+    store = open_store(db)
+    try:
+        return [s.step for s in store.list_steps(run_id, ns) if s.checkpoint_id]
+    finally:
+        store.close()
+
+
 def looping_graph():
     """Loops while ``n`` is below the configurable ``loops`` (default 2): a node and a router read the run's config."""
 
@@ -790,11 +795,7 @@ def test_a_run_that_went_on_after_its_recursion_limit_and_met_it_again_replays_f
                 g.invoke(inputs, config)
         rec.flush()
         run_id = rec.last_run_id
-    store = open_store(db)
-    try:
-        steps = [s.step for s in store.list_steps(run_id) if s.checkpoint_id]
-    finally:
-        store.close()
+    steps = _completed_steps(db, run_id)
     assert steps[0] == 5 and steps[-1] == 12  # from the first run's last checkpoint to where the limit stopped it again
     for step in steps:
         result = replay(run_id, looping_graph(), step, db=db)
@@ -1125,16 +1126,22 @@ def _parallel_with_a_flaky_branch(fetches: list[str], fail: dict[str, bool]):
     return g.compile(checkpointer=InMemorySaver())
 
 
+def _failed_once(rec: Recorder, fetches: list[str], fail: dict[str, bool]) -> tuple[Any, dict]:
+    """The flaky graph recorded failing once on thread ``t``, then made to succeed."""
+    app = rec.attach(_parallel_with_a_flaky_branch(fetches, fail))
+    config = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(RuntimeError, match="flaky"):
+        app.invoke({"log": []}, config)
+    fail["b"] = False
+    return app, config
+
+
 @pytest.mark.parametrize("mode", ["strict", "live"])
 def test_a_run_that_went_on_after_an_error_replays_without_rerunning_finished_tasks(db, mode, capsys):
     fetches: list[str] = []
     fail = {"b": True}
     with Recorder(db) as rec:
-        app = rec.attach(_parallel_with_a_flaky_branch(fetches, fail))
-        config = {"configurable": {"thread_id": "t"}}
-        with pytest.raises(RuntimeError, match="flaky"):
-            app.invoke({"log": []}, config)
-        fail["b"] = False
+        app, config = _failed_once(rec, fetches, fail)
         assert app.invoke(None, config)["log"] == ["data for x", "b ok", "c"]
         rec.flush()
         run_id = rec.last_run_id
@@ -1164,11 +1171,7 @@ def test_a_run_sent_back_to_an_earlier_checkpoint_reruns_its_tasks_and_replays_s
     fetches: list[str] = []
     fail = {"b": True}
     with Recorder(db) as rec:
-        app = rec.attach(_parallel_with_a_flaky_branch(fetches, fail))
-        config = {"configurable": {"thread_id": "t"}}
-        with pytest.raises(RuntimeError, match="flaky"):
-            app.invoke({"log": []}, config)
-        fail["b"] = False
+        app, config = _failed_once(rec, fetches, fail)
         before = next(s for s in app.get_state_history(config) if set(s.next) == {"a", "b"})
         assert app.invoke(None, before.config)["log"] == ["data for x", "b ok", "c"]
         rec.flush()

@@ -34,16 +34,20 @@ def _graph(checkpointer: Any = None) -> Any:
     return b.compile(checkpointer=checkpointer)
 
 
+def _mode_and_data(chunk: Any, kwargs: dict[str, Any]) -> tuple[str, Any]:
+    """A chunk's mode and data, whatever its shape."""
+    if kwargs.get("version") == "v2":
+        return chunk["type"], chunk["data"]
+    body = chunk[1:] if kwargs.get("subgraphs") else chunk
+    several = isinstance(kwargs["stream_mode"], list)
+    if kwargs.get("subgraphs") and not several:
+        body = body[0]
+    return (body[0], body[1]) if several else (kwargs["stream_mode"], body)
+
+
 def _kind(chunk: Any, kwargs: dict[str, Any]) -> str:
     """A chunk's mode (and a debug event's type), whatever its shape."""
-    if kwargs.get("version") == "v2":
-        mode, data = chunk["type"], chunk["data"]
-    else:
-        body = chunk[1:] if kwargs.get("subgraphs") else chunk
-        several = isinstance(kwargs["stream_mode"], list)
-        if kwargs.get("subgraphs") and not several:
-            body = body[0]
-        mode, data = (body[0], body[1]) if several else (kwargs["stream_mode"], body)
+    mode, data = _mode_and_data(chunk, kwargs)
     return f"debug:{data['type']}" if mode == "debug" else str(mode)
 
 
@@ -95,14 +99,7 @@ def test_a_graph_with_its_own_checkpointer_keeps_its_checkpoint_events(tmp_path)
 
 def _configs(chunk: Any, kwargs: dict[str, Any]) -> list[dict]:
     """The configs a chunk's checkpoint event carries (none for other chunks)."""
-    if kwargs.get("version") == "v2":
-        mode, data = chunk["type"], chunk["data"]
-    else:
-        body = chunk[1:] if kwargs.get("subgraphs") else chunk
-        several = isinstance(kwargs["stream_mode"], list)
-        if kwargs.get("subgraphs") and not several:
-            body = body[0]
-        mode, data = (body[0], body[1]) if several else (kwargs["stream_mode"], body)
+    mode, data = _mode_and_data(chunk, kwargs)
     event = data if mode == "checkpoints" else data.get("payload") if mode == "debug" and data["type"] == "checkpoint" else None
     return [c for c in (event.get("config"), event.get("parent_config")) if c] if event else []
 
