@@ -711,6 +711,7 @@ class _Run:
         (``Command(resume=..., update=...)``), as LangGraph's update tuples."""
         out: dict[int, list[Resume]] = {}
         updates: dict[int, list[tuple[str, Any]]] = {}
+        short: dict[int, int] = {}  # root steps whose questions outnumber the root's own answers: by how many
         if any(s.flags & FLAG_RESUME for s in self._root_steps()):
             for d in self.store.step_details(self.run.id, "", typed=True):
                 for e in d.events:
@@ -718,7 +719,16 @@ class _Run:
                         out.setdefault(d.step.step, []).append((e.node, e.value, None))
                     elif e.kind == "update":
                         updates.setdefault(d.step.step, []).extend(as_writes(e.value))
-        out.update(self._subgraph_resumes(answered=set(out)))
+                asked = sum(1 for e in d.events if e.kind == "interrupt")
+                if d.step.step in out and asked > len(out[d.step.step]) and not d.step.pending:
+                    short[d.step.step] = asked - len(out[d.step.step])
+        for step, found in self._subgraph_resumes(answered=set(out) - set(short)).items():
+            if step in short:
+                # A node that asked, then called a subgraph that asked too: the subgraph's answer
+                # is recorded in its own steps, after the node's.
+                out[step].extend(found[: short[step]])
+            else:
+                out[step] = found
         return out, updates
 
     def _subgraph_resumes(self, answered: set[int]) -> dict[int, list[Resume]]:

@@ -307,6 +307,48 @@ def test_an_untracked_value_put_back_for_a_replay_is_gone_after_its_resume(db):
         assert not result.diverged, f"from step {step}: {result.report()}"
 
 
+class Asking(TypedDict, total=False):
+    q: str
+    a: str
+    first: str
+
+
+def _asks_then_calls_an_asking_subgraph():
+    """A node that asks, then invokes (from its own code) a subgraph whose node asks too."""
+    inner = StateGraph(Asking)
+    inner.add_node("ask", lambda s: {"a": interrupt({"sub_q": s["q"]})})
+    inner.add_edge(START, "ask")
+    inner.add_edge("ask", END)
+    sub = inner.compile()
+
+    def calls_sub(s: Asking) -> dict:
+        first = interrupt("first?")
+        return {"first": first, "a": sub.invoke({"q": s["q"]})["a"]}
+
+    outer = StateGraph(Asking)
+    outer.add_node("calls_sub", calls_sub)
+    outer.add_edge(START, "calls_sub")
+    outer.add_edge("calls_sub", END)
+    return outer.compile(checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("by_id", [False, True], ids=["by value", "by interrupt id"])
+def test_a_node_that_asks_then_calls_a_subgraph_that_asks_replays_both_answers(db, by_id):
+    """The node's answer is recorded in the root's step, the subgraph's in the subgraph's own."""
+    cfg = {"configurable": {"thread_id": "two-levels"}}
+    with Recorder(db) as rec:
+        app = rec.attach(_asks_then_calls_an_asking_subgraph())
+        out = app.invoke({"q": "q?"}, cfg)
+        for answer in ("A", "B"):
+            out = app.invoke(Command(resume={i.id: answer for i in out["__interrupt__"]} if by_id else answer), cfg)
+        assert out == {"q": "q?", "first": "A", "a": "B"}
+        rec.flush()
+        run_id = rec.last_run_id
+    result = replay(run_id, _asks_then_calls_an_asking_subgraph(), db=db)
+    assert not result.diverged, result.report()
+    assert result.final_state == {"q": "q?", "first": "A", "a": "B"}
+
+
 def test_subgraph_replays_from_its_own_step_not_from_its_start(db):
     run_id = record(db, G.sub_graph(), {"n": 1})
     store = open_store(db)
