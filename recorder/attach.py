@@ -666,12 +666,18 @@ def _at_breakpoint(graph: Any, config: dict, kwargs: dict) -> bool:
         return False
 
 
+def _users_saver(graph: Any) -> BaseCheckpointSaver | None:
+    """The saver the graph was compiled with, that graphtape tees (none: it lends one that keeps no thread)."""
+    saver = getattr(graph.checkpointer, "inner", None)
+    return saver if isinstance(saver, BaseCheckpointSaver) and not isinstance(saver, RunScopedSaver) else None
+
+
 def _thread_checkpoint(graph: Any, config: dict) -> tuple[tuple[Any, Any, str | None] | None, tuple[Carried, ...]]:
     """The checkpoint a run given no input goes on from (after a breakpoint, an ``update_state``,
     an error, or from an earlier checkpoint): the run's first step, so it can be replayed alone.
     With it, the tasks whose writes the run carries over instead of running them (after an error)."""
-    saver = getattr(graph.checkpointer, "inner", None)
-    if not isinstance(saver, BaseCheckpointSaver) or isinstance(saver, RunScopedSaver):
+    saver = _users_saver(graph)
+    if saver is None:
         return None, ()
     try:
         found = saver.get_tuple(config)
@@ -686,8 +692,8 @@ def _thread_checkpoint(graph: Any, config: dict) -> tuple[tuple[Any, Any, str | 
 def _edited_while_paused(graph: Any, config: dict, known: Mapping[str, int]) -> tuple[Any, Any, str | None] | None:
     """The ``update_state`` checkpoint a resumed run goes on from, when the state was edited while
     the run waited at an interrupt: recorded as the run's next step (nothing else sees it)."""
-    saver = getattr(graph.checkpointer, "inner", None)
-    if not isinstance(saver, BaseCheckpointSaver) or isinstance(saver, RunScopedSaver):
+    saver = _users_saver(graph)
+    if saver is None:
         return None
     conf = {k: v for k, v in (config.get("configurable") or {}).items() if k not in ("checkpoint_id", RUN_KEY)}
     try:

@@ -325,9 +325,9 @@ class RunSession:
                 metadata.get("source"),
             )
             self._ready.setdefault(ns, {})[step] = info
-            if ns == "" and metadata.get("source") == "fork":
-                self._drop_carried()
             if ns == "":
+                if metadata.get("source") == "fork":
+                    self._drop_carried()
                 self.max_step = max(self.max_step, step - self.step_shift)  # as stored: a fork keeps the original's numbers
             if self._loose_events:
                 self._place_events()

@@ -228,9 +228,9 @@ class _Run:
             base = with_recorded_subgraph_caches(base, lambda node: self._entered_subgraphs(node, restored.root_step))
         config = self._config(thread_id, restored)
         carried = self._carry_over(base, saver, config, restored) if update is None and not ns else ()
-        killed_at = self._killed_at(restored.root_step) if to_step is None and not ns else None
-        if killed_at is not None:
-            to_step = killed_at  # nothing after it was recorded: the replay stops where the run was stopped
+        stopped_at = self._stopped_at(restored.root_step) if to_step is None and not ns else None
+        if stopped_at is not None:
+            to_step = stopped_at  # nothing after it was recorded: the replay stops where the run was stopped
         if to_step is not None and (ns or to_step <= restored.root_step):
             raise ReplayError(f"to_step must be a root step after {restored.root_step}" + (" (not with a subgraph namespace)" if ns else ""))
         self._to_step = to_step
@@ -266,8 +266,8 @@ class _Run:
 
         if moved_past_input:
             notes.append(f"step {asked} of {ns} is its input step: the replay starts after it, at step {step}, where the subgraph's own work begins")
-        if killed_at is not None:
-            notes.append(f"the recorded run was {self.run.status_reason} after step {killed_at}: the replay stops there and compares up to it")
+        if stopped_at is not None:
+            notes.append(f"the recorded run was {self.run.status_reason} after step {stopped_at}: the replay stops there and compares up to it")
         offsets = {ns_path(ns): offset}
         recorded_calls = self._calls_after(restored.root_step, ns, step)
         if update is None:
@@ -585,10 +585,10 @@ class _Run:
 
         return delay
 
-    def _killed_at(self, start: int) -> int | None:
-        """The last completed root step of a run whose process died while it recorded, if the
-        replay starts before it: what happened after it was never recorded, so nothing after it
-        can be answered or compared."""
+    def _stopped_at(self, start: int) -> int | None:
+        """The last completed root step of a run whose process died (or that was cancelled) while
+        it recorded, if the replay starts before it: what happened after it was never recorded, so
+        nothing after it can be answered or compared."""
         if self.run.status != "interrupted" or self.run.status_reason not in ("killed", "cancelled"):
             return None
         last = max((s.step for s in self._root_steps() if not s.pending), default=None)

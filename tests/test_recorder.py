@@ -500,8 +500,6 @@ def _counting_graph(stop_at: int = 7):
 
 
 def test_a_killed_run_replays_up_to_its_last_recorded_step(tmp_path):
-    from graphtape.replay import replay
-
     db = str(tmp_path / "killed.db")
     script = tmp_path / "killed.py"
     script.write_text(KILLED_SCRIPT)
