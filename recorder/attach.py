@@ -21,7 +21,7 @@ import secrets
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import orjson
@@ -356,7 +356,7 @@ class Recorder:
             carried = binding.lineage.carried if seed is not None and binding.lineage is not None else ()
             session.command_input = type(input).__name__ == "Command" and getattr(input, "resume", None) is None
             if seed is None and (input is None or session.command_input) and not resumed and not generated:
-                seed, carried = _thread_checkpoint(graph, config)
+                seed, carried = _thread_checkpoint(graph, config, lambda: self._recorded_tasks(store, thread_id, binding, run_id))
             elif seed is None and resumed and known is not None:
                 seed = _edited_while_paused(graph, config, known)
             if seed is not None:
@@ -376,6 +376,19 @@ class Recorder:
                 raise RecorderFault(f"graphtape could not start recording: {exc}") from exc
             _log.warning("graphtape: not recording this run: %s: %s", type(exc).__name__, exc)
             return None, config, kwargs
+
+    def _recorded_tasks(self, store: RunStore | None, thread_id: str, binding: _Binding, run_id: str) -> dict[str, tuple[str, str]]:
+        """Task id -> (node, path) of the thread's last recorded step: a functional API's @task
+        calls, which LangGraph's state does not list, are named as the run that made them saw them."""
+        if store is None:
+            return {}
+        self.flush()  # that run's last steps may still wait in the writer
+        try:
+            run = store.latest_run_for_thread(str(thread_id), display_name(binding.info.name, binding.graph_ref), excluding=run_id)
+            steps = store.list_steps(run.id) if run is not None else []
+            return {t.task_id: (t.node, t.path) for t in store.step_detail(run.id, steps[-1].step).tasks} if steps else {}
+        except Exception:  # noqa: BLE001 - not knowing leaves them unnamed, and run again by a replay, as before
+            return {}
 
     def _start_http(self, session: RunSession) -> bool:
         """Patch the HTTP clients for this run (counted, undone at its end); a failure only loses the HTTP calls."""
@@ -672,7 +685,7 @@ def _users_saver(graph: Any) -> BaseCheckpointSaver | None:
     return saver if isinstance(saver, BaseCheckpointSaver) and not isinstance(saver, RunScopedSaver) else None
 
 
-def _thread_checkpoint(graph: Any, config: dict) -> tuple[tuple[Any, Any, str | None] | None, tuple[Carried, ...]]:
+def _thread_checkpoint(graph: Any, config: dict, recorded: Callable[[], dict[str, tuple[str, str]]] = dict) -> tuple[tuple[Any, Any, str | None] | None, tuple[Carried, ...]]:
     """The checkpoint a run given no input goes on from (after a breakpoint, an ``update_state``,
     an error, or from an earlier checkpoint): the run's first step, so it can be replayed alone.
     With it, the tasks whose writes the run carries over instead of running them (after an error)."""
@@ -686,7 +699,7 @@ def _thread_checkpoint(graph: Any, config: dict) -> tuple[tuple[Any, Any, str | 
     if found is None:
         return None, ()
     parent = ((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
-    return (found.checkpoint, found.metadata, parent), _carried_tasks(graph, config, found.pending_writes or ())
+    return (found.checkpoint, found.metadata, parent), _carried_tasks(graph, config, found.pending_writes or (), recorded)
 
 
 def _edited_while_paused(graph: Any, config: dict, known: Mapping[str, int]) -> tuple[Any, Any, str | None] | None:
@@ -709,7 +722,7 @@ def _edited_while_paused(graph: Any, config: dict, known: Mapping[str, int]) -> 
 _NOT_CARRIED = frozenset((ERROR, INTERRUPT, "__error_source_node__"))  # a task that failed or stopped runs again
 
 
-def _carried_tasks(graph: Any, config: dict, pending: Any) -> tuple[Carried, ...]:
+def _carried_tasks(graph: Any, config: dict, pending: Any, recorded: Callable[[], dict[str, tuple[str, str]]] = dict) -> tuple[Carried, ...]:
     """The tasks of the next step that finished before the run stopped, with the writes LangGraph applies for them."""
     writes: dict[str, list[tuple[str, Any]]] = {}
     rerun: set[str] = set()
@@ -726,7 +739,11 @@ def _carried_tasks(graph: Any, config: dict, pending: Any) -> tuple[Carried, ...
         tasks = graph.get_state(config).tasks  # their nodes and paths (pending writes hold ids only)
     except Exception:  # noqa: BLE001 - not knowable: the run is recorded without them, as before
         return ()
-    return tuple(Carried(t.id, t.name, task_path(t.path), tuple(done[t.id])) for t in tasks if t.id in done)
+    out = [Carried(t.id, t.name, task_path(t.path), tuple(done.pop(t.id))) for t in tasks if t.id in done]
+    if done:  # tasks the state does not list (a functional API's @task calls): as recorded
+        named = recorded()
+        out += [Carried(task_id, *named[task_id], tuple(writes)) for task_id, writes in done.items() if task_id in named]
+    return tuple(out)
 
 
 def _with_handler(callbacks: Any, handler: CaptureHandler) -> Any:

@@ -442,12 +442,18 @@ class _Run:
         out = []
         for t in recorded:
             match = next((x for x in live if x.name == t.node and task_path(x.path) == t.path), None) or next((x for x in live if x.name == t.node), None)
-            if match is None:
+            if match is not None:
+                live.remove(match)
+                task_id, path = match.id, task_path(match.path)
+            elif t.path.startswith("~__pregel_push"):
+                # A functional API's @task call, which the state does not list: LangGraph gives it
+                # the same id again from the same checkpoint and path, and finds its writes by it.
+                task_id, path = t.task_id, t.path
+            else:
                 continue  # the graph has no such task now: it runs, and the comparison says so
-            live.remove(match)
-            writes, path = tuple(as_writes(t.carried)), task_path(match.path)
-            saver.put_writes(target, writes, match.id, path)
-            out.append(Carried(match.id, t.node, path, writes))
+            writes = tuple(as_writes(t.carried))
+            saver.put_writes(target, writes, task_id, path)
+            out.append(Carried(task_id, t.node, path, writes))
         return tuple(out)
 
     def _entered_subgraphs(self, node: str, after: int) -> list[list[Any]]:

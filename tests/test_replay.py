@@ -1318,6 +1318,55 @@ def test_breakpoints_passed_to_invoke_stop_the_replay_where_they_stopped_the_run
     assert result.served == {"tool": 0, "model": 1}
 
 
+def _two_tasks(ran: list[str], fail: dict[str, bool]):
+    from langgraph.func import entrypoint, task
+
+    @task
+    def first(x: int) -> int:
+        ran.append("first")
+        return x + 1
+
+    @task
+    def second(x: int) -> int:
+        ran.append("second")
+        if fail["second"]:
+            raise RuntimeError("second broke")
+        return x * 2
+
+    @entrypoint(checkpointer=InMemorySaver())
+    def both(x: int) -> int:
+        return second(first(x).result()).result()
+
+    return both
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_an_entrypoint_that_went_on_after_an_error_replays_without_rerunning_its_finished_task(db, durability):
+    """A functional API's @task calls are not in LangGraph's state: the finished one is named as
+    the failed run recorded it, carried, and handed back to LangGraph by the replay."""
+    ran: list[str] = []
+    fail = {"second": True}
+    cfg = {"configurable": {"thread_id": "tasks"}}
+    with Recorder(db, durability=durability) as rec:
+        app = rec.attach(_two_tasks(ran, fail))
+        with pytest.raises(RuntimeError, match="second broke"):
+            app.invoke(3, cfg)
+        fail["second"] = False
+        assert app.invoke(None, cfg) == 8
+        rec.flush()
+        run_id = rec.last_run_id
+    assert ran == ["first", "second", "second"]  # LangGraph did not run `first` again
+    store = open_store(db)
+    try:
+        carried = {t.node: t.carried is not None for s in store.list_steps(run_id) for t in store.step_detail(run_id, s.step).tasks}
+    finally:
+        store.close()
+    assert carried == {"both": False, "first": True, "second": False}
+    result = replay(run_id, _two_tasks(ran, fail), db=db, require_all_used=True)
+    assert not result.diverged, result.report()
+    assert result.final_state == 8 and ran == ["first", "second", "second", "second"]
+
+
 # -- graphs with no named state channels: their value is their state ---------------------------
 
 

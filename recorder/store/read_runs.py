@@ -191,13 +191,12 @@ class RunReads:
         return output
 
     @_damage_is_a_store_error
-    def latest_run_for_thread(self, thread_id: str, graph_name: str) -> RunInfo | None:
-        rows = self._read(
-            sa.select(*self._RUN_COLS)
-            .where(S.runs.c.thread_id == thread_id, S.runs.c.graph_name == graph_name)
-            .order_by(*self._NEWEST_FIRST)
-            .limit(1)
-        )
+    def latest_run_for_thread(self, thread_id: str, graph_name: str, *, excluding: str | None = None) -> RunInfo | None:
+        """The thread's newest run of the graph (other than ``excluding``, a run just started on it)."""
+        query = sa.select(*self._RUN_COLS).where(S.runs.c.thread_id == thread_id, S.runs.c.graph_name == graph_name)
+        if excluding is not None:
+            query = query.where(S.runs.c.id != excluding)
+        rows = self._read(query.order_by(*self._NEWEST_FIRST).limit(1))
         return self._run_infos(rows)[0] if rows else None
 
     @_damage_is_a_store_error
