@@ -358,7 +358,10 @@ class Recorder:
             if seed is None and (input is None or session.command_input) and not resumed and not generated:
                 seed, carried = _thread_checkpoint(graph, config, lambda: self._recorded_tasks(store, thread_id, binding, run_id))
             elif seed is None and resumed and known is not None:
-                seed = _edited_while_paused(graph, config, known)
+                edits = _edited_while_paused(graph, config, known)
+                for checkpoint, metadata, parent_id in edits[:-1]:  # each edit is a step; the last is the seed
+                    session.on_checkpoint("", checkpoint, metadata, parent_id, checkpoint.get("channel_versions", {}))
+                seed = edits[-1] if edits else None
             if seed is not None:
                 checkpoint, metadata, parent_id = seed
                 if isinstance(graph.checkpointer, TeeSaver):  # what its DeltaChannels held there
@@ -682,7 +685,8 @@ def _at_breakpoint(graph: Any, config: dict, kwargs: dict) -> bool:
 def _users_saver(graph: Any) -> BaseCheckpointSaver | None:
     """The saver the graph was compiled with, that graphtape tees (none: it lends one that keeps no thread)."""
     saver = getattr(graph.checkpointer, "inner", None)
-    return saver if isinstance(saver, BaseCheckpointSaver) and not isinstance(saver, RunScopedSaver) else None
+    kept = isinstance(saver, BaseCheckpointSaver) and (not isinstance(saver, RunScopedSaver) or saver.keeps_threads)
+    return saver if kept else None
 
 
 def _thread_checkpoint(graph: Any, config: dict, recorded: Callable[[], dict[str, tuple[str, str]]] = dict) -> tuple[tuple[Any, Any, str | None] | None, tuple[Carried, ...]]:
@@ -702,21 +706,31 @@ def _thread_checkpoint(graph: Any, config: dict, recorded: Callable[[], dict[str
     return (found.checkpoint, found.metadata, parent), _carried_tasks(graph, config, found.pending_writes or (), recorded)
 
 
-def _edited_while_paused(graph: Any, config: dict, known: Mapping[str, int]) -> tuple[Any, Any, str | None] | None:
-    """The ``update_state`` checkpoint a resumed run goes on from, when the state was edited while
-    the run waited at an interrupt: recorded as the run's next step (nothing else sees it)."""
+def _edited_while_paused(graph: Any, config: dict, known: Mapping[str, int]) -> list[tuple[Any, Any, str | None]]:
+    """The ``update_state`` checkpoints made while the run waited at an interrupt, oldest first:
+    recorded as the run's next steps (nothing else sees them); the resumed run goes on from the last."""
     saver = _users_saver(graph)
     if saver is None:
-        return None
+        return []
     conf = {k: v for k, v in (config.get("configurable") or {}).items() if k not in ("checkpoint_id", RUN_KEY)}
+    edits: list[tuple[Any, Any, str | None]] = []
+    at: dict[str, Any] = {**conf, "checkpoint_ns": ""}
     try:
-        found = saver.get_tuple({"configurable": {**conf, "checkpoint_ns": ""}})
-    except Exception:  # noqa: BLE001 - an async-only saver, a lost connection: the edit is not recorded, as before
-        return None
-    if found is None or (found.metadata or {}).get("source") != "update" or found.checkpoint["id"] in known:
-        return None
-    parent = ((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
-    return found.checkpoint, found.metadata, parent
+        while len(edits) < _MAX_EDITS_WHILE_PAUSED:
+            found = saver.get_tuple({"configurable": at})
+            if found is None or (found.metadata or {}).get("source") != "update" or found.checkpoint["id"] in known:
+                break
+            parent = ((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+            edits.append((found.checkpoint, found.metadata, parent))
+            if parent is None:
+                break
+            at = {**at, "checkpoint_id": parent}
+    except Exception:  # noqa: BLE001 - an async-only saver, a lost connection: the edits are not recorded, as before
+        return []
+    return edits[::-1]
+
+
+_MAX_EDITS_WHILE_PAUSED = 100  # a chain of edits longer than this is cut to its newest (each is a saver read)
 
 
 _NOT_CARRIED = frozenset((ERROR, INTERRUPT, "__error_source_node__"))  # a task that failed or stopped runs again

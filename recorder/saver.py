@@ -178,6 +178,8 @@ class RunScopedSaver(BaseCheckpointSaver):
     everything, so a graph without memory stays without memory.
     """
 
+    keeps_threads = False  # a replay's saver keeps its thread across the replay's invocations
+
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()

@@ -79,6 +79,7 @@ def replay_saver() -> Any:
 
     class ReplaySaver(RunScopedSaver):
         int_versions = False
+        keeps_threads = True
 
         def get_next_version(self, current: Any, channel: Any) -> Any:
             if isinstance(current, int) or (current is None and self.int_versions):

@@ -643,10 +643,11 @@ class _Run:
             if not pending:
                 return None
             step = (snapshot.metadata or {}).get("step", 0) + 1 - shift
-            edited = step in self._edits_while_paused()
-            if edited:
-                # The state was edited while the run waited here: the edit is the step, and the
-                # answer goes on from it.
+            edits = self._edits_while_paused()
+            edited = step in edits
+            while step in edits:
+                # The state was edited while the run waited here: each edit is a step, and the
+                # answer goes on from the last.
                 restore_edit(self.store, self.run.id, step, self._saver, config, revive=self.types.revive)
                 step += 1
             values = resumes.get(step)
@@ -663,8 +664,15 @@ class _Run:
         return None
 
     def _edits_while_paused(self) -> set[int]:
-        """Root steps the recording holds as ``update_state`` checkpoints made between an interrupt and its answer."""
-        return {s.step for s in self._root_steps() if s.source == "update" and s.flags & FLAG_INTERRUPT}
+        """Root steps the recording holds as ``update_state`` checkpoints made between an interrupt
+        and its answer: the first holds the waiting task, the others follow it."""
+        out: set[int] = set()
+        before = None
+        for s in self._root_steps():
+            if s.source == "update" and (s.flags & FLAG_INTERRUPT or (before is not None and before in out and s.step == before + 1)):
+                out.add(s.step)
+            before = s.step
+        return out
 
     def _breakpoints(self) -> dict[str, Any]:
         """Breakpoints the run was invoked with (``invoke(..., interrupt_after=[...])``), as

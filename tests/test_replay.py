@@ -202,27 +202,30 @@ def test_an_interrupt_answered_by_another_recorder_goes_on_in_the_run_that_asked
     assert not result.diverged, result.report()
 
 
-@pytest.mark.parametrize("edit", [{"q": "ship it today?"}, {"approved": "pre-set"}])
-def test_a_state_edited_while_the_run_waits_at_an_interrupt_is_a_step_and_replays(db, edit):
-    """interrupt -> graph.update_state(config, edit) -> invoke(Command(resume=...)): the edit is
-    recorded as the step it makes, and a replay (or a fixture's) puts it back before answering."""
+@pytest.mark.parametrize("edits", [[{"q": "ship it today?"}], [{"approved": "pre-set"}], [{"q": "draft"}, {"q": "ship it today?"}]], ids=["one", "one, overwritten", "two"])
+def test_a_state_edited_while_the_run_waits_at_an_interrupt_is_a_step_and_replays(db, edits):
+    """interrupt -> graph.update_state(config, edit) (once or more) -> invoke(Command(resume=...)):
+    each edit is recorded as the step it makes, and a replay (or a fixture's) puts them back before answering."""
     from graphtape.replay.fixture import export_fixture, import_fixture
 
     cfg = {"configurable": {"thread_id": "edit"}}
     with Recorder(db) as rec:
         app = rec.attach(G.interrupt_graph(InMemorySaver()))
         app.invoke({"q": "ship it?"}, cfg)
-        app.update_state(cfg, edit)
+        for edit in edits:
+            app.update_state(cfg, edit)
         assert app.invoke(Command(resume="yes"), cfg)["answer"] == "done:yes"
         rec.flush()
         run_id = rec.last_run_id
     store = open_store(db)
     try:
         steps = store.list_steps(run_id)
-        edited = next(s for s in steps if s.source == "update")
-        key, value = next(iter(edit.items()))
-        assert store.state_at(run_id, edited.step)[key] == value
-        assert [s.step for s in steps] == [-1, 0, 1, 2, 3]
+        updates = [s for s in steps if s.source == "update"]
+        assert len(updates) == len(edits)
+        assert [store.state_at(run_id, s.step)[k] for e, s in zip(edits, updates) for k in e] == [v for e in edits for v in e.values()]
+        edited = updates[-1]
+        key, value = next(iter(edits[-1].items()))
+        assert [s.step for s in steps] == [-1, 0, 1, 2, *range(3, 3 + len(edits))]
         fixture_run = import_fixture(store, export_fixture(store, run_id)).run_id
     finally:
         store.close()
