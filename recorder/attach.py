@@ -358,6 +358,7 @@ class Recorder:
             if seed is None and (input is None or session.command_input) and not resumed and not generated:
                 seed, carried = _thread_checkpoint(graph, config, lambda: self._recorded_tasks(store, thread_id, binding, run_id))
             elif seed is None and resumed and known is not None:
+                session.loaded_writes = _loaded_writes(graph, config)
                 edits = _edited_while_paused(graph, config, known)
                 for checkpoint, metadata, parent_id in edits[:-1]:  # each edit is a step; the last is the seed
                     session.on_checkpoint("", checkpoint, metadata, parent_id, checkpoint.get("channel_versions", {}))
@@ -728,6 +729,19 @@ def _edited_while_paused(graph: Any, config: dict, known: Mapping[str, int]) -> 
     except Exception:  # noqa: BLE001 - an async-only saver, a lost connection: the edits are not recorded, as before
         return []
     return edits[::-1]
+
+
+def _loaded_writes(graph: Any, config: dict) -> list[tuple[str, Any]]:
+    """The writes of no task on the thread's latest checkpoint: a resume puts them again with its answer."""
+    saver = _users_saver(graph)
+    if saver is None:
+        return []
+    conf = {k: v for k, v in (config.get("configurable") or {}).items() if k not in ("checkpoint_id", RUN_KEY)}
+    try:
+        found = saver.get_tuple({"configurable": {**conf, "checkpoint_ns": ""}})
+    except Exception:  # noqa: BLE001 - not knowable: an earlier Command's update may show again, as before
+        return []
+    return [(ch, v) for task_id, ch, v in (found.pending_writes or ()) if task_id == NULL_TASK_ID] if found is not None else []
 
 
 _MAX_EDITS_WHILE_PAUSED = 100  # a chain of edits longer than this is cut to its newest (each is a saver read)

@@ -166,6 +166,7 @@ class RunSession:
         self._null_deltas: dict[tuple[str, str | None], list[tuple[str, Any]]] = {}  # (ns, checkpoint) -> Command writes to them
         self.passed_input: Any = _NOT_PASSED  # the run's input as the caller passed it (set by attach)
         self.command_input = False  # the run was invoked with Command(update=..., goto=...): its writes are its input
+        self.loaded_writes: list[tuple[str, Any]] = []  # a resumed run's checkpoint's writes of no task, which LangGraph puts again
 
     # -- faults --------------------------------------------------------------
     def _encode_fault(self, why: str) -> None:
@@ -231,7 +232,7 @@ class RunSession:
                 for ch, v in writes:
                     if ch == RESUME:
                         self._loose_events.append((ns, checkpoint_id, {"kind": "resume", "v": v}))
-                edit = stored((ch, containers(v)) for ch, v in writes if ch not in (RESUME, INTERRUPT, ERROR))
+                edit = stored((ch, containers(v)) for ch, v in writes if ch not in (RESUME, INTERRUPT, ERROR) and not self._loaded(ch, v))
                 if edit and (self.command_input or any(ch == RESUME for ch, _ in writes)):
                     # Command(resume=..., update=...): the human's edit goes in with the answer;
                     # Command(update=..., goto=...) as a run's input: what it writes is that input.
@@ -274,6 +275,19 @@ class RunSession:
             self._step_of(acc)
             acc.node, acc.path, acc.carried, acc.has_writes = node, path, True, True
             acc.writes.extend((ch, containers(v)) for ch, v in writes)
+
+    def _loaded(self, channel: str, value: Any) -> bool:
+        """Whether this write was already on the checkpoint the run resumed (an earlier invocation's
+        Command update, which LangGraph puts again with the answer): taken once."""
+        for i, (ch, v) in enumerate(self.loaded_writes):
+            try:
+                same = ch == channel and (v is value or v == value)
+            except Exception:  # noqa: BLE001 - a value that cannot be compared is not the same
+                same = False
+            if same:
+                del self.loaded_writes[i]
+                return True
+        return False
 
     def _drop_carried(self) -> None:
         """LangGraph saves a fork checkpoint only when a run goes back to an earlier checkpoint

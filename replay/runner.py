@@ -26,7 +26,7 @@ from graphtape.recorder.channel_writes import as_writes
 from graphtape.recorder.codec import enums_known
 from graphtape.recorder.http_capture import answering_http
 from graphtape.recorder.redaction import Redactor
-from graphtape.recorder.session import task_path
+from graphtape.recorder.session import INTERRUPT, task_path
 from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store_capture import is_write, unwrapped
 from graphtape.recorder.writer import CLOSE_WAIT_S
@@ -619,13 +619,13 @@ class _Run:
         """
         from langgraph.types import Command
 
-        resumes, updates = self._recorded_resumes()
+        resumes, updates, openings = self._recorded_resumes()
         payload: Any = None
         start = self._span[0]
-        if opens and start == self._root_steps()[0].step and start + 1 in updates and start + 1 not in resumes:
+        if opens and start == self._root_steps()[0].step and start + 1 in openings:
             # The run was invoked with Command(update=..., goto=...): it is its input, as recorded
             # (a goto is a write to the node's trigger channel).
-            payload = Command(update=updates.pop(start + 1))
+            payload = Command(update=openings[start + 1])
         stops = self._breakpoints()
         for _ in range(1000):
             try:
@@ -639,7 +639,7 @@ class _Run:
             if self._saver is not None:
                 self._saver.forget_held()
             snapshot = app.get_state(config)
-            pending = [(t.name, i, task_path(t.path)) for t in snapshot.tasks for i in t.interrupts]
+            pending = [(t.name, i, task_path(t.path)) for t in snapshot.tasks for i in t.interrupts] or self._unlisted_interrupts(config)
             if not pending:
                 return None
             step = (snapshot.metadata or {}).get("step", 0) + 1 - shift
@@ -662,6 +662,12 @@ class _Run:
                 config = {**config, "recursion_limit": self._resume_limit}  # a resume counts from itself, as recorded
             resumes[step] = values[len(pending):] if len(values) > len(pending) else []
         return None
+
+    def _unlisted_interrupts(self, config: dict) -> list[tuple[str | None, Any, str | None]]:
+        """Interrupts waiting on the thread that LangGraph's state does not list: a task a Command's
+        goto started (its trigger is a write of no task, which the state's next tasks leave out)."""
+        found = self._saver.get_tuple({"configurable": {**config["configurable"], "checkpoint_ns": ""}}) if self._saver is not None else None
+        return [(None, i, None) for _, ch, v in (found.pending_writes or ()) if ch == INTERRUPT for i in (v if isinstance(v, (list, tuple)) else [v])] if found is not None else []
 
     def _edits_while_paused(self) -> set[int]:
         """Root steps the recording holds as ``update_state`` checkpoints made between an interrupt
@@ -720,11 +726,13 @@ class _Run:
         finally:
             stream.close()
 
-    def _recorded_resumes(self) -> tuple[dict[int, list[Resume]], dict[int, list[tuple[str, Any]]]]:
-        """Per root step, the recorded resume values, and the writes a resume brought with it
-        (``Command(resume=..., update=...)``), as LangGraph's update tuples."""
+    def _recorded_resumes(self) -> tuple[dict[int, list[Resume]], dict[int, list[tuple[str, Any]]], dict[int, list[tuple[str, Any]]]]:
+        """Per root step, the recorded resume values, the writes a resume brought with it
+        (``Command(resume=..., update=...)``), and the writes a run invoked with
+        ``Command(update=..., goto=...)`` was given (an update before any answer), as LangGraph's update tuples."""
         out: dict[int, list[Resume]] = {}
         updates: dict[int, list[tuple[str, Any]]] = {}
+        openings: dict[int, list[tuple[str, Any]]] = {}
         short: dict[int, int] = {}  # root steps whose questions outnumber the root's own answers: by how many
         if any(s.flags & FLAG_RESUME for s in self._root_steps()):
             for d in self.store.step_details(self.run.id, "", typed=True):
@@ -732,7 +740,7 @@ class _Run:
                     if e.kind == "resume":
                         out.setdefault(d.step.step, []).append((e.node, e.value, None))
                     elif e.kind == "update":
-                        updates.setdefault(d.step.step, []).extend(as_writes(e.value))
+                        (updates if d.step.step in out else openings).setdefault(d.step.step, []).extend(as_writes(e.value))
                 asked = sum(1 for e in d.events if e.kind == "interrupt")
                 if d.step.step in out and asked > len(out[d.step.step]) and not d.step.pending:
                     short[d.step.step] = asked - len(out[d.step.step])
@@ -743,7 +751,7 @@ class _Run:
                 out[step].extend(found[: short[step]])
             else:
                 out[step] = found
-        return out, updates
+        return out, updates, openings
 
     def _subgraph_resumes(self, answered: set[int]) -> dict[int, list[Resume]]:
         """Resumes of interrupts raised inside subgraphs that the run answered by interrupt id

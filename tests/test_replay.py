@@ -244,10 +244,34 @@ def _noting_graph():
     b = StateGraph(Noted)
     b.add_node("a", lambda s: {"log": ["a"]})
     b.add_node("b", lambda s: {"log": [f"b saw {s.get('note', 'nothing')}"]})
+    b.add_node("ask", lambda s: {"log": [f"ask heard {interrupt('go on?')}"]})  # reached by a Command's goto only
     b.add_edge(START, "a")
     b.add_edge("a", "b")
     b.add_edge("b", END)
+    b.add_edge("ask", END)
     return b.compile(checkpointer=InMemorySaver())
+
+
+def test_a_command_goto_to_a_node_that_asks_is_recorded_once_and_replays_with_its_answer(db):
+    """The Command's writes are put again by LangGraph with the answer: recorded once. The waiting
+    task is not in LangGraph's state (a goto started it), and the replay still answers it."""
+    cfg = {"configurable": {"thread_id": "cmd-ask"}}
+    with Recorder(db) as rec:
+        app = rec.attach(_noting_graph())
+        app.invoke({"log": []}, cfg)
+        app.invoke(Command(update={"note": "x"}, goto="ask"), cfg)
+        assert app.invoke(Command(resume="yes"), cfg)["log"] == ["a", "b saw nothing", "ask heard yes"]
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        events = [e.kind for s in store.list_steps(run_id) for e in store.step_detail(run_id, s.step).events]
+    finally:
+        store.close()
+    assert events == ["update", "interrupt", "resume"]
+    result = replay(run_id, _noting_graph(), db=db, require_all_used=True)
+    assert not result.diverged, result.report()
+    assert result.final_state["log"] == ["a", "b saw nothing", "ask heard yes"]
 
 
 def test_a_run_invoked_with_a_command_on_a_thread_starts_from_the_thread_and_replays(db):
