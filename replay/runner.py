@@ -656,11 +656,13 @@ class _Run:
             edit = updates.pop(step, None)
             # After an edit the waiting task starts again at the new checkpoint, under a new interrupt
             # id: a lone answer is given as a value, as it was given then.
-            answer = values[0][1] if edited and len(pending) == 1 else _resume_for(pending, values)
+            answer, left = _resume_for(pending, values)
+            if edited and len(pending) == 1:
+                answer = values[0][1]
             payload = Command(resume=answer, update=edit) if edit else Command(resume=answer)
             if self._resume_limit is not None:
                 config = {**config, "recursion_limit": self._resume_limit}  # a resume counts from itself, as recorded
-            resumes[step] = values[len(pending):] if len(values) > len(pending) else []
+            resumes[step] = left
         return None
 
     def _unlisted_interrupts(self, config: dict) -> list[tuple[str | None, Any, str | None]]:
@@ -738,7 +740,7 @@ class _Run:
             for d in self.store.step_details(self.run.id, "", typed=True):
                 for e in d.events:
                     if e.kind == "resume":
-                        out.setdefault(d.step.step, []).append((e.node, e.value, None))
+                        out.setdefault(d.step.step, []).append((e.node, e.value, None, _NOT_KNOWN))
                     elif e.kind == "update":
                         (updates if d.step.step in out else openings).setdefault(d.step.step, []).extend(as_writes(e.value))
                 asked = sum(1 for e in d.events if e.kind == "interrupt")
@@ -777,7 +779,7 @@ class _Run:
                 continue
             step, task = found
             for d in self.store.step_details(self.run.id, n, typed=True):
-                out.setdefault(step, []).extend((task.node, e.value, task.path) for e in d.events if e.kind == "resume")
+                out.setdefault(step, []).extend((task.node, value, task.path, asked) for value, asked in _answers_with_questions(d.events))
         return out
 
     def _compare(self, run_id: str, restored: Restored, ns: str, step: int, offset: int, entered: dict[str, int]) -> list[Divergence]:
@@ -904,25 +906,62 @@ def _entered_at(root_details: list[Any]) -> dict[str, int]:
 
 # A recorded resume: the node it answered, the value, and the answered root task's path when the
 # resume was recorded inside a subgraph (see ``_subgraph_resumes``).
-Resume = tuple[str | None, Any, str | None]
+Resume = tuple[str | None, Any, str | None, Any]  # (node, answer, task path, the question it answered)
+_NOT_KNOWN = object()  # a question not known: a root task's answers are given by task, in order
 
 
-def _resume_for(pending: list[tuple[str, Any, str]], values: list[Resume]) -> Any:
+def _answers_with_questions(events: list[Any]) -> list[tuple[Any, Any]]:
+    """A subgraph step's answers, each with the question its task asked it about (the task's k-th
+    answer answers its k-th question): parallel tasks inside a subgraph all surface under one
+    root task, so their answers go by the question each waiting task asks again."""
+    asked: dict[Any, list[Any]] = {}
+    out: list[tuple[Any, Any]] = []
+    for e in events:
+        if e.kind == "interrupt":
+            asked.setdefault(e.task_id, []).append(e.value)
+    taken: dict[Any, int] = {}
+    for e in events:
+        if e.kind == "resume":
+            k = taken.get(e.task_id, 0)
+            taken[e.task_id] = k + 1
+            questions = asked.get(e.task_id, [])
+            out.append((e.value, questions[k] if k < len(questions) else _NOT_KNOWN))
+    return out
+
+
+def _resume_for(pending: list[tuple[str, Any, str]], values: list[Resume]) -> tuple[Any, list[Resume]]:
+    """The answer for the waiting interrupts, and the recorded answers left for later."""
+    left = list(values)
     if len(pending) == 1:
         # By id when it has one: parallel tasks may all be waiting while the state shows one
         # (a functional entrypoint surfaces one at a time), and a bare value answers none of them.
         intr = pending[0][1]
-        return {intr.id: values[0][1]} if isinstance(getattr(intr, "id", None), str) else values[0][1]
+        pick = _answering(left, intr) or left[0]
+        left.remove(pick)
+        return ({intr.id: pick[1]} if isinstance(getattr(intr, "id", None), str) else pick[1]), left
     out = {}
-    left = list(values)
     for node, intr, path in pending:
-        # The same task (its path: a Send packet's place), else the same node, else the next in order.
-        pick = next((v for v in left if v[2] is not None and v[2] == path), None) or next((v for v in left if v[0] == node), left[0] if left else None)
+        # The answer to the question it asks, else the same task (its path: a Send packet's
+        # place), else the same node, else the next in order.
+        pick = _answering(left, intr) or next((v for v in left if v[2] is not None and v[2] == path), None) or next((v for v in left if v[0] == node), left[0] if left else None)
         if pick is None:
             break
         left.remove(pick)
         out[intr.id] = pick[1]
-    return out
+    return out, left
+
+
+def _answering(left: list[Resume], intr: Any) -> Resume | None:
+    """The recorded answer to the question ``intr`` asks, when answers are known by question."""
+    asked = getattr(intr, "value", _NOT_KNOWN)
+    for v in left:
+        if v[3] is not _NOT_KNOWN:
+            try:
+                if v[3] == asked:
+                    return v
+            except Exception:  # noqa: BLE001 - values that cannot be compared answer nothing here
+                continue
+    return None
 
 
 def _end_divergences(recorded: Any, replayed: Any) -> list[Divergence]:

@@ -918,6 +918,40 @@ def test_parallel_interrupts_in_subgraphs_answered_by_id_replay_with_their_own_a
         assert sorted(result.final_state["results"]) == ["a:yes", "b:no", "c:later"]
 
 
+def reviewing_inside_graph(checkpointer=None):
+    """One subgraph task that fans out a Send per item inside it: every interrupt surfaces under the one root task."""
+    inner = StateGraph(Batch)
+    inner.add_node("review", _review)
+    inner.add_conditional_edges(START, lambda s: [Send("review", {"item": x}) for x in s["items"]], ["review"])
+    inner.add_edge("review", END)
+    b = StateGraph(Batch)
+    b.add_node("inner", inner.compile())
+    b.add_edge(START, "inner")
+    b.add_edge("inner", END)
+    return b.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize("at_once", [True, False], ids=["all at once", "one at a time"])
+def test_parallel_interrupts_inside_one_subgraph_replay_with_their_own_answers(db, at_once):
+    """The answers are recorded in the subgraph's steps, all under one root task: each goes to the
+    task that asks the question it answered, whatever order LangGraph lists the interrupts in."""
+    cfg = {"configurable": {"thread_id": "inside"}}
+    answers = {"approve a?": "yes", "approve b?": "no", "approve c?": "later"}
+    with Recorder(db) as rec:
+        g = rec.attach(reviewing_inside_graph(InMemorySaver()))
+        out = g.invoke({"items": ["a", "b", "c"]}, cfg)
+        while "__interrupt__" in out:
+            asked = out["__interrupt__"] if at_once else out["__interrupt__"][:1]
+            out = g.invoke(Command(resume={i.id: answers[i.value] for i in asked}), cfg)
+        rec.flush()
+        run_id = rec.last_run_id
+    assert sorted(out["results"]) == ["a:yes", "b:no", "c:later"]
+    for _ in range(4):
+        result = replay(run_id, reviewing_inside_graph(), db=db, mode="strict")
+        assert result.status == "ok" and not result.diverged, result.report()
+        assert sorted(result.final_state["results"]) == ["a:yes", "b:no", "c:later"]
+
+
 def remembering_graph():
     """A subgraph compiled with ``checkpointer=True`` (one namespace, its node's name, for every
     task that runs it) whose node calls a chat model: its history lasts across the thread's turns."""
