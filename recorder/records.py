@@ -57,6 +57,9 @@ _STEP_FIELD_TYPES = (
     ("parent_checkpoint_id", _MAYBE_TEXT), ("created_at", _NUMBER), ("duration_ms", _MAYBE_NUMBER), ("nodes", (list,)),
     ("summary", _TEXT), ("flags", (int,)),
 )
+_ROW_FIELD_TYPES = (
+    ("seq", (int,)), ("step", (int,)), ("source", _MAYBE_TEXT), ("checkpoint_id", _MAYBE_TEXT), ("created_at", _NUMBER), ("flags", (int,)), ("payload", (dict,)),
+)
 _CALL_FIELD_TYPES = (
     ("call_id", _TEXT), ("kind", _TEXT), ("name", _TEXT), ("ns", _TEXT), ("step", _MAYBE_INT), ("node", _MAYBE_TEXT),
     ("task_id", _MAYBE_TEXT), ("error_type", _MAYBE_TEXT), ("error_message", _MAYBE_TEXT), ("started_at", _NUMBER),
@@ -225,6 +228,9 @@ class StepRow:
     is_key: bool  # its state frame is a keyframe, not a delta
     flags: int
     payload: dict[str, Any]  # "t" tasks, "r" routes, "e" events, "s" the state frame (completed rows)
+
+    def __post_init__(self) -> None:
+        _check_fields(self, _ROW_FIELD_TYPES)
 
     @property
     def pending(self) -> bool:

@@ -133,6 +133,14 @@ class _Step:
     state: tuple[dict, dict, dict] | None  # (values, versions, versions seen) after it, encoded
 
 
+def _read_namespace_or_refuse(store: RunStore, run_id: str, ns: str) -> list[_Step]:
+    """``_read_namespace``, with a row of another shape (a damaged or hand-edited store) refused in one line."""
+    try:
+        return _read_namespace(store, run_id, ns)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        raise FixtureError(f"run {run_id} holds damaged data (its steps: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+
+
 def _read_namespace(store: RunStore, run_id: str, ns: str) -> list[_Step]:
     """Every step of ``ns`` in order, with the encoded state after each completed one."""
     order: dict[int, int] = {}
@@ -364,7 +372,7 @@ def export_fixture(
         raise FixtureError(f"run {run.id} is still recording: export it once it has ended")
     ex = _Exporter(store, Redactor(tuple(redact_patterns), tuple(redact_keys)))
 
-    root = _read_namespace(store, run.id, "")
+    root = _read_namespace_or_refuse(store, run.id, "")
     done = [s for s in root if s.completed]
     if not done:
         raise FixtureError(f"run {run.id} has no completed step to resume from")
@@ -432,7 +440,7 @@ def export_fixture(
             continue
         sub_prev: dict[str, Any] = {}
         sub_steps = []
-        for s in _read_namespace(store, run.id, ns):
+        for s in _read_namespace_or_refuse(store, run.id, ns):
             entry, sub_prev = _step_entry(ex, s, sub_prev, calls_by.get((ns, s.step), []), holds)
             sub_steps.append(entry)
         subgraphs.append({"ns": ex.ns(ns), "steps": sub_steps})
@@ -560,7 +568,7 @@ def _holds(store: RunStore, run_id: str, calls: list[CallInfo], run_end: float |
     """
     ends: dict[str, float] = {}
     for ns in store.namespaces(run_id):
-        for s in _read_namespace(store, run_id, ns):
+        for s in _read_namespace_or_refuse(store, run_id, ns):
             for t in s.tasks:
                 if t.get("t0") is not None and t.get("ms") is not None:
                     ends[t["id"]] = t["t0"] + t["ms"] / 1000

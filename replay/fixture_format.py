@@ -214,7 +214,10 @@ def _check(doc: dict, label: str) -> None:
         sh.get(err, "type", (str, type(None)), "outcome.error")
         sh.get(err, "message", (str, type(None)), "outcome.error", required=False)
     sh.value(doc.get("inputs"), "inputs")
-    sh.value(sh.get(doc, "config", (dict,), "top"), "config")
+    config = sh.get(doc, "config", (dict,), "top")
+    sh.value(config, "config")
+    for key, kinds in (("configurable", (dict,)), ("metadata", (dict,)), ("tags", (list,)), ("stream", (dict,))):
+        sh.get(config, key, kinds, "config", required=False)  # what a replay reads as such
     sl = sh.get(doc, "slice", (dict,), "top", required=False)
     if sl is not None:
         sh.get(sl, "to", (int,), "slice")

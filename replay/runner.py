@@ -164,7 +164,7 @@ class _Run:
         self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
         self._ran_async = False  # the recording ran the graph with ainvoke/astream
         self.run = detail.run
-        self._run_config: dict[str, Any] = detail.config or {}
+        self._run_config: dict[str, Any] = detail.config if isinstance(detail.config, dict) else {}  # a store is data from elsewhere
         self._store_recorded = self._run_config.get("store") is True  # recorded with its store: every read is in it
         self._entered_memo: dict[str, int] | None = None
         self._details_memo: dict[str, list[Any]] = {}
@@ -503,7 +503,8 @@ class _Run:
 
     def _config(self, thread_id: str, restored: Restored) -> dict[str, Any]:
         recorded = self._run_config
-        conf = {k: v for k, v in (recorded.get("configurable") or {}).items() if k not in _NOT_FORWARDED and not str(k).startswith("__")}
+        conf = recorded.get("configurable")
+        conf = {k: v for k, v in conf.items() if k not in _NOT_FORWARDED and not str(k).startswith("__")} if isinstance(conf, dict) else {}
         conf["thread_id"] = thread_id
         config: dict[str, Any] = {"configurable": conf}
         try:

@@ -362,6 +362,8 @@ def _cli_import(tmp_path, path, capsys) -> tuple[int, str]:
         (lambda f: f["messages"].clear(), "which is not in the fixture's messages"),
         (lambda f: f["start"].update(values={"messages": {"$t": "lc.msg", "cls": "AIMessage", "v": {"content": 3}}}), "start.values.messages: malformed recorded value"),
         (lambda f: f["outcome"].update(status="fine"), "outcome.status: 'fine' is not one of ok, error, interrupted"),
+        (lambda f: f["config"].update(configurable=[1, 2]), "config.configurable: expected an object, got a list"),
+        (lambda f: f["config"].update(stream="interrupt_before"), "config.stream: expected an object, got a string"),
     ],
 )
 def test_bad_fixtures_are_refused_in_one_line(tmp_path, react, capsys, edit, message):

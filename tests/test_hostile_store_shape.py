@@ -153,3 +153,24 @@ async def test_a_cell_of_another_type_is_damage_said_in_one_line_by_the_cli_and_
         for _ in range(20):
             await pilot.pause(0.1)
         assert app.is_running and app.return_code is None  # an unhandled error ends the app (and the test)
+
+
+# A hand-edited row holds a value of another type (SQLite keeps any type in any column): each
+# command that reads it either works or refuses in one line, never "unexpected ... report it".
+TYPED = {
+    "versions not a mapping": ("UPDATE runs SET versions = '[1]'", ["show", "last"], 0, None),
+    "config not a mapping": ("UPDATE runs SET config = '[1,2]'", ["show", "last"], 0, None),
+    "flags not a number": ("UPDATE steps SET flags = 'x' WHERE step = 0", ["export", "last", "-o", "-"], 2, "holds damaged data"),
+    "step not a number": ("UPDATE steps SET step = 'abc' WHERE step = 0", ["export", "last", "-o", "-"], 2, "holds damaged data"),
+}
+
+
+@pytest.mark.parametrize("edit", list(TYPED), ids=list(TYPED))
+def test_a_wrongly_typed_column_is_read_or_refused_in_one_line(tmp_path, capsys, edit):
+    statement, argv, code, said = TYPED[edit]
+    db = _recorded(tmp_path)
+    _tamper(db, statement)
+    assert main(["--db", str(db), *argv]) == code
+    err = capsys.readouterr().err
+    assert "unexpected" not in err and "Traceback" not in err
+    assert (said in err and len(err.strip().splitlines()) == 1) if said else err == ""

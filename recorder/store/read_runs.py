@@ -172,7 +172,7 @@ class RunReads:
             output=final,
             config=dec(_uj(r.config)),
             graph=_uj(r.graph, {}),
-            versions=_uj(r.versions, {}),
+            versions=_versions(_uj(r.versions, {})),
             fork_edit=dec(_uj(r.fork_edit)),
             fault_log=_uj(r.fault_log, []),
         )
@@ -220,3 +220,8 @@ class RunReads:
         if not rows:
             raise RunNotFound(f"no run {run_id}")
         return _strict_json(rows[0].inputs), _strict_json(rows[0].config)
+
+
+def _versions(found: Any) -> dict[str, str]:
+    """The package versions a run was recorded with, as text (a hand-edited store may hold anything there)."""
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
