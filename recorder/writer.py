@@ -52,6 +52,13 @@ KEEP_BYTES = 256 * 2**20
 # How long ``close`` (and interpreter exit) keeps trying to write kept rows.
 CLOSE_WAIT_S = 10.0
 _MAX_GROUP = 400
+# A group of queued work is committed once encoding it took this long, whatever its size: a run
+# of large states is written as it goes, not held for one transaction at its end.
+_GROUP_MAX_S = 1.0
+# When the queued work would take the writer longer than this to encode (measured on the items
+# it encoded), ``submit`` waits for it to catch up: a graph that makes work faster than it can be
+# encoded slows to the writer's pace rather than hold every state in memory and lose them at exit.
+BACKLOG_MAX_S = 2.0
 # Items ``hold`` keeps before it lets the writer start anyway: a long run's memory stays bounded.
 HOLD_MAX = 4000
 # The background writer is woken, not handed each item: work goes in when the graph is about to
@@ -107,6 +114,7 @@ class Writer:
         self._faults: list[tuple[Exception, Batch | None, bool]] = []
         self._bell = threading.Event()  # the writer's thread: take up what is queued (or retry kept rows) now
         self._queued = 0  # items queued since the writer last took them up (approximate: not locked)
+        self._item_s = 0.0  # the writer's recent encoding time per item (a moving average)
         self._submitted_at = 0.0
         self._queue: queue.SimpleQueue[Work | None | threading.Event] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -150,6 +158,8 @@ class Writer:
             # something no call shows), so it will likely wait again while the writer goes.
             if (waited >= PAUSE_S and self._queued > 1) or self._queued >= BUSY_MAX_ITEMS:
                 self._bell.set()
+            if self._item_s * self._queued > BACKLOG_MAX_S:
+                self._catch_up()
             return
         try:
             self._submit_now(work, commit=not with_next)
@@ -263,6 +273,16 @@ class Writer:
         return self.store
 
     # -- internals: keeping and writing ----------------------------------------
+    def _catch_up(self) -> None:
+        """Wait until the writer has encoded what is queued down to half the backlog bound
+        (never on the writer's own thread, nor once it has stopped)."""
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return
+        while not self._closed and thread.is_alive() and self._item_s * self._queue.qsize() > BACKLOG_MAX_S / 2:
+            self._bell.set()
+            time.sleep(min(0.05, max(self._item_s, 0.001)))
+
     def _run(self, work: Work) -> Batch | None:
         try:
             return work()
@@ -511,16 +531,19 @@ class Writer:
         events: list[threading.Event] = []
         stop = False
         group = Batch()
+        started = time.perf_counter()
         while item is not _RETRY:
             if item is None:
                 stop = True
             elif isinstance(item, threading.Event):
                 events.append(item)
             else:
+                t0 = time.perf_counter()
                 got = self._run(item)
+                self._item_s += (time.perf_counter() - t0 - self._item_s) * 0.2
                 if got:
                     group.merge(got)
-            if stop or events or len(group.steps) + len(group.calls) >= _MAX_GROUP:
+            if stop or events or len(group.steps) + len(group.calls) >= _MAX_GROUP or time.perf_counter() - started >= _GROUP_MAX_S:
                 if not stop and not self._queue.empty():
                     self._bell.set()  # the next group goes on at once
                 break

@@ -554,3 +554,42 @@ def test_a_batch_sent_again_after_an_unanswered_commit_stores_each_row_once(any_
     assert steps == [1, 2] and calls == ["c1", "c2"]
     assert store.get_run("r1").status == "ok"
     store.close()
+
+
+class Wide(TypedDict):
+    table: dict
+    n: int
+
+
+def test_a_graph_faster_than_its_encoding_waits_for_the_writer_and_loses_no_step(tmp_path: Path) -> None:
+    """Each superstep holds a new 60,000-key mapping: encoding it takes the writer far longer
+    than the graph takes to make it. The graph waits for the writer when the queued work would
+    take it more than BACKLOG_MAX_S, and groups are committed as they go, so a close that waits
+    a little past that bound finds every step written (it used to find none: one group of all
+    of them, still encoding)."""
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.recorder.writer import BACKLOG_MAX_S
+
+    steps = 60
+
+    def step(s: Wide) -> dict:
+        table = dict(s["table"])
+        table[f"k{s['n']}"] = s["n"]
+        return {"table": table, "n": s["n"] + 1}
+
+    b = StateGraph(Wide)
+    b.add_node("step", step)
+    b.add_edge(START, "step")
+    b.add_conditional_edges("step", lambda s: "step" if s["n"] < steps else END, ["step", END])
+    db = tmp_path / "wide.db"
+    rec = Recorder(db)
+    rec.attach(b.compile()).invoke({"table": {f"id-{i}": i for i in range(60_000)}, "n": 0}, {"recursion_limit": steps + 10})
+    rec.close(BACKLOG_MAX_S + 1.0)
+    store = open_store(db)
+    try:
+        run = store.get_run("last")
+        assert run.status == "ok" and run.faults == 0
+        assert len(store.list_steps(run.id)) == steps + 2
+    finally:
+        store.close()
