@@ -138,11 +138,11 @@ _TOKEN_COUNT_WORDS = frozenset(
 # of them cannot hold a secret key, and the key/value scan is skipped.
 _KEY_FRAGMENTS = ("pass", "pwd", "auth", "secret", "token", "key", "credential", "cookie", "session", "jwt", "bearer", "dsn", "url", "string")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_KEY_CACHE_SIZE = 10_000
+_KEY_CACHE_SIZE = 100_000  # keys (and short clean texts) remembered per run: a state keyed by ids holds many
 _CLEAN_TEXT_LEN = 256  # text up to this long that holds no secret is remembered as clean
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=65536)
 def names_secret(key: str) -> bool:
     """Whether ``key`` names a secret by its words (the built-in rule, without user keys)."""
     words = [w.lower() for w in _WORD.findall(key)]
@@ -379,9 +379,10 @@ class Redactor:
         if not hit and self._user_keys:
             low = key.lower()
             hit = any(k in low for k in self._user_keys)
-        if len(self._key_cache) >= _KEY_CACHE_SIZE:
-            self._key_cache.clear()  # unbounded key sets (ids as keys) must not grow this forever
-        self._key_cache[key] = hit
+        # Bounded: unbounded key sets (ids as keys) must not grow this forever. Full, it keeps what
+        # it holds (emptying it would have every key of a large mapping judged again each step).
+        if len(self._key_cache) < _KEY_CACHE_SIZE:
+            self._key_cache[key] = hit
         return hit
 
     def scrub_key(self, key: str) -> str:
@@ -395,9 +396,8 @@ class Redactor:
             before = self.count
             new = self.scrub(key)
             hit = (None if new == key else new, self.count - before)
-            if len(self._scrubbed_keys) >= _KEY_CACHE_SIZE:
-                self._scrubbed_keys.clear()
-            self._scrubbed_keys[key] = hit
+            if len(self._scrubbed_keys) < _KEY_CACHE_SIZE:
+                self._scrubbed_keys[key] = hit
             return key if hit[0] is None else new
         if hit[0] is None:
             return key
@@ -464,9 +464,7 @@ class Redactor:
 
     def _remember_clean(self, text: str) -> None:
         # Short text repeats (a message's type, a tool's name, an id): scanned once.
-        if len(text) <= _CLEAN_TEXT_LEN:
-            if len(self._found_clean) >= _KEY_CACHE_SIZE:
-                self._found_clean.clear()
+        if len(text) <= _CLEAN_TEXT_LEN and len(self._found_clean) < _KEY_CACHE_SIZE:
             self._found_clean.add(text)
 
     def _format_spans(self, text: str) -> list[tuple[int, int]]:
