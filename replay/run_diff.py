@@ -187,7 +187,10 @@ class _Differ:
     def _setup(self) -> None:
         """What the runs were given: inputs and the models they asked (premises, not where they went apart)."""
         ia, ib = self.inputs
-        if ia != ib and self.start is None:  # a run that went on from a checkpoint was given no input
+        # A run that went on from a checkpoint was given no input: a replay or fork from the first
+        # step resumed its recording's input checkpoint (its input is the recording's).
+        given = [not (run.parent_run_id and inputs is None) for run, inputs in ((self.a, ia), (self.b, ib))]
+        if ia != ib and self.start is None and all(given):
             keys = _differing_keys(ia, ib)
             what = "the runs were given other inputs" + (f" ({', '.join(keys)})" if keys else "")
             self._add("input", None, None, None, what, ia, ib, (-1,), carried=True)

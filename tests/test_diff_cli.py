@@ -132,3 +132,16 @@ def test_a_name_means_its_recorded_run_and_a_partial_replay_diffs_without_python
     # The replay went on from step 4: compared from there, it behaved as the recording did.
     assert main(["diff", "demo:incident", replayed, "--db", db]) == 0
     assert "behaved the same" in capsys.readouterr().out
+
+
+def test_a_run_and_its_full_replay_behaved_the_same(tmp_path, capsys):
+    """A replay from the first step resumed the recording's input checkpoint: it was given no
+    input of its own, which is no difference."""
+    from graphtape.replay import replay
+
+    db = str(tmp_path / "runs.db")
+    run_id = record(db, sub_graph(), {"n": 1}, "full")
+    result = replay(run_id, sub_graph(), db=db)
+    assert not result.diverged, result.report()
+    assert main(["diff", run_id, result.run_id, "--db", db]) == 0
+    assert "behaved the same" in capsys.readouterr().out
