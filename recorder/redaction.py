@@ -449,7 +449,7 @@ class Redactor:
         except UnicodeEncodeError:
             scanned = displayable(text)
             new, n = self._tokens.subn(_mark_token, scanned)
-        new, k = self._text.subn(MARK, new)
+        new, k = self._text.subn(_mark_match, new)
         n += k
         if self._may_hold_keys(new):
             new, k = self._scrub_keyed(new)
@@ -537,7 +537,7 @@ class Redactor:
                 # An object or list under a secret key ({"password": {"current": ...}} in a tool's
                 # JSON text): everything inside its brackets goes.
                 close = _bracket_end(data, at)
-                if close is not None and close > at + 1 and not data.startswith(_MARK_BYTES[:-1], at + 1):
+                if close is not None and close > at + 1 and not data.startswith(_MARK_BYTES[:-1], at + 1) and not data.startswith(_MARK_BYTES, at):
                     yield at + 1, close
                     done = close
                 continue
@@ -562,4 +562,23 @@ class Redactor:
 
 def _mark_token(m: Any) -> str:
     """The replacement of one token: the character (or escaped newline) before it stays."""
-    return m.group("start") + MARK
+    return m.group("start") + _mark_keeping_key(m.group(0)[len(m.group("start")) :])
+
+
+def _mark_match(m: Any) -> str:
+    return _mark_keeping_key(m.group(0))
+
+
+# A format that takes in the name it is written under ("authorization": "Basic ...",
+# aws_secret_access_key = '...') keeps that name, its separator and quotes: the text then reads
+# as the mapping it came from reads once its secret key is redacted ('key': '[REDACTED]'), so a
+# replay that hands back the redacted mapping and a node that writes it out as text agree.
+_NAMED = re.compile(r"""([A-Za-z_][\w\-]*)(["']?\s*[:=]\s*)(["']?)""")
+
+
+def _mark_keeping_key(found: str) -> str:
+    named = _NAMED.match(found)
+    if named is None or named.end() >= len(found) or not names_secret(named.group(1)):
+        return MARK
+    quote = named.group(3)
+    return found[: named.end()] + MARK + (quote if quote and found.endswith(quote) else "")

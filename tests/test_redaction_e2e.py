@@ -266,3 +266,50 @@ def test_secret_used_as_a_mapping_key_is_redacted(tmp_path: Path) -> None:
     with Recorder(db, durability="sync") as rec:
         rec.attach(b.compile()).invoke({"messages": [], "creds": {}, "notes": []})
     assert leaks(p, everything_stored(db)) == []
+
+
+class Reported(TypedDict, total=False):
+    report: str
+
+
+@pytest.mark.parametrize(
+    "credentials",
+    [
+        {"service": "s3", "aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "n": 2},
+        {"service": "api", "authorization": "Bearer abcdefghijklmnopqrstuvwxyz123456"},
+        {"service": "api", "authorization": "Basic dXNlcjpwYXNzd29yZA=="},
+    ],
+    ids=["aws secret key", "bearer authorization", "basic authorization"],
+)
+def test_a_node_that_writes_a_redacted_mapping_as_text_replays_the_same(tmp_path: Path, credentials: dict) -> None:
+    """A tool returns a mapping with a secret under a secret key; the node writes it out as text.
+    The recording keeps the mapping with that key's value redacted, and the text with the secret
+    scrubbed. A replay hands the node the redacted mapping, so the text it writes must read as
+    the recorded text does: a format that takes in the key keeps the key."""
+    from graphtape.replay import replay
+
+    @tool
+    def fetch_credentials(service: str) -> dict:
+        """The credentials of a service."""
+        return dict(credentials)
+
+    def build():
+        b = StateGraph(Reported)
+        b.add_node("report", lambda s: {"report": str(fetch_credentials.invoke({"service": credentials["service"]}))})
+        b.add_edge(START, "report")
+        b.add_edge("report", END)
+        return b.compile()
+
+    db = str(tmp_path / "creds.db")
+    with Recorder(db) as rec:
+        rec.attach(build()).invoke({})
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        report = store.state_at(run_id, store.list_steps(run_id)[-1].step)["report"]
+    finally:
+        store.close()
+    secret_key = next(k for k in credentials if k not in ("service", "n"))
+    assert f"'{secret_key}': '{MARK}'" in report and credentials[secret_key] not in report
+    result = replay(run_id, build(), db=db)
+    assert not result.diverged, result.report()
