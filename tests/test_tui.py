@@ -368,6 +368,21 @@ def test_long_runs_of_appends_fold_to_their_ends():
     assert kinds.count("skipped") == 1 and kinds.count("appended") == 4 and kinds[0] == "changed"
 
 
+def test_a_large_mapping_diffs_to_exactly_its_changed_keys():
+    """Only the keys that differ are handed to deepdiff: what it reports, nested paths included, is the same."""
+    from graphtape.tui.data import diff_states
+
+    table = {f"k{i}": {"v": i} for i in range(20_000)}
+    new_table = {**table, "k5": {"v": -5}, "added": {"v": 1}}
+    del new_table["k7"]
+    entries = diff_states({"table": table, "n": 1}, {"table": new_table, "n": 1})
+    assert sorted((e.kind, e.path, e.old, e.new) for e in entries) == [
+        ("added", "table.added", None, {"v": 1}),
+        ("changed", "table.k5.v", 5, -5),
+        ("removed", "table.k7", {"v": 7}, None),
+    ]
+
+
 def test_deferred_lists_diff_and_show_decoding_only_what_is_shown(tmp_path):
     """A long history read deferred: the step diff decodes the new message, a far diff its ends."""
     from graphtape.recorder.deferred import DeferredList
