@@ -426,8 +426,11 @@ class _ThreadImport:
                         values[k] = before
             updated = [k for k, ver in versions.items() if prev_versions.get(c.ns, {}).get(k) != ver]
             prev_values[c.ns], prev_versions[c.ns] = values, versions
-            tasks = writes.get((c.ns, c.parent_id), []) if c.parent_id else []
-            ran_nodes = [n for n, s in seen.items() if prev_seen_nodes.get(c.ns, {}).get(n) != s and (n == "__start__" or not n.startswith("__"))]
+            # A fork checkpoint (time travel) is made before any task runs: the writes stored against
+            # its parent are the abandoned branch's, not what produced it.
+            forked = c.metadata.get("source") == "fork"
+            tasks = writes.get((c.ns, c.parent_id), []) if c.parent_id and not forked else []
+            ran_nodes = [] if forked else [n for n, s in seen.items() if prev_seen_nodes.get(c.ns, {}).get(n) != s and (n == "__start__" or not n.startswith("__"))]
             prev_seen_nodes[c.ns] = seen
             task_rows, routes, flags, events = self._tasks(tasks, ran_nodes, conditional, sends_before.get(c.ns, []))
             sends_before[c.ns] = [d for r in routes if r["kind"] == "send" for d in r["dest"]]

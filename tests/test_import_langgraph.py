@@ -265,3 +265,36 @@ def test_postgres_saver_threads_become_runs(pg_url, tmp_path, capsys):
 def test_postgres_without_saver_tables(pg_url, tmp_path):
     with pytest.raises(LangGraphImportError, match="no LangGraph PostgresSaver tables"):
         import_langgraph(pg_url, open_store(tmp_path / "g.db", create=True))
+
+
+class Chain(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def test_a_time_travelled_thread_imports_its_fork_as_a_step_no_task_ran(tmp_path, capsys):
+    """invoke(None, config of an earlier checkpoint): LangGraph saves a fork checkpoint before any
+    task runs. The writes stored against its parent are the abandoned branch's, not its tasks."""
+    b = StateGraph(Chain)
+    for node, after in (("a", "b"), ("b", "c"), ("c", END)):
+        b.add_node(node, lambda s, node=node: {"log": [node]})
+        b.add_edge(node, after)
+    b.add_edge(START, "a")
+    path = tmp_path / "threads.db"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    graph = b.compile(checkpointer=SqliteSaver(conn))
+    cfg = {"configurable": {"thread_id": "travelled"}}
+    graph.invoke({"log": []}, cfg)
+    before_b = next(s for s in graph.get_state_history(cfg) if s.next == ("b",))
+    assert graph.invoke(None, before_b.config)["log"] == ["a", "b", "c"]
+    conn.close()
+    db = tmp_path / "g.db"
+    assert main(["--db", str(db), "import-langgraph", str(path)]) == 0
+    capsys.readouterr()
+    store = open_store(db)
+    try:
+        run = store.get_run("last")
+        nodes = {s.step: (s.source, s.nodes) for s in store.list_steps(run.id)}
+    finally:
+        store.close()
+    forks = [step for step, (source, _) in nodes.items() if source == "fork"]
+    assert len(forks) == 1 and nodes[forks[0]][1] == [] and nodes[forks[0] + 1][1] == ["b"]
