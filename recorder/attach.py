@@ -358,8 +358,9 @@ class Recorder:
             if seed is None and (input is None or session.command_input) and not resumed and not generated:
                 seed, carried = _thread_checkpoint(graph, config, lambda: self._recorded_tasks(store, thread_id, binding, run_id))
             elif seed is None and resumed and known is not None:
-                session.loaded_writes = _loaded_writes(graph, config)
-                edits = _edited_while_paused(graph, config, known)
+                head = _thread_head(graph, config)  # read once: its own writes, and the edits that led to it
+                session.loaded_writes = [(ch, v) for task_id, ch, v in (head[1].pending_writes or ()) if task_id == NULL_TASK_ID] if head else []
+                edits = _edited_while_paused(*head, known) if head else []
                 for checkpoint, metadata, parent_id in edits[:-1]:  # each edit is a step; the last is the seed
                     session.on_checkpoint("", checkpoint, metadata, parent_id, checkpoint.get("channel_versions", {}))
                 seed = edits[-1] if edits else None
@@ -707,41 +708,35 @@ def _thread_checkpoint(graph: Any, config: dict, recorded: Callable[[], dict[str
     return (found.checkpoint, found.metadata, parent), _carried_tasks(graph, config, found.pending_writes or (), recorded)
 
 
-def _edited_while_paused(graph: Any, config: dict, known: Mapping[str, int]) -> list[tuple[Any, Any, str | None]]:
-    """The ``update_state`` checkpoints made while the run waited at an interrupt, oldest first:
-    recorded as the run's next steps (nothing else sees them); the resumed run goes on from the last."""
+def _thread_head(graph: Any, config: dict) -> tuple[BaseCheckpointSaver, Any] | None:
+    """The user's saver and the thread's latest root checkpoint (none: no saver of theirs, or not readable)."""
     saver = _users_saver(graph)
     if saver is None:
-        return []
-    conf = {k: v for k, v in (config.get("configurable") or {}).items() if k not in ("checkpoint_id", RUN_KEY)}
-    edits: list[tuple[Any, Any, str | None]] = []
-    at: dict[str, Any] = {**conf, "checkpoint_ns": ""}
-    try:
-        while len(edits) < _MAX_EDITS_WHILE_PAUSED:
-            found = saver.get_tuple({"configurable": at})
-            if found is None or (found.metadata or {}).get("source") != "update" or found.checkpoint["id"] in known:
-                break
-            parent = ((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
-            edits.append((found.checkpoint, found.metadata, parent))
-            if parent is None:
-                break
-            at = {**at, "checkpoint_id": parent}
-    except Exception:  # noqa: BLE001 - an async-only saver, a lost connection: the edits are not recorded, as before
-        return []
-    return edits[::-1]
-
-
-def _loaded_writes(graph: Any, config: dict) -> list[tuple[str, Any]]:
-    """The writes of no task on the thread's latest checkpoint: a resume puts them again with its answer."""
-    saver = _users_saver(graph)
-    if saver is None:
-        return []
+        return None
     conf = {k: v for k, v in (config.get("configurable") or {}).items() if k not in ("checkpoint_id", RUN_KEY)}
     try:
         found = saver.get_tuple({"configurable": {**conf, "checkpoint_ns": ""}})
-    except Exception:  # noqa: BLE001 - not knowable: an earlier Command's update may show again, as before
+    except Exception:  # noqa: BLE001 - an async-only saver, a lost connection: not recorded, as before
+        return None
+    return (saver, found) if found is not None else None
+
+
+def _edited_while_paused(saver: BaseCheckpointSaver, head: Any, known: Mapping[str, int]) -> list[tuple[Any, Any, str | None]]:
+    """The ``update_state`` checkpoints made while the run waited at an interrupt, oldest first,
+    from the thread's ``head`` back: recorded as the run's next steps (nothing else sees them);
+    the resumed run goes on from the last."""
+    edits: list[tuple[Any, Any, str | None]] = []
+    found = head
+    try:
+        while found is not None and len(edits) < _MAX_EDITS_WHILE_PAUSED:
+            if (found.metadata or {}).get("source") != "update" or found.checkpoint["id"] in known:
+                break
+            parent = ((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+            edits.append((found.checkpoint, found.metadata, parent))
+            found = saver.get_tuple({"configurable": {**found.config["configurable"], "checkpoint_id": parent}}) if parent else None
+    except Exception:  # noqa: BLE001 - an async-only saver, a lost connection: the edits are not recorded, as before
         return []
-    return [(ch, v) for task_id, ch, v in (found.pending_writes or ()) if task_id == NULL_TASK_ID] if found is not None else []
+    return edits[::-1]
 
 
 _MAX_EDITS_WHILE_PAUSED = 100  # a chain of edits longer than this is cut to its newest (each is a saver read)

@@ -628,6 +628,7 @@ class _Run:
             # (a goto is a write to the node's trigger channel).
             payload = Command(update=openings[start + 1])
         stops = self._breakpoints()
+        edits = self._edits_while_paused()
         for _ in range(1000):
             try:
                 if self._run_once(app, payload, first or config, stops):
@@ -644,7 +645,6 @@ class _Run:
             if not pending:
                 return None
             step = (snapshot.metadata or {}).get("step", 0) + 1 - shift
-            edits = self._edits_while_paused()
             edited = step in edits
             while step in edits:
                 # The state was edited while the run waited here: each edit is a step, and the
@@ -656,10 +656,8 @@ class _Run:
                 return None  # the recording stopped at this interrupt too (or diverged: compared later)
             edit = updates.pop(step, None)
             # After an edit the waiting task starts again at the new checkpoint, under a new interrupt
-            # id: a lone answer is given as a value, as it was given then.
-            answer, left = _resume_for(pending, values)
-            if edited and len(pending) == 1:
-                answer = values[0][1]
+            # id: a lone answer is given as a value, as it was given then (by_id).
+            answer, left = _resume_for(pending, values, by_id=not edited)
             payload = Command(resume=answer, update=edit) if edit else Command(resume=answer)
             if self._resume_limit is not None:
                 config = {**config, "recursion_limit": self._resume_limit}  # a resume counts from itself, as recorded
@@ -676,11 +674,9 @@ class _Run:
         """Root steps the recording holds as ``update_state`` checkpoints made between an interrupt
         and its answer: the first holds the waiting task, the others follow it."""
         out: set[int] = set()
-        before = None
-        for s in self._root_steps():
-            if s.source == "update" and (s.flags & FLAG_INTERRUPT or (before is not None and before in out and s.step == before + 1)):
+        for s in self._root_steps():  # in step order
+            if s.source == "update" and (s.flags & FLAG_INTERRUPT or s.step - 1 in out):
                 out.add(s.step)
-            before = s.step
         return out
 
     def _breakpoints(self) -> dict[str, Any]:
@@ -930,8 +926,9 @@ def _answers_with_questions(events: list[Any]) -> list[tuple[Any, Any]]:
     return out
 
 
-def _resume_for(pending: list[tuple[str, Any, str]], values: list[Resume]) -> tuple[Any, list[Resume]]:
-    """The answer for the waiting interrupts, and the recorded answers left for later."""
+def _resume_for(pending: list[tuple[str, Any, str]], values: list[Resume], *, by_id: bool = True) -> tuple[Any, list[Resume]]:
+    """The answer for the waiting interrupts, and the recorded answers left for later. A lone
+    interrupt is answered by its id, unless ``by_id`` is off (its id is not the one it waits under)."""
     left = list(values)
     if len(pending) == 1:
         # By id when it has one: parallel tasks may all be waiting while the state shows one
@@ -939,7 +936,7 @@ def _resume_for(pending: list[tuple[str, Any, str]], values: list[Resume]) -> tu
         intr = pending[0][1]
         pick = _answering(left, intr) or left[0]
         left.remove(pick)
-        return ({intr.id: pick[1]} if isinstance(getattr(intr, "id", None), str) else pick[1]), left
+        return ({intr.id: pick[1]} if by_id and isinstance(getattr(intr, "id", None), str) else pick[1]), left
     out = {}
     for node, intr, path in pending:
         # The answer to the question it asks, else the same task (its path: a Send packet's
