@@ -70,13 +70,8 @@ def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
     run = detail.run
     namespaces = _check_ns(store, run.id, ns)
     counts = store.call_counts(run.id, ns)
-    by_number: dict[int, list[StepInfo]] = {}
-    for info in store.list_steps(run.id, ns):
-        by_number.setdefault(info.step, []).append(info)
-    steps = []
-    for number, rows in by_number.items():
-        step = store.step_detail(run.id, number, ns)
-        steps.append({**_step_dict(step.step, rows), "calls": counts.get(number, {}), **_detail_dict(step)})
+    # Every step in one read (a step's own read per step cost a long run a query per step).
+    steps = [{**_step_dict(step.step), "calls": counts.get(step.step.step, {}), **_detail_dict(step)} for step in store.step_details(run.id, ns)]
     totals: dict[str, int] = {}
     tokens = 0
     for call in store.calls(run.id):

@@ -34,7 +34,7 @@ _STEP_LIST = (
 )
 # A step's completed row if it has one, else its latest.
 _STEP_ROW = sa.select(S.steps).where(_c.run_id == _RUN, _c.ns == _NS, _c.step == sa.bindparam("step")).order_by(_c.flags.op("&")(FLAG_PENDING), _c.seq.desc()).limit(1)
-_DETAIL_ROWS = sa.select(_c.step, _c.seq, _c.payload, _c.created_at).where(_c.run_id == _RUN, _c.ns == _NS).order_by(_c.seq)
+_DETAIL_ROWS = sa.select(_c.step, _c.seq, _c.nodes, _c.payload, _c.created_at).where(_c.run_id == _RUN, _c.ns == _NS).order_by(_c.seq)
 _DETAIL_ROWS_AFTER = _DETAIL_ROWS.where(_c.step > sa.bindparam("after"))
 
 
@@ -214,16 +214,18 @@ class StepReads:
         infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
         rows = self._read(_DETAIL_ROWS if after is None else _DETAIL_ROWS_AFTER, {"run_id": run_id, "ns": ns, "after": after})
         by_step: dict[int, list[dict]] = {}
+        nodes_by_step: dict[int, dict[str, None]] = {}  # every row's nodes, as step_detail's next reads them
         refs: set[str] = set()
         for r in rows:
             payload = expand_payload(unpack(r.payload), r.created_at)
             by_step.setdefault(r.step, []).append(payload)
+            nodes_by_step.setdefault(r.step, {}).update(dict.fromkeys(n for n in (r.nodes or "").split(",") if n))
             collect_refs([payload.get("t") if writes else None, None if encoded_routes else payload.get("r"), payload.get("e")], refs)
         self.blobs(refs)  # one read for the whole namespace; the steps below decode from the cache
         out = []
         for i, info in enumerate(infos):
-            nxt = infos[i + 1].nodes if i + 1 < len(infos) else []
-            out.append(self._detail(info, by_step.get(info.step, []), list(nxt), typed, writes, encoded_routes))
+            nxt = list(nodes_by_step.get(infos[i + 1].step, ())) if i + 1 < len(infos) else []
+            out.append(self._detail(info, by_step.get(info.step, []), nxt, typed, writes, encoded_routes))
         return out
 
     @_damage_is_a_store_error

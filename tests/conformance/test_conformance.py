@@ -397,6 +397,34 @@ def test_functional_api_tasks_are_first_class(corpus, recorded, name, capsys):
         assert [(e.kind, e.node) for e in events] == [("interrupt", "approve"), ("resume", "approve")]
 
 
+def test_show_reads_every_step_at_once_as_it_reads_each_step(recorded):
+    """``show RUN`` reads a namespace's steps in one query: what it shows of each step (tasks,
+    routes, events, the nodes that ran next) is what reading that step alone shows, for every
+    corpus run and namespace (interrupted and resumed steps, subgraphs, Send fan-outs)."""
+    from dataclasses import asdict
+
+    from graphtape import open_store
+    from graphtape.tui.views import run_view
+
+    db, runs = recorded
+    store = open_store(db)
+    try:
+        compared = 0
+        for name, (run_id, *_rest) in runs.items():
+            for ns in store.namespaces(run_id):
+                shown = run_view(store, run_id, ns)["steps"]
+                assert [s["step"] for s in shown] == [s.step for s in store.list_steps(run_id, ns)], (name, ns)
+                for s in shown:
+                    alone = store.step_detail(run_id, s["step"], ns)
+                    got = {k: s[k] for k in ("tasks", "routes", "events", "next")}
+                    want = {"tasks": [asdict(t) for t in alone.tasks], "routes": [asdict(r) for r in alone.routes], "events": [asdict(e) for e in alone.events], "next": list(alone.next)}
+                    assert got == want, (name, ns, s["step"])
+                    compared += 1
+        assert compared > 100
+    finally:
+        store.close()
+
+
 def test_parallel_subgraphs_are_compared_each_with_its_own(recorded):
     """Two Send packets enter one subgraph node on two threads, in either order: each replayed
     subgraph is paired with the recorded one its packet entered (not by which got there first),
