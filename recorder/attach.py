@@ -53,6 +53,13 @@ try:
     from langgraph._internal._constants import CONFIG_KEY_RUNTIME
 except ImportError:  # another LangGraph layout: the key it has used since Runtime came in
     CONFIG_KEY_RUNTIME = "__pregel_runtime"
+try:
+    from langgraph._internal._config import ensure_config as _langgraph_config
+except ImportError:  # another LangGraph layout: LangChain's merge, which inherits the same way
+    from langchain_core.runnables.config import ensure_config as _lc_ensure_config
+
+    def _langgraph_config(*configs: Any) -> Any:
+        return _lc_ensure_config(next((c for c in reversed(configs) if c), None))
 
 
 class Durability(Choice):
@@ -304,9 +311,9 @@ class Recorder:
     def _begin(self, binding: _Binding, graph: Any, input: Any, config: dict | None, kwargs: dict, *, is_async: bool = False) -> tuple[RunSession | None, dict, dict]:
         """Open a run (or continue an interrupted one on resume); never raises unless strict."""
         config = dict(config or {})
-        conf = dict(config.get("configurable") or {})
-        if any(k in conf for k in _TASK_KEYS):
+        if _inside_a_parent_task(graph, config):
             return None, config, kwargs  # called as a subgraph of another graph: the parent records
+        conf = dict(config.get("configurable") or {})
         thread_id = conf.get("thread_id")
         generated = thread_id is None
         if generated:
@@ -567,6 +574,20 @@ class _Binding:
         """The lineage's seed checkpoint, once: only the run's first invocation starts from it."""
         seed, self._seed = self._seed, None
         return seed
+
+
+def _inside_a_parent_task(graph: Any, config: dict) -> bool:
+    """Whether LangGraph runs this call as a subgraph of the task that makes it: the config passed
+    names a parent task, or, naming no checkpoint of its own, it inherits the config of the node it
+    is called from (``inner.invoke(x)`` in a node). Such a call interrupts, checkpoints and streams
+    as part of its parent, so giving it a thread of its own would change what it does."""
+    if any(k in (config.get("configurable") or {}) for k in _TASK_KEYS):
+        return True
+    try:
+        merged = _langgraph_config(getattr(graph, "config", None), config)
+    except Exception:  # noqa: BLE001 - a config LangGraph itself will refuse: it says why, not us
+        return False
+    return any(k in (merged.get("configurable") or {}) for k in _TASK_KEYS)
 
 
 def _with_bound_config(graph: Any, config: dict) -> dict:
