@@ -609,7 +609,7 @@ def _recorded_class(base: type, binding: _Binding) -> type:
     def stream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> Iterator[Any]:
         rec = binding.recorder
         session, config, kwargs = rec._begin(binding, self, input, config, kwargs)
-        chunks = base.stream(self, input, config, **kwargs)
+        chunks = raw = base.stream(self, input, config, **kwargs)
         if (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
             # The lent saver's events are not the caller's stream; the graph's own saver's are, as
             # they would be without graphtape (its run key left out of their configs).
@@ -617,6 +617,7 @@ def _recorded_class(base: type, binding: _Binding) -> type:
         try:
             yield from chunks
         except BaseException as exc:
+            raw.close()  # a stream closed early: LangGraph saves where it stopped before the run ends
             rec._end(binding, session, exc, config)
             raise
         rec._end(binding, session, None, config, at_breakpoint=session is not None and _at_breakpoint(self, config, kwargs))
@@ -624,13 +625,20 @@ def _recorded_class(base: type, binding: _Binding) -> type:
     async def astream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         rec = binding.recorder
         session, config, kwargs = await _open_off_the_loop(rec, binding, self, input, config, kwargs)
-        chunks = base.astream(self, input, config, **kwargs)
+        chunks = raw = base.astream(self, input, config, **kwargs)
         if (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
             chunks = awithout_checkpoints(chunks, shape) if binding.scoped is not None else awithout_key(chunks, shape, RUN_KEY)
         try:
             async for chunk in chunks:
                 yield chunk
         except BaseException as exc:
+            # Closed early (aclose, a break in ``async with aclosing(...)``): LangGraph's stream is
+            # closed now, as it is without graphtape, so its saver has the checkpoint where it stopped
+            # before the caller goes on (and maybe closes that saver). ``async for`` alone leaves it
+            # to the garbage collector.
+            if chunks is not raw:
+                await chunks.aclose()
+            await raw.aclose()
             rec._end(binding, session, exc, config)
             raise
         stopped = False

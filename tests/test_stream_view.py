@@ -125,3 +125,43 @@ def test_a_graph_with_its_own_checkpointer_streams_configs_as_it_did(tmp_path, k
         assert all([s.step for s in store.list_steps(r.id)] == [-1, 0, 1, 2] for r in store.list_runs())
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("modes", ["updates", ["updates", "checkpoints"]])
+async def test_closing_a_stream_early_saves_where_it_stopped_before_aclose_returns(tmp_path, modes):
+    """``async with aclosing(graph.astream(...))`` and a break: LangGraph's own stream is closed
+    by the time ``aclose`` returns, so the graph's saver holds the step that finished (the caller
+    may close that saver next), and the recording keeps it, as the run cancelled there."""
+    from contextlib import aclosing
+
+    async def slow(s: S) -> dict:
+        await asyncio.sleep(5)
+        return {"log": ["slow"]}
+
+    b = StateGraph(S)
+    b.add_node("a", lambda s: {"log": ["a"]})
+    b.add_node("slow", slow)
+    b.add_edge(START, "a")
+    b.add_edge("a", "slow")
+    b.add_edge("slow", END)
+    states = {}
+    with Recorder(tmp_path / "gt.db") as rec:
+        for who in ("bare", "recorded"):
+            graph = b.compile(checkpointer=InMemorySaver())
+            graph = rec.attach(graph, name="closed") if who == "recorded" else graph
+            config = {"configurable": {"thread_id": "t"}}
+            async with aclosing(graph.astream({"log": []}, config, stream_mode=modes)) as stream:
+                async for chunk in stream:
+                    if chunk == {"a": {"log": ["a"]}} or chunk == ("updates", {"a": {"log": ["a"]}}):
+                        break  # node a's update: slow is running
+            state = await graph.aget_state(config)
+            states[who] = (state.values, state.next)
+        run_id = rec.last_run_id
+    assert states["bare"] == ({"log": ["a"]}, ("slow",))
+    assert states["recorded"] == states["bare"]
+    store = open_store(tmp_path / "gt.db")
+    try:
+        run = store.get_run(run_id)
+        assert run.status == "interrupted" and run.step_count >= 2, (run.status, run.step_count)
+    finally:
+        store.close()
