@@ -206,6 +206,11 @@ class Recorder:
         info = describe(graph)
         binding = _Binding(self, name or info.name, info, list(tags), graph_ref, lineage)
         binding.named = name is not None
+        if self.http:
+            try:
+                http_capture.prepare()
+            except Exception:  # noqa: BLE001 - the first run tries again, and records why it could not
+                pass
         copy = self._bound(graph, binding)
         if graph_ref is None and lineage is None:  # a replay's graph is a fresh copy: no module holds it
             binding.origin = origin_of(graph, copy)

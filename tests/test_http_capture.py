@@ -160,6 +160,42 @@ def test_patches_are_in_place_only_while_a_run_records(db, service):
     assert httpx.get(f"{service.url}/plain").json()["path"] == "/plain"
 
 
+def test_attach_prepares_the_http_patches_so_the_first_run_does_not_wait_for_them(tmp_path):
+    """Building vcrpy's patchers imports vcrpy and the clients (about 0.3 s): attach does it, in a
+    fresh process, so the first recorded run starts its first node at once (a deadline on it
+    would otherwise run out before the graph began). Nothing is left patched after attach."""
+    import subprocess
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import sys, httpx
+        from typing import TypedDict
+        from langgraph.graph import START, StateGraph
+        from graphtape import Recorder
+        from graphtape.recorder import http_capture
+
+        class S(TypedDict):
+            n: int
+
+        b = StateGraph(S)
+        b.add_node("one", lambda s: {{"n": s["n"] + 1}})
+        b.add_edge(START, "one")
+        original = httpx.HTTPTransport.handle_request
+        assert "vcr" not in sys.modules
+        rec = Recorder({str(tmp_path / "gt.db")!r})
+        graph = rec.attach(b.compile())
+        print("prepared", "vcr" in sys.modules and http_capture._patchers is not None)
+        print("patched after attach", http_capture.installed() or httpx.HTTPTransport.handle_request is not original)
+        print(graph.invoke({{"n": 1}}))
+        rec.close()
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["prepared True", "patched after attach False", "{'n': 2}"]
+
+
 def test_a_failed_request_is_recorded_with_the_clients_error(db, service):
     dead = EchoService().start()
     dead_url = dead.url
