@@ -192,7 +192,8 @@ def test_database_replaced_mid_run_is_not_written_to(tmp_path: Path, durability:
         for p in tmp_path.glob("moved.db*"):
             p.rename(tmp_path / ("old-" + p.name))
         with Recorder(db) as other:
-            other.attach(looping()).invoke(START_STATE)
+            # A run of its own (its own thread), not a subgraph of the node it is started from.
+            other.attach(looping()).invoke(START_STATE, {"configurable": {"thread_id": "other"}})
 
     assert rec.attach(looping({6: replace})).invoke(START_STATE) == plain_result()
     rec.close()
