@@ -322,10 +322,14 @@ class Recorder:
         thread_id = conf.get("thread_id")
         generated = thread_id is None
         if generated:
-            # Our checkpointer needs a thread; a run-scoped one keeps runs independent. Named
-            # after the run, so the run's id is the one value identical runs store differently.
+            # Stored as the run's thread, named after the run: the run's id is the one value
+            # identical runs store differently. A graph run on the saver graphtape lends keeps it
+            # out of the config (its nodes, callbacks and traces see no thread, as bare); that saver
+            # keys the run by graphtape's run key. A graph with a saver of its own needs a thread.
             new_run_id = secrets.token_hex(8)
-            thread_id = conf["thread_id"] = f"graphtape-{new_run_id}"
+            thread_id = f"graphtape-{new_run_id}"
+            if not _runs_on_the_lent_saver(binding, graph, conf) or _streams_checkpoints(graph, kwargs):
+                conf["thread_id"] = thread_id  # LangGraph's checkpoint events name the thread
         config["configurable"] = conf
         try:
             store = self.writer.store  # None while it cannot be opened: the run is kept for it
@@ -343,6 +347,7 @@ class Recorder:
             if binding.lineage is not None:
                 session.step_shift = binding.lineage.step_shift
             conf[RUN_KEY] = run_id
+            session.saver_thread = RunScopedSaver.thread_key(conf)  # type: ignore[attr-defined]
             lent = conf.get(CONFIG_KEY_CHECKPOINTER)
             if isinstance(lent, BaseCheckpointSaver) and not isinstance(lent, TeeSaver):
                 conf[CONFIG_KEY_CHECKPOINTER] = TeeSaver(lent, self._session_for)  # the caller lends one: recorded too
@@ -458,7 +463,7 @@ class Recorder:
             "name": session.redactor.scrub(binding.name),  # a run named after a ticket may quote a key
             "graph_name": (binding.lineage and binding.lineage.graph_name) or display_name(binding.info.name, binding.graph_ref),
             "graph_ref": binding.graph_ref,
-            "thread_id": str(conf.get("thread_id")),
+            "thread_id": str(session.thread_id),  # type: ignore[attr-defined]
             "status": "running",
             "started_at": now,
             "heartbeat_at": now,
@@ -496,7 +501,7 @@ class Recorder:
     def _end(self, binding: _Binding, session: RunSession | None, error: BaseException | None, config: dict | None = None, *, at_breakpoint: bool = False) -> None:
         if session is None:
             if binding.scoped is not None and config:
-                binding.scoped.drop_thread(str(config.get("configurable", {}).get("thread_id")))
+                binding.scoped.drop_thread(RunScopedSaver.thread_key(config.get("configurable") or {}))
             return
         try:
             session.flush_pending()
@@ -542,7 +547,7 @@ class Recorder:
             with self._lock:
                 self._sessions.pop(session.run_id, None)
             if binding.scoped is not None:
-                binding.scoped.drop_thread(str(session.thread_id))  # type: ignore[attr-defined]
+                binding.scoped.drop_thread(session.saver_thread)  # type: ignore[attr-defined]
             self.writer.submit(lambda: (session.forget(), None)[1])
             self.writer.release()  # the run ended: its rows go in now (durability "exit" too)
 
@@ -579,6 +584,19 @@ class _Binding:
         """The lineage's seed checkpoint, once: only the run's first invocation starts from it."""
         seed, self._seed = self._seed, None
         return seed
+
+
+def _runs_on_the_lent_saver(binding: _Binding, graph: Any, conf: dict) -> bool:
+    """Whether the run is saved by the saver graphtape lends (the graph has none, the caller lends none)."""
+    return binding.lent is not None and graph.checkpointer in (None, binding.lent) and conf.get(CONFIG_KEY_CHECKPOINTER) is None
+
+
+def _streams_checkpoints(graph: Any, kwargs: dict) -> bool:
+    """Whether the run streams or prints checkpoint events (``checkpoints``, ``debug``)."""
+    if StreamShape(graph, kwargs).may_hold_checkpoints():
+        return True
+    printed = kwargs.get("print_mode") or ()
+    return StreamShape(graph, {"stream_mode": [printed] if isinstance(printed, str) else list(printed)}).may_hold_checkpoints()
 
 
 def _inside_a_parent_task(graph: Any, config: dict) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, WRITES_IDX_MAP
 
 RUN_KEY = "__graphtape_run"
+_RUN_THREAD = "\x00run:"  # a lent saver's key for a run given no thread (no thread id starts so)
 KEEP_CHECKPOINTS = 2
 
 SessionLookup = Callable[[dict], Any]  # the run's session from its config's "configurable"
@@ -188,16 +189,30 @@ class RunScopedSaver(BaseCheckpointSaver):
         # (thread_id, ns, checkpoint_id) -> {(task_id, idx): (task_id, channel, value, task_path)}
         self._writes: dict[tuple[str, str, str], dict[tuple[str, int], tuple[str, str, Any, str]]] = {}
 
+    @staticmethod
+    def thread_key(conf: dict) -> str:
+        """Where a run's checkpoints are kept: its thread, or, for a run given none, graphtape's
+        run key (LangGraph needs no thread for a saver it is lent, and a node sees none, as bare)."""
+        thread = conf.get("thread_id")
+        return str(thread) if thread is not None else _RUN_THREAD + str(conf.get(RUN_KEY))
+
+    @staticmethod
+    def _coords(thread: str, ns: str, checkpoint_id: str) -> dict:
+        """A checkpoint's config, naming its thread as the run named it (a thread, or the run key)."""
+        if thread.startswith(_RUN_THREAD):
+            return {"configurable": {RUN_KEY: thread[len(_RUN_THREAD) :], "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+        return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
     def _tuple(self, thread: str, ns: str, cp: dict, md: dict, parent: str | None) -> CheckpointTuple:
-        cfg = {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cp["id"]}}
-        parent_cfg = {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}} if parent else None
+        cfg = self._coords(thread, ns, cp["id"])
+        parent_cfg = self._coords(thread, ns, parent) if parent else None
         writes = self._writes.get((thread, ns, cp["id"]), {})
         pending = [(w[0], w[1], w[2]) for _, w in sorted(writes.items(), key=lambda kv: (kv[1][3], kv[0][0], kv[0][1]))]
         return CheckpointTuple(cfg, cp, md, parent_cfg, pending)
 
     def get_tuple(self, config):  # type: ignore[override]
         conf = _conf(config)
-        key = (str(conf.get("thread_id")), conf.get("checkpoint_ns", ""))
+        key = (self.thread_key(conf), conf.get("checkpoint_ns", ""))
         with self._lock:
             items = self._cps.get(key)
             if not items:
@@ -210,7 +225,7 @@ class RunScopedSaver(BaseCheckpointSaver):
 
     def list(self, config, *, filter=None, before=None, limit=None):  # type: ignore[override]
         conf = _conf(config)
-        key = (str(conf.get("thread_id")), conf.get("checkpoint_ns", ""))
+        key = (self.thread_key(conf), conf.get("checkpoint_ns", ""))
         with self._lock:
             items = list(reversed(self._cps.get(key, [])))
             out = [self._tuple(key[0], key[1], cp, md, parent) for cp, md, parent in items]
@@ -223,7 +238,7 @@ class RunScopedSaver(BaseCheckpointSaver):
 
     def put(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
         conf = _conf(config)
-        thread, ns = str(conf.get("thread_id")), conf.get("checkpoint_ns", "")
+        thread, ns = self.thread_key(conf), conf.get("checkpoint_ns", "")
         with self._lock:
             kept = self._cps.setdefault((thread, ns), [])
             kept.append((checkpoint, dict(metadata), conf.get("checkpoint_id")))
@@ -232,11 +247,11 @@ class RunScopedSaver(BaseCheckpointSaver):
             while len(kept) > KEEP_CHECKPOINTS:
                 old, _, _ = kept.pop(0)
                 self._writes.pop((thread, ns, old["id"]), None)
-        return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+        return self._coords(thread, ns, checkpoint["id"])
 
     def put_writes(self, config, writes, task_id, task_path=""):  # type: ignore[override]
         conf = _conf(config)
-        key = (str(conf.get("thread_id")), conf.get("checkpoint_ns", ""), conf.get("checkpoint_id"))
+        key = (self.thread_key(conf), conf.get("checkpoint_ns", ""), conf.get("checkpoint_id"))
         with self._lock:
             bucket = self._writes.setdefault(key, {})
             for idx, (ch, val) in enumerate(writes):
