@@ -104,6 +104,7 @@ class Writer:
         self.open_error: Exception | None = None
         self._lock = threading.RLock()  # work items, kept rows, the fault state
         self._io = threading.Lock()  # one store write at a time
+        self._busy = threading.Lock()  # held by the writer's thread while it works (a fork waits for it)
         self._kept = Batch()
         self._kept_bytes = 0
         self._inflight = 0  # rows of a write under way, taken out of _kept
@@ -150,6 +151,8 @@ class Writer:
             self.release()
             return
         if self.background:
+            if self._thread is None:
+                self._restart_after_fork()
             now = time.monotonic()
             waited, self._submitted_at = now - self._submitted_at, now
             self._queue.put(work)
@@ -178,6 +181,8 @@ class Writer:
             for work in held:  # under the lock: a submit racing this one queues after them
                 self._queue.put(work)
         if self.background:
+            if self._thread is None:
+                self._restart_after_fork()
             self._bell.set()
 
     def _submit_now(self, work: Work, *, commit: bool = True) -> None:
@@ -475,6 +480,34 @@ class Writer:
         return None
 
     # -- internals: threads ----------------------------------------------------
+    def after_fork_in_child(self) -> None:
+        """A forked child (gunicorn --preload, celery prefork, multiprocessing) has none of the
+        parent's threads and shares its connections: what the parent queued or kept is the
+        parent's to write; the child starts afresh, with locks and connections of its own, and
+        its writer's thread starts with its first work."""
+        self._hold_lock = threading.Lock()
+        self._held = []
+        self._lock = threading.RLock()
+        self._io = threading.Lock()
+        self._busy = threading.Lock()
+        self._kept, self._kept_bytes, self._inflight = Batch(), 0, 0
+        self._faults = []
+        self._bell = threading.Event()
+        self._queued = 0
+        self._queue = queue.SimpleQueue()
+        self._thread = None
+        forget = getattr(self.store, "forget_connections_after_fork", None)
+        if forget is not None:
+            try:
+                forget()
+            except Exception:  # noqa: BLE001 - the next write opens a connection or says why not
+                pass
+
+    def _restart_after_fork(self) -> None:
+        with self._lock:
+            if self._thread is None and not self._closed:
+                self._start_thread(self._loop)
+
     def _start_thread(self, target: Callable[[], None]) -> None:
         self._thread = threading.Thread(target=target, name="graphtape-writer", daemon=True)
         self._thread.start()
@@ -522,6 +555,10 @@ class Writer:
         if not self.hold:  # ``exit`` mode has nothing to write before a run ends: it never wakes for nothing
             wait = BUSY_MAX_S if wait is None else min(wait, BUSY_MAX_S)
         self._bell.wait(wait)
+        with self._busy:
+            return self._serve_now()
+
+    def _serve_now(self) -> tuple[bool, bool]:
         self._bell.clear()  # before taking items: a ring that comes while they are taken is kept
         self._queued = 0
         try:
@@ -651,6 +688,38 @@ def _file_identity(store: RunStore) -> tuple[str, tuple[int, int]] | None:
 
 
 _live_writers: weakref.WeakSet[Writer] = weakref.WeakSet()
+
+
+# A fork waits (this long at most) for each writer's thread to finish what it is doing: a thread
+# stopped by the fork halfway through encoding or writing can leave a lock of the regex engine,
+# SQLite or the pool held in the child for good, and the child's writer would wait on it forever.
+FORK_WAIT_S = 5.0
+_paused: list[threading.Lock] = []
+
+
+def _before_fork() -> None:
+    for w in list(_live_writers):
+        for lock in (w._busy, w._io):
+            if lock.acquire(timeout=FORK_WAIT_S):
+                _paused.append(lock)
+
+
+def _after_fork_in_parent() -> None:
+    while _paused:
+        _paused.pop().release()
+
+
+def _after_fork_in_child() -> None:
+    _paused.clear()  # the child's writers get new locks
+    for w in list(_live_writers):
+        try:
+            w.after_fork_in_child()
+        except Exception:  # noqa: BLE001 - never fail the user's fork
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -146,6 +146,15 @@ class Writing:
             if batch.runs_update:
                 _update_rows(conn, S.runs, "id", batch.runs_update)
 
+    def forget_connections_after_fork(self) -> None:
+        """In a forked child: let go of the parent's connections without closing them (see
+        ``_FROM_THE_PARENT``; using one would interleave two processes on one socket or file
+        handle); the child opens its own on demand."""
+        _FROM_THE_PARENT.append((self._wconn, self.engine.pool))
+        self._wlock = threading.Lock()
+        self._wconn = None
+        self.engine.dispose(close=False)
+
     def _close_writer(self) -> None:
         with self._wlock:
             if self._wconn is not None:
@@ -155,6 +164,12 @@ class Writing:
                     pass
                 self._wconn = None
 
+
+# A forked child's references to its parent's connections, kept for the life of the child and
+# never used or closed: a SQLite connection closed in the child drops the locks the child's own
+# connections hold on the file (POSIX locks are per process), and a PostgreSQL one closed there
+# ends the parent's session with the server.
+_FROM_THE_PARENT: list[Any] = []
 
 _BLOB_INSERTS: dict[bool, Any] = {}
 
