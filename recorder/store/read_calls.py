@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from graphtape.recorder import schema as S
+from graphtape.recorder.codec import collect_refs
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.records import NOT_FAILURES, PART_OF_A_CALL, CallInfo
 from graphtape.recorder.store.payloads import _strict_json, _uj
@@ -33,12 +34,16 @@ class CallReads:
         if encoded:
             trees = [(_strict_json(r.inputs), _strict_json(r.output)) for r in rows]
         else:
-            # One decode for all of them: one blob read, and a message in many calls' inputs decoded once.
+            # One blob read for all of them, then each call decoded on its own: a message in many
+            # calls' inputs is decoded once (the decoded blobs are kept), and each call's value
+            # has the decoder's whole budget (a conversation resent to 1,000 model calls is not
+            # one value a million messages long).
+            encoded_calls = [[_uj(r.inputs), _uj(r.output)] for r in rows]
+            self.blobs(collect_refs(encoded_calls))
             try:
-                decoded = self.decode([[_uj(r.inputs), _uj(r.output)] for r in rows])
+                trees = [tuple(self.decode(call)) for call in encoded_calls]
             except StoreError as exc:
                 raise StoreError(f"cannot decode a recorded call: {str(exc).removeprefix('cannot decode a recorded value: ')}") from None
-            trees = [(i, o) for i, o in decoded]
 
         return [
             CallInfo(
