@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from graphtape.recorder.codec import TYPE_KEY
 from graphtape.replay.runner import ReplayError
 
 __all__ = ["parse_edits"]
@@ -34,11 +35,18 @@ def parse_edits(sets: list[str], state: Callable[[], dict[str, Any]]) -> dict[st
         except json.JSONDecodeError as exc:
             raise ReplayError(f"bad --set {item!r}: the value is not JSON ({exc.msg} at column {exc.colno}); quote strings: key='\"text\"'") from None
         key, *rest = path.split(".")
-        if not rest:
+        if not rest and not isinstance(value, dict):
             update[key] = value
             continue
         if current is None:
             current = state()
+        if not rest:
+            # A whole object for a value recorded as a model keeps its class's mark: the fork
+            # hands the graph that model (JSON cannot name a class).
+            was = current.get(key)
+            marked = isinstance(was, dict) and isinstance(was.get(TYPE_KEY), str) and TYPE_KEY not in value
+            update[key] = {TYPE_KEY: was[TYPE_KEY], **value} if marked else value
+            continue
         if key not in update:
             if key not in current:
                 raise ReplayError(f"bad --set {item!r}: the state has no key {key!r} (keys: {', '.join(sorted(current)) or 'none'})")

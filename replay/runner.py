@@ -242,6 +242,8 @@ class _Run:
         if update is not None:
             if not ns:
                 _check_edit_keys(base, update)
+            if isinstance(update, dict):
+                update = self.types.revive_edit(ns, update)
             values, apply_as = update, as_node
             if not ns and restored.metadata.get("source") == "input" and as_node is None:
                 # The input step: the edit changes the run's input (kept, with the edited keys replaced).
@@ -333,6 +335,8 @@ class _Run:
             try:
                 detail = self.store.run_detail(run_id, typed=True)  # final state: the graph's own types (allow-listed)
                 replayed, final_state = detail.run, detail.output
+                if isinstance(final_state, dict):
+                    self.types.revive("", final_state)  # and the models its schema names
             except GraphtapeError:
                 replayed = self.store.get_run(run_id)
             status = replayed.status

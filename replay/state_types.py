@@ -48,6 +48,22 @@ class StateTypes:
             values["__start__"] = start = dict(start)
             _revive_keys(start, adapters)
 
+    def revive_edit(self, ns: str, update: dict[str, Any]) -> dict[str, Any]:
+        """A fork's edit with the types the state declares: a value of a model-typed key edited
+        from the recording's copy (marked with its class: ``fork --set plan.steps=...``) is
+        validated into that type, as a restored value is. One that does not fit, or that is not
+        marked (a plain dict passed to ``fork``), stays as given."""
+        adapters = self._adapters(_graph_path(ns))
+        out = dict(update)
+        for key, (adapter, names) in adapters.items():
+            value = out.get(key)
+            if _recorded_as(value, names, 0):
+                try:
+                    out[key] = adapter.validate_python(_unmarked(value, 0))
+                except Exception:  # noqa: BLE001 - LangGraph hands it on as given, as it would without graphtape
+                    continue
+        return out
+
     def enums(self) -> set[type]:
         """The Enum classes the state schemas of the graph and its subgraphs name, at any depth
         (``Optional[Stage]``, ``list[Stage]``, a model's field): a restored member of one comes

@@ -100,6 +100,25 @@ def test_a_fork_mid_run_gets_them_too(recorded):
         store.close()
 
 
+@pytest.mark.parametrize("edit, total", [('plan.steps.0.cost=7', 9), ('plan={"steps": [{"name": "x", "cost": 5}]}', 6)])
+def test_a_fork_edit_of_a_model_hands_the_graph_the_model(recorded, edit, total):
+    """``fork --set`` into a model-typed key (a field by its path, or the whole object as JSON):
+    the next node reads ``state["plan"].steps`` from a Plan, as in the recording; the result's
+    final state holds the models too. A plain dict passed to fork() stays a dict (``loose``)."""
+    from graphtape.replay.edits import parse_edits
+
+    db, run_id, _ = recorded
+    store = open_store(db)
+    try:
+        update = parse_edits([edit], lambda: store.state_at(run_id, 1))
+    finally:
+        store.close()
+    result = fork(run_id, graph(), 1, {**update, "loose": {"steps": []}}, as_node="plan", db=db)
+    assert result.error is None, result.error
+    assert result.final_state["total"] == total
+    assert isinstance(result.final_state["plan"], Plan) and isinstance(result.final_state["plan"].steps[0], Step)
+
+
 def test_an_input_holding_a_model_replays_from_the_input_step(tmp_path):
     db = str(tmp_path / "input.db")
     b = StateGraph(S)
