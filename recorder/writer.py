@@ -30,6 +30,7 @@ import atexit
 import logging
 import os
 import queue
+import sys
 import threading
 import time
 import weakref
@@ -727,5 +728,10 @@ def _flush_at_exit() -> None:
     for w in list(_live_writers):
         try:
             w.close()
+        except KeyboardInterrupt:
+            # Ctrl-C while the last rows go in: the person wants out. Say what that costs, in
+            # one line, not a traceback from graphtape's exit hook.
+            sys.stderr.write("graphtape: stopped writing at exit (Ctrl-C): runs not written in full are shown as interrupted\n")
+            return
         except Exception:  # noqa: BLE001 - never fail interpreter shutdown
             pass
