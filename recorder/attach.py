@@ -537,6 +537,10 @@ class Recorder:
                 return Batch(runs_update=[(session.run_id, dict(fields))], blobs=session._take_blobs())
 
             self.writer.submit(work)
+            if self.strict and error is None and self.writer.background:
+                # Strict: the run's rows are encoded and tried before the run returns (the writer's
+                # thread does it under async and exit durability), so a fault there raises here.
+                self.writer.flush(CLOSE_WAIT_S)
             if session.pending_error is not None and self.strict and error is None:
                 raise session.pending_error
         finally:

@@ -116,11 +116,15 @@ def test_unserializable_value_is_marked_and_counted_not_raised(recorder_factory)
     assert state["notes"][0]["unserializable"] is True and "Opaque thing" in state["notes"][0]["repr"]
 
 
-def test_strict_mode_raises_recorder_faults(recorder_factory):
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_strict_mode_raises_recorder_faults(recorder_factory, durability):
+    """In every durability: under async and exit the writer's thread encodes, and a strict run
+    waits for it at its end, so the fault raises from invoke, not only in a log line."""
+
     def odd(state: S):
         return {"notes": [Opaque()]}
 
-    rec = recorder_factory(durability="sync", strict=True)
+    rec = recorder_factory(durability=durability, strict=True)
     with pytest.raises(RecorderFault):
         rec.attach(chain(1, node=odd)).invoke({"n": 0, "notes": []})
 
