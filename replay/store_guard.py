@@ -4,8 +4,8 @@ A node given ``store`` (``get_store()``, ``InjectedStore``) may write memories. 
 or a fork is a what-if run of past work: its writes must not reach the graph's real
 store, which in production is the team's ``PostgresStore``. The replayed graph gets
 this guard instead: reads go to the real store, writes are kept in the guard for
-the rest of the replay (a node that writes and reads back sees its own write), and
-nothing is ever written through.
+the rest of the replay (a node that writes and reads back, by key or by search, sees its
+own write), and nothing is ever written through.
 
 A strict replay of a recording that recorded its store answers the reads from the
 recording instead (``answers``, see ``store_answers``): the guard then asks the real
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result
+from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchItem, SearchOp
 
 from graphtape.recorder.store_capture import StoreOver
 
@@ -75,9 +75,31 @@ class ReplayStore(StoreOver):
                 value = self.written[_key(op)]
                 now = datetime.now(timezone.utc)
                 out.append(None if value is _GONE else Item(value=value, key=op.key, namespace=tuple(op.namespace), created_at=now, updated_at=now))
+            elif isinstance(op, SearchOp) and self.written:
+                out.append(self._searched(op, next(answers)))
             else:
                 out.append(next(answers))
         return out
+
+    def _searched(self, op: SearchOp, found: Any) -> list[Any]:
+        """A search of the real store, with this replay's own writes under the prefix in it: a
+        put first (newest), a key it put or deleted not as the real store has it."""
+        prefix = tuple(op.namespace_prefix)
+        mine = []
+        now = datetime.now(timezone.utc)
+        for (ns, key), value in self.written.items():
+            if value is _GONE or ns[: len(prefix)] != prefix or not _matches(value, op.filter):
+                continue
+            mine.append(SearchItem(namespace=ns, key=key, value=value, created_at=now, updated_at=now))
+        theirs = [i for i in (found or []) if (tuple(i.namespace), i.key) not in self.written]
+        return (mine + theirs)[: op.limit] if op.offset == 0 else theirs[: op.limit]
+
+
+def _matches(value: Any, wanted: dict[str, Any] | None) -> bool:
+    """A search filter's exact matches (the operators a store also takes are not judged here: kept)."""
+    if not wanted:
+        return True
+    return isinstance(value, dict) and all(isinstance(w, dict) or value.get(k) == w for k, w in wanted.items())
 
 
 def _key(op: GetOp | PutOp) -> tuple[tuple[str, ...], str]:

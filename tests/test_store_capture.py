@@ -393,3 +393,45 @@ def test_diffing_runs_of_other_models_names_a_store_read_as_a_store_read(db, cap
     assert code == 1
     assert "the runs asked other models" in out
     assert "store 'get' answered differently" in out, out
+
+
+class Memo(TypedDict, total=False):
+    user: str
+    found: list
+
+
+def _writes_then_searches(store: BaseStore):
+    def write(s: Memo) -> dict:
+        get_store().put(("mem", s["user"]), "k1", {"fact": "likes tea"})
+        get_store().put(("mem", s["user"]), "k2", {"fact": "hates rain"})
+        get_store().delete(("mem", s["user"]), "k2")
+        return {}
+
+    def read(s: Memo) -> dict:
+        return {"found": [i.value["fact"] for i in get_store().search(("mem", s["user"]))]}
+
+    b = StateGraph(Memo)
+    b.add_node("write", write)
+    b.add_node("read", read)
+    b.add_edge(START, "write")
+    b.add_edge("write", "read")
+    b.add_edge("read", END)
+    return b.compile(store=store)
+
+
+@pytest.mark.parametrize("mode", ["live", "strict"])
+def test_a_fork_searching_what_it_wrote_finds_it_and_the_real_store_stays_unwritten(db, mode):
+    """A what-if run keeps its writes to itself; a later step that searches for them (not only a
+    get by key) finds them, with what it deleted left out, as the recorded run did."""
+    from graphtape.replay import fork
+
+    real = InMemoryStore()
+    with Recorder(db) as rec:
+        out = rec.attach(_writes_then_searches(real)).invoke({"user": "alice", "found": []})
+        run_id = rec.last_run_id
+    assert out["found"] == ["likes tea"]
+    result = fork(run_id, _writes_then_searches(real), 0, {"user": "bob"}, mode=mode, db=db)
+    assert result.error is None, result.report()
+    assert result.final_state["found"] == ["likes tea"]
+    assert real.search(("mem", "bob")) == []  # the fork's writes never reached the store
+    assert not replay(run_id, _writes_then_searches(real), mode="live", db=db).diverged
