@@ -390,7 +390,8 @@ class _Run:
             detail = self.store.step_detail(self.run.id, step, typed=True)  # Send packets as the graph's types
         except GraphtapeError:
             return update, as_node, None
-        commands = [r for r in detail.routes if r.kind == "command" and r.destinations]
+        # A subgraph node's Command(graph=Command.PARENT) is its root node's route ("parent-command").
+        commands = [r for r in detail.routes if r.kind in ("command", "parent-command") and r.destinations]
         if not commands or not isinstance(update, dict):
             return update, as_node, None
         from langgraph.types import Command, Send

@@ -1160,6 +1160,40 @@ def test_fork_in_live_mode_compares_only_calls_after_the_fork(db):
     assert not [d for d in result.divergences if d.kind == "missing" and d.step is not None and d.step <= after_tools], result.report()
 
 
+class Handoff(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    note: str
+
+
+def handoff_graph():
+    """Agent ``a`` (a subgraph) hands off to root node ``b`` with Command(graph=Command.PARENT)."""
+    inner = StateGraph(Handoff)
+    inner.add_node("decide", lambda s: Command(graph=Command.PARENT, goto="b", update={"log": ["a handed off"]}))
+    inner.add_edge(START, "decide")
+    b = StateGraph(Handoff)
+    b.add_node("a", inner.compile(), destinations=("b",))
+    b.add_node("b", lambda s: {"log": [f"b saw {s.get('note', 'nothing')}"]})
+    b.add_edge(START, "a")
+    b.add_edge("b", END)
+    return b.compile()
+
+
+def test_a_fork_after_a_handoff_to_the_parent_goes_where_the_handoff_went(db):
+    """The handoff is the root node's route (kind parent-command): the edit is applied as that
+    node's Command with the recorded goto, so the fork runs ``b`` instead of stopping after it."""
+    run_id = record(db, handoff_graph(), {"log": []})
+    store = open_store(db)
+    try:
+        after_a = next(s.step for s in store.list_steps(run_id) if s.nodes == ["a"])
+        assert [r.kind for r in store.step_detail(run_id, after_a).routes] == ["parent-command"]
+    finally:
+        store.close()
+    result = fork(run_id, handoff_graph(), after_a, {"note": "the edit"}, db=db)
+    assert result.error is None, result.report()
+    assert result.final_state["log"][-1] == "b saw the edit", result.final_state
+    assert not [d for d in result.divergences if d.kind == "missing"], result.report()
+
+
 def test_last_means_the_newest_recorded_run_not_a_replay(db):
     run_id = record(db, G.cmd_graph(), {"x": 9})
     result = replay(run_id, G.cmd_graph(), db=db)
