@@ -834,7 +834,8 @@ def _with_handler(callbacks: Any, handler: CaptureHandler) -> Any:
         manager = callbacks.copy()
         manager.add_handler(handler, inherit=True)
         return manager
-    return [handler]
+    # Anything else (a lone handler, a tuple) LangChain rejects: hand it on so the run fails as bare.
+    return callbacks
 
 
 def _as_tuple(items: Any) -> tuple:
