@@ -44,7 +44,9 @@ from graphtape.recorder.session import ERROR, INTERRUPT, NULL_TASK_ID, RunSessio
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
 from graphtape.recorder.store.connection import check_url
+from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store.sql_store import for_writing, is_not_a_store, open_for_writing
+from graphtape.recorder.store_opening import START_WAIT_S, BackgroundOpen
 from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
 from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, awithout_key, without_checkpoints, without_key
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
@@ -124,7 +126,9 @@ class Recorder:
 
     A store that is down, missing, read-only or locked never stops the graph:
     ``Recorder(...)`` warns once and keeps trying to open it, and rows the
-    store does not take are kept and written once it does. ``sync`` waits for
+    store does not take are kept and written once it does. A server that does
+    not answer holds ``Recorder(...)`` at most 2 s: the open goes on in the
+    background. ``sync`` waits for
     a locked store at most ``lock_wait`` seconds (default 2) before the run
     goes on and its rows are left to the background retry. Each such fault is
     counted (``fault_count``, and on the run, shown by the TUI's ``i``). Only a
@@ -171,8 +175,17 @@ class Recorder:
         given, store = store, None
         url = given.url if given is not None else check_url(db)  # a db that names no store raises; one that cannot be reached yet does not
         open_error: StoreError | None = None
+        opener: Callable[..., SqlStore] = lambda: open_for_writing(url)  # noqa: E731
         try:
-            store = open_for_writing(url) if given is None else for_writing(given)
+            if given is not None:
+                store = for_writing(given)
+            elif url.startswith("sqlite"):
+                store = opener()
+            else:
+                # A server that does not answer holds a connect for its whole timeout: the program
+                # goes on after START_WAIT_S at most, the open in the background (the writer asks again).
+                opener = BackgroundOpen(opener, f"cannot open {shown_url(url)}").attempt
+                store = opener(START_WAIT_S)
         except SchemaVersionError:
             raise
         except StoreError as exc:
@@ -186,7 +199,7 @@ class Recorder:
             hold=self.durability is Durability.EXIT,
             on_fault=self._write_fault,
             lock_wait=lock_wait,
-            opener=lambda: open_for_writing(url),
+            opener=opener,
             open_error=open_error,
         )
 

@@ -227,8 +227,11 @@ class Writer:
             self._dispatch()
         return not self._kept and not self._inflight
 
-    def close(self, timeout: float | None = CLOSE_WAIT_S) -> None:
-        """Flush, keep trying kept rows for up to ``timeout`` seconds, then stop (what is left is counted lost)."""
+    def close(self, timeout: float | None = CLOSE_WAIT_S, *, at_exit: bool = False) -> None:
+        """Flush, keep trying kept rows for up to ``timeout`` seconds, then stop (what is left is counted lost).
+
+        ``at_exit``: the program looks finished, so a wait for the store says why it is still there.
+        """
         if self._closed:
             return
         limit = CLOSE_WAIT_S if timeout is None else timeout
@@ -239,6 +242,11 @@ class Writer:
             self._queue.put(None)
             self._bell.set()
             self._thread.join(max(0.0, deadline - time.monotonic()) + 1.0)
+        if at_exit and self._kept and not self._gone and deadline - time.monotonic() > 1.0:
+            sys.stderr.write(
+                f"graphtape: the store has not taken {_rows(self._kept)} rows ({_why(self._failing)}); "
+                f"trying for {deadline - time.monotonic():.0f} s more before exit (Ctrl-C stops)\n"
+            )
         delay = _RETRY_FIRST_S
         while self._kept and not self._gone:
             left = deadline - time.monotonic()
@@ -727,7 +735,7 @@ if hasattr(os, "register_at_fork"):
 def _flush_at_exit() -> None:
     for w in list(_live_writers):
         try:
-            w.close()
+            w.close(at_exit=True)
         except KeyboardInterrupt:
             # Ctrl-C while the last rows go in: the person wants out. Say what that costs, in
             # one line, not a traceback from graphtape's exit hook.
