@@ -66,6 +66,11 @@ def write_fixture(path: str | os.PathLike, fixture: Mapping[str, Any], *, overwr
     """
     target = Path(path)
     data = dumps_fixture(fixture)
+    if len(data) > MAX_FILE_BYTES:  # a test could not read it back: say so now, not in CI
+        raise FixtureError(
+            f"the fixture would be {len(data) / (1024 * 1024):.0f} MB, over the {MAX_FILE_BYTES // (1024 * 1024)} MB a fixture may be: "
+            "check fewer steps with --steps A:B"
+        )
     if target.is_dir():
         raise FixtureError(f"{target} is a folder: give the fixture's file path (-o {target / 'NAME.json'})")
     if not overwrite and target.exists():

@@ -482,3 +482,26 @@ def test_a_value_nested_to_the_limit_is_read_and_one_level_more_is_refused(leaf)
     _Shape("fixture").value(nested(levels), "inputs")
     with pytest.raises(FixtureError, match=f"nested deeper than {MAX_DEPTH} levels"):
         _Shape("fixture").value(nested(levels + 1), "inputs")
+
+
+def test_export_refuses_a_fixture_no_test_could_read(tmp_path, react, capsys, monkeypatch):
+    """A runaway run's fixture, over the size a test reads, is refused when it is written, not in CI."""
+    import graphtape.replay.fixture as fixture_api
+    import graphtape.replay.fixture_format as fx
+
+    db = tmp_path / "a.db"
+    run_id = record(db, react.build_graph(), react.inputs_for(), name="demo:react")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(fx, "MAX_FILE_BYTES", 2048)
+    monkeypatch.setattr(fixture_api, "MAX_FILE_BYTES", 2048)
+    assert main(["--db", str(db), "export", run_id]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "over the 0 MB a fixture may be: check fewer steps with --steps A:B" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "fixtures").exists()
+    assert main(["--db", str(db), "test-gen", run_id, "-o", "tests", "--graph", "myagent:graph"]) == 2
+    assert "a fixture may be" in capsys.readouterr().err and not (tmp_path / "tests").exists()
+    # To stdout the bytes are the user's to keep elsewhere: written, with a warning.
+    assert main(["--db", str(db), "export", run_id, "-o", "-"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["steps"]
+    assert "a test reads at most 0 MB" in captured.err

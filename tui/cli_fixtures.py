@@ -100,12 +100,14 @@ def _summary(fixture: dict[str, Any]) -> str:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a run as a fixture file (or to stdout with ``-o -``)."""
-    from graphtape.replay.fixture import dumps_fixture, write_fixture
+    from graphtape.replay.fixture import MAX_FILE_BYTES, dumps_fixture, write_fixture
 
     fixture, run = _export(args)
     _warn_machine_path(fixture)
     if args.output == "-":
         data = dumps_fixture(fixture)
+        if len(data) > MAX_FILE_BYTES:
+            print(f"graphtape: warning: this fixture is {len(data) / (1024 * 1024):.0f} MB; a test reads at most {MAX_FILE_BYTES // (1024 * 1024)} MB (check fewer steps with --steps A:B)", file=sys.stderr)
         if sys.stdout.isatty():  # recorded text on a terminal: through the stream that shows controls as "?"
             sys.stdout.write(data.decode("utf-8"))
         else:
