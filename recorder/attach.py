@@ -26,11 +26,13 @@ from typing import Any, NamedTuple
 
 import orjson
 from langchain_core.callbacks import BaseCallbackManager
+from langgraph.cache.base import BaseCache
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.store.base import BaseStore
 
 from graphtape.recorder import http_capture, inline_saves
+from graphtape.recorder.cache_hits import HitNamingCache
 from graphtape.recorder.call_waits import CallWaits
 from graphtape.recorder.capture import CaptureHandler
 from graphtape.recorder.choices import Choice
@@ -254,6 +256,9 @@ class Recorder:
             # The graph's long-term memory: what its tasks read and write is recorded too.
             update["store"] = RecordingStore(unwrapped(graph.store))
             binding.records_store = True
+        cache = getattr(graph, "cache", None)
+        if isinstance(cache, BaseCache) and not isinstance(cache, HitNamingCache):
+            update["cache"] = HitNamingCache(cache)  # a hit names the task it served (no callback does)
         copy = base_cls.copy(graph, update=update)
         copy.__class__ = _recorded_class(base_cls, binding)
         return copy

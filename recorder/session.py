@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+from graphtape.recorder.cache_hits import task_name
 from graphtape.recorder.call_waits import CallWaits
 from graphtape.recorder.channel_writes import is_send as _is_send
 from graphtape.recorder.channel_writes import stored
@@ -247,6 +248,8 @@ class RunSession:
                 parts = task_path.lstrip("~").split(", ")
                 if len(parts) >= 2 and parts[0] == "__pregel_pull":
                     acc.node = parts[1]
+                elif not acc.seen_callback:
+                    acc.node = task_name(writes)  # a @task served from the cache: its path holds no name
             acc.has_writes = True
             for ch, v in writes:
                 if ch == INTERRUPT:

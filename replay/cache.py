@@ -13,10 +13,12 @@ into it is dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langgraph.cache.base import BaseCache, FullKey
+
+from graphtape.recorder.cache_hits import key_name
 
 _BRANCH = "branch:to:"
 _TASKS = "__pregel_tasks"
@@ -33,8 +35,7 @@ class RecordedCache(BaseCache[Any]):
     def get(self, keys: Sequence[FullKey]) -> dict[FullKey, Any]:
         out: dict[FullKey, Any] = {}
         for key in keys:
-            ns = key[0]
-            node = ns[2] if len(ns) > 2 else None
+            node = key_name(key)
             queue = self._queue.get(node) if node is not None else None
             if not queue:
                 continue
@@ -59,12 +60,15 @@ class RecordedCache(BaseCache[Any]):
         return None
 
 
-def cached_nodes(graph: Any) -> set[str]:
-    """The graph's nodes that LangGraph may serve from a cache (a ``CachePolicy``, and a cache to use)."""
+def cached_nodes(graph: Any, recorded_tasks: Iterable[str] = ()) -> set[str]:
+    """The graph's nodes that LangGraph may serve from a cache (a ``CachePolicy``, and a cache to use),
+    and, as any of them may have one, the recorded tasks that are no node (functional-API ``@task``
+    calls: their policy is the call's, out of sight until it is made)."""
     if getattr(graph, "cache", None) is None:
         return set()
     default = getattr(graph, "cache_policy", None)
-    return {name for name, node in graph.nodes.items() if getattr(node, "cache_policy", None) or default}
+    nodes = {name for name, node in graph.nodes.items() if getattr(node, "cache_policy", None) or default}
+    return nodes | {name for name in recorded_tasks if name not in graph.nodes}
 
 
 def recorded_executions(details: Sequence[Any], nodes: set[str], after_step: int, joins: Mapping[tuple[str, str], str]) -> dict[str, list[list[tuple[str, Any]] | None]]:

@@ -219,7 +219,7 @@ class _Run:
             base = base.copy(update={"store": guard})
         if self.mock_nodes:
             base = _with_mocked_nodes(base, self.store, self.run.id, self.mock_nodes)
-        cached = cached_nodes(base) - set(self.mock_nodes)
+        cached = cached_nodes(base, {n for s in self._root_steps() for n in s.nodes}) - set(self.mock_nodes)
         if cached:
             # LangGraph's cache lookups are answered from the recording: a hit replays as a hit.
             typed = self.store.step_details(self.run.id, "", typed=True)

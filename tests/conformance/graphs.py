@@ -57,7 +57,7 @@ from docs_shapes import (  # noqa: E402  (the shapes of the packages' docs; list
     tool_errors,
     tool_interrupt,
 )
-from probed_shapes import IMAGE_BLOCK, async_middleware_agent, breakpoint_continue, cached_subgraph, edited_approval, edited_continue, exit_durability, image_prompt, quotes_run, remembering_subgraph, retried_fanout, returning_user, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
+from probed_shapes import IMAGE_BLOCK, async_middleware_agent, breakpoint_continue, cached_subgraph, cached_task, drafts_run, edited_approval, edited_continue, exit_durability, image_prompt, quotes_run, remembering_subgraph, retried_fanout, returning_user, send_to_subgraph, task_interrupts, two_questions  # noqa: E402  (listed in CASES below)
 
 
 def call(tool_name: str, call_id: str, **args: Any) -> dict[str, Any]:
@@ -586,6 +586,7 @@ CASES: dict[str, Case] = {
     "image_prompt": Case({"messages": [HumanMessage(content=[{"type": "text", "text": "what is this?"}, IMAGE_BLOCK])]}),
     "retried_fanout": Case({"items": ["a", "b", "c"]}, config={"configurable": {"thread_id": "rf"}}, go_on=True),
     "cached_subgraph": Case({"item": "apple", "total": 0}, repeat=True),
+    "cached_task": Case("tides", repeat=True),
     "edited_approval": Case({"draft": "refund 5"}, config={"configurable": {"thread_id": "ea"}}, resume="approved", resume_update={"note": "checked by Ada"}),
     "returning_user": Case({"user": "ada"}, frozenset({"_returning"}), repeat=True),
 }

@@ -148,7 +148,7 @@ NAMES = [
     "react_structured", "tool_errors", "tool_interrupt", "agent_hitl", "agent_limits", "nested_routers", "sub_in_node", "map_reduce",
     "streamed", "custom_stream", "context_store", "io_schema", "task_retry", "goto_send", "deferred", "supervisor_full", "swarm3",
     "agent_in_node", "two_questions", "task_interrupts", "send_to_subgraph", "async_middleware_agent", "breakpoint_continue",
-    "edited_continue", "exit_durability", "remembering_subgraph", "image_prompt", "retried_fanout", "cached_subgraph",
+    "edited_continue", "exit_durability", "remembering_subgraph", "image_prompt", "retried_fanout", "cached_subgraph", "cached_task",
     "edited_approval", "returning_user",
 ]
 
@@ -538,6 +538,38 @@ def test_a_cache_hit_inside_a_subgraph_with_its_own_cache_replays_as_a_hit(corpu
         first = replay(miss_run, graphs.cached_subgraph, store=store)
         assert not first.diverged, first.report()
         assert graphs.quotes_run["n"] == before + 1 and quote_tasks(first.run_id) == [("quote", False)]
+    finally:
+        store.close()
+
+
+def test_a_cached_functional_task_replays_hit_as_hit_and_miss_as_miss(corpus, recorded):
+    """A functional-API ``@task`` with a cache policy: the hit (no code ran, no callback) is recorded
+    under the task's name, a replay serves it from the recording with the cache empty, and the
+    miss runs the task (its model call answered from the recording) with the cache warm."""
+    graphs, _ = corpus
+    from graphtape import open_store, replay
+
+    db, runs = recorded
+    store = open_store(db)
+    try:
+        hit_run = runs["cached_task"][0]
+        miss_run = next(r.id for r in store.list_runs() if r.name == "cached_task" and r.parent_run_id is None and r.id != hit_run)
+
+        def tasks(run_id: str) -> list[tuple[str, bool]]:
+            return sorted((t.node, t.cached) for d in store.step_details(run_id) for t in d.tasks)
+
+        assert tasks(hit_run) == [("cached_task", False), ("draft", True), ("polish", False)]
+        assert tasks(miss_run) == [("cached_task", False), ("draft", False), ("polish", False)]
+        graphs.cached_task.cache.clear()  # a fresh process's cache
+        before = graphs.drafts_run["n"]
+        again = replay(hit_run, graphs.cached_task, store=store, mode="strict")
+        assert not again.diverged, again.report()
+        assert graphs.drafts_run["n"] == before and tasks(again.run_id) == tasks(hit_run)
+        graphs.cached_task.invoke("tides")  # warm the graph's own cache
+        before = graphs.drafts_run["n"]
+        first = replay(miss_run, graphs.cached_task, store=store, mode="strict")
+        assert not first.diverged, first.report()
+        assert graphs.drafts_run["n"] == before + 1 and tasks(first.run_id) == tasks(miss_run)
     finally:
         store.close()
 
