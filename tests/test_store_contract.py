@@ -275,6 +275,15 @@ def test_runs_are_listed_newest_first_with_a_stable_tie_break(listed: SqlStore) 
     assert [listed.resolve_run(f"last~{i}") for i in range(5)] == ids
 
 
+def test_last_n_counts_recorded_runs_only(listed: SqlStore) -> None:
+    """Replays and forks are reached by id: ``last~N`` and its error count the recorded runs."""
+    listed.write(Batch(runs_new=[run_row("d00d000000000001", started=500.0, name="replay", parent_run_id="c0ffee0000000001")]))
+    assert listed.resolve_run("last") == "c0ffee0000000001"
+    assert listed.resolve_run("last~4") == "a1b2c3d4e5f60001"
+    with pytest.raises(RunNotFound, match=r"'last~5' goes back further than the 5 recorded run\(s\)"):
+        listed.resolve_run("last~5")
+
+
 def test_runs_filter_by_status(listed: SqlStore) -> None:
     assert [r.id for r in listed.list_runs(status="error")] == ["a1b2c3d4e5f60002"]
     assert [r.id for r in listed.list_runs(status="interrupted")] == ["c0ffee0000000000"]

@@ -86,6 +86,10 @@ class RunReads:
     _RUN_ROW = sa.select(*_RUN_COLS).where(S.runs.c.id == sa.bindparam("run_id"))
     _WHOLE_RUN_ROW = sa.select(S.runs).where(S.runs.c.id == sa.bindparam("run_id"))
 
+    def _recorded_count(self) -> int:
+        """Runs ``last~N`` counts: recorded ones, not replays and forks."""
+        return int(self._read(sa.select(sa.func.count()).select_from(S.runs).where(S.runs.c.parent_run_id.is_(None)))[0][0])
+
     @_damage_is_a_store_error
     def resolve_run(self, ref: str) -> str:
         """A full run id from an id, a unique prefix, ``last``, ``last~N`` or a run's name (its newest recorded run).
@@ -106,13 +110,13 @@ class RunReads:
                     raise RunNotFound(f"bad run alias {ref!r}: use last or last~N with N a whole number")
                 back = int(text)
                 if back > MAX_INT:
-                    raise RunNotFound(f"{ref!r} goes back further than the {self.count_runs()} recorded run(s)")
+                    raise RunNotFound(f"{ref!r} goes back further than the {self._recorded_count()} recorded run(s)")
             rows = self._read(sa.select(S.runs.c.id).where(S.runs.c.parent_run_id.is_(None)).order_by(*self._NEWEST_FIRST).offset(back).limit(1))
             if not rows and not back:  # only derived runs: the newest of those
                 rows = self._read(sa.select(S.runs.c.id).order_by(*self._NEWEST_FIRST).limit(1))
             if not rows:
                 if back:
-                    raise RunNotFound(f"{ref!r} goes back further than the {self.count_runs()} recorded run(s)")
+                    raise RunNotFound(f"{ref!r} goes back further than the {self._recorded_count()} recorded run(s)")
                 raise RunNotFound("the store has no runs yet: record one first (graphtape demo)")
             return rows[0].id
         if self._read(self._ID_IS, {"run_id": ref}):
