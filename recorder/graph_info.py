@@ -47,6 +47,8 @@ class GraphInfo:
     # state channels LangGraph keeps out of checkpoints and rebuilds from their writes
     # (``DeltaChannel``): channel name -> the graph's channel, whose reducer rebuilds them here too
     deltas: dict[str, Any] = field(default_factory=dict)
+    # the state keys a run returns, where the graph's output schema names fewer than its state has
+    output: list[str] | None = None
     # per-node facts asked once per superstep, worked out once (the shape never changes once described)
     _ends_here: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
@@ -103,6 +105,8 @@ class GraphInfo:
                 for name, ends in routers.items()
             ],
         }
+        if self.output is not None:
+            out["output"] = self.output
         if self.subgraphs:
             out["subgraphs"] = {name: sub.to_json() for name, sub in sorted(self.subgraphs.items())}
         return out
@@ -122,6 +126,16 @@ def describe(graph: Any, depth: int = 0) -> GraphInfo:
 
 
 MAX_SUBGRAPH_DEPTH = 8
+
+
+def _output_keys(graph: Any, builder: Any) -> list[str] | None:
+    """The keys the graph returns, when its output schema names fewer than its state has."""
+    returned = getattr(graph, "output_channels", None)
+    state = getattr(builder, "channels", None)
+    if not isinstance(returned, (list, tuple)) or not isinstance(state, dict):
+        return None
+    keys = [str(k) for k in returned]
+    return keys if set(keys) < set(state) else None
 _UNKNOWN = GraphInfo(name="?")
 
 
@@ -134,6 +148,7 @@ def _describe_one(graph: Any) -> GraphInfo:
         info.nodes = [n for n in getattr(graph, "nodes", {}) if n != START]
         return info
     info.nodes = list(builder.nodes)
+    info.output = _output_keys(graph, builder)
     for name, spec in builder.nodes.items():
         ends = getattr(spec, "ends", None)
         if ends:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import operator
 import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated, TypedDict
 
 import pytest
+from langgraph.graph.message import add_messages
 
 from graphtape.tui.cli import build_parser, main
 
@@ -466,3 +469,38 @@ def test_load_graph_by_path_and_its_errors(tmp_path):
     with pytest.raises(GraphLoadError, match="RuntimeError: boom at import") as info:
         load_graph(f"{broken}:graph")
     assert isinstance(info.value.__cause__, RuntimeError)  # kept for --debug
+
+
+class TrimState(TypedDict):
+    done: Annotated[list, operator.add]
+    messages: Annotated[list, add_messages]
+
+
+class TrimReturned(TypedDict):
+    done: list
+
+
+def test_show_counts_every_message_a_step_writes_and_gives_the_output_the_graph_returns(tmp_path, capsys):
+    """A step that removes two messages says two; a graph with an output schema returned its keys only."""
+    from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape import Recorder
+
+    def trim(state: TrimState) -> dict:
+        return {"done": ["trim"], "messages": [RemoveMessage(id=m.id) for m in state["messages"][:2]]}
+
+    b = StateGraph(TrimState, output_schema=TrimReturned)
+    b.add_node("trim", trim)
+    b.add_edge(START, "trim")
+    b.add_edge("trim", END)
+    db = tmp_path / "gt.db"
+    with Recorder(db) as rec:
+        out = rec.attach(b.compile(), name="trim").invoke({"done": [], "messages": [HumanMessage("a", id="1"), AIMessage("b", id="2"), HumanMessage("c", id="3")]})
+    assert out == {"done": ["trim"]}
+    code, text, _ = run(capsys, "--db", str(db), "show", "last")
+    assert code == 0
+    lines = text.splitlines()
+    assert any(line.split() == ["output", '{"done":', '["trim"]}'] for line in lines), text
+    assert any(line.strip() == "remove 2 messages" for line in lines), text
+    assert any(line.strip() == '3 messages, last human: "c"' for line in lines), text

@@ -186,9 +186,18 @@ def short(value: Any) -> str:
     if _is_message(value):
         return message_line(value)
     if isinstance(value, list) and value and all(_is_message(v) for v in value):
-        last = message_line(value[-1])
-        return last if len(value) == 1 else f"{len(value)} messages, last {last}"
+        return messages_line(value)
     return compact(value)
+
+
+def messages_line(messages: list[dict[str, Any]]) -> str:
+    """Several messages as one line: how many, and the last (removals counted as such)."""
+    last = message_line(messages[-1])
+    if len(messages) == 1:
+        return last
+    if all(m.get("type") == "remove" for m in messages):
+        return f"remove {len(messages)} messages" if all(m.get("id") != "__remove_all__" for m in messages) else "remove all messages"
+    return f"{len(messages)} messages, last {last}"
 
 
 def _status(run: dict[str, Any]) -> str:
@@ -275,7 +284,8 @@ def task_preview(task: dict[str, Any], width: int = 120, interrupts: bool = True
         return clip(head + tail, width) if head or tail else "(no update)"
     # The message is the story; keep the small scalar updates (counters, flags) visible after it.
     room = width - len(head) - (len(tail) + 2 if tail else 0)
-    return clip(head + clip(message_line(last), max(room, width // 2)) + (f"  {tail}" if tail else ""), width)
+    said = messages_line(messages) if isinstance(messages, list) and all(_is_message(m) for m in messages) else message_line(last)
+    return clip(head + clip(said, max(room, width // 2)) + (f"  {tail}" if tail else ""), width)
 
 
 def _versions(versions: dict[str, str]) -> str:

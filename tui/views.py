@@ -64,6 +64,14 @@ def _detail_dict(detail: StepDetail) -> dict[str, Any]:
     }
 
 
+def _returned(state: Any, graph: dict[str, Any]) -> Any:
+    """What the run returned: its last state, cut to the keys of the graph's output schema."""
+    keys = graph.get("output") if isinstance(graph, dict) else None
+    if isinstance(state, dict) and isinstance(keys, list):
+        return {k: v for k, v in state.items() if k in keys}
+    return state
+
+
 def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
     """A run's header and every superstep of one namespace, with its tasks, routes and call counts."""
     detail = store.run_detail(ref)
@@ -82,7 +90,7 @@ def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
     return {
         "run": run_dict(run),
         "inputs": detail.inputs,
-        "output": detail.output,
+        "output": _returned(detail.output, detail.graph),
         "config": detail.config,
         "versions": detail.versions,
         "graph": detail.graph,
