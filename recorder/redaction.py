@@ -186,6 +186,11 @@ _FORM_FIELD = compile_linear(
     rf"(?:{_EOL}[^\r\n\\]+)*?{_EOL}{_EOL}(?P<v>[^\r\n\\]+)"
 )
 _FORM_KEY, _FORM_VALUE = _FORM_FIELD.groupindex["k"], _FORM_FIELD.groupindex["v"]
+# An XML or HTML element's text under a tag naming a secret (<password>...</password>, a SOAP
+# <wsse:Password>, <secret name="x">...</secret>): its closing tag is matched to its opening one
+# by comparing the two names (RE2 has no backreferences).
+_XML_ELEMENT = compile_linear(r"<(?P<open>[A-Za-z_][\w.\-:]*)(?:\s[^<>]*)?>(?P<v>[^<]+)</(?P<close>[A-Za-z_][\w.\-:]*)\s*>")
+_XML_OPEN, _XML_VALUE, _XML_CLOSE = (_XML_ELEMENT.groupindex[g] for g in ("open", "v", "close"))
 _SPACE = b" \t\r\n\f\v"
 # The value after a secret key, matched where the key ends (anchored): a string in the quotes
 # it is written with (escapes included, so an escaped quote does not end it), a bare number,
@@ -472,7 +477,7 @@ class Redactor:
         return [(m.end(start), m.end()) for m in self._tokens.finditer(text)] + [m.span() for m in self._text.finditer(text)]
 
     def _may_hold_keys(self, text: str) -> bool:
-        if "=" not in text and ":" not in text:
+        if "=" not in text and ":" not in text and "</" not in text:
             return False
         low = text.lower()
         return any(f in low for f in self._fragments)
@@ -495,6 +500,8 @@ class Redactor:
         """Byte spans of the values of secret keys in UTF-8 ``data``, in order, not overlapping:
         keys written with their values, and multipart form fields named like a secret."""
         forms = [m.span(_FORM_VALUE) for m in _FORM_FIELD.finditer(data) if self.is_secret_key(m.group(_FORM_KEY).decode(errors="replace"))] if b"form-data" in data.lower() else []
+        if b"</" in data:
+            forms += [m.span(_XML_VALUE) for m in _XML_ELEMENT.finditer(data) if self._names_a_secret_element(m.group(_XML_OPEN), m.group(_XML_CLOSE))]
         if not forms:
             yield from self._key_value_spans(data)
             return
@@ -503,6 +510,12 @@ class Redactor:
             if start >= done:
                 yield start, end
                 done = end
+
+    def _names_a_secret_element(self, opening: bytes, closing: bytes) -> bool:
+        if opening != closing:
+            return False
+        name = opening.decode(errors="replace")
+        return self.is_secret_key(name.rpartition(":")[2])  # a namespace prefix (wsse:) says nothing
 
     def _key_value_spans(self, data: bytes) -> Iterator[tuple[int, int]]:
         """Byte spans of the values of secret keys written with their values, in order, not overlapping.

@@ -157,6 +157,27 @@ def test_multipart_form_fields_named_like_a_secret_lose_their_value(line_end: st
     assert r.spans(body) and len(r.spans(body)) == 2
 
 
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("<config><password>hunter2hunter2</password><user>bob</user></config>", f"<config><password>{MARK}</password><user>bob</user></config>"),
+        ('<wsse:Password Type="PasswordText">p@ss w0rd</wsse:Password>', f'<wsse:Password Type="PasswordText">{MARK}</wsse:Password>'),
+        ('<secret name="db">topsecretvalue</secret>', f'<secret name="db">{MARK}</secret>'),
+        ("<b>bold</b> then <Token>abc123xyz</Token>", f"<b>bold</b> then <Token>{MARK}</Token>"),
+    ],
+)
+def test_xml_elements_named_like_a_secret_lose_their_text(text: str, kept: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == kept
+    assert r.count == 1
+
+
+@pytest.mark.parametrize("text", ["<user>bob</user><monkey>banana</monkey>", "<password></password>", "<password>x</secret>", "&lt;password&gt;x&lt;/password&gt;"])
+def test_other_xml_is_left_alone(text: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == text and r.count == 0
+
+
 def test_user_patterns_and_keys() -> None:
     r = Redactor(patterns=[r"ACME-\d{4}-\d{4}", r"(?i:employee #\d+)"], keys=["ssn", "x-internal"])
     value = {
