@@ -40,6 +40,7 @@ from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersi
 from graphtape.recorder.graph_info import GraphInfo, describe
 from graphtape.recorder.graph_origin import Origin, display_name, origin_of
 from graphtape.recorder.lone_surrogates import json_bytes
+from graphtape.recorder.printed_modes import PrintedCheckpoints
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
 from graphtape.recorder.session import ERROR, INTERRUPT, NULL_TASK_ID, RunSession, host_and_pid, task_path
@@ -654,11 +655,14 @@ def _recorded_class(base: type, binding: _Binding) -> type:
     def stream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> Iterator[Any]:
         rec = binding.recorder
         session, config, kwargs = rec._begin(binding, self, input, config, kwargs)
+        printer, kwargs = PrintedCheckpoints.take(self, kwargs)
         chunks = raw = base.stream(self, input, config, **kwargs)
         if (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
             # The lent saver's events are not the caller's stream; the graph's own saver's are, as
             # they would be without graphtape (its run key left out of their configs).
             chunks = without_checkpoints(chunks, shape) if binding.scoped is not None else without_key(chunks, shape, RUN_KEY)
+        if printer is not None:
+            chunks = printer.chunks(chunks)
         try:
             yield from chunks
         except BaseException as exc:
@@ -670,9 +674,12 @@ def _recorded_class(base: type, binding: _Binding) -> type:
     async def astream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         rec = binding.recorder
         session, config, kwargs = await _open_off_the_loop(rec, binding, self, input, config, kwargs)
+        printer, kwargs = PrintedCheckpoints.take(self, kwargs)
         chunks = raw = base.astream(self, input, config, **kwargs)
         if (shape := StreamShape(self, kwargs)).may_hold_checkpoints():
             chunks = awithout_checkpoints(chunks, shape) if binding.scoped is not None else awithout_key(chunks, shape, RUN_KEY)
+        if printer is not None:
+            chunks = printer.achunks(chunks)
         try:
             async for chunk in chunks:
                 yield chunk

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-_CHECKPOINT_MODES = ("checkpoints", "debug")
+CHECKPOINT_MODES = ("checkpoints", "debug")
 
 
 class StreamShape:
@@ -31,23 +31,26 @@ class StreamShape:
         self.parts = kwargs.get("version") == "v2"
 
     def may_hold_checkpoints(self) -> bool:
-        return any(m in _CHECKPOINT_MODES for m in self.modes)
+        return any(m in CHECKPOINT_MODES for m in self.modes)
 
     def is_checkpoint(self, chunk: Any) -> bool:
         """Whether ``chunk`` is a checkpoint event (which the bare graph would not have emitted)."""
         return self.checkpoint_of(chunk) is not None
 
+    def parts_of(self, chunk: Any) -> tuple[Any, Any, Any]:
+        """``(mode, namespace, data)`` of a chunk of this shape (``(None, None, None)`` if it has none)."""
+        if self.parts:
+            return (chunk.get("type"), chunk.get("ns"), chunk.get("data")) if isinstance(chunk, dict) else (None, None, None)
+        if self.several or self.subgraphs:
+            if not isinstance(chunk, tuple) or not chunk:
+                return None, None, None
+            ns, body = (chunk[0], chunk[1:]) if self.subgraphs else ((), chunk)
+            return (body[0], ns, body[1]) if self.several and len(body) >= 2 else (self.modes[0], ns, body[0] if body else None)
+        return self.modes[0], (), chunk
+
     def checkpoint_of(self, chunk: Any) -> dict | None:
         """The checkpoint a checkpoint event carries (its config among it), else None."""
-        if self.parts:
-            mode, data = (chunk.get("type"), chunk.get("data")) if isinstance(chunk, dict) else (None, None)
-        elif self.several or self.subgraphs:
-            if not isinstance(chunk, tuple) or not chunk:
-                return False
-            body = chunk[1:] if self.subgraphs else chunk
-            mode, data = (body[0], body[1]) if self.several and len(body) >= 2 else (self.modes[0], body[0] if body else None)
-        else:
-            mode, data = self.modes[0], chunk
+        mode, _, data = self.parts_of(chunk)
         if mode == "checkpoints":
             return data if isinstance(data, dict) else {}
         if mode == "debug" and isinstance(data, dict) and data.get("type") == "checkpoint":

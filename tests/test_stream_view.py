@@ -165,3 +165,58 @@ async def test_closing_a_stream_early_saves_where_it_stopped_before_aclose_retur
         assert run.status == "interrupted" and run.step_count >= 2, (run.status, run.step_count)
     finally:
         store.close()
+
+
+PRINTED = [
+    ("invoke", {"print_mode": "checkpoints"}),
+    ("invoke", {"print_mode": ["debug", "updates"]}),
+    ("stream", {"stream_mode": "updates", "print_mode": "debug"}),
+    ("stream", {"stream_mode": ["values", "checkpoints"], "print_mode": "checkpoints"}),
+    ("stream", {"stream_mode": "values", "print_mode": ["checkpoints", "values"], "subgraphs": True}),
+    ("stream", {"stream_mode": "updates", "print_mode": "debug", "version": "v2"}),
+    ("astream", {"stream_mode": "updates", "print_mode": ["checkpoints", "debug"]}),
+]
+
+
+def _printed(capsys) -> list[str]:
+    """What ``print_mode`` printed, each line's mode and what it says apart from ids and times."""
+    import re
+
+    lines = capsys.readouterr().out.splitlines()
+    uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    return [re.sub(uuid, "_", re.sub(r"'(checkpoint_id|id|timestamp)': '[^']*'", r"'\1': _", line)) for line in lines]
+
+
+@pytest.mark.parametrize("saver", [False, True], ids=["no-checkpointer", "own-checkpointer"])
+@pytest.mark.parametrize(("call", "kwargs"), PRINTED, ids=lambda v: v if isinstance(v, str) else "-".join(f"{a}={b}" for a, b in v.items()))
+def test_print_mode_prints_what_the_bare_graph_prints(tmp_path, capsys, saver, call, kwargs):
+    """LangGraph prints inside its loop: graphtape's lent saver's checkpoints and its run key
+    would be printed there. The caller's chunks and the printed lines are the bare graph's."""
+
+    def run(graph: Any) -> Any:
+        config = {"configurable": {"thread_id": "t"}} if saver else {}
+        if call == "invoke":
+            return graph.invoke({"n": 0}, config, **kwargs)
+        if call == "stream":
+            return [_mode_and_data(c, {"stream_mode": kwargs["stream_mode"], **kwargs}) for c in graph.stream({"n": 0}, config, **kwargs)]
+
+        async def chunks() -> list:
+            return [_mode_and_data(c, kwargs) async for c in graph.astream({"n": 0}, config, **kwargs)]
+
+        return asyncio.run(chunks())
+
+    def strip(out: Any) -> str:
+        import re
+
+        uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+        return re.sub(uuid, "_", re.sub(r"'timestamp': '[^']*'", "_", repr(out)))
+
+    bare_out = run(_graph(InMemorySaver() if saver else None))
+    bare = _printed(capsys)
+    with Recorder(tmp_path / "p.db") as rec:
+        recorded_out = run(rec.attach(_graph(InMemorySaver() if saver else None)))
+    recorded = _printed(capsys)
+    assert bare or kwargs["print_mode"] == "checkpoints" and not saver
+    assert recorded == bare
+    assert "__graphtape" not in "".join(recorded) and "graphtape-" not in "".join(recorded)
+    assert strip(recorded_out) == strip(bare_out)
