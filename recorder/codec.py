@@ -705,31 +705,36 @@ _HELD: dict[str, int] = {}
 _HELD_KEPT = 200_000
 
 
-def _reused(ref: str, value: Any, left: int) -> int:
-    """What taking blob ``ref``'s decoded ``value`` again costs a decode: the values it holds.
+def reused_cost(ref: str, value: Any, left: int = MAX_VALUES) -> tuple[int, int]:
+    """What taking blob ``ref``'s decoded ``value`` again costs a decode: ``(values, text)``, the
+    values it holds and the characters (or bytes) of its strings.
 
     A value taken again is the same object, but everything that walks it (JSON output, a
     diff, the TUI) walks it once per place: a million references to one blob of 2,000
-    strings must cost what they expand to, not a million. Counted once per blob, at most
+    strings must cost what they expand to, not a million, and two thousand references to
+    one 8 MB string cost 16 GB to print, not 8 MB. Counted once per blob, the values at most
     ``left`` + 1 (a decode refuses past its budget anyway).
     """
     held = _HELD.get(ref)
     if held is None:
-        held, stack = 0, [value]
-        while stack and held <= left:
+        values = text = 0
+        stack = [value]
+        while stack and values <= left:
             x = stack.pop()
             t = type(x)
-            if t is list or t is tuple:
-                held += len(x)
+            if t is str or t is bytes:
+                text += len(x)
+            elif t is list or t is tuple:
+                values += len(x)
                 stack.extend(x)
             elif t is dict:
-                held += len(x)
+                values += len(x)
                 stack.extend(x.values())
-        if held > left:
-            return held  # not kept: a larger budget may ask again
+        if values > left:
+            return values, text  # not kept: a larger budget may ask again
         if len(_HELD) >= _HELD_KEPT:
             _HELD.clear()
-        _HELD[ref] = held
+        held = _HELD[ref] = (values, text)
     return held
 
 
@@ -757,6 +762,7 @@ class Decoder:
         typed: bool = False,
         decoded: MutableMapping[str, Any] | None = None,
         max_values: int = MAX_VALUES,
+        charge: Callable[[int], None] | None = None,
     ) -> None:
         if typed and decoded is not None:
             raise ValueError("decoded blobs are plain values: they cannot stand in for typed ones")
@@ -764,6 +770,8 @@ class Decoder:
         self.typed = typed
         self.decoded = decoded
         self.max_values = max_values
+        self.charge = charge  # told the text a blob taken again holds (a store read's byte budget)
+        self._taken: set[str] = set()
         self._left = max_values
         self._inside = 0  # > 0 while a blob is being expanded
         self._weights: dict[str, int] = {}
@@ -772,7 +780,15 @@ class Decoder:
         self._left = self.max_values
         self._inside = 0
         self._weights: dict[str, int] = {}
+        self._taken = set()
         return self._dec(tree, 0)
+
+    def _take_again(self, ref: str, value: Any) -> None:
+        """Pay for blob ``ref`` taken once more: the values it holds, and its text (to ``charge``)."""
+        values, text = reused_cost(ref, value, self._left)
+        self._spend(values)
+        if self.charge is not None and text:
+            self.charge(text)
 
     def _nested_blob(self, ref: str, depth: int) -> Any:
         # Only references inside blobs can multiply (a blob expanded in every copy of the
@@ -846,17 +862,14 @@ class Decoder:
             if get is None:
                 return [self._dec(i, d) for i in x]
             # A message history: mostly references decoded before, taken without a call each
-            # (but each paying for what it holds: see _reused).
+            # (but each paying for what it holds: see reused_cost).
             out = []
-            reused = 0
             for i in x:
                 if type(i) is dict and len(i) == 1 and type(r := i.get(BLOB_REF)) is str and (hit := get(r, _MISSING)) is not _MISSING:
                     out.append(hit)
-                    reused += _reused(r, hit, self._left)
+                    self._take_again(r, hit)
                 else:
                     out.append(self._dec(i, d))
-            if reused:
-                self._spend(reused)
             return out
         if t is not dict:
             return x
@@ -870,7 +883,7 @@ class Decoder:
             decoded = self.decoded
             if decoded is not None and ref in decoded:
                 value = decoded[ref]
-                self._spend(_reused(ref, value, self._left))
+                self._take_again(ref, value)
                 return value
             if ref not in self.blobs:
                 return {TYPE_KEY: "missing-blob", "ref": ref}
@@ -882,6 +895,10 @@ class Decoder:
                 self._inside = 0
             if decoded is not None:
                 decoded[ref] = value
+            elif ref in self._taken and self.charge is not None:
+                self.charge(reused_cost(ref, value, self._left)[1])  # built again: its values are counted, not its text
+            else:
+                self._taken.add(ref)
             return value
         kind = x.get(ENVELOPE)
         if kind is None:

@@ -31,13 +31,14 @@ from typing import Any
 
 import orjson
 
-from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, collect_refs
+from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, collect_refs, reused_cost
 from graphtape.recorder.frames import FrameState
 from graphtape.recorder.graph_info import is_internal_channel
 from graphtape.recorder.history_blocks import CAT
 from graphtape.recorder.records import PART_OF_A_CALL, STORE, CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store import RunStore, merge_events, read_budget
+from graphtape.recorder.store.read_guard import _READ_BUDGET
 from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
 from graphtape.replay.normalize import is_persistent
@@ -316,6 +317,9 @@ class _Exporter:
     def _blob(self, h: str, depth: int) -> Any:
         done = self._done_blobs.get(h)
         if done is not None:
+            budget = _READ_BUDGET.get()
+            if budget is not None:
+                budget.spend(reused_cost(h, done)[1])  # written out once per place: its text counts each time
             return done
         if h not in self._raw_blobs:
             raise FixtureError(f"the run refers to a value the store no longer holds (blob {h}): the store was damaged or collected")

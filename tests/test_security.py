@@ -141,6 +141,46 @@ def test_a_crafted_store_cannot_make_one_read_inflate_without_bound(tmp_path, mo
         store.close()
 
 
+@pytest.mark.parametrize("command", [["show", "RUN"], ["show", "RUN", "--json"], ["show", "RUN", "--step", "0", "--full"], ["export", "RUN", "-o", "out.json"]])
+def test_one_large_text_referenced_many_times_costs_its_size_each_time(tmp_path, monkeypatch, capsys, command):
+    """A crafted store holds one 1 MB string once and refers to it 400 times in a state: shared
+    when decoded, but printing or exporting it builds it 400 times. Each reference pays its text,
+    so the read refuses in one line instead of building 400 MB (here with a 64 MB read budget)."""
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.recorder.store import pack, read_guard, unpack
+    from graphtape.tui.cli import main
+
+    class S(TypedDict):
+        n: int
+        big: list
+
+    b = StateGraph(S)
+    b.add_node("a", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    db = tmp_path / "crafted.db"
+    with Recorder(db, durability="sync") as rec:
+        rec.attach(b.compile()).invoke({"n": 0, "big": ["x" * (1024 * 1024)]})
+        run_id = rec.last_run_id
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        (ref,) = [h for (h,) in conn.execute(sa.text("SELECT hash FROM blobs")).fetchall()]  # the 1 MB string
+        for seq, payload in conn.execute(sa.text("SELECT seq, payload FROM steps WHERE run_id = :r"), {"r": run_id}).fetchall():
+            step = unpack(payload)
+            if "big" in step.get("s", {}).get("v", {}):
+                step["s"]["v"]["big"] = [{"$b": ref}] * 400
+                conn.execute(sa.text("UPDATE steps SET payload = :p, is_key = 1 WHERE run_id = :r AND seq = :s"), {"p": pack(step), "r": run_id, "s": seq})
+    engine.dispose()
+    monkeypatch.setattr(read_guard, "MAX_READ_BYTES", 64 * 1024 * 1024)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    code = main(["--db", str(db), *[run_id if a == "RUN" else a for a in command]])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "would inflate and build more than 64 MB" in err, err
+    assert not (tmp_path / "out.json").exists()
+
+
 def test_a_small_payload_that_parses_to_gigabytes_is_refused_before_it_is_parsed(tmp_path, capsys):
     """8 kB of compressed ``[{},{},...]`` inflate to 8 MB, within every byte limit, and would parse
     to ~200 MB of empty dicts each (a 4 MB store of them: many GB): the read counts what parsing

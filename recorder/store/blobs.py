@@ -22,6 +22,7 @@ from graphtape.recorder.errors import StoreError
 from graphtape.recorder.history_blocks import is_cat
 from graphtape.recorder.store.connection import _one_line
 from graphtape.recorder.store.payloads import unpack
+from graphtape.recorder.store.read_guard import _READ_BUDGET
 
 _BLOBS = sa.select(S.blobs).where(S.blobs.c.hash.in_(sa.bindparam("hashes", expanding=True)))
 
@@ -155,13 +156,15 @@ class BlobReads:
         type that changed) raises ``StoreError`` naming what failed.
         """
         refs = collect_refs(tree)
+        budget = _READ_BUDGET.get()
+        charge = budget.spend if budget is not None else None  # a blob taken many times costs its text each time
         try:
             if typed:
-                return Decoder(self._blobs_for(refs, None), typed=True).decode(tree)
+                return Decoder(self._blobs_for(refs, None), typed=True, charge=charge).decode(tree)
             memo = self._decoded_blobs
             decoded = memo.lookup(refs)
             blobs = self._blobs_for(refs.difference(decoded), decoded)
-            value = Decoder(blobs, decoded=decoded).decode(tree)
+            value = Decoder(blobs, decoded=decoded, charge=charge).decode(tree)
             memo.keep({h: decoded[h] for h in blobs if h in decoded})
             return value
         except (DecodeError, TypeError, ValueError, AttributeError, KeyError) as exc:

@@ -56,11 +56,17 @@ def unpack(data: bytes, *, max_size: int = MAX_INFLATE) -> Any:
     if not data:
         raise StoreError("empty payload in the database (file damaged?)")
     head, body = data[:1], data[1:]
+    budget = _READ_BUDGET.get() or ReadBudget()
     try:
         if head == b"z":
             d = zlib.decompressobj()
-            body = d.decompress(body, max_size + 1)
-            if len(body) > max_size:
+            # Inflated no further than the read can still afford: a bomb stops where it would
+            # overrun the budget, not after building its whole inflated size first.
+            room = min(max_size, max(budget.left, 0))
+            body = d.decompress(body, room + 1)
+            if len(body) > room:
+                if room < max_size:
+                    budget.spend(len(body))  # says what refused it: the read's budget
                 raise StoreError(f"a stored payload inflates beyond {max_size} bytes; refusing to read it")
             if not d.eof:
                 raise StoreError("damaged payload in the database: compressed data is truncated")
@@ -68,7 +74,7 @@ def unpack(data: bytes, *, max_size: int = MAX_INFLATE) -> Any:
                 raise StoreError("damaged payload in the database: data after the compressed stream")
         elif head != b"j":
             raise StoreError("unknown payload encoding in the database (file damaged or not graphtape's)")
-        (_READ_BUDGET.get() or ReadBudget()).spend(built_bytes(body))  # before the parse builds it
+        budget.spend(built_bytes(body))  # before the parse builds it
         return orjson.loads(body)
     except (zlib.error, orjson.JSONDecodeError) as exc:
         raise StoreError(f"damaged payload in the database: {exc}") from None
