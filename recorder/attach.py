@@ -449,7 +449,7 @@ class Recorder:
         if is_resume and store is not None:
             key = (binding.name, str(thread_id))
             run_id = self._interrupted.pop(key, None)
-            if run_id is None:
+            if run_id is None and binding.lineage is None:  # a replay or fork continues only its own runs
                 # Asked in another process (or of another Recorder): the run is stored under the
                 # name its rows carry, which is where the graph came from when LangGraph's is the default.
                 binding.find_graph_ref()

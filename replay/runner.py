@@ -203,7 +203,11 @@ class _Run:
             span = f"steps {done[0]}..{done[-1]}" if len(done) > 1 else f"only step {done[0]} has a checkpoint" if done else "no step has a checkpoint"
             raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
         saver = self._saver = replay_saver()
-        thread_id = f"graphtape-replay-{secrets.token_hex(6)}"
+        # The thread the recording's nodes saw, where they saw one (a node may read it): the
+        # replay's saver is its own, and its recorder never continues a stored run by thread.
+        conf = self._run_config.get("configurable")
+        seen = conf.get("thread_id") if isinstance(conf, dict) else None
+        thread_id = seen if isinstance(seen, str) and seen else f"graphtape-replay-{secrets.token_hex(6)}"
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph), revive=self.types.revive)
         restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})

@@ -1696,3 +1696,71 @@ def test_identical_tool_calls_are_told_apart_by_their_tool_call_id(db):
         ROLL_ORDER["ids"] = ["c0", "c1", "c2"]
     assert not result.diverged, result.report()
     assert result.final_state["rolls"] == ["c0=1", "c1=2", "c2=3"]
+
+
+class Visit(TypedDict, total=False):
+    seen: str
+    answer: str
+
+
+def _thread_reader(ask: bool = False) -> Any:
+    """A node that reads the run's thread id (a session key, say) into the state; with ``ask``,
+    a second node waits on a human answer."""
+
+    def who(state: Visit, config) -> dict:  # noqa: ANN001
+        return {"seen": str(config["configurable"].get("thread_id"))}
+
+    def approve(state: Visit) -> dict:
+        return {"answer": interrupt("ok?")}
+
+    b = StateGraph(Visit)
+    b.add_node("who", who)
+    b.add_edge(START, "who")
+    if ask:
+        b.add_node("approve", approve)
+        b.add_edge("who", "approve")
+        b.add_edge("approve", END)
+    else:
+        b.add_edge("who", END)
+    return b.compile(checkpointer=InMemorySaver() if ask else None)
+
+
+def test_a_replay_runs_on_the_thread_the_recording_saw(tmp_path):
+    """A node that reads its thread id replays clean: the replay's saver is its own, so it runs
+    on the recorded thread's id."""
+    db = tmp_path / "gt.db"
+    with Recorder(db) as rec:
+        graph = rec.attach(_thread_reader(), name="who")
+        assert graph.invoke({}, {"configurable": {"thread_id": "user-42"}}) == {"seen": "user-42"}
+        run_id = rec.last_run_id
+    result = replay(run_id, _thread_reader(), db=db, mode="strict")
+    assert not result.diverged, result.report()
+    assert result.final_state == {"seen": "user-42"}
+
+
+def test_a_replay_on_the_recorded_thread_never_continues_the_recorded_run(tmp_path):
+    """The recording stopped at a question on thread t-1 and was answered there; a replay on the
+    same thread id records runs of its own: the stored runs keep what they held."""
+    db = tmp_path / "gt.db"
+    with Recorder(db) as rec:
+        graph = rec.attach(_thread_reader(ask=True), name="ask")
+        config = {"configurable": {"thread_id": "t-1"}}
+        graph.invoke({}, config)
+        run_id = rec.last_run_id
+        assert graph.invoke(Command(resume="yes"), config) == {"seen": "t-1", "answer": "yes"}
+        assert rec.last_run_id == run_id
+    store = open_store(db)
+    try:
+        before = [(r.id, r.status, len(store.list_steps(r.id))) for r in store.list_runs()]
+    finally:
+        store.close()
+    result = replay(run_id, _thread_reader(ask=True), db=db, mode="strict")
+    assert not result.diverged, result.report()
+    assert result.final_state == {"seen": "t-1", "answer": "yes"}
+    store = open_store(db)
+    try:
+        after = {r.id: (r.id, r.status, len(store.list_steps(r.id))) for r in store.list_runs()}
+        assert [after[r[0]] for r in before] == before
+        assert after[result.run_id][1] == "ok" and store.get_run(result.run_id).parent_run_id == run_id
+    finally:
+        store.close()
