@@ -391,6 +391,7 @@ class Recorder:
             seed = binding.take_seed() if not resumed else None
             carried = binding.lineage.carried if seed is not None and binding.lineage is not None else ()
             session.command_input = type(input).__name__ == "Command" and getattr(input, "resume", None) is None
+            session.answers_by_id = type(input).__name__ == "Command" and isinstance(getattr(input, "resume", None), Mapping)
             if seed is None and (input is None or session.command_input) and not resumed and not generated:
                 seed, carried = _thread_checkpoint(graph, config, lambda: self._recorded_tasks(store, thread_id, binding, run_id))
             elif seed is None and resumed and known is not None:

@@ -167,6 +167,9 @@ class RunSession:
         self._null_deltas: dict[tuple[str, str | None], list[tuple[str, Any]]] = {}  # (ns, checkpoint) -> Command writes to them
         self.passed_input: Any = _NOT_PASSED  # the run's input as the caller passed it (set by attach)
         self.command_input = False  # the run was invoked with Command(update=..., goto=...): its writes are its input
+        # Resumed with answers by interrupt id: LangGraph writes each under its task, so the
+        # human's edit (Command(resume={...}, update=...)) comes with no answer beside it.
+        self.answers_by_id = False
         self.loaded_writes: list[tuple[str, Any]] = []  # a resumed run's checkpoint's writes of no task, which LangGraph puts again
 
     # -- faults --------------------------------------------------------------
@@ -234,7 +237,7 @@ class RunSession:
                     if ch == RESUME:
                         self._loose_events.append((ns, checkpoint_id, {"kind": "resume", "v": v}))
                 edit = stored((ch, containers(v)) for ch, v in writes if ch not in (RESUME, INTERRUPT, ERROR) and not self._loaded(ch, v))
-                if edit and (self.command_input or any(ch == RESUME for ch, _ in writes)):
+                if edit and (self.command_input or self.answers_by_id or any(ch == RESUME for ch, _ in writes)):
                     # Command(resume=..., update=...): the human's edit goes in with the answer;
                     # Command(update=..., goto=...) as a run's input: what it writes is that input.
                     self._loose_events.append((ns, checkpoint_id, {"kind": "update", "v": edit}))

@@ -1764,3 +1764,45 @@ def test_a_replay_on_the_recorded_thread_never_continues_the_recorded_run(tmp_pa
         assert after[result.run_id][1] == "ok" and store.get_run(result.run_id).parent_run_id == run_id
     finally:
         store.close()
+
+
+class Asked(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def _questions(n: int) -> Any:
+    def ask(name: str) -> Any:
+        return lambda state: {"log": [f"{name}:{interrupt(name)}"]}
+
+    b = StateGraph(Asked)
+    names = "ab"[:n]
+    for name in names:
+        b.add_node(name, ask(name))
+        b.add_edge(START, name)
+    b.add_node("j", lambda state: {"log": ["j"]})
+    b.add_edge(list(names), "j")
+    b.add_edge("j", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("questions", [1, 2])
+def test_an_edit_sent_with_answers_by_interrupt_id_is_recorded_and_replayed(tmp_path, questions):
+    """Command(resume={id: answer, ...}, update=...): LangGraph writes each answer under its own
+    task, so the human's edit comes alone; it is still the run's event, and a replay sends it."""
+    db = tmp_path / "gt.db"
+    config = {"configurable": {"thread_id": "t"}}
+    with Recorder(db) as rec:
+        graph = rec.attach(_questions(questions), name="asked")
+        asked = graph.invoke({"log": []}, config)["__interrupt__"]
+        out = graph.invoke(Command(resume={i.id: f"yes-{i.value}" for i in asked}, update={"log": ["EDIT"]}), config)
+        run_id = rec.last_run_id
+    assert out["log"][0] == "EDIT" and out["log"][-1] == "j" and len(out["log"]) == questions + 2
+    store = open_store(db)
+    try:
+        updates = [e.value for d in store.step_details(run_id) for e in d.events if e.kind == "update"]
+    finally:
+        store.close()
+    assert updates == [[["log", ["EDIT"]]]]
+    result = replay(run_id, _questions(questions), db=db, mode="strict")
+    assert not result.diverged, result.report()
+    assert result.final_state == out
