@@ -118,3 +118,57 @@ def test_a_recorded_graph_called_in_a_recorded_node_is_recorded_as_its_subgraph(
         assert not result.diverged, result.report()
     finally:
         store.close()
+
+
+class Remembered(TypedDict):
+    seen: Annotated[list, operator.add]
+    q: str
+
+
+class Asking(TypedDict):
+    q: str
+    out: str
+
+
+def _with_a_remembering_subgraph():
+    """A node invokes a subgraph compiled with ``checkpointer=True``: LangGraph names its
+    namespace by the node alone (no task id), so the subgraph keeps memory across calls."""
+    from conftest import load_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    model = load_agent("scripted_model").ScriptedChatModel(script=lambda msgs: AIMessage(f"[{msgs[-1].content}]"), model_name="sm")
+    inner = StateGraph(Remembered)
+    inner.add_node("remember", lambda s: {"seen": [model.invoke([HumanMessage(s["q"])]).content]})
+    inner.add_edge(START, "remember")
+    inner.add_edge("remember", END)
+    sub = inner.compile(checkpointer=True)
+    outer = StateGraph(Asking)
+    outer.add_node("parent", lambda s: {"out": "|".join(sub.invoke({"q": s["q"]})["seen"])})
+    outer.add_edge(START, "parent")
+    outer.add_edge("parent", END)
+    return outer.compile(checkpointer=InMemorySaver())
+
+
+def test_a_subgraph_with_its_own_memory_is_linked_to_the_task_that_ran_it(tmp_path):
+    """Its steps belong to the node's task, so show lists them under it and a fixture keeps
+    them (with the model call inside): the generated test replays it offline."""
+    from graphtape.replay.fixture import export_fixture, import_fixture
+
+    db = tmp_path / "gt.db"
+    with Recorder(db) as rec:
+        out = rec.attach(_with_a_remembering_subgraph(), name="remembering").invoke({"q": "one", "out": ""}, {"configurable": {"thread_id": "t"}})
+        run_id = rec.last_run_id
+    assert out == {"q": "one", "out": "[one]"}
+    store = open_store(db)
+    try:
+        (task,) = [t for d in store.step_details(run_id) for t in d.tasks if t.node == "parent"]
+        assert task.subgraph_ns == ["parent"]
+        fixture = export_fixture(store, run_id)
+        (sub,) = fixture["subgraphs"]
+        assert [c["name"] for s in sub["steps"] for c in s.get("calls") or []] == ["ScriptedChatModel:sm"]
+        imported = import_fixture(store, fixture).run_id
+        result = replay(imported, _with_a_remembering_subgraph(), store=store, mode="strict")
+        assert not result.diverged, result.report()
+        assert result.served.get("model") == 1
+    finally:
+        store.close()
