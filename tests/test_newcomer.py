@@ -571,3 +571,31 @@ def test_frames_name_no_path_of_the_recording_machine(tmp_path, monkeypatch):
     files = [f[0] for f in frames]
     assert any(f.startswith("stdlib/concurrent/futures/") for f in files)
     assert "test_newcomer.py" in files and not any(f.startswith("/") for f in files)
+
+
+def test_recording_into_another_programs_sqlite_file_is_refused_in_one_line(tmp_path, capsys):
+    """Recorder("checkpoints.db") beside a LangGraph SqliteSaver, or an app's own data file:
+    graphtape adds none of its tables (nor its WAL mode) to it, and says so."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from graphtape.recorder.errors import SchemaVersionError
+
+    path = tmp_path / "checkpoints.db"
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    SqliteSaver(conn).setup()
+    before = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    conn.close()
+    with pytest.raises(SchemaVersionError, match="is another program's SQLite database \\(its tables: checkpoints, .*\\): record into a file of graphtape's own"):
+        Recorder(path)
+    assert main(["--db", str(path), "demo", "--no-tui"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "another program's SQLite database" in err
+    conn = sqlite3.connect(str(path))
+    try:
+        assert sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")) == before
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == mode
+    finally:
+        conn.close()

@@ -46,6 +46,12 @@ class SchemaGate:
                     f"{self._safe_url()} has tables named like graphtape's (runs, steps, ...) but no graphtape_meta schema version: "
                     "it is another program's database, or a damaged one; point graphtape at a different file"
                 )
+            others = sorted(t for t in tables if not t.startswith("sqlite_"))
+            if self.is_sqlite and others:
+                # A SQLite file is one program's: graphtape's tables (and its WAL mode) are not
+                # added to another's (a LangGraph SqliteSaver's checkpoints.db, an app's data).
+                listed = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+                raise SchemaVersionError(f"{self._safe_url()} is another program's SQLite database (its tables: {listed}): record into a file of graphtape's own")
             if not create:
                 if not tables and _empty_wal_file(getattr(self, "url", "")):
                     raise StoreError(
