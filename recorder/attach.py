@@ -36,6 +36,7 @@ from graphtape.recorder.cache_hits import HitNamingCache
 from graphtape.recorder.call_waits import CallWaits
 from graphtape.recorder.capture import CaptureHandler
 from graphtape.recorder.choices import Choice
+from graphtape.recorder.env_secrets import env_secret_patterns
 from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersionError, StoreError
 from graphtape.recorder.graph_info import GraphInfo, describe
 from graphtape.recorder.graph_origin import Origin, display_name, origin_of
@@ -158,9 +159,10 @@ class Recorder:
         self.durability = Durability.parse(durability)
         self.http = http
         self.strict = strict
-        self.redact_patterns = _as_tuple(redact_patterns)
         self.redact_keys = _as_tuple(redact_keys)
-        Redactor(self.redact_patterns, self.redact_keys)  # a bad pattern fails here, not mid-run
+        Redactor(_as_tuple(redact_patterns), self.redact_keys)  # a bad pattern fails here, not mid-run
+        # The secrets in this process's environment, by value: a key in no known format is still named there.
+        self.redact_patterns = _as_tuple(redact_patterns) + env_secret_patterns()
         # Text redacted when it was recorded, handed back by a replay: not scanned again (set by replay).
         self.known_clean_text: frozenset[str] = frozenset()
         if lock_wait <= 0:

@@ -47,6 +47,10 @@ OWN_TOKENS = (
     r"gsk_[A-Za-z0-9]{20,}",  # Groq
     r"lsv2_(?:pt|sk)_[A-Za-z0-9_]{20,}",  # LangSmith
     r"pplx-[A-Za-z0-9]{20,}",  # Perplexity
+    r"tvly-(?:dev-|prod-)?[A-Za-z0-9]{20,}",  # Tavily
+    r"pcsk_[A-Za-z0-9_]{30,}",  # Pinecone
+    r"r8_[A-Za-z0-9]{30,}",  # Replicate
+    r"fw_[A-Za-z0-9]{20,}",  # Fireworks
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT
 )
 # Formats found anywhere in text.

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, collect_refs, reused_cost
+from graphtape.recorder.env_secrets import env_secret_patterns
 from graphtape.recorder.frames import FrameState
 from graphtape.recorder.graph_info import is_internal_channel
 from graphtape.recorder.history_blocks import CAT
@@ -374,7 +375,7 @@ def export_fixture(
     run = store.get_run(run_ref)
     if run.status == "running":
         raise FixtureError(f"run {run.id} is still recording: export it once it has ended")
-    ex = _Exporter(store, Redactor(tuple(redact_patterns), tuple(redact_keys)))
+    ex = _Exporter(store, Redactor(tuple(redact_patterns) + env_secret_patterns(), tuple(redact_keys)))
 
     root = _read_namespace_or_refuse(store, run.id, "")
     done = [s for s in root if s.completed]

@@ -313,3 +313,47 @@ def test_a_node_that_writes_a_redacted_mapping_as_text_replays_the_same(tmp_path
     assert f"'{secret_key}': '{MARK}'" in report and credentials[secret_key] not in report
     result = replay(run_id, build(), db=db)
     assert not result.diverged, result.report()
+
+
+def test_secrets_in_the_environment_are_found_by_value_in_any_text(tmp_path: Path, monkeypatch) -> None:
+    """A key in no known format, named in the environment (OPENAI_API_KEY, MY_SERVICE_TOKEN,
+    DB_PASSWORD), is redacted where a tool echoes it and where an error quotes it; a variable
+    that only looks secret by name (PWD) or holds no secret (TOKENIZERS_PARALLELISM) is not."""
+    key, token, password = "ENVKEY_plain_" + secrets.token_hex(6), "ENVTOK_" + secrets.token_hex(6), "pw-" + secrets.token_hex(6)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("MY_SERVICE_TOKEN", token)
+    monkeypatch.setenv("DB_PASSWORD", password)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+
+    class Echo(TypedDict, total=False):
+        said: str
+        where: str
+
+    def echo(state: Echo) -> dict:
+        return {"said": f"key {os.environ['OPENAI_API_KEY']} and token {os.environ['MY_SERVICE_TOKEN']}", "where": os.getcwd()}
+
+    def fail(state: Echo) -> dict:
+        raise RuntimeError(f"login refused with {os.environ['DB_PASSWORD']}")
+
+    b = StateGraph(Echo)
+    b.add_node("echo", echo)
+    b.add_node("fail", fail)
+    b.add_edge(START, "echo")
+    b.add_edge("echo", "fail")
+    b.add_edge("fail", END)
+    db = tmp_path / "env.db"
+    with Recorder(db) as rec:
+        with pytest.raises(RuntimeError):
+            rec.attach(b.compile()).invoke({})
+        run_id = rec.last_run_id
+    stored = everything_stored(db)
+    for secret in (key, token, password):
+        assert secret.encode() not in stored
+    store = open_store(db)
+    try:
+        run = store.get_run(run_id)
+        assert (run.error_type, run.error_message) == ("RuntimeError", f"login refused with {MARK}")
+        state = store.state_at(run_id, store.list_steps(run_id)[-1].step)
+        assert state == {"said": f"key {MARK} and token {MARK}", "where": os.getcwd()}
+    finally:
+        store.close()
