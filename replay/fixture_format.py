@@ -22,6 +22,7 @@ import orjson
 
 from graphtape.recorder.codec import MAX_DEPTH, collect_refs
 from graphtape.recorder.errors import GraphtapeError
+from graphtape.recorder.private_files import write_private
 from graphtape.recorder.tracebacks import MAX_FRAMES, valid_frames
 
 FORMAT_KEY = "graphtape_fixture"
@@ -73,15 +74,10 @@ def write_fixture(path: str | os.PathLike, fixture: Mapping[str, Any], *, overwr
         )
     if target.is_dir():
         raise FixtureError(f"{target} is a folder: give the fixture's file path (-o {target / 'NAME.json'})")
-    if not overwrite and target.exists():
-        raise FixtureError(f"{target} exists: pass --force to replace it, or -o to write another file")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
+        write_private(target, data, overwrite=overwrite)
+    except FileExistsError:
+        raise FixtureError(f"{target} exists: pass --force to replace it, or -o to write another file") from None
     except OSError as exc:
         raise FixtureError(f"cannot write {target}: {exc.strerror or exc}") from None
     return len(data)

@@ -455,8 +455,41 @@ async def test_recorded_escapes_and_markup_reach_no_screen_of_the_tui(tmp_path):
     assert problems == []
 
 
+@pytest.mark.parametrize("target", ["dangling", "existing"])
+def test_a_link_planted_where_graphtape_writes_is_replaced_never_followed(tmp_path, capsys, target):
+    """test-gen's test file, an export's fixture and the TUI's saved state go where they are
+    told: a symlink there (to a file that does not exist yet, or to one that does) is replaced,
+    and the file it points at is neither made nor written."""
+    from graphtape.recorder.private_files import write_private
+    from graphtape.tui.demo import record_demo
+
+    victim = tmp_path / "victim.txt"
+    if target == "existing":
+        victim.write_text("precious")
+    db = str(tmp_path / "demo.db")
+    record_demo(db, "happy")
+    out = tmp_path / "gen"
+    out.mkdir()
+    agent = ROOT / "fixtures" / "agents" / "reason_act.py"
+    assert main(["--db", db, "test-gen", "last", "--graph", f"{agent}:graph_happy", "-o", str(out), "--name", "h"]) == 0
+    for made in out.iterdir():  # plant a link where each file goes, then write them again
+        made.unlink()
+        made.symlink_to(victim)
+    assert main(["--db", db, "test-gen", "last", "--graph", f"{agent}:graph_happy", "-o", str(out), "--name", "h", "--force"]) == 0
+    fixture = tmp_path / "fx.json"
+    fixture.symlink_to(victim)
+    assert main(["--db", db, "export", "last", "-o", str(fixture), "--force"]) == 0
+    saved = tmp_path / "state.json"
+    saved.symlink_to(victim)
+    write_private(saved, b"{}", overwrite=True)
+    for path in [*out.iterdir(), fixture, saved]:
+        assert not path.is_symlink() and path.is_file()
+    assert (victim.read_text() == "precious") if target == "existing" else not victim.exists()
+    capsys.readouterr()
+
+
 def test_saved_states_and_exported_fixtures_are_private_even_when_they_replace_a_public_file(tmp_path, capsys):
-    from graphtape.tui.files import write_private
+    from graphtape.recorder.private_files import write_private
     from graphtape.tui.demo import record_demo
 
     old = os.umask(0o022)

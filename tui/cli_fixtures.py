@@ -168,6 +168,7 @@ def _is_graph_ref(ref: str | None) -> bool:
 
 def cmd_test_gen(args: argparse.Namespace) -> int:
     """Export the fixture and write ``test_<name>.py`` next to it."""
+    from graphtape.recorder.private_files import write_private
     from graphtape.replay.fixture import FixtureError, write_fixture
     from graphtape.replay.testgen import render_test, slug
 
@@ -182,7 +183,7 @@ def cmd_test_gen(args: argparse.Namespace) -> int:
     size = write_fixture(fixture_path, fixture, overwrite=True)
     source = render_test(fixture, fixture_path, test_path, args.graph)
     try:
-        test_path.write_text(source, encoding="utf-8")
+        write_private(test_path, source.encode("utf-8"), overwrite=True, mode=0o644)  # a link there is replaced, not followed
     except OSError as exc:
         raise FixtureError(f"cannot write {test_path}: {exc.strerror or exc}") from None
     print(f"wrote {fixture_path} ({_kb(size)}; {_summary(fixture)}) from run {run.id}")

@@ -6,20 +6,6 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
-from pathlib import Path
-
-
-def write_private(path: Path, data: bytes, *, overwrite: bool = False) -> None:
-    """Write ``data`` to ``path`` readable by its owner only (0600): saved states hold recorded data.
-
-    An existing file is replaced only with ``overwrite``; raises ``OSError`` (``FileExistsError``) otherwise.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
-    fd = os.open(path, flags, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(fd, 0o600)  # a file replaced keeps its old mode (0644) otherwise: the mode is for every save
-        f.write(data)
 
 
 def clipboard_blocked(env: Mapping[str, str] | None = None, tmux_option: Callable[[str], str | None] | None = None) -> str | None:

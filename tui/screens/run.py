@@ -19,7 +19,7 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
 from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.records import RunInfo, StepInfo
 from graphtape.tui.data import DiffEntry, diff_text, first_of, to_json
-from graphtape.tui.files import write_private
+from graphtape.recorder.private_files import write_private
 from graphtape.tui.render import ABANDONED, clean, node_waits
 from graphtape.tui.screens.compare import CompareScreen, raised
 from graphtape.tui.screens.prompts import ExportPrompt, ExportRequest, ForkPrompt, PathPrompt, ForkRequest, copy_and_say, JumpPrompt, ReplayPrompt, ReplayRequest, RunInfoScreen, ValueScreen, WatchPicker
