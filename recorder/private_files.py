@@ -7,6 +7,7 @@ where a fixture, a test or a saved state goes cannot make graphtape write somewh
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -17,7 +18,10 @@ def write_private(path: str | os.PathLike, data: bytes, *, overwrite: bool = Fal
     replaced only with ``overwrite``; otherwise ``FileExistsError``. Raises ``OSError``.
     ``mode``: 0600 for recorded data; a generated test, which is source, may be 0644."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where a folder of the path should be: not "the target exists"
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(target.parent)) from None
     if not overwrite and os.path.lexists(target):
         raise FileExistsError(f"{target} exists")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)  # O_EXCL, 0600

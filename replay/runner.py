@@ -152,6 +152,9 @@ class _Run:
         try:
             # The run and its config in one read (every replay needs the config).
             detail = self.store.run_detail(run_id, output=False)
+            if detail.run.status == "running":
+                # What it has so far is not where it goes: every step not yet written would read as a divergence.
+                raise ReplayError(f"run {detail.run.id} is still being recorded: replay or fork it once it has ended")
         except BaseException:
             if self.own_store:
                 self.store.close()

@@ -1806,3 +1806,46 @@ def test_an_edit_sent_with_answers_by_interrupt_id_is_recorded_and_replayed(tmp_
     result = replay(run_id, _questions(questions), db=db, mode="strict")
     assert not result.diverged, result.report()
     assert result.final_state == out
+
+
+def test_a_run_still_being_recorded_is_refused_by_replay_and_fork_in_one_line(tmp_path):
+    """Its steps so far are not where it goes: a replay would report every step still to come
+    as a divergence. Once it has ended, it replays clean."""
+    import threading
+
+    gate = threading.Event()
+
+    def build() -> Any:
+        b = StateGraph(Asked)
+        b.add_node("first", lambda s: {"log": ["first"]})
+        b.add_node("waits", lambda s: gate.wait(30) and {"log": ["waited"]})
+        b.add_edge(START, "first")
+        b.add_edge("first", "waits")
+        b.add_edge("waits", END)
+        return b.compile()
+
+    db = tmp_path / "gt.db"
+    rec = Recorder(db, durability="sync")
+    running = threading.Thread(target=lambda: rec.attach(build(), name="slow").invoke({"log": []}))
+    running.start()
+    try:
+        for _ in range(500):  # until the run has started and written its first steps
+            if rec.last_run_id is not None:
+                store = open_store(db)
+                try:
+                    if store.has_run(rec.last_run_id) and store.get_run(rec.last_run_id).step_count >= 2:
+                        break
+                finally:
+                    store.close()
+            gate.wait(0.02)
+        run_id = rec.last_run_id
+        with pytest.raises(ReplayError, match=f"run {run_id} is still being recorded: replay or fork it once it has ended"):
+            replay(run_id, build(), db=db)
+        with pytest.raises(ReplayError, match="still being recorded"):
+            fork(run_id, build(), 0, {"log": ["edited"]}, db=db)
+    finally:
+        gate.set()
+        running.join()
+        rec.close()
+    result = replay(run_id, build(), db=db)
+    assert not result.diverged, result.report()
