@@ -421,6 +421,10 @@ def export_fixture(
         "versions": dict(versions),
         "versions_seen": {n: dict(s) for n, s in seen.items()},
     }
+    if start.step > -1 and start.source == "input":
+        # A later run on a thread starts at its own input step, as a first run does at -1: a
+        # replay counts its recursion limit (RemainingSteps) from there.
+        start_entry["source"] = "input"
 
     calls = [c for c in store.calls(run.id, encoded=True) if c.step is not None]
     holds = _holds(store, run.id, calls, run.ended_at)

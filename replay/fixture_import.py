@@ -133,7 +133,7 @@ class _Importer:
         key = {"v": values, "cv": dict(start["versions"]), "vs": {n: dict(s) for n, s in start["versions_seen"].items()}}
         state.apply(key, True)
         seq += 1
-        source = "input" if start["after_step"] < 0 else "loop"
+        source = "input" if start["after_step"] < 0 or start.get("source") == "input" else "loop"
         rows.append(self._row("", seq, start["after_step"], source, START_CHECKPOINT_ID, now, True, 0, {"t": [], "r": [], "e": [], "s": key}, "", "", ""))
         root_last = start["after_step"]
         namespaces = [("", "steps", f["steps"], state)]

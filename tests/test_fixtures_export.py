@@ -12,6 +12,7 @@ from typing import Annotated, TypedDict
 
 import pytest
 import sqlalchemy as sa
+from langgraph.managed import RemainingSteps
 
 from graphtape.recorder import Recorder, SqlStore
 from graphtape.recorder import schema as S
@@ -505,3 +506,43 @@ def test_export_refuses_a_fixture_no_test_could_read(tmp_path, react, capsys, mo
     captured = capsys.readouterr()
     assert json.loads(captured.out)["steps"]
     assert "a test reads at most 0 MB" in captured.err
+
+
+class Budget(TypedDict, total=False):
+    seen: Annotated[list, operator.add]
+    remaining_steps: RemainingSteps
+
+
+def _counting_down():
+    """Each node writes how many steps LangGraph says are left: a run on a thread's second turn
+    counts from its own input step, and so must its fixture's replay."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    b = StateGraph(Budget)
+    b.add_node("a", lambda s: {"seen": [s["remaining_steps"]]})
+    b.add_node("b", lambda s: {"seen": [s["remaining_steps"]]})
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("b", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+def test_a_later_turns_fixture_counts_remaining_steps_from_its_own_input(tmp_path):
+    db = tmp_path / "a.db"
+    config = {"configurable": {"thread_id": "t"}}
+    with Recorder(db) as rec:
+        graph = rec.attach(_counting_down(), name="budget")
+        graph.invoke({"seen": []}, config)
+        out = graph.invoke({"seen": []}, config)
+        second = rec.last_run_id
+    assert out["seen"][-2:] == out["seen"][:2]  # each turn counts from its own start
+    store = SqlStore(db)
+    try:
+        fixture = export_fixture(store, second)
+        assert fixture["start"]["after_step"] > -1 and fixture["start"]["source"] == "input"
+        run_id = import_fixture(store, fixture).run_id
+        result = replay(run_id, _counting_down(), store=store, mode="strict")
+        assert not result.diverged, result.report()
+    finally:
+        store.close()
