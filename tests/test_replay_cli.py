@@ -262,3 +262,21 @@ def test_a_class_in_the_state_matches_whatever_module_ran_its_file(tmp_path, cap
     (tmp_path / "changed.py").write_text(MODELLED_FILE.replace('status="in transit"', 'status="lost"'))
     assert main(["--db", db, "replay", run_id, "--graph", f"{tmp_path / 'changed.py'}:graph"]) == 1
     assert "state key 'report' differs" in capsys.readouterr().out
+
+
+def test_replaying_an_imported_fixture_without_graph_says_why_none_is_used(project, capsys):
+    """A fixture names its graph, but that name is data from elsewhere: the error says the run
+    came from a fixture (not that it was recorded without one) and how to go on."""
+    tmp_path, db, run_id = project
+    out = tmp_path / "fx.json"
+    assert main(["--db", db, "export", run_id, "-o", str(out)]) == 0
+    assert main(["--db", db, "import", str(out)]) == 0
+    capsys.readouterr()
+    store = open_store(db)
+    try:
+        imported = next(r.id for r in store.list_runs() if "fixture" in r.tags)
+    finally:
+        store.close()
+    assert main(["--db", db, "replay", imported]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"run {imported} was imported from a fixture, whose graph reference is not trusted: pass --graph" in err

@@ -64,7 +64,10 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
     ref = args.graph or run.graph_ref
     if not ref:
         store.close()
-        raise GraphLoadError(f"run {run.id} was recorded without a graph reference: pass --graph module:attr or path/to/file.py:attr")
+        from graphtape.replay.fixture_format import FIXTURE_TAG
+
+        why = "was imported from a fixture, whose graph reference is not trusted" if FIXTURE_TAG in run.tags else "was recorded without a graph reference"
+        raise GraphLoadError(f"run {run.id} {why}: pass --graph module:attr or path/to/file.py:attr")
     if not args.graph and not args.trust_recorded_graph and not _agreed(run.id, ref):
         store.close()
         raise GraphLoadError(f"not loading the graph recorded with run {run.id} ({_shown(ref)}): loading runs its code; pass --graph {_shown(ref)} (or --trust-recorded-graph) to run it")
