@@ -47,7 +47,7 @@ class SchemaGate:
                     "it is another program's database, or a damaged one; point graphtape at a different file"
                 )
             others = sorted(t for t in tables if not t.startswith("sqlite_"))
-            if self.is_sqlite and others:
+            if create and self.is_sqlite and others:
                 # A SQLite file is one program's: graphtape's tables (and its WAL mode) are not
                 # added to another's (a LangGraph SqliteSaver's checkpoints.db, an app's data).
                 listed = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
