@@ -141,13 +141,25 @@ def test_a_crafted_store_cannot_make_one_read_inflate_without_bound(tmp_path, mo
         store.close()
 
 
+def _one_node_run(tmp_path, schema: type, inputs: dict) -> tuple[Any, str]:
+    """A store holding one recorded run of a one-node graph (``n`` counted up): crafted next."""
+    from langgraph.graph import END, START, StateGraph
+
+    b = StateGraph(schema)
+    b.add_node("a", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    db = tmp_path / "crafted.db"
+    with Recorder(db, durability="sync") as rec:
+        rec.attach(b.compile()).invoke(inputs)
+        return db, rec.last_run_id
+
+
 @pytest.mark.parametrize("command", [["show", "RUN"], ["show", "RUN", "--json"], ["show", "RUN", "--step", "0", "--full"], ["export", "RUN", "-o", "out.json"]])
 def test_one_large_text_referenced_many_times_costs_its_size_each_time(tmp_path, monkeypatch, capsys, command):
     """A crafted store holds one 1 MB string once and refers to it 400 times in a state: shared
     when decoded, but printing or exporting it builds it 400 times. Each reference pays its text,
     so the read refuses in one line instead of building 400 MB (here with a 64 MB read budget)."""
-    from langgraph.graph import END, START, StateGraph
-
     from graphtape.recorder.store import pack, read_guard, unpack
     from graphtape.tui.cli import main
 
@@ -155,14 +167,7 @@ def test_one_large_text_referenced_many_times_costs_its_size_each_time(tmp_path,
         n: int
         big: list
 
-    b = StateGraph(S)
-    b.add_node("a", lambda s: {"n": s["n"] + 1})
-    b.add_edge(START, "a")
-    b.add_edge("a", END)
-    db = tmp_path / "crafted.db"
-    with Recorder(db, durability="sync") as rec:
-        rec.attach(b.compile()).invoke({"n": 0, "big": ["x" * (1024 * 1024)]})
-        run_id = rec.last_run_id
+    db, run_id = _one_node_run(tmp_path, S, {"n": 0, "big": ["x" * (1024 * 1024)]})
     engine = sa.create_engine(f"sqlite:///{db}")
     with engine.begin() as conn:
         (ref,) = [h for (h,) in conn.execute(sa.text("SELECT hash FROM blobs")).fetchall()]  # the 1 MB string
@@ -185,21 +190,12 @@ def test_a_small_payload_that_parses_to_gigabytes_is_refused_before_it_is_parsed
     """8 kB of compressed ``[{},{},...]`` inflate to 8 MB, within every byte limit, and would parse
     to ~200 MB of empty dicts each (a 4 MB store of them: many GB): the read counts what parsing
     builds, so ``show --step 0`` refuses in one line, at the default limits."""
-    from langgraph.graph import END, START, StateGraph
-
     from graphtape.tui.cli import main
 
     class S(TypedDict):
         n: int
 
-    b = StateGraph(S)
-    b.add_node("a", lambda s: {"n": s["n"] + 1})
-    b.add_edge(START, "a")
-    b.add_edge("a", END)
-    db = tmp_path / "crafted.db"
-    with Recorder(db, durability="sync") as rec:
-        rec.attach(b.compile()).invoke({"n": 0})
-        run_id = rec.last_run_id
+    db, run_id = _one_node_run(tmp_path, S, {"n": 0})
     unit = b"{},"
     bomb = b"z" + zlib.compress(b"[" + unit * (8 * 1024 * 1024 // len(unit)) + b"{}]", 9)
     assert len(bomb) < 16 * 1024
