@@ -48,8 +48,8 @@ from graphtape.recorder.session import ERROR, INTERRUPT, NULL_TASK_ID, RunSessio
 from graphtape.recorder.snapshots import snapshot
 from graphtape.recorder.store import Batch, RunStore, SqlStore
 from graphtape.recorder.store.connection import check_url
-from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store.sql_store import for_writing, is_not_a_store, open_for_writing
+from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store_opening import START_WAIT_S, BackgroundOpen
 from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
 from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, awithout_key, without_checkpoints, without_key
@@ -111,6 +111,10 @@ class Lineage:
     # (to end at the recorded step), and the run's config keeps the recorded number.
     recursion_limit: int | None = None
     carried: tuple[Carried, ...] = ()
+    # The thread the run is stored and looked up under. A replay's graph runs on the thread id
+    # its recording saw (a node may read it), but that thread is the recorded runs': a live
+    # resume on it must find them, never the replay.
+    thread_key: str | None = None
 
 
 _log = logging.getLogger("graphtape")
@@ -160,9 +164,10 @@ class Recorder:
         self.http = http
         self.strict = strict
         self.redact_keys = _as_tuple(redact_keys)
-        Redactor(_as_tuple(redact_patterns), self.redact_keys)  # a bad pattern fails here, not mid-run
+        patterns = _as_tuple(redact_patterns)
+        Redactor(patterns, self.redact_keys)  # a bad pattern fails here, not mid-run
         # The secrets in this process's environment, by value: a key in no known format is still named there.
-        self.redact_patterns = _as_tuple(redact_patterns) + env_secret_patterns()
+        self.redact_patterns = patterns + env_secret_patterns()
         # Text redacted when it was recorded, handed back by a replay: not scanned again (set by replay).
         self.known_clean_text: frozenset[str] = frozenset()
         if lock_wait <= 0:
@@ -342,6 +347,8 @@ class Recorder:
         conf = dict(config.get("configurable") or {})
         thread_id = conf.get("thread_id")
         generated = thread_id is None
+        if not generated and binding.lineage is not None and binding.lineage.thread_key is not None:
+            thread_id = binding.lineage.thread_key
         if generated:
             # Stored as the run's thread, named after the run: the run's id is the one value
             # identical runs store differently. A graph run on the saver graphtape lends keeps it
@@ -452,7 +459,7 @@ class Recorder:
         if is_resume and store is not None:
             key = (binding.name, str(thread_id))
             run_id = self._interrupted.pop(key, None)
-            if run_id is None and binding.lineage is None:  # a replay or fork continues only its own runs
+            if run_id is None:
                 # Asked in another process (or of another Recorder): the run is stored under the
                 # name its rows carry, which is where the graph came from when LangGraph's is the default.
                 binding.find_graph_ref()

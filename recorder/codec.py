@@ -864,12 +864,19 @@ class Decoder:
             # A message history: mostly references decoded before, taken without a call each
             # (but each paying for what it holds: see reused_cost).
             out = []
+            values = text = 0
             for i in x:
                 if type(i) is dict and len(i) == 1 and type(r := i.get(BLOB_REF)) is str and (hit := get(r, _MISSING)) is not _MISSING:
                     out.append(hit)
-                    self._take_again(r, hit)
+                    held = reused_cost(r, hit, self._left)
+                    values += held[0]
+                    text += held[1]
                 else:
                     out.append(self._dec(i, d))
+            if values:
+                self._spend(values)
+            if text and self.charge is not None:
+                self.charge(text)
             return out
         if t is not dict:
             return x

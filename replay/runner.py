@@ -163,6 +163,7 @@ class _Run:
         self._to_step: int | None = None
         self._span: tuple[int, int] = (0, 0)
         self._resume_limit: int | None = None
+        self._thread_key: str | None = None  # the thread the replay's run is stored under (set by _go)
         self._limits: Limits | None = None
         self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
         self._ran_async = False  # the recording ran the graph with ainvoke/astream
@@ -207,10 +208,11 @@ class _Run:
             raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
         saver = self._saver = replay_saver()
         # The thread the recording's nodes saw, where they saw one (a node may read it): the
-        # replay's saver is its own, and its recorder never continues a stored run by thread.
+        # replay's saver is its own. The replay's run is stored under a thread of its own.
         conf = self._run_config.get("configurable")
         seen = conf.get("thread_id") if isinstance(conf, dict) else None
-        thread_id = seen if isinstance(seen, str) and seen else f"graphtape-replay-{secrets.token_hex(6)}"
+        self._thread_key = f"graphtape-replay-{secrets.token_hex(6)}"
+        thread_id = seen if isinstance(seen, str) and seen else self._thread_key
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph), revive=self.types.revive)
         restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
@@ -294,7 +296,10 @@ class _Run:
         beside = SqlStore.beside(self.store) if isinstance(self.store, SqlStore) else None
         recorder = Recorder(None if beside is not None else self.store.url, durability="exit", store=beside)
         recorder.known_clean_text = answerer.recorded_text
-        lineage = Lineage(parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name, recursion_limit=self._resume_limit, carried=carried)
+        lineage = Lineage(
+            parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name,
+            recursion_limit=self._resume_limit, carried=carried, thread_key=self._thread_key,
+        )
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
         warnings = RecorderWarnings()

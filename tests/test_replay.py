@@ -1849,3 +1849,32 @@ def test_a_run_still_being_recorded_is_refused_by_replay_and_fork_in_one_line(tm
         rec.close()
     result = replay(run_id, build(), db=db)
     assert not result.diverged, result.report()
+
+
+def test_a_live_resume_after_a_replay_on_the_same_thread_continues_the_recorded_run(tmp_path):
+    """The replay runs on the recorded thread id (its nodes see it) but is stored under a
+    thread of its own: the person answering later, in another process, resumes their run."""
+    db = tmp_path / "gt.db"
+    config = {"configurable": {"thread_id": "t-1"}}
+    saver = InMemorySaver()
+
+    def build() -> Any:
+        graph = _thread_reader(ask=True)
+        return graph.copy(update={"checkpointer": saver})
+
+    with Recorder(db) as rec:
+        rec.attach(build(), name="ask").invoke({}, config)
+        run_id = rec.last_run_id
+    result = replay(run_id, _thread_reader(ask=True), db=db, mode="strict")
+    assert not result.diverged, result.report()
+    with Recorder(db) as later:  # another process: found through the store, by thread
+        out = later.attach(build(), name="ask").invoke(Command(resume="yes"), config)
+        assert later.last_run_id == run_id
+    assert out == {"seen": "t-1", "answer": "yes"}
+    store = open_store(db)
+    try:
+        assert store.get_run(run_id).status == "ok"
+        assert store.get_run(result.run_id).status == "interrupted"
+        assert store.get_run(result.run_id).thread_id != "t-1"
+    finally:
+        store.close()
