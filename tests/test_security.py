@@ -155,7 +155,26 @@ def _one_node_run(tmp_path, schema: type, inputs: dict) -> tuple[Any, str]:
         return db, rec.last_run_id
 
 
-@pytest.mark.parametrize("command", [["show", "RUN"], ["show", "RUN", "--json"], ["show", "RUN", "--step", "0", "--full"], ["export", "RUN", "-o", "out.json"]])
+AGENT_WITH_BIG = """
+from typing import TypedDict
+from langgraph.graph import END, START, StateGraph
+
+class S(TypedDict):
+    n: int
+    big: list
+
+b = StateGraph(S)
+b.add_node("a", lambda s: {"n": s["n"] + 1})
+b.add_edge(START, "a")
+b.add_edge("a", END)
+graph = b.compile()
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["show", "RUN"], ["show", "RUN", "--json"], ["show", "RUN", "--step", "0", "--full"], ["export", "RUN", "-o", "out.json"], ["replay", "RUN", "--graph", "agent.py:graph"]],
+)
 def test_one_large_text_referenced_many_times_costs_its_size_each_time(tmp_path, monkeypatch, capsys, command):
     """A crafted store holds one 1 MB string once and refers to it 400 times in a state: shared
     when decoded, but printing or exporting it builds it 400 times. Each reference pays its text,
@@ -179,6 +198,7 @@ def test_one_large_text_referenced_many_times_costs_its_size_each_time(tmp_path,
     engine.dispose()
     monkeypatch.setattr(read_guard, "MAX_READ_BYTES", 64 * 1024 * 1024)
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "agent.py").write_text(AGENT_WITH_BIG)
     capsys.readouterr()
     code = main(["--db", str(db), *[run_id if a == "RUN" else a for a in command]])
     err = capsys.readouterr().err

@@ -22,7 +22,7 @@ from graphtape.recorder.errors import StoreError
 from graphtape.recorder.history_blocks import is_cat
 from graphtape.recorder.store.connection import _one_line
 from graphtape.recorder.store.payloads import unpack
-from graphtape.recorder.store.read_guard import _READ_BUDGET
+from graphtape.recorder.store.read_guard import _READ_BUDGET, read_budget
 
 _BLOBS = sa.select(S.blobs).where(S.blobs.c.hash.in_(sa.bindparam("hashes", expanding=True)))
 
@@ -155,9 +155,11 @@ class BlobReads:
         Malformed recorded data (a damaged or hand-edited store, a registered
         type that changed) raises ``StoreError`` naming what failed.
         """
+        if _READ_BUDGET.get() is None:  # asked outside any read (a replay's comparison): a read of its own
+            with read_budget():
+                return self.decode(tree, typed=typed)
         refs = collect_refs(tree)
-        budget = _READ_BUDGET.get()
-        charge = budget.spend if budget is not None else None  # a blob taken many times costs its text each time
+        charge = _READ_BUDGET.get().spend  # a blob taken many times costs its text each time
         try:
             if typed:
                 return Decoder(self._blobs_for(refs, None), typed=True, charge=charge).decode(tree)
