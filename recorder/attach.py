@@ -164,10 +164,8 @@ class Recorder:
         self.http = http
         self.strict = strict
         self.redact_keys = _as_tuple(redact_keys)
-        patterns = _as_tuple(redact_patterns)
-        Redactor(patterns, self.redact_keys)  # a bad pattern fails here, not mid-run
-        # The secrets in this process's environment, by value: a key in no known format is still named there.
-        self.redact_patterns = patterns + env_secret_patterns()
+        self.redact_patterns = _as_tuple(redact_patterns)
+        Redactor(self.redact_patterns, self.redact_keys)  # a bad pattern fails here, not mid-run
         # Text redacted when it was recorded, handed back by a replay: not scanned again (set by replay).
         self.known_clean_text: frozenset[str] = frozenset()
         if lock_wait <= 0:
@@ -365,7 +363,8 @@ class Recorder:
             if store is not None:
                 store.forget_written_blobs()
             known = store.checkpoint_steps(run_id) if resumed and store is not None else None
-            redactor = Redactor(self.redact_patterns, self.redact_keys, known_clean=self.known_clean_text)
+            # The secrets in this process's environment, by value: a key in no known format is still named there.
+            redactor = Redactor(self.redact_patterns + env_secret_patterns(), self.redact_keys, known_clean=self.known_clean_text)
             session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known, call_waits=self._call_waits)
             session.thread_id = thread_id  # type: ignore[attr-defined]
             if input is not None and type(input).__name__ != "Command":

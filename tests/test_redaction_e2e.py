@@ -319,18 +319,23 @@ def test_secrets_in_the_environment_are_found_by_value_in_any_text(tmp_path: Pat
     """A key in no known format, named in the environment (OPENAI_API_KEY, MY_SERVICE_TOKEN,
     DB_PASSWORD), is redacted where a tool echoes it and where an error quotes it; a variable
     that only looks secret by name (PWD) or holds no secret (TOKENIZERS_PARALLELISM) is not."""
-    key, token, password = "ENVKEY_plain_" + secrets.token_hex(6), "ENVTOK_" + secrets.token_hex(6), "pw-" + secrets.token_hex(6)
+    import json
+    import urllib.parse
+
+    key, token, password = "ENVKEY_plain_" + secrets.token_hex(6), "ENVTOK_" + secrets.token_hex(6), 'pw/"' + secrets.token_hex(6)
     monkeypatch.setenv("OPENAI_API_KEY", key)
     monkeypatch.setenv("MY_SERVICE_TOKEN", token)
-    monkeypatch.setenv("DB_PASSWORD", password)
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
 
     class Echo(TypedDict, total=False):
         said: str
         where: str
+        carried: str
 
     def echo(state: Echo) -> dict:
-        return {"said": f"key {os.environ['OPENAI_API_KEY']} and token {os.environ['MY_SERVICE_TOKEN']}", "where": os.getcwd()}
+        said = f"key {os.environ['OPENAI_API_KEY']} and token {os.environ['MY_SERVICE_TOKEN']}"
+        carried = json.dumps({"pw": os.environ["DB_PASSWORD"]}) + " " + urllib.parse.quote(os.environ["DB_PASSWORD"], safe="")
+        return {"said": said, "where": os.getcwd(), "carried": carried}
 
     def fail(state: Echo) -> dict:
         raise RuntimeError(f"login refused with {os.environ['DB_PASSWORD']}")
@@ -343,17 +348,18 @@ def test_secrets_in_the_environment_are_found_by_value_in_any_text(tmp_path: Pat
     b.add_edge("fail", END)
     db = tmp_path / "env.db"
     with Recorder(db) as rec:
+        monkeypatch.setenv("DB_PASSWORD", password)  # set after the recorder was made (a late load_dotenv)
         with pytest.raises(RuntimeError):
             rec.attach(b.compile()).invoke({})
         run_id = rec.last_run_id
     stored = everything_stored(db)
-    for secret in (key, token, password):
+    for secret in (key, token, password, json.dumps(password)[1:-1], urllib.parse.quote(password, safe="")):
         assert secret.encode() not in stored
     store = open_store(db)
     try:
         run = store.get_run(run_id)
         assert (run.error_type, run.error_message) == ("RuntimeError", f"login refused with {MARK}")
         state = store.state_at(run_id, store.list_steps(run_id)[-1].step)
-        assert state == {"said": f"key {MARK} and token {MARK}", "where": os.getcwd()}
+        assert state == {"said": f"key {MARK} and token {MARK}", "where": os.getcwd(), "carried": f'{{"pw": "{MARK}"}} {MARK}'}
     finally:
         store.close()
