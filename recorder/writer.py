@@ -699,6 +699,18 @@ def _file_identity(store: RunStore) -> tuple[str, tuple[int, int]] | None:
 _live_writers: weakref.WeakSet[Writer] = weakref.WeakSet()
 
 
+def flush_writers_into(url: str, timeout: float = 5.0) -> None:
+    """Wait for this process's recorders writing into store ``url`` to write what they hold: a
+    replay asked for a run just recorded reads it whole (``last_run_id`` right after ``invoke``)."""
+    for w in list(_live_writers):
+        store = w.store
+        if store is not None and getattr(store, "url", None) == url and not w._closed:
+            try:
+                w.flush(timeout)
+            except Exception:  # noqa: BLE001 - a writer that cannot flush leaves the replay to say what it finds
+                pass
+
+
 # A fork waits (this long at most) for each writer's thread to finish what it is doing: a thread
 # stopped by the fork halfway through encoding or writing can leave a lock of the regex engine,
 # SQLite or the pool held in the child for good, and the child's writer would wait on it forever.

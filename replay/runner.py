@@ -29,7 +29,7 @@ from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.session import INTERRUPT, task_path
 from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store_capture import is_write, unwrapped
-from graphtape.recorder.writer import CLOSE_WAIT_S
+from graphtape.recorder.writer import CLOSE_WAIT_S, flush_writers_into
 from graphtape.recorder.http_exchange import HTTP
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_INTERRUPT, FLAG_RESUME, STORE
 
@@ -149,6 +149,8 @@ class _Run:
             raise ReplayError(f"cannot mock node(s) {', '.join(unknown)}: the graph has {', '.join(sorted(graph.nodes))}")
         self.own_store = store is None
         self.store = store if store is not None else SqlStore(db, create=False)
+        if isinstance(getattr(self.store, "url", None), str):
+            flush_writers_into(self.store.url)  # a run this process is recording there: written whole first
         try:
             # The run and its config in one read (every replay needs the config).
             detail = self.store.run_detail(run_id, output=False)

@@ -1878,3 +1878,16 @@ def test_a_live_resume_after_a_replay_on_the_same_thread_continues_the_recorded_
         assert store.get_run(result.run_id).thread_id != "t-1"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("durability", ["async", "exit"])
+def test_a_run_just_recorded_replays_at_once_while_its_recorder_is_open(tmp_path, durability):
+    """replay(rec.last_run_id, ..., db=...) right after invoke: the rows may still wait in the
+    recorder's writer; the replay has them written first instead of finding no run."""
+    db = tmp_path / "gt.db"
+    with Recorder(db, durability=durability) as rec:
+        graph = rec.attach(_thread_reader(), name="who")
+        for n in range(5):
+            graph.invoke({}, {"configurable": {"thread_id": f"t-{n}"}})
+            result = replay(rec.last_run_id, _thread_reader(), db=db, mode="strict")
+            assert not result.diverged, result.report()
