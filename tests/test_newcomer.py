@@ -599,3 +599,23 @@ def test_recording_into_another_programs_sqlite_file_is_refused_in_one_line(tmp_
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == mode
     finally:
         conn.close()
+
+
+def test_a_sqlite_file_another_program_stamped_as_its_own_is_refused_even_with_no_table(tmp_path):
+    import sqlite3
+
+    from graphtape.recorder.errors import SchemaVersionError
+
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(str(path))
+    conn.execute("PRAGMA application_id = 1234")
+    conn.execute("PRAGMA user_version = 7")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaVersionError, match="another program's SQLite database \\(application_id 1234, user_version 7\\)"):
+        Recorder(path)
+    conn = sqlite3.connect(str(path))
+    try:
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    finally:
+        conn.close()
