@@ -617,5 +617,24 @@ def test_a_sqlite_file_another_program_stamped_as_its_own_is_refused_even_with_n
     conn = sqlite3.connect(str(path))
     try:
         assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # left in its own mode
+    finally:
+        conn.close()
+
+
+def test_an_apps_sqlite_file_keeps_its_journal_mode_when_recording_into_it_is_refused(tmp_path):
+    import sqlite3
+
+    from graphtape.recorder.errors import SchemaVersionError
+
+    path = tmp_path / "app.db"
+    with sqlite3.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+    conn.close()
+    with pytest.raises(SchemaVersionError, match="its tables: users"):
+        Recorder(path)
+    conn = sqlite3.connect(str(path))
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     finally:
         conn.close()

@@ -141,9 +141,20 @@ def _on_sqlite_open(dbapi_conn: Any, _record: Any) -> None:
 
 def _on_sqlite_connect(dbapi_conn: Any, record: Any) -> None:
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
+    if cur.execute("PRAGMA journal_mode").fetchone()[0] != "wal" and _new_or_ours(cur):
+        # A new file, or a store made before in another mode: WAL. Another program's file keeps
+        # its mode: opening it for recording is refused (schema_version), and leaves it as it was.
+        cur.execute("PRAGMA journal_mode=WAL")
     cur.close()
     _on_sqlite_open(dbapi_conn, record)
+
+
+def _new_or_ours(cur: Any) -> bool:
+    """Whether a SQLite file holds no other program's tables or marks (a new file, or graphtape's)."""
+    tables = {r[0] for r in cur.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").fetchall()}
+    if tables:
+        return "graphtape_meta" in tables
+    return not (cur.execute("PRAGMA application_id").fetchone()[0] or cur.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _on_read_only_connect(dbapi_conn: Any, _record: Any) -> None:
