@@ -33,6 +33,7 @@ class BackgroundOpen(Generic[T]):
         self._opener = opener
         self._describe = describe
         self._lock = threading.Lock()
+        self._failed: BaseException | None = None  # the last open's error, said again while the next one waits
         self._pending: _Pending[T] = self._start()
 
     def attempt(self, wait: float = 0.0) -> T:
@@ -44,9 +45,13 @@ class BackgroundOpen(Generic[T]):
                 # Handed over already, or begun before a fork (its thread is not in this process).
                 pending = self._pending = self._start()
         if not pending.done.wait(wait):
+            # Still waiting: the same fault as the try before it (one warning per problem), if any.
+            if self._failed is not None:
+                raise self._failed.with_traceback(None)  # raised again and again: no traceback piling up
             raise StillOpening(f"{self._describe}: no answer from the server yet")
         with self._lock:
             pending.taken = True  # a store is the caller's now; a failed open is tried afresh next time
+            self._failed = pending.error
         if pending.error is not None:
             raise pending.error
         return pending.result  # type: ignore[return-value]
