@@ -117,24 +117,35 @@ def join_channels(graph: Any) -> dict[tuple[str, str], str]:
     return out
 
 
-def with_recorded_subgraph_caches(graph: Any, recorded: Callable[[str], Sequence[Sequence[Any]]]) -> Any:
-    """``graph`` with each subgraph node that has a cache of its own answering from the recording.
+def with_recorded_subgraph_caches(graph: Any, recorded: Callable[[tuple[str, ...]], Sequence[Sequence[Any]]], path: tuple[str, ...] = ()) -> Any:
+    """``graph`` with each subgraph node that has a cache of its own answering from the recording,
+    at any depth.
 
     A subgraph added as a node keeps its own cache (LangGraph hands it no other), so the
     root's recorded cache does not reach it. Such a subgraph is copied with a
-    ``RecordedCache`` of the executions recorded inside it: ``recorded(node)`` gives the
-    step details of each time the replayed run enters it, in order. A subgraph invoked
-    from inside a node's own code is the user's object, out of reach: it keeps its cache.
+    ``RecordedCache`` of the executions recorded inside it: ``recorded(path)`` gives the
+    step details of each time the replayed run enters the subgraph at that path of node
+    names (``("sub",)``, ``("sub", "deep")``), in order. A subgraph invoked from inside a
+    node's own code is the user's object, out of reach: it keeps its cache.
     """
+    if len(path) >= _MAX_DEPTH:
+        return graph
     nodes = dict(graph.nodes)
     changed = False
     for name, node in graph.nodes.items():
         sub = getattr(node, "bound", None)
-        cached = cached_nodes(sub) if hasattr(sub, "nodes") and hasattr(sub, "copy") else set()
-        if not cached:
+        if not (hasattr(sub, "nodes") and hasattr(sub, "copy")):
             continue
-        details = [d for entered in recorded(name) for d in entered]
-        copy = sub.copy(update={"cache": RecordedCache(recorded_executions(details, cached, -(1 << 30), join_channels(sub)))})
-        nodes[name] = node.copy(update={"bound": copy, "subgraphs": [copy]})
-        changed = True
+        here = (*path, name)
+        copy = with_recorded_subgraph_caches(sub, recorded, here)
+        cached = cached_nodes(sub)
+        if cached:
+            details = [d for entered in recorded(here) for d in entered]
+            copy = copy.copy(update={"cache": RecordedCache(recorded_executions(details, cached, -(1 << 30), join_channels(sub)))})
+        if copy is not sub:
+            nodes[name] = node.copy(update={"bound": copy, "subgraphs": [copy]})
+            changed = True
     return graph.copy(update={"nodes": nodes}) if changed else graph
+
+
+_MAX_DEPTH = 8  # subgraphs nested deeper keep their own caches

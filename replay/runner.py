@@ -236,7 +236,7 @@ class _Run:
             typed = self.store.step_details(self.run.id, "", typed=True)
             base = base.copy(update={"cache": RecordedCache(recorded_executions(typed, cached, restored.root_step, join_channels(base)))})
         if not ns:
-            base = with_recorded_subgraph_caches(base, lambda node: self._entered_subgraphs(node, restored.root_step))
+            base = with_recorded_subgraph_caches(base, lambda path: self._entered_subgraphs(path, restored.root_step))
         config = self._config(thread_id, restored)
         carried = self._carry_over(base, saver, config, restored) if update is None and not ns else ()
         stopped_at = self._stopped_at(restored.root_step) if to_step is None and not ns else None
@@ -475,10 +475,13 @@ class _Run:
             out.append(Carried(task_id, t.node, path, writes))
         return tuple(out)
 
-    def _entered_subgraphs(self, node: str, after: int) -> list[list[Any]]:
-        """Typed step details of each time root node ``node`` entered its subgraph after root step ``after``, in order."""
+    def _entered_subgraphs(self, path: tuple[str, ...], after: int) -> list[list[Any]]:
+        """Typed step details of each time the subgraph at ``path`` (node names from the root) was
+        entered, within root entries after root step ``after``, in order."""
         entered = self._entered()
-        names = [n for n in self._namespaces() if "|" not in n and n.split(":")[0] == node and entered.get(n, -1) > after]
+        names = [
+            n for n in self._namespaces() if [p.split(":")[0] for p in n.split("|")] == list(path) and entered.get(n.split("|")[0], -1) > after
+        ]
         return [self.store.step_details(self.run.id, n, typed=True) for n in _by_spawn(names, lambda n: self._details(n))]
 
     def _task_paths(self) -> dict[str, str]:

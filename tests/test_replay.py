@@ -1891,3 +1891,53 @@ def test_a_run_just_recorded_replays_at_once_while_its_recorder_is_open(tmp_path
             graph.invoke({}, {"configurable": {"thread_id": f"t-{n}"}})
             result = replay(rec.last_run_id, _thread_reader(), db=db, mode="strict")
             assert not result.diverged, result.report()
+
+
+class Priced(TypedDict, total=False):
+    item: str
+    total: str
+
+
+def _nested_caches() -> tuple[Any, dict]:
+    """A subgraph two levels down with a cached node and a cache of its own (and one level up,
+    another): a fresh build has every cache empty, as a fresh process does."""
+    from langgraph.cache.memory import InMemoryCache
+    from langgraph.types import CachePolicy
+
+    ran = {"n": 0}
+
+    def price(s: Priced) -> dict:
+        ran["n"] += 1
+        return {"total": (s.get("total") or "") + f"p{len(s['item'])}"}
+
+    deep = StateGraph(Priced)
+    deep.add_node("price", price, cache_policy=CachePolicy(ttl=600))
+    deep.add_edge(START, "price")
+    deep.add_edge("price", END)
+    mid = StateGraph(Priced)
+    mid.add_node("pre", price, cache_policy=CachePolicy(ttl=600))
+    mid.add_node("deep", deep.compile(cache=InMemoryCache()))
+    mid.add_edge(START, "pre")
+    mid.add_edge("pre", "deep")
+    mid.add_edge("deep", END)
+    top = StateGraph(Priced)
+    top.add_node("sub", mid.compile(cache=InMemoryCache()))
+    top.add_edge(START, "sub")
+    top.add_edge("sub", END)
+    return top.compile(), ran
+
+
+def test_cache_hits_in_subgraphs_nested_two_deep_replay_as_hits(tmp_path):
+    db = tmp_path / "gt.db"
+    graph, _ = _nested_caches()
+    with Recorder(db) as rec:
+        recorded = rec.attach(graph, name="priced")
+        recorded.invoke({"item": "apple"})
+        miss_run = rec.last_run_id
+        recorded.invoke({"item": "apple"})  # every cached node a hit now, at both depths
+        hit_run = rec.last_run_id
+    for run_id, runs in ((hit_run, 0), (miss_run, 2)):
+        fresh, ran = _nested_caches()
+        result = replay(run_id, fresh, db=db, mode="strict")
+        assert not result.diverged, result.report()
+        assert ran["n"] == runs  # the recording's hits are served, its misses run
