@@ -41,7 +41,7 @@ from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersi
 from graphtape.recorder.graph_info import GraphInfo, describe
 from graphtape.recorder.graph_origin import Origin, display_name, origin_of
 from graphtape.recorder.lone_surrogates import json_bytes
-from graphtape.recorder.printed_modes import PrintedCheckpoints
+from graphtape.recorder.printed_modes import PrintedCheckpoints, printed_modes
 from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.saver import RUN_KEY, RunScopedSaver, TeeSaver
 from graphtape.recorder.session import ERROR, INTERRUPT, NULL_TASK_ID, RunSession, host_and_pid, task_path
@@ -52,7 +52,7 @@ from graphtape.recorder.store.sql_store import for_writing, is_not_a_store, open
 from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store_opening import START_WAIT_S, BackgroundOpen
 from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
-from graphtape.recorder.stream_view import StreamShape, awithout_checkpoints, awithout_key, without_checkpoints, without_key
+from graphtape.recorder.stream_view import CHECKPOINT_MODES, StreamShape, awithout_checkpoints, awithout_key, without_checkpoints, without_key
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
 
 try:
@@ -627,8 +627,7 @@ def _streams_checkpoints(graph: Any, kwargs: dict) -> bool:
     """Whether the run streams or prints checkpoint events (``checkpoints``, ``debug``)."""
     if StreamShape(graph, kwargs).may_hold_checkpoints():
         return True
-    printed = kwargs.get("print_mode") or ()
-    return StreamShape(graph, {"stream_mode": [printed] if isinstance(printed, str) else list(printed)}).may_hold_checkpoints()
+    return any(m in CHECKPOINT_MODES for m in printed_modes(kwargs))
 
 
 def _inside_a_parent_task(graph: Any, config: dict) -> bool:

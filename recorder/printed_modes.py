@@ -28,8 +28,7 @@ class PrintedCheckpoints:
     @staticmethod
     def take(graph: Any, kwargs: dict[str, Any]) -> tuple[PrintedCheckpoints | None, dict[str, Any]]:
         """The printer for this call, if it prints checkpoint events, and the kwargs to run it with."""
-        printed = kwargs.get("print_mode") or ()
-        printed = (printed,) if isinstance(printed, str) else tuple(printed)
+        printed = printed_modes(kwargs)
         ours = tuple(m for m in printed if m in CHECKPOINT_MODES)
         if not ours:
             return None, kwargs
@@ -63,3 +62,9 @@ class PrintedCheckpoints:
 
 
 _DROPPED = object()
+
+
+def printed_modes(kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """The modes a stream call's ``print_mode`` names (one or several)."""
+    printed = kwargs.get("print_mode") or ()
+    return (printed,) if isinstance(printed, str) else tuple(printed)

@@ -31,13 +31,9 @@ class SchemaGate:
 
     def _check_schema(self, create: bool) -> None:
         try:
-            marks = (0, 0)
             if self.is_sqlite:
                 with self.engine.connect() as conn:
                     problem = shape_problem(lambda sql: conn.exec_driver_sql(sql).fetchall())
-                    # A file another program stamped as its own (its application id, its schema
-                    # version), even with no table yet.
-                    marks = (conn.exec_driver_sql("PRAGMA application_id").scalar() or 0, conn.exec_driver_sql("PRAGMA user_version").scalar() or 0)
                 if problem is not None:
                     raise StoreError(f"{self._safe_url()} is not a store as graphtape makes it ({problem}): refusing to read it")
             insp = sa.inspect(self.engine)
@@ -51,7 +47,7 @@ class SchemaGate:
                     "it is another program's database, or a damaged one; point graphtape at a different file"
                 )
             others = sorted(t for t in tables if not t.startswith("sqlite_"))
-            if create and self.is_sqlite and not others and any(marks):
+            if create and self.is_sqlite and not others and any(marks := self._program_marks()):
                 raise SchemaVersionError(f"{self._safe_url()} is another program's SQLite database (application_id {marks[0]}, user_version {marks[1]}): record into a file of graphtape's own")
             if create and self.is_sqlite and others:
                 # A SQLite file is one program's: graphtape's tables (and its WAL mode) are not
@@ -72,6 +68,12 @@ class SchemaGate:
                     raise StoreError(f"cannot create the graphtape schema in {self._safe_url()}: {_one_line(exc)}") from None
                 return
         self._version_ok_after_race(strict=True, create=create)
+
+    def _program_marks(self) -> tuple[int, int]:
+        """A SQLite file's ``application_id`` and ``user_version``: another program stamped it as
+        its own if either is set, even before it has a table (graphtape sets neither)."""
+        with self.engine.connect() as conn:
+            return (conn.exec_driver_sql("PRAGMA application_id").scalar() or 0, conn.exec_driver_sql("PRAGMA user_version").scalar() or 0)
 
     def _create_schema(self) -> None:
         """Create the tables and the version row, once, whoever else is creating them at the same time."""
