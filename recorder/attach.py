@@ -53,6 +53,7 @@ from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store_opening import START_WAIT_S, BackgroundOpen
 from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
 from graphtape.recorder.stream_view import CHECKPOINT_MODES, StreamShape, awithout_checkpoints, awithout_key, without_checkpoints, without_key
+from graphtape.recorder.thread_keys import stored_thread_id
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
 
 try:
@@ -358,13 +359,14 @@ class Recorder:
                 conf["thread_id"] = thread_id  # LangGraph's checkpoint events name the thread
         config["configurable"] = conf
         try:
+            # The secrets in this process's environment, by value: a key in no known format is still named there.
+            redactor = Redactor(self.redact_patterns + env_secret_patterns(), self.redact_keys, known_clean=self.known_clean_text)
+            thread_id = stored_thread_id(str(thread_id), redactor)
             store = self.writer.store  # None while it cannot be opened: the run is kept for it
             run_id, seq_start, resumed = (new_run_id, 0, False) if generated else self._run_id_for(binding, thread_id, input, store)
             if store is not None:
                 store.forget_written_blobs()
             known = store.checkpoint_steps(run_id) if resumed and store is not None else None
-            # The secrets in this process's environment, by value: a key in no known format is still named there.
-            redactor = Redactor(self.redact_patterns + env_secret_patterns(), self.redact_keys, known_clean=self.known_clean_text)
             session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known, call_waits=self._call_waits)
             session.thread_id = thread_id  # type: ignore[attr-defined]
             if input is not None and type(input).__name__ != "Command":

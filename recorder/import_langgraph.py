@@ -41,6 +41,7 @@ from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.store import Batch, SqlStore, pack, squeeze
 from graphtape.recorder.store import shown_url
 from graphtape.recorder.store.sqlite_shape import shape_problem
+from graphtape.recorder.thread_keys import stored_thread_id
 
 __all__ = ["ImportSummary", "LangGraphImportError", "import_langgraph"]
 
@@ -486,12 +487,13 @@ class _ThreadImport:
                     status, reason = "interrupted", "interrupt"
         root_steps = [r for r in step_rows if r["ns"] == "" and r["checkpoint_id"]]
         meta0 = root[0].metadata
+        stored = stored_thread_id(self.thread_id, self.encoder.redactor)  # a thread named by a token stores no token
         run = {
             "id": run_id,
-            "name": f"langgraph:{self.thread_id}",
+            "name": f"langgraph:{stored}",
             "graph_name": str(meta0.get("graph_id") or "langgraph"),
             "graph_ref": None,
-            "thread_id": self.thread_id,
+            "thread_id": stored,
             "status": status,
             "status_reason": reason,
             "error_type": err_type,

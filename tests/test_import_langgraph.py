@@ -298,3 +298,27 @@ def test_a_time_travelled_thread_imports_its_fork_as_a_step_no_task_ran(tmp_path
         store.close()
     forks = [step for step, (source, _) in nodes.items() if source == "fork"]
     assert len(forks) == 1 and nodes[forks[0]][1] == [] and nodes[forks[0] + 1][1] == ["b"]
+
+
+def test_a_thread_named_by_a_secret_imports_without_it(tmp_path, capsys):
+    """A saver's thread whose id is a token: the imported run's thread and name hold a digest."""
+    b = StateGraph(Chain)
+    b.add_node("a", lambda s: {"log": ["a"]})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    path = tmp_path / "threads.db"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    token = "ghp_" + "Tk4" * 12
+    b.compile(checkpointer=SqliteSaver(conn)).invoke({"log": []}, {"configurable": {"thread_id": token}})
+    conn.close()
+    db = tmp_path / "g.db"
+    assert main(["--db", str(db), "import-langgraph", str(path)]) == 0
+    capsys.readouterr()
+    store = open_store(db)
+    try:
+        (run,) = store.list_runs()
+        assert run.thread_id.startswith("redacted-thread-") and token not in run.name
+    finally:
+        store.close()
+    for f in tmp_path.glob("g.db*"):
+        assert token.encode() not in f.read_bytes()

@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import json
 import operator
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -200,6 +201,31 @@ def test_an_interrupt_answered_by_another_recorder_goes_on_in_the_run_that_asked
         store.close()
     result = replay(asked, G.interrupt_graph(InMemorySaver()), db=db)
     assert not result.diverged, result.report()
+
+
+def test_a_thread_named_by_a_secret_is_stored_without_it_and_still_resumes(db):
+    """A session token used as the thread id: the stored thread is a digest (no token in the
+    file), and another Recorder resuming that thread still finds the run that asked."""
+    token = "sk-proj-" + "Qw7" * 16
+    cfg = {"configurable": {"thread_id": token}}
+    saver = InMemorySaver()
+    with Recorder(db) as asking:
+        asking.attach(G.interrupt_graph(saver), graph_ref="replay_graphs:approvals").invoke({"q": "ship it?"}, cfg)
+        asked = asking.last_run_id
+    with Recorder(db) as other:  # another thread on the same graph must not be taken for it
+        other.attach(G.interrupt_graph(saver), graph_ref="replay_graphs:approvals").invoke({"q": "other"}, {"configurable": {"thread_id": "sk-proj-" + "Zx9" * 16}})
+    with Recorder(db) as answering:
+        assert answering.attach(G.interrupt_graph(saver), graph_ref="replay_graphs:approvals").invoke(Command(resume="yes"), cfg)["answer"] == "done:yes"
+        assert answering.last_run_id == asked
+    store = open_store(db)
+    try:
+        runs = store.list_runs()
+        assert len({r.thread_id for r in runs}) == 2 and all(token not in r.thread_id and r.thread_id.startswith("redacted-thread-") for r in runs)
+        assert store.get_run(asked).status == "ok"
+    finally:
+        store.close()
+    for path in Path(db).parent.glob(Path(db).name + "*"):
+        assert token.encode() not in path.read_bytes()
 
 
 @pytest.mark.parametrize("edits", [[{"q": "ship it today?"}], [{"approved": "pre-set"}], [{"q": "draft"}, {"q": "ship it today?"}]], ids=["one", "one, overwritten", "two"])
