@@ -14,7 +14,7 @@ from typing import Annotated, TypedDict
 
 import pytest
 
-from graphtape.recorder import Recorder, open_store
+from graphtape.recorder import Recorder, StoreError, open_store
 from graphtape.tui.cli import main
 from graphtape.tui.demo import record_demo
 
@@ -258,6 +258,18 @@ def test_a_store_url_graphtape_cannot_use_is_one_line_without_the_password(capsy
     code, out, err = run_cli(capsys, "--db", url, "runs")
     assert code == 2 and out == "" and err.count("\n") == 1 and words in err
     assert "hunter2" not in err and "***" in err
+
+
+@pytest.mark.parametrize("path", [r"C:\Users\me\graphtape.db", "C:/Users/me/graphtape.db", r"runs\graphtape.db"])
+def test_a_windows_path_on_this_system_is_one_line_and_creates_nothing(tmp_path, monkeypatch, capsys, path):
+    """Taken as it is, such a path names one file in the working folder with backslashes in its name."""
+    monkeypatch.chdir(tmp_path)
+    for argv in (["--db", path, "runs"], ["--db", path, "demo", "--no-tui", "--scenario", "happy"]):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and err.count("\n") == 1 and "a Windows path" in err, err
+    with pytest.raises(StoreError, match="a Windows path"):
+        Recorder(path)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -35,6 +36,9 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
     if db is None:
         db = os.environ.get(ENV_DB) or DEFAULT_DB
     db = os.fspath(db)
+    windows = _windows_path(db)
+    if windows is not None:
+        raise StoreError(f"cannot open database {windows!r}: a Windows path, and on this system paths use '/' (a backslash would be part of a file's name)")
     if "://" in db:
         if db.startswith("postgres://"):
             db = "postgresql+psycopg://" + db[len("postgres://") :]
@@ -84,6 +88,23 @@ def check_url(db: str | os.PathLike | None = None) -> str:
     if problem is not None:
         raise StoreError(problem)
     return url
+
+
+_WINDOWS_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\|\.{0,2}\\)|^[^/]*\\[^/]*$")
+
+
+def _windows_path(db: str | os.PathLike | None) -> str | None:
+    """``db`` if it is a Windows-style path given on a system whose separator is ``/``, else None.
+
+    ``C:\\runs\\g.db`` or ``runs\\g.db`` on Linux would be one file in the working folder,
+    named with the backslashes in it: never what was meant.
+    """
+    if db is None or os.sep != "/":
+        return None
+    text = os.fspath(db)
+    if not isinstance(text, str) or "://" in text:
+        return None
+    return text if _WINDOWS_PATH.search(text) else None
 
 
 def missing_driver(url: str, exc: ModuleNotFoundError) -> StoreError:
