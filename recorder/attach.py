@@ -369,6 +369,7 @@ class Recorder:
             known = store.checkpoint_steps(run_id) if resumed and store is not None else None
             session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known, call_waits=self._call_waits)
             session.thread_id = thread_id  # type: ignore[attr-defined]
+            session.keys_cache = isinstance(getattr(graph, "cache", None), HitNamingCache)
             if input is not None and type(input).__name__ != "Command":
                 # The input step's value, as passed: LangGraph hands the saver that checkpoint
                 # later (async durability, astream), by when it has given the messages ids in place.

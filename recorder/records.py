@@ -132,6 +132,8 @@ class TaskInfo:
     started_at: float | None = None
     duration_ms: float | None = None
     cached: bool = False
+    cache_key: str | None = None  # a cached task's key: its name and the digest of its arguments
+    cache_warm: bool = True  # that key was in the cache before the run began (not put there by the run)
     subgraph_ns: list[str] = field(default_factory=list)
     traceback: list[list[Any]] | None = None  # frames [file, line, function, source] of its error
     attempts: list[dict[str, Any]] = field(default_factory=list)  # earlier attempts (RetryPolicy): n, et, em, ms

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from graphtape.recorder.cache_hits import task_name
+from graphtape.recorder.cache_hits import forget_ran, hit_of, note_ran
 from graphtape.recorder.call_waits import CallWaits
 from graphtape.recorder.channel_writes import is_send as _is_send
 from graphtape.recorder.channel_writes import stored
@@ -72,6 +72,8 @@ class TaskAcc:
     interrupts: list[Any] = field(default_factory=list)
     resumes: list[Any] = field(default_factory=list)
     carried: bool = False  # not run: its writes are an earlier run's, applied by LangGraph
+    cache_key: str | None = None  # served from the cache: under this key (name and digest of its arguments)
+    cache_warm: bool = True  # ...which was there before the run began, not put there by an earlier call of it
 
 
 _NOT_PASSED = object()
@@ -137,6 +139,9 @@ class RunSession:
         self.graph = graph
         self.redactor = redactor
         self.strict = strict
+        self.cache_keys_set: set[str] = set()  # cache keys this run's tasks put in the graph's cache
+        self.cache_ran: list[int] = []  # ids of the writes of its tasks that ran in a graph with a cache (see cache_hits)
+        self.keys_cache = False  # the graph has a cache: a task that ran is named by the key it is cached under
         self.faults = 0
         self.fault_log: list[str] = []
         self.pending_error: Exception | None = None
@@ -253,12 +258,17 @@ class RunSession:
             acc.cp_id = checkpoint_id
             self._step_of(acc)
             acc.path = task_path
+            hit = hit_of(writes) if not acc.seen_callback else None  # served from the cache: no code ran
+            if hit is not None:
+                acc.cache_key, acc.cache_warm = hit.key, hit.key not in self.cache_keys_set
+            elif self.keys_cache and acc.seen_callback:
+                note_ran(self, acc, writes)
             if acc.node is None:
                 parts = task_path.lstrip("~").split(", ")
                 if len(parts) >= 2 and parts[0] == "__pregel_pull":
                     acc.node = parts[1]
-                elif not acc.seen_callback:
-                    acc.node = task_name(writes)  # a @task served from the cache: its path holds no name
+                elif hit is not None:
+                    acc.node = hit.name  # a @task served from the cache: its path holds no name
             acc.has_writes = True
             for ch, v in writes:
                 if ch == INTERRUPT:
@@ -651,6 +661,7 @@ class RunSession:
 
     def forget(self) -> None:
         self.encoder.forget()
+        forget_ran(self)
         self._frames.clear()
         self._copies.forget()
         self._delta_copies.forget()
@@ -732,6 +743,8 @@ class RunSession:
                 flags |= FLAG_CARRIED
             elif not acc.seen_callback and acc.has_writes and acc.node not in (START, None) and acc.error is None and not acc.interrupts:
                 row["c"] = True
+            if acc.cache_key is not None:
+                row["ck"] = [acc.cache_key, acc.cache_warm]
             if acc.task_id in kids:
                 row["sub"] = kids[acc.task_id]
             task_rows.append(row)

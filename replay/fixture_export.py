@@ -635,6 +635,11 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
             task["attempts"] = [{"n": a.get("n"), "error": {"type": a.get("et"), "message": ex.text(a.get("em"))} if a.get("et") else None} for a in t["att"] if isinstance(a, dict)]
         if t.get("c"):
             task["cached"] = True
+        ck = t.get("ck")
+        if isinstance(ck, list) and len(ck) == 2 and isinstance(ck[0], str) and isinstance(ck[1], bool):
+            task["cache_key"] = ex.text(ck[0])  # its name and the digest of its arguments
+            if not ck[1]:
+                task["cache_warm"] = False  # a hit on what an earlier call of the run put in the cache
         if "cw" in t:
             # Not run: LangGraph applied what it wrote in an earlier run. Its path tells which of a
             # node's tasks it was (Send packets to one node), so a replay carries the same ones over.

@@ -316,6 +316,8 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
                     sh.get(err, "type", (str, type(None)), f"{aw}.error")
                     sh.get(err, "message", (str, type(None)), f"{aw}.error", required=False)
             sh.get(t, "cached", (bool,), tw, required=False)
+            sh.get(t, "cache_key", (str,), tw, required=False)
+            sh.get(t, "cache_warm", (bool,), tw, required=False)
             sh.get(t, "path", (str,), tw, required=False)
             for k, w in enumerate(sh.get(t, "carried", (list,), tw, required=False) or []):
                 if type(w) is not list or len(w) not in (2, 3) or type(w[0]) is not str:

@@ -260,6 +260,8 @@ class _Importer:
                 row["att"] = [{"n": a.get("n"), "et": (a.get("error") or {}).get("type"), "em": (a.get("error") or {}).get("message")} for a in t["attempts"]]
             if t.get("cached"):
                 row["c"] = True
+            if isinstance(t.get("cache_key"), str):
+                row["ck"] = [t["cache_key"], t.get("cache_warm") is not False]
             if t.get("carried") is not None:
                 row["cw"] = self.value(t["carried"], f"{tw}.carried", typed=True)
                 flags |= FLAG_CARRIED

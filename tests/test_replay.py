@@ -1967,3 +1967,54 @@ def test_cache_hits_in_subgraphs_nested_two_deep_replay_as_hits(tmp_path):
         result = replay(run_id, fresh, db=db, mode="strict")
         assert not result.diverged, result.report()
         assert ran["n"] == runs  # the recording's hits are served, its misses run
+
+
+def _squares(name: str | None) -> tuple[Any, list[int]]:
+    """An entrypoint calling one cached ``@task`` in parallel with several arguments, then once more
+    with the first: fresh, as a fresh process builds it (its cache empty)."""
+    from langgraph.cache.memory import InMemoryCache
+    from langgraph.func import entrypoint, task
+    from langgraph.types import CachePolicy
+
+    ran: list[int] = []
+
+    @task(cache_policy=CachePolicy(ttl=600), **({"name": name} if name else {}))
+    def square(x: int) -> int:
+        ran.append(x)
+        return x * x
+
+    @entrypoint(cache=InMemoryCache())
+    def squares(xs: list) -> dict:
+        futures = [square(x) for x in xs]
+        return {"each": [f.result() for f in futures], "again": square(xs[0]).result()}
+
+    return squares, ran
+
+
+@pytest.mark.parametrize("name", [None, "custom_square"], ids=["named after its function", "given a name"])
+def test_parallel_calls_of_a_cached_task_are_served_by_their_arguments(tmp_path, name):
+    """Some calls hit what an earlier run cached, some miss, one hits what this run cached: each
+    replays as it was recorded (by the digest of its arguments, not by its place in the order),
+    from the store and from the run's fixture, in a fresh process's empty cache."""
+    db = tmp_path / "gt.db"
+    graph, _ = _squares(name)
+    with Recorder(db) as rec:
+        app = rec.attach(graph, name="squares")
+        app.invoke([1, 2, 3])
+        assert app.invoke([7, 2, 1, 9, 3]) == {"each": [49, 4, 1, 81, 9], "again": 49}
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        def tasks(run: str) -> list[tuple[bool, str | None]]:
+            return sorted((t.cached, t.cache_key is not None) for d in store.step_details(run) for t in d.tasks if t.node != "squares")
+
+        assert tasks(run_id) == [(False, True)] * 2 + [(True, True)] * 4
+        for source in (run_id, imported(db, exported(db, run_id))):
+            fresh, ran = _squares(name)
+            result = replay(source, fresh, store=store, mode="strict")
+            assert not result.diverged, result.report()
+            assert sorted(ran) == [7, 9] and result.final_state == {"each": [49, 4, 1, 81, 9], "again": 49}
+            assert tasks(result.run_id) == tasks(run_id)
+    finally:
+        store.close()

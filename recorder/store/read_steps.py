@@ -173,6 +173,8 @@ class StepReads:
                     started_at=t.get("t0"),
                     duration_ms=t.get("ms"),
                     cached=bool(t.get("c")),
+                    cache_key=_cache_key(t)[0],
+                    cache_warm=_cache_key(t)[1],
                     subgraph_ns=t.get("sub", []),
                     traceback=valid_frames(t.get("tb")),
                     attempts=[a for a in t.get("att", []) if isinstance(a, dict)] if isinstance(t.get("att"), list) else [],
@@ -254,3 +256,11 @@ def _as_stored(tree: Any) -> Any:
 def _carried(value: Any) -> list[Any] | None:
     """A task's carried writes as stored, or None when they are not a list of writes (damaged)."""
     return value if is_stored(value) else None
+
+
+def _cache_key(t: dict) -> tuple[str | None, bool]:
+    """A cached task's ``(key, warm)`` as stored (``[key, warm]``), or ``(None, True)``."""
+    ck = t.get("ck")
+    if isinstance(ck, list) and len(ck) == 2 and isinstance(ck[0], str) and isinstance(ck[1], bool):
+        return ck[0], ck[1]
+    return None, True
