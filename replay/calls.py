@@ -21,6 +21,7 @@ from typing import Any
 
 from graphtape.recorder import CallInfo
 
+from graphtape.replay.loaded_errors import builtin_bases, loaded_error
 from graphtape.replay.normalize import Normalizer, ns_path
 
 MATCH_FIELDS = ("name", "step", "path", "node", "arguments")
@@ -224,12 +225,14 @@ _ERROR_TYPES: dict[str, type[Exception]] = {}
 _ERROR_LOCK = threading.Lock()
 
 
-def rebuild_error(type_name: str | None, message: str | None) -> Exception:
+def rebuild_error(type_name: str | None, message: str | None, frames: Any = None) -> Exception:
     """An exception with the recorded type name and message, so error paths reproduce.
 
     Built-in exception types are used as they are; LangChain's ToolException
-    too. Any other recorded type becomes a ``RecordedError`` subclass of the
-    same name (``except ThatType`` in user code cannot match it; catching by
+    too; so is the one class of that name among the modules this process has
+    already loaded (the graph's own, which its ``retry_on`` and ``except`` name:
+    see ``loaded_errors``). Any other recorded type becomes a ``RecordedError``
+    subclass of the same name (``except ThatType`` cannot match it; catching by
     ``Exception`` or by name does).
     """
     name = type_name or "Exception"
@@ -245,11 +248,26 @@ def rebuild_error(type_name: str | None, message: str | None) -> Exception:
 
         return ToolException(message)
     safe = name if name.isidentifier() else "RecordedError"
+    loaded = loaded_error(safe, message, frames) if safe != "RecordedError" else None
+    if loaded is not None:
+        return loaded
     with _ERROR_LOCK:
         cls = _ERROR_TYPES.get(safe)
         if cls is None:
-            cls = _ERROR_TYPES[safe] = type(safe, (RecordedError,), {"recorded_type": safe, "__module__": "graphtape.replay.recorded"})
+            cls = _ERROR_TYPES[safe] = _stand_in(safe)
     return cls(message)
+
+
+def _stand_in(name: str) -> type[Exception]:
+    """A ``RecordedError`` subclass named ``name``, also of the built-in class the loaded classes
+    of that name share (``except ValueError`` still catches it)."""
+    attrs = {"recorded_type": name, "__module__": "graphtape.replay.recorded"}
+    for base in builtin_bases(name):
+        try:
+            return type(name, (RecordedError, base), attrs)
+        except TypeError:  # a built-in with a layout of its own (OSError): the plain stand-in
+            break
+    return type(name, (RecordedError,), attrs)
 
 
 def message_from_plain(value: Any) -> Any:

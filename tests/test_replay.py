@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import json
 import operator
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -2023,3 +2024,87 @@ def test_parallel_calls_of_a_cached_task_are_served_by_their_arguments(tmp_path,
             assert tasks(result.run_id) == tasks(run_id)
     finally:
         store.close()
+
+
+_SDK = '''
+class RateLimitError(Exception):
+    def __init__(self, message, *, response):  # as SDKs' errors do: more than a message
+        super().__init__(message)
+        self.response = response
+
+
+def call(counter):
+    counter.append(1)
+    if len(counter) == 1:
+        raise RateLimitError("429 slow down", response={"status": 429})
+    return "answer"
+'''
+
+
+@pytest.fixture
+def two_sdks(tmp_path, monkeypatch):
+    """Two loaded packages each with its own ``RateLimitError`` (as openai's and langsmith's are)."""
+    import importlib
+
+    from graphtape.replay import loaded_errors
+
+    for pkg in ("gt_sdk_one", "gt_sdk_two"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text(_SDK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mods = [importlib.import_module(p) for p in ("gt_sdk_one", "gt_sdk_two")]
+    loaded_errors.forget()
+    yield mods
+    for p in ("gt_sdk_one", "gt_sdk_two"):
+        sys.modules.pop(p, None)
+    loaded_errors.forget()
+
+
+@pytest.mark.parametrize("raised", ["the second SDK's", "json's JSONDecodeError", "a class of the graph's module"])
+def test_a_retry_on_the_recorded_error_class_retries_in_the_replay(db, two_sdks, raised):
+    """A model call that failed once and was retried by ``RetryPolicy(retry_on=...)``: the replay
+    raises the recorded error as the class the policy names (found among the loaded modules, the
+    traceback telling two SDKs' ``RateLimitError`` apart; never imported), so it retries again."""
+    import json as json_module
+
+    from langgraph.types import RetryPolicy
+
+    from graphtape.replay import ReplayMode
+
+    sdk = two_sdks[1]
+    counter: list[int] = []
+
+    def flaky(messages: list) -> AIMessage:
+        if raised == "the second SDK's":
+            return AIMessage(sdk.call(counter))
+        counter.append(1)
+        if len(counter) == 1:
+            if raised == "json's JSONDecodeError":
+                json_module.loads('{"cut": ')
+            raise _GraphsOwnError("try again")
+        return AIMessage("answer")
+
+    retry_on = {"the second SDK's": sdk.RateLimitError, "json's JSONDecodeError": ValueError, "a class of the graph's module": _GraphsOwnError}[raised]
+    Scripted = load_agent("scripted_model").ScriptedChatModel
+
+    def graph() -> Any:
+        model = Scripted(script=flaky)
+
+        class S(TypedDict, total=False):
+            answer: str
+
+        b = StateGraph(S)
+        b.add_node("ask", lambda s: {"answer": model.invoke("q").content}, retry_policy=RetryPolicy(retry_on=retry_on, initial_interval=0.001, jitter=False))
+        b.add_edge(START, "ask")
+        b.add_edge("ask", END)
+        return b.compile()
+
+    run_id = record(db, graph(), {})
+    counter.clear()
+    result = replay(run_id, graph(), db=db, mode=ReplayMode.STRICT)
+    assert not result.diverged, result.report()
+    assert result.final_state == {"answer": "answer"} and result.served["model"] == 2 and counter == []
+
+
+class _GraphsOwnError(Exception):
+    pass

@@ -1,0 +1,110 @@
+"""The exception class a recorded error's type names, found among what this process already loaded.
+
+A recording keeps an error's type by name, and graphtape never imports a name read from
+data. But the graph being replayed is the user's own code, already imported, and so are the
+classes its retry policies and handlers test for (``RetryPolicy(retry_on=RateLimited)``,
+``except json.JSONDecodeError``). Such a class is looked up by name in the namespaces of the
+modules already in ``sys.modules`` (their ``__dict__``, so no module ``__getattr__`` runs and
+nothing is imported), and only a single class of that name is taken, or of several the
+one all the others derive from: two unrelated classes sharing it (``RateLimitError`` of two
+SDKs) leave the error a stand-in, of the built-in class they share. The instance is made
+without calling the class's own ``__init__``: no code the recording could choose runs.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_found: dict[str, tuple[type[Exception], ...]] = {}
+_MAX_NAMES = 1_000  # distinct names looked up per process (a hostile recording names many)
+
+
+def loaded_error(type_name: str, message: str, frames: Any = None) -> Exception | None:
+    """An instance of the loaded exception class named ``type_name``, carrying ``message``; None
+    if there is none, or several and neither the classes nor the error's recorded traceback
+    (``frames``, ``[file, line, function, source]``: the package it was raised in) tell which."""
+    classes = _classes_named(type_name)
+    cls = _one(classes) or _one(_raised_in(classes, frames))
+    if cls is None:
+        return None
+    try:
+        error = Exception.__new__(cls)
+        error.args = (message,)
+        str(error)  # a class whose __str__ needs what its __init__ sets: a stand-in instead
+    except Exception:  # noqa: BLE001 - a class with a layout of its own, or that cannot show itself
+        return None
+    return error
+
+
+def _classes_named(name: str) -> tuple[type[Exception], ...]:
+    with _lock:
+        if name in _found:
+            return _found[name]
+    found = _scan(name)
+    with _lock:
+        if len(_found) < _MAX_NAMES:
+            _found[name] = found
+    return found
+
+
+def _scan(name: str) -> tuple[type[Exception], ...]:
+    from langgraph.errors import GraphBubbleUp
+
+    found: dict[int, type[Exception]] = {}
+    for module in list(sys.modules.values()):
+        namespace = _namespace(module)
+        value = namespace.get(name) if namespace is not None else None
+        if not (isinstance(value, type) and issubclass(value, Exception) and value.__name__ == name):
+            continue
+        # LangGraph's control flow (an interrupt, a parent command) is never a recorded call's error.
+        if not issubclass(value, GraphBubbleUp) and not value.__module__.startswith("graphtape."):
+            found[id(value)] = value
+    return tuple(found.values())
+
+
+def _one(classes: tuple[type[Exception], ...]) -> type[Exception] | None:
+    """The one class, or of several the one all the others derive from (json's ``JSONDecodeError``,
+    which orjson's and requests' extend: it passes every check the run's did up to it)."""
+    base = [c for c in classes if all(issubclass(other, c) for other in classes)]
+    return base[0] if len(base) == 1 else None
+
+
+def _raised_in(classes: tuple[type[Exception], ...], frames: Any) -> tuple[type[Exception], ...]:
+    """Those of ``classes`` whose package the error's traceback passed through (an SDK raises its own)."""
+    if len(classes) < 2 or not isinstance(frames, list):
+        return ()
+    parts: set[str] = set()
+    for frame in frames[-_FRAMES_READ:]:
+        if isinstance(frame, list) and frame and isinstance(frame[0], str):
+            parts.update(frame[0].replace("\\", "/").split("/"))
+    return tuple(c for c in classes if c.__module__.split(".")[0] in parts)
+
+
+_FRAMES_READ = 50  # the innermost frames: where the error was raised
+
+
+def builtin_bases(name: str) -> tuple[type[Exception], ...]:
+    """The most derived built-in exception class every loaded class named ``name`` derives from
+    (``ValueError`` for a ``JSONDecodeError``): a stand-in for it is one of those too."""
+    common: list[type] | None = None
+    for cls in _classes_named(name):
+        mro = [c for c in cls.__mro__ if c.__module__ == "builtins" and issubclass(c, Exception) and c is not Exception]
+        common = mro if common is None else [c for c in common if c in mro]
+    return tuple(common[:1]) if common else ()
+
+
+def _namespace(module: Any) -> dict[str, Any] | None:
+    try:
+        namespace = object.__getattribute__(module, "__dict__")
+    except Exception:  # noqa: BLE001 - an odd object in sys.modules
+        return None
+    return namespace if isinstance(namespace, dict) else None
+
+
+def forget() -> None:
+    """Look again next time (tests load classes after a first lookup)."""
+    with _lock:
+        _found.clear()
