@@ -200,6 +200,7 @@ class _Exporter:
         self.table_keys: dict[bytes, str] = {}
         self._raw_blobs: dict[str, Any] = {}
         self._done_blobs: dict[str, Any] = {}
+        self._in_entry = 0  # walking inside a tabled message or document: what it holds stays inline
 
     # -- ids -----------------------------------------------------------------------
     def stable(self, original: str, prefix: str) -> str:
@@ -290,9 +291,17 @@ class _Exporter:
                 else:
                     pairs.append(self._walk(pair, depth + 1))
             return {ENVELOPE: "dict", "v": pairs}
-        out = {k: (v if k in _STRUCTURAL else self._walk(v, depth + 1)) for k, v in x.items()}
         if kind in ("lc.msg", "lc.doc"):
-            return self._tabled(out, kind)
+            # An entry of the fixture's message table is whole in itself (a tool message's artifact
+            # holds its Documents, not references to other entries): the format refuses nesting.
+            self._in_entry += 1
+            try:
+                out = {k: (v if k in _STRUCTURAL else self._walk(v, depth + 1)) for k, v in x.items()}
+            finally:
+                self._in_entry -= 1
+            self._renumber(out, kind)
+            return self._tabled(out, kind) if not self._in_entry else out
+        out = {k: (v if k in _STRUCTURAL else self._walk(v, depth + 1)) for k, v in x.items()}
         if kind == "unserializable":
             # Only its class name is ever used (a stand-in when replayed): drop what varies
             # between runs and machines, the object's address and a file-loaded module's private name.
@@ -321,19 +330,29 @@ class _Exporter:
             budget = _READ_BUDGET.get()
             if budget is not None:
                 budget.spend(reused_cost(h, done)[1])  # written out once per place: its text counts each time
-            return done
+            return self._inline(done)
         if h not in self._raw_blobs:
             raise FixtureError(f"the run refers to a value the store no longer holds (blob {h}): the store was damaged or collected")
         done = self._done_blobs[h] = self._walk(self._raw_blobs[h], depth + 1)
         return done
 
-    def _tabled(self, env: dict, kind: str) -> dict:
+    def _inline(self, value: Any) -> Any:
+        """``value``, with a reference to a table entry replaced by the entry, inside another entry."""
+        if self._in_entry and type(value) is dict and len(value) == 1 and type(value.get(BLOB_REF)) is str and value[BLOB_REF] in self.table:
+            return self.table[value[BLOB_REF]]
+        return value
+
+    def _renumber(self, env: dict, kind: str) -> None:
         v = env.get("v")
         ident = v.get("id") if isinstance(v, dict) else None
         if type(ident) is str and ident:
             # Every id, not only minted ones: a re-recorded run holds ids a fixture gave it
             # (answers keep theirs), which must number like the fresh ones they stand for.
-            ident = v["id"] = self.stable(ident, "msg" if kind == "lc.msg" else "doc")
+            v["id"] = self.stable(ident, "msg" if kind == "lc.msg" else "doc")
+
+    def _tabled(self, env: dict, kind: str) -> dict:
+        v = env.get("v")
+        ident = v.get("id") if isinstance(v, dict) else None
         canonical = orjson.dumps(env)
         key = self.table_keys.get(canonical)
         if key is None:
