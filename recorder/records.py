@@ -262,6 +262,9 @@ class CallInfo:
     parent_call_id: str | None = None
     streamed: bool = False
     traceback: list[list[Any]] | None = None  # frames [file, line, function, source] of its error
+    # The output as stored (blob references unresolved): a replay decodes it with its types
+    # (Documents, datetimes, a Command's Send packets) to hand a tool's answer back as it was.
+    encoded_output: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_fields(self, _CALL_FIELD_TYPES)

@@ -61,8 +61,10 @@ class RecordingAnswerer:
         overrides: Mapping[str, Callable[..., Any]] | None = None,
         *,
         miss_goes_live: bool = False,
+        typed_decode: Callable[[Any], Any] | None = None,
     ) -> None:
         self.book = book
+        self.typed_decode = typed_decode  # a stored value -> its typed form (the store's decoder)
         self.mode = mode
         self.normalize = normalize
         self.overrides = dict(overrides or {})
@@ -141,14 +143,28 @@ class RecordingAnswerer:
             if out.get("status") == "error":
                 return Answer(value=content, tool_error=True, delay_s=delay)
             if tool.response_format == "content_and_artifact":
-                return Answer(value=(content, out.get("artifact")), delay_s=delay)
+                # The artifact as it was (a retriever's Documents), not its plain form.
+                artifact = getattr(self._typed(call), "artifact", _NOT_TYPED)
+                return Answer(value=(content, revive_opaque(out.get("artifact") if artifact is _NOT_TYPED else artifact)), delay_s=delay)
             return Answer(value=content, delay_s=delay)
-        value = revive_command(revive_opaque(out))
+        typed = self._typed(call)
+        value = revive_command(revive_opaque(out if typed is _NOT_TYPED else typed))
         if value is not out and isinstance(tool_input, dict):
             value = adopt_live_ids(value, _live_messages(tool_input, self._injected_args(tool)))
         return Answer(value=value, delay_s=delay)
 
     # -- shared ------------------------------------------------------------------
+    def _typed(self, call: Any) -> Any:
+        """A recorded call's output decoded with its types (Documents, datetimes, Decimals, tuples,
+        a Command and its Send packets), as the live call returned it; ``_NOT_TYPED`` where the
+        recording cannot say (no decoder given, a fixture's plain output, a damaged value)."""
+        if self.typed_decode is None or call.encoded_output is None:
+            return _NOT_TYPED
+        try:
+            return self.typed_decode(call.encoded_output)
+        except Exception:  # noqa: BLE001 - the plain form, as before
+            return _NOT_TYPED
+
     def _injected_args(self, tool: Any) -> frozenset[str]:
         """Arguments LangChain keeps out of a tool's recorded inputs (state, runtime...), per tool, once."""
         hit = self._plain_memo.get(id(tool))
@@ -212,6 +228,9 @@ class RecordingAnswerer:
             delay = max(0.0, min(got.delay_s, MAX_DELAY_S, MAX_HELD_S - self.held_s))
             self.held_s += delay
         return delay
+
+
+_NOT_TYPED = object()
 
 
 def _who(metadata: Mapping[str, Any]) -> tuple[int | None, str, str | None]:

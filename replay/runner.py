@@ -287,7 +287,7 @@ class _Run:
             # A message that enters the state without an id gets the one the recording gave it.
             base = with_recorded_ids(base, lambda: recorded_ids(self.store, self.run.id, restored.root_step, recorded_calls, stand_ins=FIXTURE_TAG in self.run.tags))
         book = CallBook([c for c in recorded_calls if c.kind not in (HTTP, STORE)], self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts(), task_paths=self._task_paths)
-        answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live)
+        answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live, typed_decode=lambda tree: self.store.decode(tree, typed=True))
         http = RecordedHttp(recorded_calls, offsets=offsets, miss_goes_live=miss_goes_live)
         memory = RecordedStore(recorded_calls, self.arg_normalize, offsets=offsets, miss_goes_live=miss_goes_live)
         if guard is not None and self._store_recorded and self.mode.answers(STORE):

@@ -20,10 +20,11 @@ import pytest
 import replay_graphs as G
 from conftest import exported, imported, load_agent
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.tools import StructuredTool, tool
+from langchain_core.tools import InjectedToolCallId, StructuredTool, tool
 from langgraph.channels import UntrackedValue
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import Command, Send, interrupt
@@ -2108,3 +2109,65 @@ def test_a_retry_on_the_recorded_error_class_retries_in_the_replay(db, two_sdks,
 
 class _GraphsOwnError(Exception):
     pass
+
+
+def _typed_tools_graph() -> Any:
+    """A model asks three tools at once: a retriever returning Documents as its artifact, a tool
+    returning a dict of non-JSON values, and one returning a Command whose update holds Documents;
+    a last node fails unless each comes back with its own types."""
+    import datetime
+    import decimal
+
+    from langchain_core.documents import Document
+    from langchain_core.messages import ToolMessage
+
+    Scripted = load_agent("scripted_model").ScriptedChatModel
+
+    @tool(response_format="content_and_artifact")
+    def retrieve(query: str):
+        """Retrieve documents."""
+        return f"docs on {query}", [Document(page_content=f"about {query}", metadata={"source": "kb/1"})]
+
+    @tool
+    def quote(item: str) -> dict:
+        """Price an item."""
+        return {"price": decimal.Decimal("9.50"), "until": datetime.datetime(2026, 1, 2, 3, 4), "dims": (1, 2), "tags": {"a"}, "raw": b"\x00\x01"}
+
+    @tool
+    def attach(tool_call_id: Annotated[str, InjectedToolCallId]) -> Command:
+        """Attach documents to the state."""
+        return Command(update={"docs": [Document(page_content="attached")], "messages": [ToolMessage("attached", tool_call_id=tool_call_id)]})
+
+    calls = [{"name": n, "args": a, "id": f"c{i}", "type": "tool_call"} for i, (n, a) in enumerate([("retrieve", {"query": "refunds"}), ("quote", {"item": "x"}), ("attach", {})])]
+    model = Scripted(script=lambda m: AIMessage("", tool_calls=calls) if isinstance(m[-1], HumanMessage) else AIMessage("done")).bind_tools([retrieve, quote, attach])
+
+    class S(TypedDict, total=False):
+        messages: Annotated[list, add_messages]
+        docs: list
+        checked: str
+
+    def check(state: S) -> dict:
+        results = {m.name: m for m in state["messages"] if isinstance(m, ToolMessage)}
+        assert [d.metadata["source"] for d in results["retrieve"].artifact] == ["kb/1"]
+        assert [type(d).__name__ for d in state["docs"]] == ["Document"]
+        return {"checked": "ok"}
+
+    b = StateGraph(S)
+    b.add_node("agent", lambda s: {"messages": [model.invoke(s["messages"])]})
+    b.add_node("tools", ToolNode([retrieve, quote, attach]))
+    b.add_node("check", check)
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else "check")
+    b.add_edge("tools", "agent")
+    b.add_edge("check", END)
+    return b.compile()
+
+
+def test_tools_answered_from_the_recording_return_their_own_types(db):
+    """A tool's answer is what it returned, typed: Documents in an artifact and in a Command's
+    update, Decimals, datetimes, tuples, sets and bytes; from the store and from the run's fixture."""
+    run_id = record(db, _typed_tools_graph(), {"messages": [HumanMessage("go")]})
+    for source in (run_id, imported(db, exported(db, run_id))):
+        result = replay(source, _typed_tools_graph(), db=db, mode="strict")
+        assert not result.diverged, result.report()
+        assert result.final_state["checked"] == "ok" and result.served["tool"] == 3

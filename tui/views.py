@@ -111,7 +111,7 @@ def step_view(store: RunStore, ref: str, step: int, ns: str = ROOT) -> dict[str,
     detail = store.step_detail(run.id, step, ns)
     all_rows = store.list_steps(run.id, ns)
     steps = [s.step for s in all_rows]
-    calls = [asdict(c) for c in store.calls(run.id, step=step, ns=ns)]
+    calls = [{k: v for k, v in asdict(c).items() if k != "encoded_output"} for c in store.calls(run.id, step=step, ns=ns)]  # as stored: the decoded output says it
     waits = node_waits(calls, detail.tasks)
     for call in calls:
         if call["call_id"] in waits:

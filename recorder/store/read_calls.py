@@ -33,12 +33,14 @@ class CallReads:
         rows = self._read(q, {"run_id": run_id})
         if encoded:
             trees = [(_strict_json(r.inputs), _strict_json(r.output)) for r in rows]
+            stored_outputs = [o for _, o in trees]
         else:
             # One blob read for all of them, then each call decoded on its own: a message in many
             # calls' inputs is decoded once (the decoded blobs are kept), and each call's value
             # has the decoder's whole budget (a conversation resent to 1,000 model calls is not
             # one value a million messages long).
             encoded_calls = [[_uj(r.inputs), _uj(r.output)] for r in rows]
+            stored_outputs = [c[1] for c in encoded_calls]
             self.blobs(collect_refs(encoded_calls))
             try:
                 trees = [tuple(self.decode(call)) for call in encoded_calls]
@@ -66,8 +68,9 @@ class CallReads:
                 total_tokens=r.total_tokens,
                 parent_call_id=r.parent_call_id,
                 streamed=bool(r.streamed),
+                encoded_output=stored,
             )
-            for r, (i, o) in zip(rows, trees)
+            for r, (i, o), stored in zip(rows, trees, stored_outputs)
         ]
 
     @_damage_is_a_store_error
