@@ -26,6 +26,7 @@ import hashlib
 import itertools
 import math
 import pathlib
+import re
 import threading
 import uuid
 from collections import OrderedDict
@@ -81,6 +82,8 @@ def registered_types() -> Mapping[str, type]:
 
 # Enum classes a typed decode may rebuild besides registered ones, by name: a replay lends
 # those its graph's state schema names (``replay.state_types``), for as long as it runs.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}")  # an object's address in its default repr
+
 _lent_enums: contextvars.ContextVar[Mapping[str, type] | None] = contextvars.ContextVar("graphtape_lent_enums", default=None)
 
 
@@ -254,7 +257,9 @@ class Encoder:
             except BaseException:  # noqa: BLE001 - a broken __repr__ must not break recording
                 text = f"<{type(value).__name__} with failing repr>"
             # Scrubbed whole, then cut: a secret across the cut (a PEM block's END line) is still found.
-            text = self.redactor.scrub(text[:MAX_REPR_SCAN])
+            # Without the object's address (``<Client object at 0x7f…>``): a rerun holds the same
+            # object elsewhere, and identical runs store identical values.
+            text = _ADDRESS.sub("", self.redactor.scrub(text[:MAX_REPR_SCAN]))
             if len(text) > 2000:
                 text = text[:2000] + "…"
         self._report(f"{type(value).__name__}: {why}")
@@ -975,7 +980,8 @@ class Decoder:
         if kind == "exc":
             return {TYPE_KEY: "exception", "type": x.get("type"), "message": x.get("message")}
         if kind == "unserializable":
-            return {TYPE_KEY: x.get("type"), "unserializable": True, "repr": x.get("repr")}
+            text = x.get("repr")  # recorded before addresses were left out: read without it too
+            return {TYPE_KEY: x.get("type"), "unserializable": True, "repr": _ADDRESS.sub("", text) if type(text) is str else text}
         if kind == "lc.msg":
             return self._message(x.get("cls"), self._dec(v, d))
         if kind == "lc.doc":

@@ -2171,3 +2171,32 @@ def test_tools_answered_from_the_recording_return_their_own_types(db):
         result = replay(source, _typed_tools_graph(), db=db, mode="strict")
         assert not result.diverged, result.report()
         assert result.final_state["checked"] == "ok" and result.served["tool"] == 3
+
+
+class _Client:
+    """Stands for an SDK client or a lock a node keeps in the state: no encoding of its own."""
+
+
+def test_an_object_without_an_encoding_in_the_state_replays_without_diverging(db):
+    """Kept as its repr, without the object's address (each run holds it elsewhere)."""
+
+    class S(TypedDict, total=False):
+        client: Any
+        n: int
+
+    def graph() -> Any:
+        b = StateGraph(S)
+        b.add_node("connect", lambda s: {"client": _Client(), "n": s["n"] + 1})
+        b.add_edge(START, "connect")
+        b.add_edge("connect", END)
+        return b.compile()
+
+    run_id = record(db, graph(), {"n": 0})
+    store = open_store(db)
+    try:
+        kept = store.state_at(run_id, store.list_steps(run_id)[-1].step)["client"]
+    finally:
+        store.close()
+    assert kept["unserializable"] is True and "_Client object" in kept["repr"] and " at 0x" not in kept["repr"]
+    result = replay(run_id, graph(), db=db, mode="strict")
+    assert not result.diverged, result.report()
