@@ -54,7 +54,7 @@ from graphtape.recorder.store_opening import START_WAIT_S, BackgroundOpen
 from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
 from graphtape.recorder.stream_view import CHECKPOINT_MODES, StreamShape, awithout_checkpoints, awithout_key, without_checkpoints, without_key
 from graphtape.recorder.thread_keys import stored_thread_id
-from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer
+from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer, in_forked_child
 
 try:
     from langgraph._internal._constants import CONFIG_KEY_RUNTIME
@@ -585,6 +585,14 @@ class Recorder:
                 binding.scoped.drop_thread(session.saver_thread)  # type: ignore[attr-defined]
             self.writer.submit(lambda: (session.forget(), None)[1])
             self.writer.release()  # the run ended: its rows go in now (durability "exit" too)
+            if in_forked_child() and self.writer.background:
+                # A forked worker may end with os._exit (multiprocessing, a pool terminated, a
+                # prefork server recycling it): no exit hook writes what is left, so the run is
+                # written before it returns.
+                try:
+                    self.writer.flush(CLOSE_WAIT_S)
+                except Exception:  # noqa: BLE001 - a fault is the writer's to report, never the run's
+                    pass
 
 
 class _Binding:

@@ -730,7 +730,25 @@ def _after_fork_in_parent() -> None:
         _paused.pop().release()
 
 
+_forked = False  # this process is a fork of the one that imported graphtape
+
+
+def in_forked_child() -> bool:
+    """Whether this process was forked (a multiprocessing worker, a prefork pool's child): such a
+    process often ends with ``os._exit``, which runs no exit hook, so nothing may wait for one.
+    A multiprocessing worker that imported graphtape only after it started counts too."""
+    if _forked:
+        return True
+    mp = sys.modules.get("multiprocessing")
+    try:
+        return mp is not None and mp.parent_process() is not None
+    except Exception:  # noqa: BLE001 - an odd multiprocessing: taken as not a worker
+        return False
+
+
 def _after_fork_in_child() -> None:
+    global _forked
+    _forked = True
     _paused.clear()  # the child's writers get new locks
     for w in list(_live_writers):
         try:
