@@ -54,6 +54,7 @@ from graphtape.recorder.store_opening import START_WAIT_S, BackgroundOpen
 from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
 from graphtape.recorder.stream_view import CHECKPOINT_MODES, StreamShape, awithout_checkpoints, awithout_key, without_checkpoints, without_key
 from graphtape.recorder.thread_keys import stored_thread_id
+from graphtape.recorder.waiting_subgraphs import waiting_subgraphs
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer, in_forked_child
 
 try:
@@ -412,6 +413,8 @@ class Recorder:
                 for checkpoint, metadata, parent_id in edits[:-1]:  # each edit is a step; the last is the seed
                     session.on_checkpoint("", checkpoint, metadata, parent_id, checkpoint.get("channel_versions", {}))
                 seed = edits[-1] if edits else None
+                for ns, checkpoint, metadata, parent_id in _subgraph_edits_while_paused(graph, conf, known):
+                    session.on_checkpoint(ns, checkpoint, metadata, parent_id, checkpoint.get("channel_versions", {}))
             if seed is not None:
                 checkpoint, metadata, parent_id = seed
                 if isinstance(graph.checkpointer, TeeSaver):  # what its DeltaChannels held there
@@ -840,6 +843,30 @@ def _edited_while_paused(saver: BaseCheckpointSaver, head: Any, known: Mapping[s
 
 
 _MAX_EDITS_WHILE_PAUSED = 100  # a chain of edits longer than this is cut to its newest (each is a saver read)
+
+
+def _subgraph_edits_while_paused(graph: Any, conf: Mapping[str, Any], known: Mapping[str, int]) -> list[tuple[str, Any, Any, str | None]]:
+    """``update_state`` checkpoints made in the namespaces of subgraphs waiting at an interrupt
+    (``update_state(get_state(config, subgraphs=True).tasks[0].state.config, ...)``), oldest first
+    per namespace, as ``(namespace, checkpoint, metadata, parent id)``: the subgraph's steps."""
+    saver = _users_saver(graph)
+    if saver is None:
+        return []
+    base = {k: v for k, v in conf.items() if k not in ("checkpoint_id", "checkpoint_ns", RUN_KEY) and not str(k).startswith("__")}
+    try:
+        waiting = waiting_subgraphs(graph.get_state({"configurable": {**base, "checkpoint_ns": ""}}, subgraphs=True))
+    except Exception:  # noqa: BLE001 - an async-only saver, a lost connection: not recorded, as before
+        return []
+    out: list[tuple[str, Any, Any, str | None]] = []
+    for ns in waiting:
+        try:
+            head = saver.get_tuple({"configurable": {**base, "checkpoint_ns": ns}})
+        except Exception:  # noqa: BLE001 - as above
+            continue
+        if head is not None:
+            out += [(ns, *edit) for edit in _edited_while_paused(saver, head, known)]
+    return out
+
 
 
 _NOT_CARRIED = frozenset((ERROR, INTERRUPT, "__error_source_node__"))  # a task that failed or stopped runs again

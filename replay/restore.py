@@ -136,19 +136,22 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
     return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id)
 
 
-def restore_edit(store: RunStore, run_id: str, step: int, saver: Any, config: dict[str, Any], *, revive: Callable[[str, dict[str, Any]], None] | None = None) -> None:
-    """Put the state the recording's root ``step`` holds on the replay's thread, after its latest
-    checkpoint: an ``update_state`` made while the run waited at an interrupt. It is the person's
-    edit, not the graph's doing, so it is taken as recorded, not worked out again."""
+def restore_edit(
+    store: RunStore, run_id: str, step: int, saver: Any, config: dict[str, Any], *, revive: Callable[[str, dict[str, Any]], None] | None = None, ns: str = "", into: str = ""
+) -> None:
+    """Put the state the recording's ``step`` (of namespace ``ns``) holds on the replay's thread,
+    after the latest checkpoint of namespace ``into`` (the same subgraph, under the replay's task
+    id): an ``update_state`` made while the run waited at an interrupt. It is the person's edit,
+    not the graph's doing, so it is taken as recorded, not worked out again."""
     from langgraph.checkpoint.base.id import uuid6
 
-    cp = store.checkpoint_at(run_id, step, "", typed=True)
+    cp = store.checkpoint_at(run_id, step, ns, typed=True)
     checkpoint, metadata = as_langgraph(cp)
     if revive is not None:
-        revive("", checkpoint["channel_values"])
+        revive(ns, checkpoint["channel_values"])
     conf = {k: v for k, v in config["configurable"].items() if k != "checkpoint_id"}
-    head = saver.get_tuple({"configurable": {**conf, "checkpoint_ns": ""}})
-    after = {"configurable": {**conf, "checkpoint_ns": "", **({"checkpoint_id": head.checkpoint["id"]} if head is not None else {})}}
+    head = saver.get_tuple({"configurable": {**conf, "checkpoint_ns": into}})
+    after = {"configurable": {**conf, "checkpoint_ns": into, **({"checkpoint_id": head.checkpoint["id"]} if head is not None else {})}}
     saver.put(after, {**checkpoint, "id": str(uuid6(clock_seq=step))}, metadata, dict(cp.channel_versions))
 
 

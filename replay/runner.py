@@ -29,6 +29,7 @@ from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.session import INTERRUPT, task_path
 from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store_capture import is_write, unwrapped
+from graphtape.recorder.waiting_subgraphs import node_path, waiting_subgraphs
 from graphtape.recorder.writer import CLOSE_WAIT_S, flush_writers_into
 from graphtape.recorder.http_exchange import HTTP
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_INTERRUPT, FLAG_RESUME, STORE
@@ -673,6 +674,7 @@ class _Run:
                 # answer goes on from the last.
                 restore_edit(self.store, self.run.id, step, self._saver, config, revive=self.types.revive)
                 step += 1
+            edited = self._restore_subgraph_edits(app, config, step) or edited
             values = resumes.get(step)
             if not values:
                 return None  # the recording stopped at this interrupt too (or diverged: compared later)
@@ -691,6 +693,32 @@ class _Run:
         goto started (its trigger is a write of no task, which the state's next tasks leave out)."""
         found = self._saver.get_tuple({"configurable": {**config["configurable"], "checkpoint_ns": ""}}) if self._saver is not None else None
         return [(None, i, None) for _, ch, v in (found.pending_writes or ()) if ch == INTERRUPT for i in (v if isinstance(v, (list, tuple)) else [v])] if found is not None else []
+
+    def _restore_subgraph_edits(self, app: Any, config: dict, step: int) -> bool:
+        """Put back the ``update_state`` edits the recording holds in the namespaces of subgraphs
+        waiting at root ``step``, each into the same subgraph waiting in the replay (its namespace
+        holds the replay's task id); True if there were any."""
+        recorded = {n: e for n in self._namespaces() if n and self._entered().get(n.split("|")[0]) == step and (e := self._edited_steps(n))}
+        if not recorded or self._saver is None:
+            return False
+        live = _by_node_path(waiting_subgraphs(app.get_state(config, subgraphs=True)))
+        restored = False
+        for ns, steps in recorded.items():
+            into = live.get(node_path(ns))
+            if into is None:
+                continue  # not waiting in the replay (or ambiguous): the comparison says where it went
+            for s in steps:
+                restore_edit(self.store, self.run.id, s, self._saver, config, revive=self.types.revive, ns=ns, into=into)
+            restored = True
+        return restored
+
+    def _edited_steps(self, ns: str) -> list[int]:
+        """Steps of namespace ``ns`` the recording holds as edits made while it waited at an interrupt."""
+        out: list[int] = []
+        for s in self.store.list_steps(self.run.id, ns):
+            if s.source == "update" and (s.flags & FLAG_INTERRUPT or (out and s.step - 1 == out[-1])):
+                out.append(s.step)
+        return out
 
     def _edits_while_paused(self) -> set[int]:
         """Root steps the recording holds as ``update_state`` checkpoints made between an interrupt
@@ -1060,3 +1088,11 @@ def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str
     for name in names:
         nodes[name] = nodes[name].copy(update={"bound": RunnableLambda(serve(name), name=name)})
     return graph.copy(update={"nodes": nodes})
+
+
+def _by_node_path(namespaces: list[str]) -> dict[str, str]:
+    """Live namespaces by their node path, where only one waits at that path."""
+    seen: dict[str, list[str]] = {}
+    for ns in namespaces:
+        seen.setdefault(node_path(ns), []).append(ns)
+    return {path: found[0] for path, found in seen.items() if len(found) == 1}

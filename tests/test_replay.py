@@ -2200,3 +2200,62 @@ def test_an_object_without_an_encoding_in_the_state_replays_without_diverging(db
     assert kept["unserializable"] is True and "_Client object" in kept["repr"] and " at 0x" not in kept["repr"]
     result = replay(run_id, graph(), db=db, mode="strict")
     assert not result.diverged, result.report()
+
+
+def _asking_subgraph(depth: int) -> Any:
+    """A root graph whose subgraph (nested ``depth`` deep) asks at an interrupt and reports a note
+    a person may set in the subgraph's own state while it waits."""
+
+    class S(TypedDict, total=False):
+        q: str
+        a: str
+        note: str
+
+    def ask(s: S) -> dict:
+        return {"a": f"{interrupt({'q': s['q']})}:{s['q']}:{s.get('note', '-')}"}
+
+    inner = StateGraph(S)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "ask")
+    inner.add_edge("ask", END)
+    sub = inner.compile()
+    for _ in range(depth - 1):
+        outer = StateGraph(S)
+        outer.add_node("deeper", sub)
+        outer.add_edge(START, "deeper")
+        outer.add_edge("deeper", END)
+        sub = outer.compile()
+    top = StateGraph(S)
+    top.add_node("sub", sub)
+    top.add_node("shout", lambda s: {"a": s["a"].upper()})
+    top.add_edge(START, "sub")
+    top.add_edge("sub", "shout")
+    top.add_edge("shout", END)
+    return top.compile(checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_a_subgraph_state_edited_while_it_waits_is_recorded_and_replayed(db, depth):
+    """update_state on the waiting subgraph's own config (LangGraph's documented way to edit it):
+    the edit is a step of the subgraph, and a replay (or the fixture's) puts it back before answering."""
+    cfg = {"configurable": {"thread_id": "sub-edit"}}
+    with Recorder(db) as rec:
+        app = rec.attach(_asking_subgraph(depth))
+        app.invoke({"q": "go?"}, cfg)
+        waiting = app.get_state(cfg, subgraphs=True).tasks[0].state
+        while depth > 1 and waiting.tasks and waiting.tasks[0].state is not None:
+            waiting = waiting.tasks[0].state  # the innermost subgraph, where the question waits
+        app.update_state(waiting.config, {"note": "edited"})
+        assert app.invoke(Command(resume="yes"), cfg)["a"] == "YES:GO?:EDITED"
+        rec.flush()
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        inner = max(store.namespaces(run_id), key=lambda n: (n != "", n.count("|")))
+        assert [s.source for s in store.list_steps(run_id, inner)].count("update") == 1
+    finally:
+        store.close()
+    for source in (run_id, imported(db, exported(db, run_id))):
+        result = replay(source, _asking_subgraph(depth), db=db, mode="strict")
+        assert not result.diverged, result.report()
+        assert result.final_state["a"] == "YES:GO?:EDITED"
