@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import operator
@@ -287,15 +288,9 @@ def test_a_time_travelled_thread_imports_its_fork_as_a_step_no_task_ran(tmp_path
     before_b = next(s for s in graph.get_state_history(cfg) if s.next == ("b",))
     assert graph.invoke(None, before_b.config)["log"] == ["a", "b", "c"]
     conn.close()
-    db = tmp_path / "g.db"
-    assert main(["--db", str(db), "import-langgraph", str(path)]) == 0
-    capsys.readouterr()
-    store = open_store(db)
-    try:
+    with _imported(path, tmp_path, capsys) as store:
         run = store.get_run("last")
         nodes = {s.step: (s.source, s.nodes) for s in store.list_steps(run.id)}
-    finally:
-        store.close()
     forks = [step for step, (source, _) in nodes.items() if source == "fork"]
     assert len(forks) == 1 and nodes[forks[0]][1] == [] and nodes[forks[0] + 1][1] == ["b"]
 
@@ -311,14 +306,21 @@ def test_a_thread_named_by_a_secret_imports_without_it(tmp_path, capsys):
     token = "ghp_" + "Tk4" * 12
     b.compile(checkpointer=SqliteSaver(conn)).invoke({"log": []}, {"configurable": {"thread_id": token}})
     conn.close()
+    with _imported(path, tmp_path, capsys) as store:
+        (run,) = store.list_runs()
+        assert run.thread_id.startswith("redacted-thread-") and token not in run.name
+    for f in tmp_path.glob("g.db*"):
+        assert token.encode() not in f.read_bytes()
+
+
+@contextlib.contextmanager
+def _imported(source: Path, tmp_path: Path, capsys):
+    """The store ``graphtape import-langgraph`` made from the saver file ``source`` (open while in the block)."""
     db = tmp_path / "g.db"
-    assert main(["--db", str(db), "import-langgraph", str(path)]) == 0
+    assert main(["--db", str(db), "import-langgraph", str(source)]) == 0
     capsys.readouterr()
     store = open_store(db)
     try:
-        (run,) = store.list_runs()
-        assert run.thread_id.startswith("redacted-thread-") and token not in run.name
+        yield store
     finally:
         store.close()
-    for f in tmp_path.glob("g.db*"):
-        assert token.encode() not in f.read_bytes()
