@@ -3,12 +3,13 @@
 A recording keeps an error's type by name, and graphtape never imports a name read from
 data. But the graph being replayed is the user's own code, already imported, and so are the
 classes its retry policies and handlers test for (``RetryPolicy(retry_on=RateLimited)``,
-``except json.JSONDecodeError``). Such a class is looked up by name in the namespaces of the
-modules already in ``sys.modules`` (their ``__dict__``, so no module ``__getattr__`` runs and
-nothing is imported), and only a single class of that name is taken, or of several the
-one all the others derive from: two unrelated classes sharing it (``RateLimitError`` of two
-SDKs) leave the error a stand-in, of the built-in class they share. The instance is made
-without calling the class's own ``__init__``: no code the recording could choose runs.
+``except SomeError``). Such a class is looked up by name in the namespaces of the modules
+already in ``sys.modules`` (their ``__dict__``, so no module ``__getattr__`` runs and nothing
+is imported). Of several classes of that name, the one all the others derive from is taken,
+else the one whose file the recorded traceback passed through. The instance is made without
+calling the class's own code, so only a class whose instances hold nothing but their message
+is taken (no ``__init__`` of its own): an SDK's error made that way would lack what its
+handlers read (``response.status_code``). Anything else stays a stand-in (``calls``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def loaded_error(type_name: str, message: str, frames: Any = None) -> Exception 
     (``frames``, ``[file, line, function, source]``: the package it was raised in) tell which."""
     classes = _classes_named(type_name)
     cls = _one(classes) or _one(_raised_in(classes, frames))
-    if cls is None:
+    if cls is None or not _carries_only_args(cls):
         return None
     try:
         error = Exception.__new__(cls)
@@ -72,15 +73,36 @@ def _one(classes: tuple[type[Exception], ...]) -> type[Exception] | None:
     return base[0] if len(base) == 1 else None
 
 
+def _carries_only_args(cls: type) -> bool:
+    """Whether an instance of ``cls`` is all in its ``args``: no class of it but Python's own sets
+    anything up (``__init__``, ``__new__``). Made without its ``__init__``, an instance of any other
+    would lack what its handlers read (an HTTP error's ``response``): a stand-in is safer."""
+    return not any(c.__module__ != "builtins" and ("__init__" in vars(c) or "__new__" in vars(c)) for c in cls.__mro__)
+
+
 def _raised_in(classes: tuple[type[Exception], ...], frames: Any) -> tuple[type[Exception], ...]:
-    """Those of ``classes`` whose package the error's traceback passed through (an SDK raises its own)."""
+    """Those of ``classes`` whose module's file the error's traceback passed through (an SDK raises
+    its own; a graph's file raises the class it defines)."""
     if len(classes) < 2 or not isinstance(frames, list):
         return ()
-    parts: set[str] = set()
-    for frame in frames[-_FRAMES_READ:]:
-        if isinstance(frame, list) and frame and isinstance(frame[0], str):
-            parts.update(frame[0].replace("\\", "/").split("/"))
-    return tuple(c for c in classes if c.__module__.split(".")[0] in parts)
+    files = [frame[0].replace("\\", "/") for frame in frames[-_FRAMES_READ:] if isinstance(frame, list) and frame and isinstance(frame[0], str)]
+    tails = [(c, _file_tail(c)) for c in classes]
+    for f in reversed(files):  # the innermost frame first: where it was raised
+        found = tuple(c for c, tail in tails if tail is not None and (f == tail or f.endswith("/" + tail)))
+        if found:
+            return found
+    return ()
+
+
+def _file_tail(cls: type) -> str | None:
+    """The last two parts of the path of the file ``cls`` was defined in (``myapp/billing.py``),
+    read from the loaded module's namespace, never imported."""
+    namespace = _namespace(sys.modules.get(cls.__module__))
+    path = namespace.get("__file__") if namespace is not None else None
+    if not isinstance(path, str):
+        return None
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-2:])
 
 
 _FRAMES_READ = 50  # the innermost frames: where the error was raised

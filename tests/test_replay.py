@@ -2029,15 +2029,13 @@ def test_parallel_calls_of_a_cached_task_are_served_by_their_arguments(tmp_path,
 
 _SDK = '''
 class RateLimitError(Exception):
-    def __init__(self, message, *, response):  # as SDKs' errors do: more than a message
-        super().__init__(message)
-        self.response = response
+    pass
 
 
 def call(counter):
     counter.append(1)
     if len(counter) == 1:
-        raise RateLimitError("429 slow down", response={"status": 429})
+        raise RateLimitError("429 slow down")
     return "answer"
 '''
 
@@ -2061,13 +2059,18 @@ def two_sdks(tmp_path, monkeypatch):
     loaded_errors.forget()
 
 
-@pytest.mark.parametrize("raised", ["the second SDK's", "json's JSONDecodeError", "a class of the graph's module"])
+@pytest.mark.parametrize(
+    "raised", ["the second SDK's", "json's JSONDecodeError", "a class of the graph's module", "the graph's own RateLimitError", "httpx's 503 under the default retry_on"]
+)
 def test_a_retry_on_the_recorded_error_class_retries_in_the_replay(db, two_sdks, raised):
     """A model call that failed once and was retried by ``RetryPolicy(retry_on=...)``: the replay
     raises the recorded error as the class the policy names (found among the loaded modules, the
-    traceback telling two SDKs' ``RateLimitError`` apart; never imported), so it retries again."""
+    traceback telling two SDKs' ``RateLimitError`` apart; never imported), so it retries again.
+    An error whose class sets more up than its message (httpx's, whose ``response`` LangGraph's
+    default ``retry_on`` reads) stays a stand-in, and is retried as it was."""
     import json as json_module
 
+    import httpx
     from langgraph.types import RetryPolicy
 
     from graphtape.replay import ReplayMode
@@ -2082,10 +2085,14 @@ def test_a_retry_on_the_recorded_error_class_retries_in_the_replay(db, two_sdks,
         if len(counter) == 1:
             if raised == "json's JSONDecodeError":
                 json_module.loads('{"cut": ')
+            if raised.startswith("httpx"):
+                httpx.Response(503, request=httpx.Request("GET", "https://api.example/v1")).raise_for_status()
+            if raised == "the graph's own RateLimitError":
+                raise RateLimitError("slow down")
             raise _GraphsOwnError("try again")
         return AIMessage("answer")
 
-    retry_on = {"the second SDK's": sdk.RateLimitError, "json's JSONDecodeError": ValueError, "a class of the graph's module": _GraphsOwnError}[raised]
+    retry_on = {"the second SDK's": sdk.RateLimitError, "json's JSONDecodeError": ValueError, "a class of the graph's module": _GraphsOwnError, "the graph's own RateLimitError": RateLimitError}.get(raised)
     Scripted = load_agent("scripted_model").ScriptedChatModel
 
     def graph() -> Any:
@@ -2095,7 +2102,8 @@ def test_a_retry_on_the_recorded_error_class_retries_in_the_replay(db, two_sdks,
             answer: str
 
         b = StateGraph(S)
-        b.add_node("ask", lambda s: {"answer": model.invoke("q").content}, retry_policy=RetryPolicy(retry_on=retry_on, initial_interval=0.001, jitter=False))
+        policy = RetryPolicy(initial_interval=0.001, jitter=False, **({"retry_on": retry_on} if retry_on else {}))
+        b.add_node("ask", lambda s: {"answer": model.invoke("q").content}, retry_policy=policy)
         b.add_edge(START, "ask")
         b.add_edge("ask", END)
         return b.compile()
@@ -2109,6 +2117,10 @@ def test_a_retry_on_the_recorded_error_class_retries_in_the_replay(db, two_sdks,
 
 class _GraphsOwnError(Exception):
     pass
+
+
+class RateLimitError(Exception):
+    """Named as langsmith's and langgraph_sdk's are (both always loaded): the traceback tells them apart."""
 
 
 def _typed_tools_graph() -> Any:
