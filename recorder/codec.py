@@ -83,6 +83,12 @@ def registered_types() -> Mapping[str, type]:
 # Enum classes a typed decode may rebuild besides registered ones, by name: a replay lends
 # those its graph's state schema names (``replay.state_types``), for as long as it runs.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}")  # an object's address in its default repr
+_PRIVATE_MODULE = re.compile(r"\b_graphtape_(?:user|fixture)_(\w+?)_[0-9a-f]{8}\b")  # replay.loading's name for a file
+
+
+def _as_imported(text: str) -> str:
+    """A repr without what differs from run to run: the object's address, the private module name."""
+    return _ADDRESS.sub("", _PRIVATE_MODULE.sub(r"\1", text))
 
 _lent_enums: contextvars.ContextVar[Mapping[str, type] | None] = contextvars.ContextVar("graphtape_lent_enums", default=None)
 
@@ -146,7 +152,11 @@ class _Abort(Exception):
 
 
 def _qualname(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+    """``module.QualName``, the module as it is imported: a file the command line loaded by its path
+    (``--graph agent.py:graph``, as ``_graphtape_user_agent_<digest>``) names its classes as
+    ``agent`` does, so a type recorded by ``import agent`` is the same type replayed from the file."""
+    module = _PRIVATE_MODULE.sub(r"\1", cls.__module__)
+    return f"{module}.{cls.__qualname__}"
 
 
 def blob_hash(data: bytes) -> str:
@@ -259,7 +269,7 @@ class Encoder:
             # Scrubbed whole, then cut: a secret across the cut (a PEM block's END line) is still found.
             # Without the object's address (``<Client object at 0x7f…>``): a rerun holds the same
             # object elsewhere, and identical runs store identical values.
-            text = _ADDRESS.sub("", self.redactor.scrub(text[:MAX_REPR_SCAN]))
+            text = _as_imported(self.redactor.scrub(text[:MAX_REPR_SCAN]))
             if len(text) > 2000:
                 text = text[:2000] + "…"
         self._report(f"{type(value).__name__}: {why}")
@@ -980,8 +990,12 @@ class Decoder:
         if kind == "exc":
             return {TYPE_KEY: "exception", "type": x.get("type"), "message": x.get("message")}
         if kind == "unserializable":
-            text = x.get("repr")  # recorded before addresses were left out: read without it too
-            return {TYPE_KEY: x.get("type"), "unserializable": True, "repr": _ADDRESS.sub("", text) if type(text) is str else text}
+            text, kind_name = x.get("repr"), x.get("type")  # recorded before these were left out: read without them too
+            return {
+                TYPE_KEY: _PRIVATE_MODULE.sub(r"\1", kind_name) if type(kind_name) is str else kind_name,
+                "unserializable": True,
+                "repr": _as_imported(text) if type(text) is str else text,
+            }
         if kind == "lc.msg":
             return self._message(x.get("cls"), self._dec(v, d))
         if kind == "lc.doc":

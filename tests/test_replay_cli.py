@@ -280,3 +280,55 @@ def test_replaying_an_imported_fixture_without_graph_says_why_none_is_used(proje
     assert main(["--db", db, "replay", imported]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"run {imported} was imported from a fixture, whose graph reference is not trusted: pass --graph" in err
+
+
+TYPED_FILE = """
+import dataclasses
+from typing import Any, TypedDict
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from graphtape import register_type
+
+@dataclasses.dataclass
+class Order:
+    total: int
+
+register_type(Order)
+
+class Conn:  # a client object kept in the state: no encoding of its own
+    pass
+
+@tool
+def fetch(n: int) -> Order:
+    '''Fetch an order.'''
+    return Order(total=n * 10)
+
+class S(TypedDict, total=False):
+    conn: Any
+    total: int
+
+def work(state):
+    return {"conn": Conn(), "total": fetch.invoke({"n": 4}).total}
+
+b = StateGraph(S)
+b.add_node("work", work)
+b.add_edge(START, "work")
+b.add_edge("work", END)
+graph = b.compile()
+"""
+
+
+def test_a_graph_recorded_by_import_replays_from_its_file(tmp_path, monkeypatch, capsys):
+    """Recorded as ``import typed_agent``, replayed as ``--graph typed_agent.py:graph`` (the file
+    loaded under a private module name): its registered types and its objects' reprs are the same."""
+    (tmp_path / "typed_agent.py").write_text(TYPED_FILE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import typed_agent
+
+    db = str(tmp_path / "gt.db")
+    with Recorder(db) as rec:
+        assert rec.attach(typed_agent.graph).invoke({})["total"] == 40
+    code = main(["--db", db, "replay", "last", "--graph", f"{tmp_path / 'typed_agent.py'}:graph"])
+    out = capsys.readouterr().out
+    assert code == 0 and "matches the recording" in out, out
+    sys.modules.pop("typed_agent", None)
