@@ -139,6 +139,12 @@ class RecordingAnswerer:
             return Answer(error=(call.error_type, call.error_message), error_frames=call.traceback, delay_s=delay)
         out = call.output
         if is_message(out) and out.get("type") == "tool":
+            if out.get("name") != tool.name and tool.response_format != "content_and_artifact":
+                # The tool returned this message itself (LangChain names the ones it makes after
+                # the tool): handed back whole, its artifact and fields as they were.
+                own = self._typed(call)
+                if own is not _NOT_TYPED and type(own).__name__ == "ToolMessage":
+                    return Answer(value=own, delay_s=delay)
             content = out.get("content")
             if out.get("status") == "error":
                 return Answer(value=content, tool_error=True, delay_s=delay)

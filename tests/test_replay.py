@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import pytest
 import replay_graphs as G
 from conftest import exported, imported, load_agent
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, StructuredTool, tool
 from langgraph.channels import UntrackedValue
 from langgraph.checkpoint.memory import InMemorySaver
@@ -2131,7 +2131,6 @@ def _typed_tools_graph() -> Any:
     import decimal
 
     from langchain_core.documents import Document
-    from langchain_core.messages import ToolMessage
 
     Scripted = load_agent("scripted_model").ScriptedChatModel
 
@@ -2150,8 +2149,14 @@ def _typed_tools_graph() -> Any:
         """Attach documents to the state."""
         return Command(update={"docs": [Document(page_content="attached")], "messages": [ToolMessage("attached", tool_call_id=tool_call_id)]})
 
-    calls = [{"name": n, "args": a, "id": f"c{i}", "type": "tool_call"} for i, (n, a) in enumerate([("retrieve", {"query": "refunds"}), ("quote", {"item": "x"}), ("attach", {})])]
-    model = Scripted(script=lambda m: AIMessage("", tool_calls=calls) if isinstance(m[-1], HumanMessage) else AIMessage("done")).bind_tools([retrieve, quote, attach])
+    @tool
+    def direct(x: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> ToolMessage:
+        """Answer with a message of its own."""
+        return ToolMessage(f"direct {x}", tool_call_id=tool_call_id, artifact={"raw": [1, 2]})
+
+    asked = [("retrieve", {"query": "refunds"}), ("quote", {"item": "x"}), ("attach", {}), ("direct", {"x": "q"})]
+    calls = [{"name": n, "args": a, "id": f"c{i}", "type": "tool_call"} for i, (n, a) in enumerate(asked)]
+    model = Scripted(script=lambda m: AIMessage("", tool_calls=calls) if isinstance(m[-1], HumanMessage) else AIMessage("done")).bind_tools([retrieve, quote, attach, direct])
 
     class S(TypedDict, total=False):
         messages: Annotated[list, add_messages]
@@ -2162,11 +2167,12 @@ def _typed_tools_graph() -> Any:
         results = {m.name: m for m in state["messages"] if isinstance(m, ToolMessage)}
         assert [d.metadata["source"] for d in results["retrieve"].artifact] == ["kb/1"]
         assert [type(d).__name__ for d in state["docs"]] == ["Document"]
+        assert [m.artifact for m in state["messages"] if isinstance(m, ToolMessage) and m.content == "direct q"] == [{"raw": [1, 2]}]
         return {"checked": "ok"}
 
     b = StateGraph(S)
     b.add_node("agent", lambda s: {"messages": [model.invoke(s["messages"])]})
-    b.add_node("tools", ToolNode([retrieve, quote, attach]))
+    b.add_node("tools", ToolNode([retrieve, quote, attach, direct]))
     b.add_node("check", check)
     b.add_edge(START, "agent")
     b.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else "check")
@@ -2177,12 +2183,13 @@ def _typed_tools_graph() -> Any:
 
 def test_tools_answered_from_the_recording_return_their_own_types(db):
     """A tool's answer is what it returned, typed: Documents in an artifact and in a Command's
-    update, Decimals, datetimes, tuples, sets and bytes; from the store and from the run's fixture."""
+    update, Decimals, datetimes, tuples, sets and bytes, a ToolMessage of its own with its
+    artifact; from the store and from the run's fixture."""
     run_id = record(db, _typed_tools_graph(), {"messages": [HumanMessage("go")]})
     for source in (run_id, imported(db, exported(db, run_id))):
         result = replay(source, _typed_tools_graph(), db=db, mode="strict")
         assert not result.diverged, result.report()
-        assert result.final_state["checked"] == "ok" and result.served["tool"] == 3
+        assert result.final_state["checked"] == "ok" and result.served["tool"] == 4
 
 
 class _Client:
