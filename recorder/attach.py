@@ -868,7 +868,6 @@ def _subgraph_edits_while_paused(graph: Any, conf: Mapping[str, Any], known: Map
     return out
 
 
-
 _NOT_CARRIED = frozenset((ERROR, INTERRUPT, "__error_source_node__"))  # a task that failed or stopped runs again
 
 

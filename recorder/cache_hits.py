@@ -4,10 +4,11 @@ A cached node's task is named by its path, but a functional-API ``@task`` call's
 only indexes, and a hit runs no code, so no callback says which task it was. The recorded
 graph's cache is wrapped: each hit's writes are handed to LangGraph as new tuples, and the
 writes of a task served from the cache are looked up here by the identity of those tuples.
-A hit tells its name (the cache key's: a node's name; for a ``@task``, its function's), its
-key (the digest of its arguments, so a replay serves each call its own hit, not the k-th
-hit of that task), and whether it was there before the run began (warm) or was put there
-by an earlier call of the same run (which a replay makes again, by running that call).
+A hit tells its name (the cache key's: a node's name; for a ``@task``, its function's) and
+its key (the digest of its arguments, so a replay serves each call its own hit, not the k-th
+hit of that task). A task that ran is named by the key LangGraph then caches its writes
+under, and the run keeps the keys it put in the cache: a later hit on one of them is the
+run's own doing (a replay makes it again, by running that call), not a warm cache's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from langgraph.cache.base import BaseCache, FullKey
-
 
 _KEPT = 10_000  # hits whose writes never reached a recorder (a run stopped between): dropped oldest first
 

@@ -23,9 +23,9 @@ the graph's cache.
 
 from __future__ import annotations
 
-from copy import deepcopy
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from copy import deepcopy
 from typing import Any, NamedTuple
 
 from langgraph.cache.base import BaseCache, FullKey
@@ -142,8 +142,8 @@ def cached_nodes(graph: Any, recorded_tasks: Iterable[str] = ()) -> set[str]:
 
 
 def recorded_executions(details: Sequence[Any], nodes: set[str], after_step: int, joins: Mapping[tuple[str, str], str]) -> dict[str, list[Execution]]:
-    """Per cached node, its executions after ``after_step`` in order: what LangGraph's cache
-    gave it (a hit), or ``None`` (the node ran).
+    """Per cached task name, its executions after ``after_step`` in order: what LangGraph's
+    cache gave it (a hit), or a miss (the task ran), each with its cache key where recorded.
 
     A hit's writes are rebuilt from what the recording kept: the task's update, a
     ``branch:to:`` write per destination it went on to (a join edge's channel for a
