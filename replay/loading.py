@@ -49,8 +49,8 @@ def _is_path(target: str) -> bool:
 def check_ref(ref: str) -> None:
     """Refuse ``ref`` as loading it would, but without importing or running anything.
 
-    For commands that only write a reference down (``export``, ``test-gen``):
-    a reference that can never load would give a test that can only fail. A
+    For a command that only writes a reference down (``export``): a
+    reference that can never load would give a test that can only fail. A
     file path must name a file (from the current directory, as a load takes
     it); a module must be a dotted name, found or not.
     """

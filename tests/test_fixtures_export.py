@@ -427,8 +427,8 @@ def test_export_and_import_commands(tmp_path, react, capsys, monkeypatch):
 
 
 def test_export_and_test_gen_refuse_a_graph_reference_that_cannot_load(tmp_path, react, capsys, monkeypatch):
-    """A reference that can never load is refused in one line before anything is written; a good one
-    is only written down: the file it names is not run."""
+    """A reference that can never load is refused in one line before anything is written; export
+    only writes a well-formed one down: the file it names is not run."""
     db = tmp_path / "a.db"
     run_id = record(db, react.build_graph(), react.inputs_for(), name="demo:react")
     monkeypatch.chdir(tmp_path)
@@ -446,10 +446,44 @@ def test_export_and_test_gen_refuse_a_graph_reference_that_cannot_load(tmp_path,
             err = capsys.readouterr().err
             assert message in err and err.count("\n") == 1, (ref, argv, err)
     assert not (tmp_path / "out.json").exists() and not (tmp_path / "gen").exists()
-    assert main(["--db", str(db), "test-gen", run_id, "-o", "gen", "--graph", "agent.py:graph"]) == 0
-    assert main(["--db", str(db), "export", run_id, "-o", "out.json", "--graph", "myapp.not_installed:graph"]) == 0
+    assert main(["--db", str(db), "export", run_id, "-o", "out.json", "--graph", "agent.py:graph"]) == 0
+    assert main(["--db", str(db), "export", run_id, "-o", "out.json", "--force", "--graph", "myapp.not_installed:graph"]) == 0
     capsys.readouterr()
     assert not (tmp_path / "ran").exists()
+
+
+def test_test_gen_refuses_a_graph_that_replay_would_refuse(tmp_path, react, capsys, monkeypatch):
+    """test-gen loads its --graph as replay does: a reference that names no compiled graph (not a
+    graph, no such attribute or module, a module that raises or does not parse) is refused in
+    one line, exit 2, and neither the fixture nor the test is written."""
+    db = tmp_path / "a.db"
+    run_id = record(db, react.build_graph(), react.inputs_for(), name="demo:react")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "notgraph.py").write_text("x = 42\n")
+    (tmp_path / "boom.py").write_text("raise RuntimeError('import boom')\n")
+    (tmp_path / "syn.py").write_text("def broken(:\n")
+    (tmp_path / "tg_agentmod.py").write_text(
+        "from typing import TypedDict\nfrom langgraph.graph import StateGraph\n"
+        "class S(TypedDict):\n    n: int\n"
+        "graph = StateGraph(S).add_node('a', lambda s: s).set_entry_point('a').compile()\n"
+    )
+    refused = {
+        "notgraph.py:x": "notgraph.py:x is a int, not a compiled LangGraph graph",
+        "tg_agentmod:nosuch": "tg_agentmod has no attribute 'nosuch'; graph-like names there: graph",
+        "nosuchmod_graphtape:graph": "no module named 'nosuchmod_graphtape'",
+        "boom.py:graph": "boom.py failed: RuntimeError: import boom",
+        "syn.py:graph": "syn.py failed: SyntaxError",
+    }
+    for ref, message in refused.items():
+        assert main(["--db", str(db), "test-gen", run_id, "-o", "gen", "--graph", ref]) == 2, ref
+        err = capsys.readouterr().err
+        assert message in err and err.startswith("graphtape: error: ") and err.count("\n") == 1, (ref, err)
+        assert "Traceback" not in err
+    assert not (tmp_path / "gen").exists()
+    assert main(["--db", str(db), "test-gen", run_id, "-o", "gen", "--graph", "tg_agentmod:graph"]) == 0
+    assert len(list((tmp_path / "gen").iterdir())) == 2
+    capsys.readouterr()
 
 
 def test_a_fixture_moves_between_backends(tmp_path, react, store_url):
@@ -499,7 +533,7 @@ def test_export_refuses_a_fixture_no_test_could_read(tmp_path, react, capsys, mo
     err = capsys.readouterr().err.strip()
     assert "over the 0 MB a fixture may be: check fewer steps with --steps A:B" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "fixtures").exists()
-    assert main(["--db", str(db), "test-gen", run_id, "-o", "tests", "--graph", "myagent:graph"]) == 2
+    assert main(["--db", str(db), "test-gen", run_id, "-o", "tests", "--graph", f"{react.__file__}:graph"]) == 2
     assert "a fixture may be" in capsys.readouterr().err and not (tmp_path / "tests").exists()
     # To stdout the bytes are the user's to keep elsewhere: written, with a warning.
     assert main(["--db", str(db), "export", run_id, "-o", "-"]) == 0

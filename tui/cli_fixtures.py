@@ -3,7 +3,9 @@
 Registered on the main parser by ``tui.cli.build_parser``. ``export`` writes a
 recorded run as a fixture file, ``import`` loads one into a store (to open
 it in the TUI or replay it), ``test-gen`` writes the fixture and a pytest
-file that replays it. None of them imports the graph a fixture names.
+file that replays it. ``export`` and ``import`` never load a graph; ``test-gen``
+loads the one its ``--graph`` names (the user's own reference) as ``replay`` does,
+so a test that could never load its graph is refused before it is written.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def _export(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     from graphtape.replay.loading import check_ref
 
     if args.graph is not None:
-        check_ref(args.graph)  # before any file is written; the reference is only written down, never loaded here
+        check_ref(args.graph)  # before the store is read or a file written; export only writes it down
     store = open_store(args.db, create=False)
     try:
         run = store.get_run(args.run)
@@ -170,9 +172,11 @@ def cmd_test_gen(args: argparse.Namespace) -> int:
     """Export the fixture and write ``test_<name>.py`` next to it."""
     from graphtape.recorder.private_files import write_private
     from graphtape.replay.fixture import FixtureError, write_fixture
+    from graphtape.replay.loading import load_graph
     from graphtape.replay.testgen import render_test, slug
 
     fixture, run = _export(args)
+    load_graph(args.graph)  # replay's own loader: a test that could never load its graph is refused, nothing written
     _warn_machine_path(fixture)
     folder = Path(args.output_dir)
     fixture_path = _default_path(folder, run, args.name)
