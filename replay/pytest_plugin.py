@@ -216,7 +216,10 @@ def graphtape_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
         try:
             return _run(spec, mode, tmp_path_factory, _graphtape_session_store, written, check, options)
         except (GraphtapeError, ValueError) as exc:
-            _fail(f"graphtape: {spec.shown}: {exc}")
+            message = f"graphtape: {spec.shown}: {exc}"
+        # Failed outside the handler: pytest would otherwise print the caught error and its causes
+        # above the message, as a chain of tracebacks.
+        _fail(message)
 
     return run
 

@@ -9,6 +9,7 @@ checks what the plugin reports.
 from __future__ import annotations
 
 import json
+import re
 
 import langchain_core.language_models  # noqa: F401
 import langgraph.graph  # noqa: F401
@@ -304,6 +305,44 @@ def test_refund(graphtape_replay):
     result = run(pytester)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*needs graph='package.module:attr'*"])
+
+
+def test_a_fixture_or_graph_that_cannot_load_fails_in_one_clean_message(pytester):
+    """A damaged fixture, a missing attribute or a missing module fails the test with graphtape's
+    message alone: no exception chain ("During handling...", "The above exception...") above it."""
+    data = recorded(pytester)
+    (pytester.path / "fixtures" / "runs" / "damaged.json").write_bytes(data[: len(data) // 2])
+    pytester.makepyfile(
+        test_refund='''
+import pytest
+
+
+@pytest.mark.graphtape("fixtures/runs/damaged.json", graph="agent.py:graph")
+def test_damaged(graphtape_replay):
+    graphtape_replay()
+
+
+@pytest.mark.graphtape("fixtures/runs/refund.json", graph="agent.py:nosuch")
+def test_no_attribute(graphtape_replay):
+    graphtape_replay()
+
+
+@pytest.mark.graphtape("fixtures/runs/refund.json", graph="graphtape_no_such_module:graph")
+def test_no_module(graphtape_replay):
+    graphtape_replay()
+'''
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=3)
+    out = result.stdout.str()
+    assert "During handling of the above exception" not in out and "The above exception was the direct cause" not in out, out
+    # Each test's section holds its one message and nothing else.
+    sections = dict(re.findall(r"^_+ (test_\w+) _+\n(.*?)(?=^_+ test_|^=+ short test summary)", out, flags=re.S | re.M))
+    bodies = {name: [line for line in body.splitlines() if line.strip()] for name, body in sections.items()}
+    assert [len(lines) for lines in bodies.values()] == [1, 1, 1], bodies
+    assert re.fullmatch(r"graphtape: fixtures/runs/damaged\.json: .*damaged\.json is not valid JSON .*", bodies["test_damaged"][0])
+    assert bodies["test_no_attribute"] == ["graphtape: fixtures/runs/refund.json: agent.py has no attribute 'nosuch'; graph-like names there: graph"]
+    assert bodies["test_no_module"][0].startswith("graphtape: fixtures/runs/refund.json: no module named 'graphtape_no_such_module'")
 
 
 def test_test_gen_writes_a_test_that_passes(pytester, tmp_path):
