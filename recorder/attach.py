@@ -170,6 +170,9 @@ class Recorder:
         Redactor(self.redact_patterns, self.redact_keys)  # a bad pattern fails here, not mid-run
         # Text redacted when it was recorded, handed back by a replay: not scanned again (set by replay).
         self.known_clean_text: frozenset[str] = frozenset()
+        # Where this recorder's warnings go instead of the graphtape logger (set by replay, which
+        # says in its own one line why it could not be recorded).
+        self.warnings_to: Callable[[str], None] | None = None
         if lock_wait <= 0:
             raise ValueError(f"lock_wait must be a positive number of seconds, got {lock_wait!r}")
         self._sessions: dict[str, RunSession] = {}
@@ -306,6 +309,12 @@ class Recorder:
         run_id = conf.get(RUN_KEY)
         return self._sessions.get(run_id) if run_id else None
 
+    def _warn(self, message: str) -> None:
+        if self.warnings_to is not None:
+            self.warnings_to(message)
+        else:
+            _log.warning("graphtape: %s", message)
+
     def _write_fault(self, exc: Exception, batch: Batch | None, lost: bool) -> None:
         """Count a write fault and note it on the runs it concerns (their fault log, shown by the TUI's ``i``)."""
         self.fault_count += 1
@@ -313,7 +322,7 @@ class Recorder:
         message = f"store write failed: {type(exc).__name__}: {line}"
         if message not in self._warned and len(self._warned) < 100:
             self._warned.add(message)  # one warning per distinct problem, not one per retry
-            _log.warning("graphtape: %s: %s", type(exc).__name__, line)
+            self._warn(f"{type(exc).__name__}: {line}")
         run_ids: set[str] = set()
         if batch is not None:
             run_ids.update(r["run_id"] for r in batch.steps)
@@ -430,7 +439,7 @@ class Recorder:
         except Exception as exc:  # noqa: BLE001
             if self.strict:
                 raise RecorderFault(f"graphtape could not start recording: {exc}") from exc
-            _log.warning("graphtape: not recording this run: %s: %s", type(exc).__name__, exc)
+            self._warn(f"not recording this run: {type(exc).__name__}: {exc}")
             return None, config, kwargs
 
     def _recorded_tasks(self, store: RunStore | None, thread_id: str, binding: _Binding, run_id: str) -> dict[str, tuple[str, str]]:

@@ -3,8 +3,9 @@
 A replay records itself as a new run through a ``Recorder``, which never
 fails the graph: a write the store refuses is a warning and a counted fault.
 Without this check the replay would then look for a run that is not there
-and say "no run matches '<its id>'". ``RecorderWarnings`` keeps what the
-recorder said while the replay ran, so the report can say why.
+and say "no run matches '<its id>'". ``RecorderWarnings`` takes what the
+replay's recorder would have warned while the replay ran, so the report can
+say why in its one line; a replay that was recorded anyway passes them on.
 """
 
 from __future__ import annotations
@@ -14,24 +15,24 @@ import logging
 from graphtape.recorder.errors import RunNotFound
 from graphtape.recorder.store import RunStore
 
-_LOGGER = "graphtape"
+_log = logging.getLogger("graphtape")
 
 
-class RecorderWarnings(logging.Filter):
-    """Keeps the recorder's warnings while a replay records (they still print as usual)."""
+class RecorderWarnings:
+    """The warnings of a replay's recorder (its ``warnings_to``), held back until the replay knows
+    whether it was recorded: if not, the first one is the reason in the replay's error."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.lines: list[str] = []
-        logging.getLogger(_LOGGER).addFilter(self)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.WARNING and len(self.lines) < 10:
-            self.lines.append(record.getMessage().removeprefix("graphtape: "))
-        return True
+    def __call__(self, message: str) -> None:
+        if len(self.lines) < 10:
+            self.lines.append(message)
 
-    def stop(self) -> None:
-        logging.getLogger(_LOGGER).removeFilter(self)
+    def pass_on(self) -> None:
+        """Warn them after all, as the recorder would have: the replay was recorded, with faults."""
+        for line in self.lines:
+            _log.warning("graphtape: %s", line)
 
 
 def not_recorded(store: RunStore, run_id: str | None, faults: int, warnings: list[str], kind: str) -> str | None:

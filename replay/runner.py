@@ -299,17 +299,19 @@ class _Run:
         beside = SqlStore.beside(self.store) if isinstance(self.store, SqlStore) else None
         recorder = Recorder(None if beside is not None else self.store.url, durability="exit", store=beside)
         recorder.known_clean_text = answerer.recorded_text
+        warnings = recorder.warnings_to = RecorderWarnings()
         lineage = Lineage(
             parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name,
             recursion_limit=self._resume_limit, carried=carried, thread_key=self._thread_key,
         )
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
-        warnings = RecorderWarnings()
+        ran = False
         try:
             with answering(answerer), answering_http(http if self.mode.answers(HTTP) else None), recorded_limits(self._limits):
                 first = self._time_travel(config, restored) if update is None and not ns else None
                 error = self._drive(app, config, shift=0 if ns else offset, first=first, opens=update is None and not ns)
+            ran = True
         finally:
             recorder.flush()
             run_id = recorder.last_run_id
@@ -317,10 +319,12 @@ class _Run:
             # the replay waits: say so now rather than after the recorder's retries.
             failing = recorder.writer.failing
             recorder.close(0.0 if failing is not None and is_read_only_error(failing) else CLOSE_WAIT_S)
-            warnings.stop()
+            if not ran:
+                warnings.pass_on()  # the replay stops on an error of its own, which says nothing of these
         why = not_recorded(self.store, run_id, recorder.fault_count, warnings.lines, edit["kind"])
         if why is not None:
             raise ReplayError(why)
+        warnings.pass_on()
         entered = self._entered()
         by_path = {ns_path(n): s for n, s in entered.items()}
         stops = [*answerer.misses, *(m for m in memory.misses if not is_write(m.live.name))]  # misses that stopped the replay

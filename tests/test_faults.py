@@ -417,6 +417,25 @@ def test_sync_waits_for_a_lock_only_up_to_its_bound(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_replay_into_a_locked_store_says_why_in_one_line(tmp_path: Path) -> None:
+    """The replay's recorder meets the lock; the replay reports it, in its own one line (the
+    recorder's warnings are its reason, not lines of their own), exit 2."""
+    from graphtape.tui.demo import record_demo
+
+    db = tmp_path / "locked.db"
+    record_demo(str(db), "happy")
+    graph = f"{Path(__file__).resolve().parents[1] / 'fixtures' / 'agents' / 'reason_act.py'}:graph_happy"
+    locker = Locker(db, hold=120.0)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "graphtape", "--db", str(db), "replay", "last", "--graph", graph], capture_output=True, text=True, timeout=120)
+    finally:
+        locker.proc.kill()
+        locker.proc.wait(30)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("graphtape: error: could not record the replay: ") and "database is locked" in proc.stderr, proc.stderr
+
+
 # ---------------------------------------------------------------------------
 # PostgreSQL: the server drops the recorder's connection
 # ---------------------------------------------------------------------------
