@@ -465,6 +465,55 @@ def test_postgres_connection_killed_mid_run(pg_url: str, durability: str) -> Non
     store.close()
 
 
+def _terminate(pg_url: str, application_name: str) -> int:
+    """Terminate the backends of ``application_name`` and wait until they are gone; how many there were."""
+    admin = sa.create_engine(pg_url)
+    where = "datname = current_database() AND pid <> pg_backend_pid() AND application_name = :name"
+    with admin.connect() as conn:
+        killed = conn.execute(sa.text(f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE {where}"), {"name": application_name}).scalar()
+        for _ in range(100):
+            if not conn.execute(sa.text(f"SELECT count(*) FROM pg_stat_activity WHERE {where}"), {"name": application_name}).scalar():
+                break
+            time.sleep(0.02)
+            conn.rollback()  # a fresh snapshot of pg_stat_activity
+    admin.dispose()
+    return killed
+
+
+def test_postgres_connections_killed_mid_write_leave_psycopg_quiet_about_graphtapes_own(pg_url: str, caplog) -> None:
+    """psycopg logs "error ignored terminating <psycopg.Pipeline [BAD]>" when a connection dies in a
+    multi-row insert: graphtape handles that error, so the line is not printed for its connections;
+    the program's own connection, killed the same way, still gets psycopg's warning."""
+    import psycopg
+
+    rec = Recorder(pg_url + "&application_name=graphtape-quiet-test", durability="async")
+    kills: list[int] = []
+
+    def kill() -> None:
+        rec.flush()  # the writer's connection is idle: its next write, a multi-row insert, meets the dead one
+        kills.append(_terminate(pg_url, "graphtape-quiet-test"))
+
+    with caplog.at_level(logging.WARNING, logger="psycopg"):
+        hooks = {n: kill for n in range(2, NODES - 1, 2)}
+        assert rec.attach(looping(hooks)).invoke(START_STATE) == plain_result()
+        rec.close()
+        assert sum(kills) >= len(hooks)
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []
+
+        url = sa.engine.make_url(pg_url)
+        with psycopg.connect(host=url.host, port=url.port, user=url.username, dbname=url.database, application_name="users-own-connection", autocommit=True) as own:
+            assert _terminate(pg_url, "users-own-connection") == 1
+            with pytest.raises(psycopg.OperationalError):
+                own.cursor().executemany("SELECT %s", [(1,), (2,)])
+    assert any(r.name == "psycopg" and "error ignored terminating" in r.getMessage() for r in caplog.records), caplog.records
+    store = open_store(pg_url)
+    try:
+        run = store.get_run("last")
+        assert run.status == "ok" and check_steps(store, run.id) == list(range(NODES + 1))  # nothing lost
+    finally:
+        store.close()
+
+
 def test_recorder_on_a_missing_directory_runs_the_graph_and_counts_the_fault(tmp_path: Path, caplog) -> None:
     """A store that cannot be opened yet does not stop the program: a warning, a counted fault, the graph runs."""
     with caplog.at_level(logging.WARNING, logger="graphtape"):

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError, PendingRollbackError, ResourceClosedError
 
 from graphtape.recorder.errors import StoreError
+from graphtape.recorder.store.psycopg_noise import own_writes
 from graphtape.recorder.store.read_only import is_read_only_error
 
 from graphtape.recorder import schema as S
@@ -70,18 +71,19 @@ class Writing:
         if not batch:
             return
         new_blobs = [h for h in batch.blobs if h not in self._known_blobs]
-        conn = self._writer_conn()
-        try:
-            self._write_in(conn, batch, new_blobs, again=again)
-        except BaseException:
-            # A failed connection (disk full, file gone) is not reused.
-            self._wconn = None
+        with own_writes():  # a fault here is graphtape's to report: not psycopg's too
+            conn = self._writer_conn()
             try:
-                conn.invalidate()
-                conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-            raise
+                self._write_in(conn, batch, new_blobs, again=again)
+            except BaseException:
+                # A failed connection (disk full, file gone) is not reused.
+                self._wconn = None
+                try:
+                    conn.invalidate()
+                    conn.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                raise
         self._known_blobs.update(new_blobs)
         if len(self._known_blobs) > 500_000:
             self._known_blobs.clear()
