@@ -272,6 +272,15 @@ def test_a_windows_path_on_this_system_is_one_line_and_creates_nothing(tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_postgresql_database_says_to_record_a_run_first(pg_url, capsys):
+    """A database graphtape never wrote to is empty of runs, not another program's file."""
+    for command in ("runs", "stats"):
+        code, out, err = run_cli(capsys, "--db", pg_url, command)
+        assert code == 2 and out == "" and err.count("\n") == 1, (command, err)
+        assert err.startswith("graphtape: error: no graphtape runs in postgresql+psycopg://") and "record a run into it first" in err, err
+        assert "file" not in err, err
+
+
 @pytest.mark.parametrize(
     "url, words",
     [
