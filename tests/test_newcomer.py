@@ -281,6 +281,19 @@ def test_an_empty_postgresql_database_says_to_record_a_run_first(pg_url, capsys)
         assert "file" not in err, err
 
 
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_db_value_is_named_as_such_and_creates_nothing(tmp_path, monkeypatch, capsys, value):
+    """An empty --db is not the working folder ("cannot open database <cwd>: it is a directory")."""
+    monkeypatch.chdir(tmp_path)
+    for argv in (["--db", value, "runs"], ["runs", "--db", value], ["--db", value, "demo", "--no-tui", "--scenario", "happy"]):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and out == "" and err.count("\n") == 1, (argv, err)
+        assert "argument --db: the value is empty" in err and "directory" not in err, (argv, err)
+    with pytest.raises(StoreError, match="no database given: the path or URL is empty"):
+        Recorder(value)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "url, words",
     [

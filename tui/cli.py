@@ -43,12 +43,20 @@ def _version() -> str:
     return __version__
 
 
+def _db_value(text: str) -> str:
+    """``--db``, refused when empty: an empty path would name the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the value is empty: give a SQLite file path or a SQLAlchemy URL, or leave --db out for $GRAPHTAPE_DB, else ./graphtape.db")
+    return text
+
+
 def _global_options(parser: argparse.ArgumentParser, *, on_subcommand: bool) -> None:
     # On subcommands the defaults are SUPPRESS, so `graphtape --db X runs` is not undone by `runs`.
     keep = argparse.SUPPRESS if on_subcommand else None
     parser.add_argument(
         "--db",
         metavar="URL|PATH",
+        type=_db_value,
         default=keep,
         help="store to use: a SQLite file or a SQLAlchemy URL (default: $GRAPHTAPE_DB, else ./graphtape.db)",
     )

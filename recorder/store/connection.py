@@ -36,6 +36,8 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
     if db is None:
         db = os.environ.get(ENV_DB) or DEFAULT_DB
     db = os.fspath(db)
+    if isinstance(db, str) and not db.strip():
+        raise StoreError("no database given: the path or URL is empty (give a SQLite file path or a SQLAlchemy URL)")
     windows = _windows_path(db)
     if windows is not None:
         raise StoreError(f"cannot open database {windows!r}: a Windows path, and on this system paths use '/' (a backslash would be part of a file's name)")
