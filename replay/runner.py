@@ -47,6 +47,7 @@ from graphtape.replay.limits import Limits, lowered_limit, recorded_limits
 from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_persistent, ns_path
+from graphtape.replay.override_names import unknown_overrides
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
 from graphtape.replay.restore import Restored, replay_saver, restore, restore_edit, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
@@ -183,6 +184,10 @@ class _Run:
         try:
             # Restored values, answers and the final state are decoded with the Enum classes the
             # graph's schema names: a member comes back as itself, not as its bare value.
+            if update is None and self.overrides:  # a fork may go where the recording never went: its tools are new
+                why = unknown_overrides(self.overrides, self.store.calls(self.run.id, encoded=True))
+                if why is not None:
+                    raise ReplayError(why)
             with fewer_collections(), enums_known(self.types.enums()):
                 return self._go(step, ns=ns, update=update, as_node=as_node, require_all_used=require_all_used, miss_goes_live=miss_goes_live, to_step=to_step)
         finally:

@@ -294,6 +294,24 @@ def test_an_empty_db_value_is_named_as_such_and_creates_nothing(tmp_path, monkey
     assert list(tmp_path.iterdir()) == []
 
 
+def test_replay_refuses_an_override_no_recorded_call_answers_to(demo, tmp_path, monkeypatch, capsys):
+    """As --mock-node names a node the graph has, --override names a tool or model the run called:
+    a misspelt name would replace nothing, and the replay would pass without the function."""
+    db, ids = demo
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(Path(db).read_bytes())  # replays add runs: the module's store stays as recorded
+    (tmp_path / "answers.py").write_text("def canned(*args, **kwargs):\n    return 'canned'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = f"{Path(__file__).resolve().parents[1] / 'fixtures' / 'agents' / 'reason_act.py'}:graph_happy"
+    replay = ["--db", str(copy), "replay", ids["happy"], "--graph", graph]
+    code, out, err = run_cli(capsys, *replay, "--override", "lookup_order_statsu=answers:canned")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("graphtape: error: cannot override 'lookup_order_statsu': no recorded tool or model call has that name; the run's tools: lookup_order_status"), err
+    for name in ("lookup_order_status", "model", "ScriptedChatModel"):  # the names a recorded call answers to
+        code, _, err = run_cli(capsys, *replay, "--override", f"{name}=answers:canned")
+        assert code in (0, 1) and "cannot override" not in err, (name, err)
+
+
 @pytest.mark.parametrize(
     "url, words",
     [

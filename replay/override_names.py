@@ -1,0 +1,42 @@
+"""Which names a replay's ``overrides`` may use: those the recorded calls answer to.
+
+An override is looked up by the name of the call it answers (a tool's name; a
+model's label, its class, or ``"model"`` for every model: see
+``RecordingAnswerer``). A key no recorded call answers to replaces nothing,
+and a replay that accepted it would pass without the function ever running:
+a misspelt tool name is refused instead, naming the ones the run recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from graphtape.recorder.records import CallInfo
+
+__all__ = ["unknown_overrides"]
+
+_SHOWN = 12
+
+
+def unknown_overrides(names: Iterable[str], calls: Iterable[CallInfo]) -> str | None:
+    """Why some of ``names`` override no recorded tool or model call (one line), or None if all do."""
+    tools: set[str] = set()
+    models: set[str] = set()
+    for call in calls:
+        if call.kind == "tool":
+            tools.add(call.name)
+        elif call.kind == "model":
+            models.add(call.name)
+    known = tools | models | {m.split(":", 1)[0] for m in models} | ({"model"} if models else set())
+    unknown = sorted(n for n in dict.fromkeys(names) if n not in known)
+    if not unknown:
+        return None
+    recorded = f"the run's tools: {_listed(tools)}" if tools else "the run recorded no tool calls"
+    if models:
+        recorded += f"; its models: {_listed(models)} (or 'model' for all)"
+    return f"cannot override {', '.join(map(repr, unknown))}: no recorded tool or model call has that name; {recorded}"
+
+
+def _listed(names: set[str]) -> str:
+    shown = sorted(names)
+    return ", ".join(shown[:_SHOWN]) + (f", ... ({len(shown)} in all)" if len(shown) > _SHOWN else "")
