@@ -263,6 +263,9 @@ _MARK_BYTES = MARK.encode()
 
 # -- user patterns -------------------------------------------------------------
 _LEADING_FLAGS = re.compile(r"\(\?([imsU]+)\)")
+# A flag group that turns on verbose mode, (?x) or (?ix:...): flag letters only, so a lookaround
+# such as (?=x) or (?<!x) is left to RE2, which names it as one.
+_VERBOSE_FLAG = re.compile(r"\(\?[aiLmsuU-]*x[aiLmsuU-]*[:)]")
 _FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"))
 
 
@@ -284,7 +287,7 @@ def _user_pattern(p: str | re.Pattern[str]) -> str:
         text = text[m.end() :]
     scoped = f"(?{''.join(dict.fromkeys(flags))}:{text})" if flags else text
     shown = p.pattern if isinstance(p, re.Pattern) else p
-    if re.match(r"\(\?[^:)]*x", text) or "(?x)" in text:
+    if _VERBOSE_FLAG.match(text) or "(?x)" in text:
         raise ValueError(f"bad redaction pattern {shown!r}: verbose mode (?x) is not RE2 syntax; write it on one line")
     try:
         alone = compile_linear(scoped)

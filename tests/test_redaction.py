@@ -394,6 +394,19 @@ def test_user_patterns_that_need_backtracking_are_refused(pattern: str) -> None:
 
 @pytest.mark.parametrize(
     ("pattern", "why"),
+    [
+        *((p, "lookarounds and backreferences need backtracking") for p in ("(?=x)", "(?!x)", "(?=xa)", "(?<=x)a", "(?<!x)a", "a(?=x)")),
+        *((p, "verbose mode \\(\\?x\\) is not RE2 syntax") for p in ("(?x)a", "(?ix)a", "(?x:a b)")),
+    ],
+)
+def test_a_refused_pattern_is_named_for_what_it_uses(pattern: str, why: str) -> None:
+    """A lookaround whose text holds an x is a lookaround, not verbose mode."""
+    with pytest.raises(ValueError, match=rf"^bad redaction pattern '{re.escape(pattern)}': .*{why}"):
+        Redactor(patterns=[pattern])
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
     [("(unclosed", "missing \\)"), ("[z-a]", "character class range"), ("x*", "empty text"), (r"\b", "empty text"), ("(?L)x", "perl operator"), (b"bytes", "string"), (None, "string")],
 )
 def test_invalid_user_patterns_are_refused_up_front(pattern: Any, why: str) -> None:
