@@ -8,8 +8,10 @@ already in ``sys.modules`` (their ``__dict__``, so no module ``__getattr__`` run
 is imported). Of several classes of that name, the one all the others derive from is taken,
 else the one whose file the recorded traceback passed through. The instance is made without
 calling the class's own code, so only a class whose instances hold nothing but their message
-is taken (no ``__init__`` of its own): an SDK's error made that way would lack what its
-handlers read (``response.status_code``). Anything else stays a stand-in (``calls``).
+and run none of its code is taken (no ``__init__``, ``__str__``... of its own): an SDK's
+error made that way would lack what its handlers read (``response.status_code``), and a
+class a hostile recording names must not run code by being raised. Anything else stays a
+stand-in (``calls``).
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ def loaded_error(type_name: str, message: str, frames: Any = None) -> Exception 
     try:
         error = Exception.__new__(cls)
         error.args = (message,)
-        str(error)  # a class whose __str__ needs what its __init__ sets: a stand-in instead
-    except Exception:  # noqa: BLE001 - a class with a layout of its own, or that cannot show itself
+    except Exception:  # noqa: BLE001 - a class with a layout of its own
         return None
     return error
 
@@ -73,11 +74,15 @@ def _one(classes: tuple[type[Exception], ...]) -> type[Exception] | None:
     return base[0] if len(base) == 1 else None
 
 
+_OWN_CODE = ("__init__", "__new__", "__str__", "__repr__", "__getattr__", "__getattribute__", "__setattr__", "__del__")
+
+
 def _carries_only_args(cls: type) -> bool:
-    """Whether an instance of ``cls`` is all in its ``args``: no class of it but Python's own sets
-    anything up (``__init__``, ``__new__``). Made without its ``__init__``, an instance of any other
-    would lack what its handlers read (an HTTP error's ``response``): a stand-in is safer."""
-    return not any(c.__module__ != "builtins" and ("__init__" in vars(c) or "__new__" in vars(c)) for c in cls.__mro__)
+    """Whether an instance of ``cls`` is all in its ``args`` and runs none of its class's code:
+    no class of it but Python's own sets anything up (``__init__``: made without it, an HTTP
+    error would lack the ``response`` its handlers read), shows it, or watches its attributes
+    or its end. A class a recording names must not get to run code by being raised."""
+    return type(cls) is type and not any(c.__module__ != "builtins" and any(name in vars(c) for name in _OWN_CODE) for c in cls.__mro__)
 
 
 def _raised_in(classes: tuple[type[Exception], ...], frames: Any) -> tuple[type[Exception], ...]:

@@ -2278,3 +2278,32 @@ def test_a_subgraph_state_edited_while_it_waits_is_recorded_and_replayed(db, dep
         result = replay(source, _asking_subgraph(depth), db=db, mode="strict")
         assert not result.diverged, result.report()
         assert result.final_state["a"] == "YES:GO?:EDITED"
+
+
+_RAN: list[str] = []
+
+
+class LoudError(Exception):
+    """A loaded exception class with code of its own: a recording naming it must not run it."""
+
+    def __str__(self) -> str:
+        _RAN.append("str")
+        return "loud"
+
+    def __del__(self) -> None:
+        _RAN.append("del")
+
+
+def test_a_recorded_error_never_runs_code_of_the_class_it_names():
+    """A hostile recording can name any loaded class: one with code of its own (``__str__``,
+    ``__del__``, ``__init__``) becomes a stand-in of that name, and none of its code runs."""
+    import gc as gc_module
+
+    from graphtape.replay.calls import RecordedError, rebuild_error
+
+    error = rebuild_error("LoudError", "boom")
+    assert isinstance(error, RecordedError) and not isinstance(error, LoudError) and type(error).__name__ == "LoudError"
+    assert str(error) == "boom"
+    del error
+    gc_module.collect()
+    assert _RAN == []
