@@ -45,6 +45,8 @@ def _classes_named(name: str) -> tuple[type[Exception], ...]:
     with _lock:
         if name in _found:
             return _found[name]
+        if len(_found) >= _MAX_NAMES:
+            return ()  # a recording naming this many types: stand-ins, not a scan of every module each
     found = _scan(name)
     with _lock:
         if len(_found) < _MAX_NAMES:
