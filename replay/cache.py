@@ -152,15 +152,18 @@ def recorded_executions(details: Sequence[Any], nodes: set[str], after_step: int
     from langgraph.types import Send
 
     out: dict[str, list[Execution]] = {}
+    missed: dict[str, set[str | None]] = {}  # per queue, the keys of its misses so far (None: a miss of no key)
     for d in details:
         if d.step.step <= after_step:
             continue
         for t in d.tasks:
             if t.node not in nodes:
                 continue
-            queue = out.setdefault(_queue_name(t), [])
+            name = _queue_name(t)
+            queue = out.setdefault(name, [])
             if not t.cached:
                 queue.append(Execution(None, t.cache_key))
+                missed.setdefault(name, set()).add(t.cache_key)
                 continue
             writes: list[tuple[str, Any]] = list((t.writes or {}).items())
             for r in d.routes:
@@ -174,7 +177,8 @@ def recorded_executions(details: Sequence[Any], nodes: set[str], after_step: int
                         continue
                     writes.append((joins.get((t.node, dest), _BRANCH + dest), t.node if (t.node, dest) in joins else None))
             # Put in the cache by the run, but by a call before the replay starts: warm for the replay.
-            warm = t.cache_warm or not any(e.writes is None and e.key in (None, t.cache_key) for e in queue)
+            misses = missed.get(name, ())
+            warm = t.cache_warm or (None not in misses and t.cache_key not in misses)
             queue.append(Execution(writes, t.cache_key, warm))
     return out
 
