@@ -255,7 +255,12 @@ def rebuild_error(type_name: str | None, message: str | None, frames: Any = None
         cls = _ERROR_TYPES.get(safe)
         if cls is None:
             cls = _ERROR_TYPES[safe] = _stand_in(safe)
-    return cls(message)
+    try:
+        return cls(message)
+    except TypeError:  # a built-in base that wants more than a message (an exception group)
+        with _ERROR_LOCK:
+            cls = _ERROR_TYPES[safe] = type(safe, (RecordedError,), {"recorded_type": safe, "__module__": "graphtape.replay.recorded"})
+        return cls(message)
 
 
 def _stand_in(name: str) -> type[Exception]:

@@ -2307,3 +2307,12 @@ def test_a_recorded_error_never_runs_code_of_the_class_it_names():
     del error
     gc_module.collect()
     assert _RAN == []
+
+
+def test_a_recorded_exception_group_is_raised_as_a_stand_in_with_its_message():
+    """ExceptionGroup wants its exceptions as well as a message: the stand-in is a plain one, not a TypeError."""
+    from graphtape.replay.calls import RecordedError, rebuild_error
+
+    for _ in range(2):  # the stand-in class is kept after the first
+        error = rebuild_error("ExceptionGroup", "two failed")
+        assert isinstance(error, RecordedError) and type(error).__name__ == "ExceptionGroup" and str(error) == "two failed"
