@@ -374,7 +374,7 @@ class _ThreadImport:
         run_id = _run_id(self.label, self.thread_id, root[-1].id)
         try:
             done = store.get_run(run_id)
-            return ImportedRun(run_id, self.thread_id, done.status, done.step_count, len(lines), len(cps) - kept, already=True)
+            return ImportedRun(run_id, stored_thread_id(self.thread_id, self.encoder.redactor), done.status, done.step_count, len(lines), len(cps) - kept, already=True)
         except RunNotFound:
             pass
         writes = self.source.writes(self.thread_id)
@@ -513,7 +513,7 @@ class _ThreadImport:
         }
         batch = Batch(runs_new=[run], steps=step_rows, blobs=self.sink.blobs)
         store.write(batch)
-        return ImportedRun(run_id, self.thread_id, status, len(step_rows), len(lines), len(cps) - kept)
+        return ImportedRun(run_id, stored, status, len(step_rows), len(lines), len(cps) - kept)  # shown as stored: no token on the terminal
 
     def _checkpoint(self, c: _Checkpoint, blobs: dict) -> dict:
         if self.source.kind == "sqlite":

@@ -306,6 +306,9 @@ def test_a_thread_named_by_a_secret_imports_without_it(tmp_path, capsys):
     token = "ghp_" + "Tk4" * 12
     b.compile(checkpointer=SqliteSaver(conn)).invoke({"log": []}, {"configurable": {"thread_id": token}})
     conn.close()
+    db = tmp_path / "g.db"
+    assert main(["--db", str(db), "import-langgraph", str(path), "--json"]) == 0
+    assert token not in capsys.readouterr().out  # the summary names the thread as stored
     with _imported(path, tmp_path, capsys) as store:
         (run,) = store.list_runs()
         assert run.thread_id.startswith("redacted-thread-") and token not in run.name
