@@ -17,6 +17,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.errors import GraphInterrupt
 
 from graphtape.recorder.call_scope import enter_call, leave_call
+from graphtape.recorder.error_fields import error_fields
 from graphtape.recorder.graph_info import START
 from graphtape.recorder.session import RunSession, call_site, push_depth
 from graphtape.recorder.tracebacks import frames_of
@@ -231,5 +232,8 @@ def _failure(error: BaseException) -> dict[str, Any]:
         fields["output"] = [getattr(i, "value", i) for i in (error.args[0] if error.args and isinstance(error.args[0], (list, tuple)) else ())]
         return fields
     fields["traceback"] = frames_of(error)
+    carried = error_fields(error)  # an SDK error's status code and response: a replay hands them back
+    if carried is not None:
+        fields["output"] = carried
     return fields
 

@@ -151,6 +151,11 @@ class _Abort(Exception):
         self.error = error
 
 
+def qualified_name(cls: type) -> str:
+    """``module.QualName`` of a class, the module as it is imported (see ``_qualname``)."""
+    return _qualname(cls)
+
+
 def _qualname(cls: type) -> str:
     """``module.QualName``, the module as it is imported: a file the command line loaded by its path
     (``--graph agent.py:graph``, as ``_graphtape_user_agent_<digest>``) names its classes as

@@ -107,7 +107,7 @@ class RecordingAnswerer:
         if got.interrupt:
             return Answer(interrupt=got.interrupt, delay_s=self._delay(got))
         error = (call.error_type, call.error_message) if call.error_type else None
-        return Answer(value=None if error else message_from_plain(call.output), error=error, error_frames=call.traceback, delay_s=self._delay(got))
+        return Answer(value=None if error else message_from_plain(call.output), error=error, error_frames=call.traceback, error_fields=call.output if error else None, delay_s=self._delay(got))
 
     # -- tools -------------------------------------------------------------------
     def answer_tool(self, tool: Any, tool_input: Any, kwargs: dict) -> Answer | None:
@@ -136,7 +136,7 @@ class RecordingAnswerer:
         if got.interrupt:
             return Answer(interrupt=got.interrupt, delay_s=delay)
         if call.error_type:
-            return Answer(error=(call.error_type, call.error_message), error_frames=call.traceback, delay_s=delay)
+            return Answer(error=(call.error_type, call.error_message), error_frames=call.traceback, error_fields=call.output, delay_s=delay)
         out = call.output
         if is_message(out) and out.get("type") == "tool":
             if out.get("name") != tool.name and tool.response_format != "content_and_artifact":

@@ -21,7 +21,7 @@ from typing import Any
 
 from graphtape.recorder import CallInfo
 
-from graphtape.replay.loaded_errors import builtin_bases, loaded_error
+from graphtape.replay.loaded_errors import builtin_bases, kept_fields, loaded_error
 from graphtape.replay.normalize import Normalizer, ns_path
 
 MATCH_FIELDS = ("name", "step", "path", "node", "arguments")
@@ -225,7 +225,7 @@ _ERROR_TYPES: dict[str, type[Exception]] = {}
 _ERROR_LOCK = threading.Lock()
 
 
-def rebuild_error(type_name: str | None, message: str | None, frames: Any = None) -> Exception:
+def rebuild_error(type_name: str | None, message: str | None, frames: Any = None, fields: Any = None) -> Exception:
     """An exception with the recorded type name and message, so error paths reproduce.
 
     Built-in exception types are used as they are; LangChain's ToolException
@@ -248,7 +248,7 @@ def rebuild_error(type_name: str | None, message: str | None, frames: Any = None
 
         return ToolException(message)
     safe = name if name.isidentifier() else "RecordedError"
-    loaded = loaded_error(safe, message, frames) if safe != "RecordedError" else None
+    loaded = loaded_error(safe, message, frames, fields) if safe != "RecordedError" else None
     if loaded is not None:
         return loaded
     with _ERROR_LOCK:
@@ -256,11 +256,13 @@ def rebuild_error(type_name: str | None, message: str | None, frames: Any = None
         if cls is None:
             cls = _ERROR_TYPES[safe] = _stand_in(safe)
     try:
-        return cls(message)
+        error = cls(message)
     except TypeError:  # a built-in base that wants more than a message (an exception group)
         with _ERROR_LOCK:
             cls = _ERROR_TYPES[safe] = type(safe, (RecordedError,), {"recorded_type": safe, "__module__": "graphtape.replay.recorded"})
-        return cls(message)
+        error = cls(message)
+    error.__dict__.update(kept_fields(fields, cls))  # what the error carried (a status code), as recorded
+    return error
 
 
 def _stand_in(name: str) -> type[Exception]:

@@ -40,6 +40,7 @@ from graphtape.recorder.records import PART_OF_A_CALL, STORE, CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store import RunStore, merge_events, read_budget
 from graphtape.recorder.store.read_guard import _READ_BUDGET
+from graphtape.recorder.error_fields import KEY as ERROR_FIELDS
 from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
 from graphtape.replay.normalize import is_persistent
@@ -705,6 +706,8 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
             call["error"] = {"type": c.error_type, "message": ex.text(c.error_message)}
             if c.traceback:
                 call["error"]["traceback"] = ex.frames(c.traceback)
+            if isinstance(c.output, dict) and ERROR_FIELDS in c.output:
+                call["error"]["fields"] = ex.value(c.output)  # what the error carried: a replay raises it with them
         else:
             call["output"] = ex.value(c.output)
         if holds.get(c.call_id):

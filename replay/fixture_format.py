@@ -367,6 +367,7 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
                 sh.get(err, "type", (str,), f"{cw}.error")
                 sh.get(err, "message", (str, type(None)), f"{cw}.error", required=False)
                 _check_frames(sh, err, f"{cw}.error")
+                sh.value(sh.get(err, "fields", (dict,), f"{cw}.error", required=False), f"{cw}.error.fields")
             hold = sh.get(c, "hold_ms", (int, float), cw, required=False)
             if hold is not None and not (0 <= hold <= MAX_HOLD_MS):
                 sh.fail(f"{cw}.hold_ms", f"must be between 0 and {MAX_HOLD_MS}")

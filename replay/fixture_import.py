@@ -322,7 +322,7 @@ class _Importer:
             "kind": c["kind"],
             "name": c["name"],
             "inputs": _json(self.value(c.get("inputs"), f"{where}.inputs")),
-            "output": _json(self.value(c.get("output"), f"{where}.output")),
+            "output": _json(self.value(err["fields"] if isinstance(err.get("fields"), dict) else c.get("output"), f"{where}.output")),
             "error_type": err.get("type"),
             "error_message": err.get("message"),
             "traceback": _json(err["traceback"]) if err.get("traceback") else None,

@@ -38,6 +38,7 @@ class Answer:
     value: Any = None
     error: tuple[str | None, str | None] | None = None  # recorded (type, message)
     error_frames: Any = None  # the recorded error's traceback: which package raised it
+    error_fields: Any = None  # what the recorded error carried besides its message (recorder.error_fields)
     tool_error: bool = False  # a handled tool error: the value is the error text the tool reported
     delay_s: float = 0.0
     call: Any = None  # an override function to call with the tool's parsed arguments
@@ -47,7 +48,7 @@ class Answer:
         if self.interrupt:
             interrupt_again(self.interrupt[0])
         if self.error is not None:
-            raise rebuild_error(*self.error, self.error_frames)
+            raise rebuild_error(*self.error, self.error_frames, self.error_fields)
 
 
 _MAX_RESUMED = 10_000

@@ -5,40 +5,77 @@ data. But the graph being replayed is the user's own code, already imported, and
 classes its retry policies and handlers test for (``RetryPolicy(retry_on=RateLimited)``,
 ``except SomeError``). Such a class is looked up by name in the namespaces of the modules
 already in ``sys.modules`` (their ``__dict__``, so no module ``__getattr__`` runs and nothing
-is imported). Of several classes of that name, the one all the others derive from is taken,
-else the one whose file the recorded traceback passed through. The instance is made without
-calling the class's own code, so only a class whose instances hold nothing but their message
-and run none of its code is taken (no ``__init__``, ``__str__``... of its own): an SDK's
-error made that way would lack what its handlers read (``response.status_code``), and a
-class a hostile recording names must not run code by being raised. Anything else stays a
-stand-in (``calls``).
+is imported). Of several classes of that name: the one the recording names by its module
+(``recorder.error_fields``), else the one all the others derive from, else the one whose
+file the recorded traceback passed through. The instance is made without calling any of
+the class's code, so only a class with none of its own is taken, or one whose only code is
+an ``__init__`` whose attributes the recording kept (an SDK's error: its ``response``), set
+as recorded. A class a hostile recording names must not run code by being raised. Anything
+else stays a stand-in (``calls``).
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 _lock = threading.Lock()
 _found: dict[str, tuple[type[Exception], ...]] = {}
 _MAX_NAMES = 1_000  # distinct names looked up per process (a hostile recording names many)
+_MAX_FIELDS = 64  # attributes set on one rebuilt error
 
 
-def loaded_error(type_name: str, message: str, frames: Any = None) -> Exception | None:
-    """An instance of the loaded exception class named ``type_name``, carrying ``message``; None
-    if there is none, or several and neither the classes nor the error's recorded traceback
-    (``frames``, ``[file, line, function, source]``: the package it was raised in) tell which."""
+def loaded_error(type_name: str, message: str, frames: Any = None, fields: Any = None) -> Exception | None:
+    """An instance of the loaded exception class named ``type_name``, carrying ``message`` and the
+    attributes the recording kept (``fields``, see ``recorder.error_fields``); None if there is
+    none, or several and neither the classes nor the error's recorded traceback (``frames``,
+    ``[file, line, function, source]``: the package it was raised in) tell which, or the class
+    sets up what the recording did not keep."""
     classes = _classes_named(type_name)
-    cls = _one(classes) or _one(_raised_in(classes, frames))
-    if cls is None or not _carries_only_args(cls):
+    cls = _one(classes) or _recorded_class(classes, fields) or _one(_raised_in(classes, frames))
+    kept = kept_fields(fields, cls) if cls is not None else {}
+    if cls is None or not (_carries_only_args(cls) or (kept and _carries_only_args(cls, but=("__init__",)))):
         return None
     try:
         error = Exception.__new__(cls)
         error.args = (message,)
+        error.__dict__.update(kept)  # what its __init__ set, as recorded: no code of the class runs
     except Exception:  # noqa: BLE001 - a class with a layout of its own
         return None
     return error
+
+
+def _recorded_class(classes: tuple[type[Exception], ...], fields: Any) -> type[Exception] | None:
+    """Of several classes of the name, the one the recording names by its module."""
+    from graphtape.recorder.codec import qualified_name
+    from graphtape.recorder.error_fields import CLASS
+
+    named = fields.get(CLASS) if isinstance(fields, dict) else None
+    if not isinstance(named, str):
+        return None
+    return next((c for c in classes if qualified_name(c) == named), None)
+
+
+def kept_fields(fields: Any, cls: type) -> dict[str, Any]:
+    """The recorded attributes as values to set on an instance of ``cls``: an object among them
+    (a response) as a namespace of its recorded attributes (``error.response.status_code``).
+    A name the class itself defines (a method, a property) is left alone: a recording does
+    not get to hide one."""
+    from graphtape.recorder.error_fields import KEY, OBJECT
+
+    found = fields.get(KEY) if isinstance(fields, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for name, value in list(found.items())[:_MAX_FIELDS]:
+        if not (isinstance(name, str) and name.isidentifier() and not name.startswith("_")) or any(name in vars(c) for c in cls.__mro__):
+            continue
+        if isinstance(value, dict) and OBJECT in value:
+            value = SimpleNamespace(**{k: v for k, v in value.items() if isinstance(k, str) and k.isidentifier() and not k.startswith("_")})
+        out[name] = value
+    return out
 
 
 def _classes_named(name: str) -> tuple[type[Exception], ...]:
@@ -79,12 +116,14 @@ def _one(classes: tuple[type[Exception], ...]) -> type[Exception] | None:
 _OWN_CODE = ("__init__", "__new__", "__str__", "__repr__", "__getattr__", "__getattribute__", "__setattr__", "__del__")
 
 
-def _carries_only_args(cls: type) -> bool:
+def _carries_only_args(cls: type, but: tuple[str, ...] = ()) -> bool:
     """Whether an instance of ``cls`` is all in its ``args`` and runs none of its class's code:
     no class of it but Python's own sets anything up (``__init__``: made without it, an HTTP
-    error would lack the ``response`` its handlers read), shows it, or watches its attributes
-    or its end. A class a recording names must not get to run code by being raised."""
-    return type(cls) is type and not any(c.__module__ != "builtins" and any(name in vars(c) for name in _OWN_CODE) for c in cls.__mro__)
+    error would lack the ``response`` its handlers read, unless the recording kept it: ``but``),
+    shows it, or watches its attributes or its end. A class a recording names must not get to
+    run code by being raised."""
+    watched = [name for name in _OWN_CODE if name not in but]
+    return type(cls) is type and not any(c.__module__ != "builtins" and any(name in vars(c) for name in watched) for c in cls.__mro__)
 
 
 def _raised_in(classes: tuple[type[Exception], ...], frames: Any) -> tuple[type[Exception], ...]:

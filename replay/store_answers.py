@@ -80,7 +80,7 @@ class RecordedStore:
 def _result(op: Op, got: RecordedCall) -> Any:
     call = got.call
     if call.error_type:
-        raise rebuild_error(call.error_type, call.error_message, call.traceback)
+        raise rebuild_error(call.error_type, call.error_message, call.traceback, call.output)
     out = call.output
     try:
         if isinstance(op, PutOp):

@@ -2060,17 +2060,26 @@ def two_sdks(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "raised", ["the second SDK's", "json's JSONDecodeError", "a class of the graph's module", "the graph's own RateLimitError", "httpx's 503 under the default retry_on"]
+    "raised",
+    [
+        "the second SDK's",
+        "json's JSONDecodeError",
+        "a class of the graph's module",
+        "the graph's own RateLimitError",
+        "httpx's 503 under the default retry_on",
+        "openai's 429, its status code read",
+    ],
 )
 def test_a_retry_on_the_recorded_error_class_retries_in_the_replay(db, two_sdks, raised):
     """A model call that failed once and was retried by ``RetryPolicy(retry_on=...)``: the replay
     raises the recorded error as the class the policy names (found among the loaded modules, the
     traceback telling two SDKs' ``RateLimitError`` apart; never imported), so it retries again.
-    An error whose class sets more up than its message (httpx's, whose ``response`` LangGraph's
-    default ``retry_on`` reads) stays a stand-in, and is retried as it was."""
+    An SDK's error (httpx's, whose ``response`` LangGraph's default ``retry_on`` reads; openai's)
+    is made with the attributes its ``__init__`` set, as recorded, none of its code run."""
     import json as json_module
 
     import httpx
+    import openai
     from langgraph.types import RetryPolicy
 
     from graphtape.replay import ReplayMode
@@ -2089,10 +2098,20 @@ def test_a_retry_on_the_recorded_error_class_retries_in_the_replay(db, two_sdks,
                 httpx.Response(503, request=httpx.Request("GET", "https://api.example/v1")).raise_for_status()
             if raised == "the graph's own RateLimitError":
                 raise RateLimitError("slow down")
+            if raised.startswith("openai"):
+                response = httpx.Response(429, request=httpx.Request("POST", "https://api.example/v1/chat"), headers={"retry-after": "7"})
+                raise openai.RateLimitError("Rate limit reached", response=response, body=None)
             raise _GraphsOwnError("try again")
         return AIMessage("answer")
 
-    retry_on = {"the second SDK's": sdk.RateLimitError, "json's JSONDecodeError": ValueError, "a class of the graph's module": _GraphsOwnError, "the graph's own RateLimitError": RateLimitError}.get(raised)
+    retry_on = {
+        "the second SDK's": sdk.RateLimitError,
+        "json's JSONDecodeError": ValueError,
+        "a class of the graph's module": _GraphsOwnError,
+        "the graph's own RateLimitError": RateLimitError,
+        # What the SDK's error carries besides its message (its response) is kept and handed back.
+        "openai's 429, its status code read": lambda e: isinstance(e, openai.RateLimitError) and e.status_code == 429 and e.response.headers["retry-after"] == "7",
+    }.get(raised)
     Scripted = load_agent("scripted_model").ScriptedChatModel
 
     def graph() -> Any:
@@ -2110,9 +2129,10 @@ def test_a_retry_on_the_recorded_error_class_retries_in_the_replay(db, two_sdks,
 
     run_id = record(db, graph(), {})
     counter.clear()
-    result = replay(run_id, graph(), db=db, mode=ReplayMode.STRICT)
-    assert not result.diverged, result.report()
-    assert result.final_state == {"answer": "answer"} and result.served["model"] == 2 and counter == []
+    for source in (run_id, imported(db, exported(db, run_id))):  # a fixture keeps what the error carried too
+        result = replay(source, graph(), db=db, mode=ReplayMode.STRICT)
+        assert not result.diverged, result.report()
+        assert result.final_state == {"answer": "answer"} and result.served["model"] == 2 and counter == []
 
 
 class _GraphsOwnError(Exception):
