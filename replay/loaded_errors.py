@@ -5,9 +5,9 @@ data. But the graph being replayed is the user's own code, already imported, and
 classes its retry policies and handlers test for (``RetryPolicy(retry_on=RateLimited)``,
 ``except SomeError``). Such a class is looked up by name in the namespaces of the modules
 already in ``sys.modules`` (their ``__dict__``, so no module ``__getattr__`` runs and nothing
-is imported). Of several classes of that name: the one the recording names by its module
-(``recorder.error_fields``), else the one all the others derive from, else the one whose
-file the recorded traceback passed through. The instance is made without calling any of
+is imported). The recording names the class by its module (``recorder.error_fields``): that
+one or none. An older recording names only the type: of several classes of that name, the
+one all the others derive from, else the one whose file the recorded traceback passed through. The instance is made without calling any of
 the class's code, so only a class with none of its own is taken, or one whose only code is
 an ``__init__`` whose attributes the recording kept (an SDK's error: its ``response``), set
 as recorded. A class a hostile recording names must not run code by being raised. Anything
@@ -20,6 +20,8 @@ import sys
 import threading
 from types import SimpleNamespace
 from typing import Any
+
+from graphtape.recorder.codec import qualified_name
 
 _lock = threading.Lock()
 _found: dict[str, tuple[type[Exception], ...]] = {}
@@ -34,7 +36,11 @@ def loaded_error(type_name: str, message: str, frames: Any = None, fields: Any =
     ``[file, line, function, source]``: the package it was raised in) tell which, or the class
     sets up what the recording did not keep."""
     classes = _classes_named(type_name)
-    cls = _one(classes) or _recorded_class(classes, fields) or _one(_raised_in(classes, frames))
+    named = _recorded_class_name(fields)
+    if named is not None:  # the recording says which: that one or none (never another of its name)
+        cls = next((c for c in classes if qualified_name(c) == named), None)
+    else:
+        cls = _one(classes) or _one(_raised_in(classes, frames))
     kept = kept_fields(fields, cls) if cls is not None else {}
     if cls is None or not (_carries_only_args(cls) or (kept and _carries_only_args(cls, but=("__init__",)))):
         return None
@@ -47,15 +53,12 @@ def loaded_error(type_name: str, message: str, frames: Any = None, fields: Any =
     return error
 
 
-def _recorded_class(classes: tuple[type[Exception], ...], fields: Any) -> type[Exception] | None:
-    """Of several classes of the name, the one the recording names by its module."""
-    from graphtape.recorder.codec import qualified_name
+def _recorded_class_name(fields: Any) -> str | None:
+    """``module.QualName`` of the recorded error's class, where the recording kept it."""
     from graphtape.recorder.error_fields import CLASS
 
     named = fields.get(CLASS) if isinstance(fields, dict) else None
-    if not isinstance(named, str):
-        return None
-    return next((c for c in classes if qualified_name(c) == named), None)
+    return named if isinstance(named, str) else None
 
 
 def kept_fields(fields: Any, cls: type) -> dict[str, Any]:
