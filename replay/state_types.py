@@ -38,8 +38,13 @@ class StateTypes:
         self._by_graph: dict[str, dict[str, Any]] = {}
 
     def revive(self, ns: str, values: dict[str, Any]) -> None:
-        """Turn plain recorded values of model-typed keys in ``values`` (namespace ``ns``) into those models, in place."""
-        adapters = self._adapters(_graph_path(ns))
+        """Turn plain recorded values of model-typed keys in ``values`` (namespace ``ns``) into those
+        models, in place, and so the arguments of pending ``Send`` packets to model-typed nodes."""
+        path = _graph_path(ns)
+        inputs = self._inputs(path)
+        if inputs:
+            _revive_sends(values, inputs)
+        adapters = self._adapters(path)
         if not adapters:
             return
         _revive_keys(values, adapters)
@@ -81,9 +86,19 @@ class StateTypes:
 
     def _adapters(self, path: str) -> dict[str, Any]:
         if path not in self._by_graph:
-            graph = self.graph if not path else dict(_subgraphs(self.graph)).get(path)
+            graph = self._graph_at(path)
             self._by_graph[path] = _model_keys(graph) if graph is not None else _NO_TYPES
         return self._by_graph[path]
+
+    def _inputs(self, path: str) -> dict[str, Any]:
+        key = "inputs:" + path
+        if key not in self._by_graph:
+            graph = self._graph_at(path)
+            self._by_graph[key] = _node_inputs(graph) if graph is not None else _NO_TYPES
+        return self._by_graph[key]
+
+    def _graph_at(self, path: str) -> Any:
+        return self.graph if not path else dict(_subgraphs(self.graph)).get(path)
 
 
 def _revive_keys(values: dict[str, Any], adapters: dict[str, tuple[Any, frozenset[str]]]) -> None:
@@ -125,19 +140,62 @@ def _model_keys(graph: Any) -> dict[str, tuple[Any, frozenset[str]]]:
         for key, ann in hints.items():
             if key in out:
                 continue
-            classes: set[type] = set()
-            _models_in(ann, classes, 0)
-            if not classes:
-                continue
-            try:
-                from pydantic import TypeAdapter
-
-                adapter = TypeAdapter(ann)
-            except Exception:  # noqa: BLE001 - pydantic cannot build a validator for it
-                continue
-            names = {f"{c.__module__}.{c.__qualname__}" for c in classes} | {c.__qualname__ for c in classes}
-            out[key] = (adapter, frozenset(names))
+            found = _adapter(ann)
+            if found is not None:
+                out[key] = found
     return out
+
+
+def _adapter(ann: Any) -> tuple[Any, frozenset[str]] | None:
+    """A validator for an annotation that holds models or dataclasses, with the names a recording
+    gives those classes; None for one that holds none (or that pydantic cannot validate)."""
+    classes: set[type] = set()
+    _models_in(ann, classes, 0)
+    if not classes:
+        return None
+    try:
+        from pydantic import TypeAdapter
+
+        adapter = TypeAdapter(ann)
+    except Exception:  # noqa: BLE001 - pydantic cannot build a validator for it
+        return None
+    names = {f"{c.__module__}.{c.__qualname__}" for c in classes} | {c.__qualname__ for c in classes}
+    return adapter, frozenset(names)
+
+
+def _node_inputs(graph: Any) -> dict[str, tuple[Any, frozenset[str]]]:
+    """The graph's nodes whose ``input_schema`` is a model or a dataclass (a ``Send`` packet's argument
+    is one): a validator each, as for state keys."""
+    out: dict[str, Any] = {}
+    for name, spec in (getattr(getattr(graph, "builder", None), "nodes", None) or {}).items():
+        schema = getattr(spec, "input_schema", None)
+        found = _adapter(schema) if isinstance(schema, type) else None
+        if found is not None:
+            out[name] = found
+    return out
+
+
+def _revive_sends(values: dict[str, Any], inputs: dict[str, tuple[Any, frozenset[str]]]) -> None:
+    """Pending ``Send`` packets whose argument the recording kept as a marked dict, for a node whose
+    input is a model: that model again, as the run sent it."""
+    from langgraph.types import Send
+
+    sends = values.get(_TASKS)
+    if not isinstance(sends, list):
+        return
+    out = []
+    for packet in sends:
+        found = inputs.get(packet.node) if isinstance(packet, Send) else None
+        if found is not None and _recorded_as(packet.arg, found[1], 0):
+            try:
+                packet = Send(packet.node, found[0].validate_python(_unmarked(packet.arg, 0)))
+            except Exception:  # noqa: BLE001 - an argument today's schema does not take stays as recorded
+                pass
+        out.append(packet)
+    values[_TASKS] = out
+
+
+_TASKS = "__pregel_tasks"
 
 
 def _models_in(ann: Any, found: set[type], depth: int) -> None:

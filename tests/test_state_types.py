@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
 import subprocess
 import sys
 import textwrap
-from typing import Any, Optional, TypedDict
+from typing import Annotated, Any, Optional, TypedDict
 
 import pytest
 from langgraph.graph import END, START, StateGraph
@@ -271,3 +272,51 @@ def test_a_member_of_a_class_the_schema_does_not_name_stays_its_value(tmp_path):
     result = replay(run_id, b.compile(), db=db)
     assert result.final_state["anything"] == "draft"
     assert [(d.kind, d.recorded, d.actual) for d in result.divergences] == [("state", "Stage", "str")]
+
+
+class Job(BaseModel):
+    step: Step
+    round: int
+
+
+class Fan(TypedDict, total=False):
+    round: int
+    results: Annotated[list, operator.add]
+
+
+def _fan_graph() -> Any:
+    """Each round sends a Job (a model, as the node's input_schema says) to ``work`` per item."""
+    from langgraph.types import Command, Send
+
+    def plan(s: Fan) -> Command:
+        if s.get("round", 0) >= 2:
+            return Command(goto=END)
+        r = s.get("round", 0)
+        return Command(update={"round": r + 1}, goto=[Send("work", Job(step=Step(name=f"s{r}{k}", cost=k), round=r)) for k in range(2)])
+
+    def work(job: Job) -> dict:
+        return {"results": [f"{job.step.name}:{job.step.cost}:{type(job).__name__}"]}
+
+    b = StateGraph(Fan)
+    b.add_node("plan", plan, destinations=("work", END))
+    b.add_node("work", work, input_schema=Job)
+    b.add_edge(START, "plan")
+    b.add_edge("work", "plan")
+    return b.compile()
+
+
+def test_a_replay_mid_run_hands_pending_sends_their_models(tmp_path):
+    """A replay that starts where Send packets wait: a packet's argument (a model the target node's
+    input_schema names) is that model again, not the dict the recording read back."""
+    db = tmp_path / "gt.db"
+    with Recorder(db) as rec:
+        assert len(rec.attach(_fan_graph()).invoke({})["results"]) == 4
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        sending = [s.step for s in store.list_steps(run_id) if s.nodes == ["plan"] and s.step > 0]
+    finally:
+        store.close()
+    for step in sending:
+        result = replay(run_id, _fan_graph(), step, db=db, mode="strict")
+        assert not result.diverged, f"from step {step}: {result.report()}"
