@@ -71,7 +71,7 @@ def register_type(cls: type, name: str | None = None) -> type:
     Decoding looks types up only in this registry, by the name recorded; it
     never imports modules. Usable as a class decorator.
     """
-    _registry[name or _qualname(cls)] = cls
+    _registry[name or qualified_name(cls)] = cls
     return cls
 
 
@@ -86,7 +86,7 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}")  # an object's address in its de
 _PRIVATE_MODULE = re.compile(r"\b_graphtape_(?:user|fixture)_(\w+?)_[0-9a-f]{8}\b")  # replay.loading's name for a file
 
 
-def _as_imported(text: str) -> str:
+def as_imported(text: str) -> str:
     """A repr without what differs from run to run: the object's address, the private module name."""
     return _ADDRESS.sub("", _PRIVATE_MODULE.sub(r"\1", text))
 
@@ -100,7 +100,7 @@ def enums_known(classes: Iterable[type]) -> Iterator[None]:
     names: dict[str, type] = {}
     for cls in classes:
         if isinstance(cls, type) and issubclass(cls, enum.Enum):
-            names.setdefault(_qualname(cls), cls)
+            names.setdefault(qualified_name(cls), cls)
             names.setdefault(cls.__qualname__, cls)
     token = _lent_enums.set({**(_lent_enums.get() or {}), **names})
     try:
@@ -114,7 +114,7 @@ def _enum_type(name: Any) -> type | None:
     if type(name) is not str:
         return None
     # Registered under the recorded name, or under another name (the envelope keeps the class's own).
-    cls = _registry.get(name) or next((c for c in _registry.values() if _qualname(c) == name), None)
+    cls = _registry.get(name) or next((c for c in _registry.values() if qualified_name(c) == name), None)
     if isinstance(cls, type) and issubclass(cls, enum.Enum):
         return cls
     lent = _lent_enums.get()
@@ -152,11 +152,6 @@ class _Abort(Exception):
 
 
 def qualified_name(cls: type) -> str:
-    """``module.QualName`` of a class, the module as it is imported (see ``_qualname``)."""
-    return _qualname(cls)
-
-
-def _qualname(cls: type) -> str:
     """``module.QualName``, the module as it is imported: a file the command line loaded by its path
     (``--graph agent.py:graph``, as ``_graphtape_user_agent_<digest>``) names its classes as
     ``agent`` does, so a type recorded by ``import agent`` is the same type replayed from the file."""
@@ -274,11 +269,11 @@ class Encoder:
             # Scrubbed whole, then cut: a secret across the cut (a PEM block's END line) is still found.
             # Without the object's address (``<Client object at 0x7f…>``): a rerun holds the same
             # object elsewhere, and identical runs store identical values.
-            text = _as_imported(self.redactor.scrub(text[:MAX_REPR_SCAN]))
+            text = as_imported(self.redactor.scrub(text[:MAX_REPR_SCAN]))
             if len(text) > 2000:
                 text = text[:2000] + "…"
         self._report(f"{type(value).__name__}: {why}")
-        return {ENVELOPE: "unserializable", "type": _qualname(type(value)), "repr": text, "why": why}
+        return {ENVELOPE: "unserializable", "type": qualified_name(type(value)), "repr": text, "why": why}
 
     def _report(self, message: str) -> None:
         if self.on_fault is not None:
@@ -296,7 +291,7 @@ class Encoder:
             message = message[:300] + "…"
         why = f"could not be read: {type(exc).__name__}" + (f": {message}" if message else "")
         self._report(f"{name}: {why}")
-        return {ENVELOPE: "unserializable", "type": _qualname(type(value)), "repr": f"<{name}: {why}>", "why": why}
+        return {ENVELOPE: "unserializable", "type": qualified_name(type(value)), "repr": f"<{name}: {why}>", "why": why}
 
     def _shared_ref(self, value: Any, build: Callable[[], Any]) -> Any:
         if self.sink is None:
@@ -349,7 +344,7 @@ class Encoder:
             if not self._cycle_told:  # one fault per value, however many back-references it has
                 self._cycle_told = True
                 self._report(f"{type(v).__name__}: a cycle (the value contains itself)")
-            return {ENVELOPE: "unserializable", "type": _qualname(type(v)), "repr": f"<cycle: {type(v).__name__} contains itself>", "why": "cycle"}
+            return {ENVELOPE: "unserializable", "type": qualified_name(type(v)), "repr": f"<cycle: {type(v).__name__} contains itself>", "why": "cycle"}
         self._open.add(ident)
         try:
             if t is list:
@@ -501,7 +496,7 @@ class Encoder:
                 pass
             return {ENVELOPE: "set", "v": items, "frozen": True} if isinstance(v, frozenset) else {ENVELOPE: "set", "v": items}
         if isinstance(v, enum.Enum):
-            return {ENVELOPE: "enum", "type": _qualname(type(v)), "v": self._enc(v.value, depth + 1, None)}
+            return {ENVELOPE: "enum", "type": qualified_name(type(v)), "v": self._enc(v.value, depth + 1, None)}
         if isinstance(v, dt.datetime):
             return {ENVELOPE: "datetime", "v": v.isoformat()}
         if isinstance(v, dt.date):
@@ -570,7 +565,7 @@ def _registered_name(cls: type) -> str:
     for name, known in _registry.items():
         if known is cls:
             return name
-    return _qualname(cls)
+    return qualified_name(cls)
 
 
 def _object_fields(v: Any) -> dict | None:
@@ -999,7 +994,7 @@ class Decoder:
             return {
                 TYPE_KEY: _PRIVATE_MODULE.sub(r"\1", kind_name) if type(kind_name) is str else kind_name,
                 "unserializable": True,
-                "repr": _as_imported(text) if type(text) is str else text,
+                "repr": as_imported(text) if type(text) is str else text,
             }
         if kind == "lc.msg":
             return self._message(x.get("cls"), self._dec(v, d))

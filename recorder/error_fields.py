@@ -27,27 +27,26 @@ def error_fields(error: BaseException) -> dict[str, Any] | None:
     cls = type(error)
     if cls.__module__ == "builtins":
         return None
-    try:
-        own = vars(error)
-    except TypeError:
-        own = {}
     out: dict[str, Any] = {}
-    for name, value in list(own.items())[:_MAX_FIELDS * 4]:
-        if len(out) >= _MAX_FIELDS:
-            break
-        if not isinstance(name, str) or name.startswith("_"):
-            continue
+    for name, value in _public(error):
         plain = _plain(value, 0)
+        if plain is _SKIP and not isinstance(value, type) and not callable(value):
+            plain = _shallow(value)  # an object (a response): its own plain attributes
         if plain is not _SKIP:
             out[name] = plain
-        elif not isinstance(value, type) and not callable(value):
-            shallow = _shallow(value)
-            if shallow is not None:
-                out[name] = shallow
     return {KEY: out, CLASS: qualified_name(cls)}
 
 
 _SKIP = object()
+
+
+def _public(obj: Any) -> list[tuple[str, Any]]:
+    """An object's own public attributes, at most ``_MAX_FIELDS`` of them."""
+    try:
+        own = vars(obj)
+    except TypeError:
+        return []
+    return [(k, v) for k, v in list(own.items()) if isinstance(k, str) and not k.startswith("_")][:_MAX_FIELDS]
 
 
 def _plain(value: Any, depth: int) -> Any:
@@ -59,27 +58,22 @@ def _plain(value: Any, depth: int) -> Any:
     if depth >= 2:
         return _SKIP
     if isinstance(value, Mapping):
-        items = list(value.items())[:_MAX_FIELDS]
-        out = {str(k): _plain(v, depth + 1) for k, v in items}
+        out = {str(k): _plain(v, depth + 1) for k, v in list(value.items())[:_MAX_FIELDS]}
         return {k: v for k, v in out.items() if v is not _SKIP}
     if isinstance(value, (list, tuple)):
-        out_list = [_plain(v, depth + 1) for v in value[:_MAX_FIELDS]]
-        return [v for v in out_list if v is not _SKIP]
+        return [p for p in (_plain(v, depth + 1) for v in value[:_MAX_FIELDS]) if p is not _SKIP]
     return _SKIP
 
 
-def _shallow(obj: Any) -> dict[str, Any] | None:
-    """An object's plain public attributes, one level deep (a response's status code and headers)."""
+def _shallow(obj: Any) -> Any:
+    """An object's plain public attributes, one level deep (a response's status code and headers);
+    ``_SKIP`` for an object without attributes of its own."""
     try:
-        own = vars(obj)
+        vars(obj)
     except TypeError:
-        return None
+        return _SKIP
     out: dict[str, Any] = {OBJECT: type(obj).__name__}
-    for name, value in list(own.items())[:_MAX_FIELDS * 4]:
-        if len(out) > _MAX_FIELDS or not isinstance(name, str):
-            break
-        if name.startswith("_"):
-            continue
+    for name, value in _public(obj):
         plain = _plain(dict(value.items()) if isinstance(value, Mapping) else value, 1)
         if plain is not _SKIP:
             out[name] = plain

@@ -259,17 +259,17 @@ def rebuild_error(type_name: str | None, message: str | None, frames: Any = None
         error = cls(message)
     except TypeError:  # a built-in base that wants more than a message (an exception group)
         with _ERROR_LOCK:
-            cls = _ERROR_TYPES[safe] = type(safe, (RecordedError,), {"recorded_type": safe, "__module__": "graphtape.replay.recorded"})
+            cls = _ERROR_TYPES[safe] = _stand_in(safe, shared_base=False)
         error = cls(message)
     error.__dict__.update(kept_fields(fields, cls))  # what the error carried (a status code), as recorded
     return error
 
 
-def _stand_in(name: str) -> type[Exception]:
+def _stand_in(name: str, *, shared_base: bool = True) -> type[Exception]:
     """A ``RecordedError`` subclass named ``name``, also of the built-in class the loaded classes
-    of that name share (``except ValueError`` still catches it)."""
+    of that name share (``except ValueError`` still catches it) unless ``shared_base`` is off."""
     attrs = {"recorded_type": name, "__module__": "graphtape.replay.recorded"}
-    for base in builtin_bases(name):
+    for base in builtin_bases(name) if shared_base else ():
         try:
             return type(name, (RecordedError, base), attrs)
         except TypeError:  # a built-in with a layout of its own (OSError): the plain stand-in

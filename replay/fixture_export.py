@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, collect_refs, reused_cost
+from graphtape.recorder.codec import BLOB_REF, ENVELOPE, MAX_DEPTH, as_imported, collect_refs, reused_cost
 from graphtape.recorder.env_secrets import env_secret_patterns
 from graphtape.recorder.frames import FrameState
 from graphtape.recorder.graph_info import is_internal_channel
@@ -40,6 +40,7 @@ from graphtape.recorder.records import PART_OF_A_CALL, STORE, CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store import RunStore, merge_events, read_budget
 from graphtape.recorder.store.read_guard import _READ_BUDGET
+from graphtape.recorder.store.read_steps import cache_key_of
 from graphtape.recorder.error_fields import KEY as ERROR_FIELDS
 from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
@@ -47,8 +48,6 @@ from graphtape.replay.normalize import is_persistent
 
 
 _STRUCTURAL = frozenset({ENVELOPE, "cls", "type"})
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}")
-_PRIVATE_MODULE = re.compile(r"_graphtape_(?:user|fixture)_(\w+?)_[0-9a-f]{8}\b")
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _MESSAGE_KINDS = {"AIMessage": "ai", "AIMessageChunk": "ai", "HumanMessage": "human", "SystemMessage": "system", "ToolMessage": "tool"}
 _CONFIG_DROP = frozenset({"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map"})
@@ -308,7 +307,7 @@ class _Exporter:
             # between runs and machines, the object's address and a file-loaded module's private name.
             for k in ("type", "repr"):
                 if type(out.get(k)) is str:
-                    out[k] = _ADDRESS.sub("", _PRIVATE_MODULE.sub(r"\1", out[k]))
+                    out[k] = as_imported(out[k])
         if kind == "lg.interrupt":
             v = out.get("v")
             if isinstance(v, dict) and type(v.get("id")) is str and v["id"]:
@@ -655,10 +654,10 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
             task["attempts"] = [{"n": a.get("n"), "error": {"type": a.get("et"), "message": ex.text(a.get("em"))} if a.get("et") else None} for a in t["att"] if isinstance(a, dict)]
         if t.get("c"):
             task["cached"] = True
-        ck = t.get("ck")
-        if isinstance(ck, list) and len(ck) == 2 and isinstance(ck[0], str) and isinstance(ck[1], bool):
-            task["cache_key"] = ex.text(ck[0])  # its name and the digest of its arguments
-            if not ck[1]:
+        key, warm = cache_key_of(t)
+        if key is not None:
+            task["cache_key"] = ex.text(key)  # its name and the digest of its arguments
+            if not warm:
                 task["cache_warm"] = False  # a hit on what an earlier call of the run put in the cache
         if "cw" in t:
             # Not run: LangGraph applied what it wrote in an earlier run. Its path tells which of a

@@ -7,10 +7,10 @@ classes its retry policies and handlers test for (``RetryPolicy(retry_on=RateLim
 already in ``sys.modules`` (their ``__dict__``, so no module ``__getattr__`` runs and nothing
 is imported). The recording names the class by its module (``recorder.error_fields``): that
 one or none. An older recording names only the type: of several classes of that name, the
-one all the others derive from, else the one whose file the recorded traceback passed through. The instance is made without calling any of
-the class's code, so only a class with none of its own is taken, or one whose only code is
-an ``__init__`` whose attributes the recording kept (an SDK's error: its ``response``), set
-as recorded. A class a hostile recording names must not run code by being raised. Anything
+one all the others derive from, else the one whose file the recorded traceback passed
+through. The instance is made without calling any of the class's code, so only a class with
+none of its own is taken, or one whose only code is an ``__init__`` whose attributes the
+recording kept (an SDK's error: its ``response``), set as recorded. A class a hostile recording names must not run code by being raised. Anything
 else stays a stand-in (``calls``).
 """
 
@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from graphtape.recorder.codec import qualified_name
+from graphtape.recorder.error_fields import CLASS, KEY, OBJECT
 
 _lock = threading.Lock()
 _found: dict[str, tuple[type[Exception], ...]] = {}
@@ -55,8 +56,6 @@ def loaded_error(type_name: str, message: str, frames: Any = None, fields: Any =
 
 def _recorded_class_name(fields: Any) -> str | None:
     """``module.QualName`` of the recorded error's class, where the recording kept it."""
-    from graphtape.recorder.error_fields import CLASS
-
     named = fields.get(CLASS) if isinstance(fields, dict) else None
     return named if isinstance(named, str) else None
 
@@ -66,8 +65,6 @@ def kept_fields(fields: Any, cls: type) -> dict[str, Any]:
     (a response) as a namespace of its recorded attributes (``error.response.status_code``).
     A name the class itself defines (a method, a property) is left alone: a recording does
     not get to hide one."""
-    from graphtape.recorder.error_fields import KEY, OBJECT
-
     found = fields.get(KEY) if isinstance(fields, dict) else None
     if not isinstance(found, dict):
         return {}

@@ -723,20 +723,11 @@ class _Run:
 
     def _edited_steps(self, ns: str) -> list[int]:
         """Steps of namespace ``ns`` the recording holds as edits made while it waited at an interrupt."""
-        out: list[int] = []
-        for s in self.store.list_steps(self.run.id, ns):
-            if s.source == "update" and (s.flags & FLAG_INTERRUPT or (out and s.step - 1 == out[-1])):
-                out.append(s.step)
-        return out
+        return _edits_while_paused_in(self.store.list_steps(self.run.id, ns))
 
     def _edits_while_paused(self) -> set[int]:
-        """Root steps the recording holds as ``update_state`` checkpoints made between an interrupt
-        and its answer: the first holds the waiting task, the others follow it."""
-        out: set[int] = set()
-        for s in self._root_steps():  # in step order
-            if s.source == "update" and (s.flags & FLAG_INTERRUPT or s.step - 1 in out):
-                out.add(s.step)
-        return out
+        """Root steps the recording holds as ``update_state`` checkpoints made between an interrupt and its answer."""
+        return set(_edits_while_paused_in(self._root_steps()))
 
     def _breakpoints(self) -> dict[str, Any]:
         """Breakpoints the run was invoked with (``invoke(..., interrupt_after=[...])``), as
@@ -1097,6 +1088,16 @@ def _with_mocked_nodes(graph: Any, store: RunStore, run_id: str, names: list[str
     for name in names:
         nodes[name] = nodes[name].copy(update={"bound": RunnableLambda(serve(name), name=name)})
     return graph.copy(update={"nodes": nodes})
+
+
+def _edits_while_paused_in(steps: Iterable[Any]) -> list[int]:
+    """Of a namespace's steps (in order), the ``update_state`` checkpoints made between an interrupt
+    and its answer: the first holds the waiting task, the others follow it."""
+    out: list[int] = []
+    for s in steps:
+        if s.source == "update" and (s.flags & FLAG_INTERRUPT or (out and s.step - 1 == out[-1])):
+            out.append(s.step)
+    return out
 
 
 def _by_node_path(namespaces: list[str]) -> dict[str, str]:

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from graphtape.recorder.codec import TYPE_KEY
+from graphtape.recorder.waiting_subgraphs import node_path
 
 _NO_TYPES: dict[str, Any] = {}
 _DEPTH = 32  # how deep a restored value is looked into (a model inside lists inside dicts...)
@@ -40,7 +41,7 @@ class StateTypes:
     def revive(self, ns: str, values: dict[str, Any]) -> None:
         """Turn plain recorded values of model-typed keys in ``values`` (namespace ``ns``) into those
         models, in place, and so the arguments of pending ``Send`` packets to model-typed nodes."""
-        path = _graph_path(ns)
+        path = node_path(ns)
         inputs = self._inputs(path)
         if inputs:
             _revive_sends(values, inputs)
@@ -58,7 +59,7 @@ class StateTypes:
         from the recording's copy (marked with its class: ``fork --set plan.steps=...``) is
         validated into that type, as a restored value is. One that does not fit, or that is not
         marked (a plain dict passed to ``fork``), stays as given."""
-        adapters = self._adapters(_graph_path(ns))
+        adapters = self._adapters(node_path(ns))
         out = dict(update)
         for key, (adapter, names) in adapters.items():
             value = out.get(key)
@@ -109,11 +110,6 @@ def _revive_keys(values: dict[str, Any], adapters: dict[str, tuple[Any, frozense
                 values[key] = adapter.validate_python(_unmarked(value, 0))
             except Exception:  # noqa: BLE001 - a value today's schema does not take stays as recorded
                 continue
-
-
-def _graph_path(ns: str) -> str:
-    """``"sub:<task id>|inner:<task id>"`` -> ``"sub|inner"``: the subgraph's name path."""
-    return "|".join(part.split(":")[0] for part in ns.split("|")) if ns else ""
 
 
 def _subgraphs(graph: Any) -> Iterator[tuple[str, Any]]:

@@ -173,8 +173,8 @@ class StepReads:
                     started_at=t.get("t0"),
                     duration_ms=t.get("ms"),
                     cached=bool(t.get("c")),
-                    cache_key=_cache_key(t)[0],
-                    cache_warm=_cache_key(t)[1],
+                    cache_key=(ck := cache_key_of(t))[0],
+                    cache_warm=ck[1],
                     subgraph_ns=t.get("sub", []),
                     traceback=valid_frames(t.get("tb")),
                     attempts=[a for a in t.get("att", []) if isinstance(a, dict)] if isinstance(t.get("att"), list) else [],
@@ -258,8 +258,8 @@ def _carried(value: Any) -> list[Any] | None:
     return value if is_stored(value) else None
 
 
-def _cache_key(t: dict) -> tuple[str | None, bool]:
-    """A cached task's ``(key, warm)`` as stored (``[key, warm]``), or ``(None, True)``."""
+def cache_key_of(t: dict) -> tuple[str | None, bool]:
+    """A stored task's cache ``(key, warm)`` (kept as ``[key, warm]``), or ``(None, True)``."""
     ck = t.get("ck")
     if isinstance(ck, list) and len(ck) == 2 and isinstance(ck[0], str) and isinstance(ck[1], bool):
         return ck[0], ck[1]
