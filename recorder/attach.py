@@ -31,7 +31,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.store.base import BaseStore
 
-from graphtape.recorder import http_capture, inline_saves
+from graphtape.recorder import http_capture, inline_saves, run_gate
 from graphtape.recorder.cache_hits import HitNamingCache
 from graphtape.recorder.call_waits import CallWaits
 from graphtape.recorder.capture import CaptureHandler
@@ -684,6 +684,7 @@ def _with_bound_config(graph: Any, config: dict) -> dict:
 
 def _recorded_class(base: type, binding: _Binding) -> type:
     def stream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> Iterator[Any]:
+        run_gate.check()  # a file loaded for its graph runs it: stopped before a run is opened
         rec = binding.recorder
         session, config, kwargs = rec._begin(binding, self, input, config, kwargs)
         printer, kwargs = PrintedCheckpoints.take(self, kwargs)
@@ -703,6 +704,7 @@ def _recorded_class(base: type, binding: _Binding) -> type:
         rec._end(binding, session, None, config, at_breakpoint=session is not None and _at_breakpoint(self, config, kwargs))
 
     async def astream(self: Any, input: Any, config: dict | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        run_gate.check()
         rec = binding.recorder
         session, config, kwargs = await _open_off_the_loop(rec, binding, self, input, config, kwargs)
         printer, kwargs = PrintedCheckpoints.take(self, kwargs)

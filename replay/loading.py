@@ -26,6 +26,8 @@ from types import ModuleType
 from typing import Any
 
 from graphtape.recorder.errors import GraphtapeError
+from graphtape.recorder.run_gate import GraphRunStopped, runs_stopped
+from graphtape.recorder.terminal_text import printable
 
 __all__ = ["GraphLoadError", "check_ref", "load_callable", "load_graph", "load_module_from_path", "source_of", "split_ref"]
 
@@ -84,7 +86,10 @@ def load_module_from_path(path: str | os.PathLike) -> ModuleType:
     # Let the file import its siblings while it runs, as `python file.py` would.
     sys.path.insert(0, str(file.parent))
     try:
-        spec.loader.exec_module(module)
+        with runs_stopped(str(file)):
+            spec.loader.exec_module(module)
+    except GraphRunStopped as stop:
+        _note_stopped(stop)  # the module stays as far as it ran: where its graph was built
     except BaseException as exc:
         del sys.modules[name]
         if isinstance(exc, Exception):
@@ -101,14 +106,44 @@ def load_module_from_path(path: str | os.PathLike) -> ModuleType:
 def _import_module(name: str) -> ModuleType:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # `graphtape ... mypkg.agent:graph` from a project root
+    origin = _origin_of(name)
     try:
-        return importlib.import_module(name)
+        with runs_stopped(origin or name):
+            return importlib.import_module(name)
+    except GraphRunStopped as stop:
+        # The import system dropped the half-run module: a module that runs its graph when
+        # imported is loaded by its path instead, where it is kept as far as it ran.
+        if origin is None or not origin.endswith(".py"):
+            raise GraphLoadError(f"importing {name} runs a graph ({stop}): put that run under `if __name__ == \"__main__\":`") from None
+        return load_module_from_path(origin)
     except ModuleNotFoundError as exc:
         if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
             raise GraphLoadError(f"no module named {name!r}: check PYTHONPATH, or give a path/to/file.py:attr") from exc
         raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
     except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
         raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def _origin_of(name: str) -> str | None:
+    """The file importing ``name`` would run, found without importing it (``None`` if not found)."""
+    if name in sys.modules:
+        return None  # imported already: importing it again runs nothing
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    origin = getattr(spec, "origin", None)
+    return origin if isinstance(origin, str) and os.path.isfile(origin) else None
+
+
+def _note_stopped(stop: GraphRunStopped) -> None:
+    place = f"{stop.file} line {stop.line}" if stop.line else stop.file
+    where = printable(" ".join(place.splitlines()))
+    print(
+        f"graphtape: note: {where} runs a graph when loaded; graphtape stopped that run (it loads the file for its graph only):"
+        ' put the run under `if __name__ == "__main__":`',
+        file=sys.stderr,
+    )
 
 
 def _resolve(ref: str, base: str | os.PathLike | None = None) -> tuple[Any, ModuleType, str]:
