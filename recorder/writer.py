@@ -30,6 +30,7 @@ import atexit
 import logging
 import os
 import queue
+import shlex
 import sys
 import threading
 import time
@@ -37,6 +38,7 @@ import weakref
 from collections.abc import Callable
 
 from graphtape.recorder.errors import StoreError
+from graphtape.recorder.rescue import refused_for_good, rescue, whole_runs
 from graphtape.recorder.store import Batch, RunStore, _sqlite_path, is_duplicate, is_passing
 from graphtape.recorder.store.read_only import is_read_only_error
 
@@ -248,7 +250,10 @@ class Writer:
                 f"trying for {deadline - time.monotonic():.0f} s more before exit (Ctrl-C stops)\n"
             )
         delay = _RETRY_FIRST_S
-        while self._kept and not self._gone:
+        # A server that answered and refused (no such database or role, a wrong password) will
+        # not take the rows within the wait: they are rescued at once.
+        hopeless = self.store is None and refused_for_good(self.open_error)
+        while self._kept and not self._gone and not hopeless:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -261,11 +266,30 @@ class Writer:
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, _RETRY_MAX_S)
         with self._lock:
-            if self._kept:
-                lost, self._kept, self._kept_bytes = self._kept, Batch(), 0
-                self._fault(StoreError(f"{_rows(lost)} rows could not be written before the recorder closed: {_why(self._failing)}"), lost, lost=True)
+            left_over, self._kept, self._kept_bytes = self._kept, Batch(), 0
+        if left_over and not self._gone:
+            self._rescue(left_over)
+        elif left_over:
+            self._fault(StoreError(f"{_rows(left_over)} rows could not be written before the recorder closed: {_why(self._failing)}"), left_over, lost=True)
         self._dispatch()
         _live_writers.discard(self)
+
+    def _rescue(self, left_over: Batch) -> None:
+        """Whole runs the store never took go to a rescue file (``rescue``); the rest is lost."""
+        whole, rest = whole_runs(left_over)
+        why = _why(self._failing or self.open_error)
+        try:
+            path = rescue(whole) if whole.runs_new else None
+        except Exception:  # noqa: BLE001 - a rescue that fails is the loss it was to prevent, no worse
+            path = None
+        if path is not None:
+            runs = len(whole.runs_new)
+            shown = shlex.quote(str(path))
+            self._fault(StoreError(f"the store never took {runs} run{'s' * (runs != 1)} ({why}): saved to {shown} instead (graphtape --db {shown} runs)"), whole, lost=False)
+        else:
+            rest.merge(whole)
+        if rest:
+            self._fault(StoreError(f"{_rows(rest)} rows could not be written before the recorder closed: {why}"), rest, lost=True)
 
     @property
     def failing(self) -> Exception | None:

@@ -55,6 +55,12 @@ def imported(db, fixture) -> str:
 
 
 @pytest.fixture(autouse=True)
+def _rescues_beside_the_test(monkeypatch, tmp_path_factory):
+    """Runs a test's store never took are rescued into a folder of its own, never the checkout."""
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path_factory.mktemp("rescued")))
+
+
+@pytest.fixture(autouse=True)
 def _pipe_width(monkeypatch):
     """The CLI fits its tables to the terminal: every test sees the width a pipe gets (120, as in
     CI), not the width of the window the suite happens to run in."""

@@ -258,8 +258,10 @@ def test_unknown_step_and_namespace(demo, capsys):
 
 def test_bad_db_path(tmp_path, capsys):
     missing_dir = tmp_path / "no" / "such" / "dir.db"
-    for argv in (["show", "last"], ["runs"], ["demo", "--no-tui"]):
+    for argv in (["show", "last"], ["runs"]):
         assert_one_line_error(*run(capsys, "--db", str(missing_dir), *argv), "does not exist")
+    (tmp_path / "blocked").write_text("a file where the folder should be")
+    assert_one_line_error(*run(capsys, "--db", str(tmp_path / "blocked" / "x.db"), "demo", "--no-tui"), "is not a folder")
     assert_one_line_error(*run(capsys, "--db", str(tmp_path), "runs"), "directory")
 
 

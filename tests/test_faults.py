@@ -514,14 +514,15 @@ def test_postgres_connections_killed_mid_write_leave_psycopg_quiet_about_graphta
         store.close()
 
 
-def test_recorder_on_a_missing_directory_runs_the_graph_and_counts_the_fault(tmp_path: Path, caplog) -> None:
+def test_recorder_on_a_folder_it_cannot_use_runs_the_graph_and_counts_the_fault(tmp_path: Path, caplog) -> None:
     """A store that cannot be opened yet does not stop the program: a warning, a counted fault, the graph runs."""
+    (tmp_path / "nowhere").write_text("a file where the folder should be")
     with caplog.at_level(logging.WARNING, logger="graphtape"):
         rec = Recorder(tmp_path / "nowhere" / "x.db")
     assert rec.fault_count == 1
-    assert [r.getMessage() for r in caplog.records if "does not exist" in r.getMessage()]
+    assert [r.getMessage() for r in caplog.records if "is not a folder" in r.getMessage()]
     assert rec.attach(looping()).invoke(START_STATE) == plain_result()
-    with pytest.raises(StoreError, match="does not exist"):
+    with pytest.raises(StoreError, match="is not a folder"):
         rec.store
     rec.close(timeout=0.2)
 

@@ -315,7 +315,7 @@ def test_replay_refuses_an_override_no_recorded_call_answers_to(demo, tmp_path, 
 @pytest.mark.parametrize(
     "url, words",
     [
-        ("sqlite:////nonexistent-graphtape-dir/x.db", "directory /nonexistent-graphtape-dir does not exist"),
+        ("sqlite:////dev/null/x.db", "/dev/null is not a folder"),
         ("postgresql+psycopg://postgres@127.0.0.1:1/test", "cannot open postgresql+psycopg://postgres@127.0.0.1:1/test"),
     ],
 )

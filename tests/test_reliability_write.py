@@ -368,8 +368,10 @@ def _warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "graphtape" and r.levelno >= logging.WARNING]
 
 
-def test_missing_folder_warns_once_and_records_once_it_appears(tmp_path: Path, durability: str, caplog) -> None:
+def test_a_folder_blocked_by_a_file_warns_once_and_records_once_it_is_cleared(tmp_path: Path, durability: str, caplog) -> None:
+    # A missing folder is made (tests/test_rescue.py); one a file stands in the way of is waited for.
     folder = tmp_path / "later"
+    folder.write_text("not a folder")
     with caplog.at_level(logging.WARNING, logger="graphtape"):
         rec = Recorder(folder / "x.db", durability=durability)
         graph = rec.attach(chain())
@@ -377,7 +379,8 @@ def test_missing_folder_warns_once_and_records_once_it_appears(tmp_path: Path, d
         first = rec.last_run_id
         rec.flush(1.0)
         assert rec.writer.kept_rows > 0  # kept, waiting for the store
-        assert len(_warnings(caplog)) == 1 and "does not exist" in _warnings(caplog)[0]
+        assert len(_warnings(caplog)) == 1 and "is not a folder" in _warnings(caplog)[0]
+        folder.unlink()
         folder.mkdir()
         assert graph.invoke(START_STATE) == RESULT
         second = rec.last_run_id
@@ -389,7 +392,7 @@ def test_missing_folder_warns_once_and_records_once_it_appears(tmp_path: Path, d
     assert rec.fault_count >= 2  # opening the recorder, and the run that waited for the store
     store = open_store(folder / "x.db")
     assert_complete(store, [first, second])
-    assert any("does not exist" in line for line in store.run_detail(first).fault_log)
+    assert any("is not a folder" in line for line in store.run_detail(first).fault_log)
     store.close()
 
 
@@ -404,8 +407,15 @@ def _check_unopenable(url: str, durability: str, caplog) -> None:
         assert len(_warnings(caplog)) == 1, _warnings(caplog)
         rec.close(timeout=0.2)
     assert rec.fault_count >= 3  # opening the recorder, and each run
-    # Closing gives up on the rows it could never write: that loss is said too, once.
-    assert len(_warnings(caplog)) == 2 and "could not be written before the recorder closed" in _warnings(caplog)[1]
+    # Closing gives up on the store: the runs it never took are saved apart, and that is said once.
+    assert len(_warnings(caplog)) == 2 and "the store never took 2 runs" in _warnings(caplog)[1], _warnings(caplog)
+    rescued = list(Path(os.environ["GRAPHTAPE_RESCUE_DIR"]).glob("graphtape-rescued-*.db"))
+    assert len(rescued) == 1 and str(rescued[0]) in _warnings(caplog)[1]
+    store = open_store(rescued[0])
+    try:
+        assert sorted(r.status for r in store.list_runs()) == ["ok", "ok"]
+    finally:
+        store.close()
 
 
 def test_store_path_is_a_directory_is_refused_at_once(tmp_path: Path, durability: str) -> None:
@@ -481,7 +491,8 @@ def test_bad_arguments_still_raise(tmp_path: Path) -> None:
 def test_strict_recorder_raises_when_the_store_cannot_be_opened(tmp_path: Path) -> None:
     from graphtape.recorder import StoreError
 
-    with pytest.raises(StoreError, match="does not exist"):
+    (tmp_path / "nowhere").write_text("a file where the folder should be")
+    with pytest.raises(StoreError, match="is not a folder"):
         Recorder(tmp_path / "nowhere" / "x.db", strict=True)
 
 
@@ -492,6 +503,7 @@ def test_strict_recorder_raises_when_the_store_cannot_be_opened(tmp_path: Path) 
 
 def test_kept_rows_are_bounded_run_rows_never_dropped(tmp_path: Path, caplog) -> None:
     folder = tmp_path / "later"
+    folder.write_text("a file where the folder should be")
     rec = Recorder(folder / "x.db", durability="async")
     rec.writer.keep_bytes = 20_000
     graph = rec.attach(chain())
@@ -500,6 +512,7 @@ def test_kept_rows_are_bounded_run_rows_never_dropped(tmp_path: Path, caplog) ->
         graph.invoke({"n": 0, "notes": [os.urandom(3000).hex()]})
         ids.append(rec.last_run_id)
     rec.flush(2.0)
+    folder.unlink()
     folder.mkdir()
     rec.close()
     store = open_store(folder / "x.db")

@@ -84,8 +84,11 @@ def check_url(db: str | os.PathLike | None = None) -> str:
         raise StoreError(f"cannot open {shown_url(url)}: not a database path or a SQLAlchemy URL") from None
     if backend not in ("sqlite", "postgresql"):
         raise StoreError(f"cannot open {shown_url(url)}: graphtape stores runs in SQLite (a file path) or PostgreSQL (postgresql+psycopg://...), not {backend}")
-    if backend == "postgresql" and importlib.util.find_spec("psycopg") is None:
-        raise StoreError(f"cannot open {shown_url(url)}: driver 'psycopg' is not installed (pip install 'graphtape[postgres]')")
+    if backend == "postgresql":
+        driver = sa.engine.make_url(url).get_driver_name()
+        module = "psycopg" if driver == "psycopg_async" else driver
+        if importlib.util.find_spec(module) is None:
+            raise missing_driver(url, ModuleNotFoundError(name=module))
     problem = sqlite_path_problem(url)
     if problem is not None:
         raise StoreError(problem)
@@ -234,7 +237,16 @@ class Connection:
             raise StoreError(problem)
         if path is not None:
             if not path.parent.is_dir():
-                raise StoreError(f"cannot open database {path}: directory {path.parent} does not exist")
+                if path.parent.exists():
+                    raise StoreError(f"cannot open database {path}: {path.parent} is not a folder")
+                if not create:
+                    raise StoreError(f"cannot open database {path}: directory {path.parent} does not exist")
+                try:
+                    path.parent.mkdir(parents=True)  # a store to record into: its folder is made, as the file is
+                except FileExistsError:
+                    pass
+                except OSError as exc:
+                    raise StoreError(f"cannot create the folder of database {path}: {exc.strerror}") from None
             if path.is_dir():
                 raise StoreError(f"cannot open database {path}: it is a directory")
             if not path.exists():

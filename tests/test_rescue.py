@@ -1,0 +1,78 @@
+"""A store the recorder can never open loses no run: what it never took is saved to a rescue file."""
+
+from __future__ import annotations
+
+import operator
+import secrets
+from pathlib import Path
+from typing import Annotated, TypedDict
+
+import pytest
+import sqlalchemy as sa
+from langgraph.graph import END, START, StateGraph
+
+from graphtape.recorder import Recorder, StoreError, open_store
+
+
+class S(TypedDict):
+    n: int
+    seen: Annotated[list[int], operator.add]
+
+
+def _graph():
+    b = StateGraph(S)
+    b.add_node("a", lambda s: {"n": s["n"] + 1, "seen": [s["n"]]})
+    b.add_node("b", lambda s: {"n": s["n"] * 2, "seen": [s["n"]]})
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("b", END)
+    return b.compile()
+
+
+def _rescued(folder: Path) -> list[Path]:
+    return sorted(folder.glob("graphtape-rescued-*.db"))
+
+
+def test_runs_recorded_into_a_database_that_does_not_exist_are_rescued_whole(pg_server, tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRAPHTAPE_RESCUE_DIR")  # the default: the working folder
+    url = sa.engine.make_url(pg_server).set(database=f"no_such_db_{secrets.token_hex(4)}").render_as_string(hide_password=False)
+    rec = Recorder(url)  # the program goes on: a recorder problem is not the agent's
+    graph = rec.attach(_graph(), name="rescued")
+    outputs = [graph.invoke({"n": n, "seen": []}) for n in (1, 5)]
+    rec.close()
+    err = caplog.text
+    files = _rescued(tmp_path)
+    assert len(files) == 1, err
+    assert "the store never took 2 runs" in err and "does not exist" in err and str(files[0]) in err, err
+    store = open_store(files[0])
+    try:
+        runs = sorted(store.list_runs(), key=lambda r: r.started_at)
+        assert [r.name for r in runs] == ["rescued", "rescued"] and all(r.status == "ok" for r in runs)
+        steps = [store.list_steps(r.id) for r in runs]
+        assert [len(s) for s in steps] == [r.step_count for r in runs] and runs[0].step_count >= 3
+        assert [store.state_at(r.id, s[-1].step)["n"] for r, s in zip(runs, steps)] == [o["n"] for o in outputs] == [4, 12]
+    finally:
+        store.close()
+
+
+def test_a_sqlite_store_in_a_folder_not_made_yet_is_recorded_there(tmp_path):
+    db = tmp_path / "runs" / "today" / "graphtape.db"
+    with Recorder(db) as rec:
+        rec.attach(_graph()).invoke({"n": 1, "seen": []})
+    store = open_store(db)
+    try:
+        assert [r.status for r in store.list_runs()] == ["ok"]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("driver", ["psycopg2", "pg8000", "asyncpg"])
+def test_a_postgresql_driver_that_is_not_installed_is_said_at_once(driver, tmp_path):
+    try:
+        __import__(driver)
+        pytest.skip(f"{driver} is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(StoreError, match=f"driver '{driver}' is not installed"):
+        Recorder(f"postgresql+{driver}://u:hunter2@127.0.0.1/x")
