@@ -352,8 +352,12 @@ class Encoder:
                     done = self._histories.apply(v, lambda x: self._enc(x, depth + 1, key), _is_message)
                     if done is not None:
                         return self._blocks.encode(done) if len(done) >= BLOCK_AT else done
+                if len(v) == 2 and self._secret_pair(v):
+                    return [self._enc(v[0], depth + 1, key), self.redactor.mark()]
                 return [self._enc(x, depth + 1, key) for x in v]
             if t is tuple:
+                if len(v) == 2 and self._secret_pair(v):
+                    return {ENVELOPE: "tuple", "v": [self._enc(v[0], depth + 1, key), self.redactor.mark()]}
                 return {ENVELOPE: "tuple", "v": [self._enc(x, depth + 1, key) for x in v]}
             # The innermost mapping or object whose reading raises is marked alone (try costs nothing until it catches).
             if t is dict or isinstance(v, Mapping) and not _is_special(v):
@@ -365,6 +369,12 @@ class Encoder:
             return self._unreadable(v, exc)
         finally:
             self._open.discard(ident)
+
+    def _secret_pair(self, pair: list | tuple) -> bool:
+        """Whether ``pair`` is a ``(name, value)`` pair whose name says its value is a secret: headers
+        as httpx, requests and aiohttp take them, ``dict.items()``, a form's fields."""
+        name, value = pair
+        return type(name) is str and type(value) in (str, bytes) and bool(value) and self.redactor.is_secret_key(name)
 
     def _enc_dict(self, v: Mapping, depth: int) -> Any:
         redactor = self.redactor

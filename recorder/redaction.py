@@ -175,7 +175,9 @@ _BARE_KEY = r"[A-Za-z][A-Za-z0-9_.\-]*"
 _KEY_AT = compile_linear(
     rf'(?P<esc>\\*)"(?P<k1>{_KEY})\\*"\s*[:=]\s*'
     rf"|'(?P<k2>{_KEY})'\s*[:=]\s*"
-    rf"|(?:^|[\s?&;,{{(\[\"'/\-]|\\[nrt])(?P<k4>{_BARE_KEY})[ \t]*[:=][ \t]*"
+    # The spaces after a bare key's separator are left to the next match: in "error: token=x" they
+    # are the delimiter before the next key.
+    rf"|(?:^|[\s?&;,{{(\[\"'/\-]|\\[nrt])(?P<k4>{_BARE_KEY})[ \t]*[:=]"
 )
 _BARE_NAME = compile_linear(rf"{_BARE_KEY}$")  # the key at the end of a bare match (after its delimiter)
 # A multipart form field: its name in the part's header (its quotes escaped too, in JSON text),
@@ -547,6 +549,8 @@ class Redactor:
             else:
                 key = _BARE_NAME.search(core).group(0)
                 value = None
+                while data[at : at + 1] in (b" ", b"\t"):
+                    at += 1
             if not is_secret(key.decode().strip()):
                 continue
             if data[at : at + 1] in (b"{", b"["):

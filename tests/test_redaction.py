@@ -702,3 +702,36 @@ def test_an_object_or_list_under_a_secret_key_in_text_is_scrubbed_whole(text: st
     assert "hunter2-prod-PASS-9" not in once and "svc-user" not in once and MARK in once
     assert "kept" in once and "yes" in once
     assert Redactor().scrub(once) == once
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("error: password=hunter2abc", "hunter2abc"),
+        ("downstream said: token=ERRTOK_s61xx", "ERRTOK_s61xx"),
+        ("msg:\tapi_key = AKEYVAL123456", "AKEYVAL123456"),
+        ("login failed: password: HUNTER2_LEAK_9", "HUNTER2_LEAK_9"),
+    ],
+)
+def test_a_secret_key_after_a_plain_label_is_still_found(text: str, secret: str) -> None:
+    out = Redactor().scrub(text)
+    assert secret not in out and MARK in out and out.split(":")[0] == text.split(":")[0], out
+
+
+@pytest.mark.parametrize(
+    "url, secret",
+    [
+        ("https://b.s3.amazonaws.com/f?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=fe5f80f77d5fa3beca038a248ff027d0", "fe5f80f77d5fa3beca038a248ff027d0"),
+        ("https://b.s3.amazonaws.com/f?X-Amz-Security-Token=IQoJb3JpZ2luX2VjEJr%2F%2F&X-Amz-Date=20240101", "IQoJb3JpZ2luX2VjEJr"),
+        ("https://storage.googleapis.com/b/o?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Signature=0a1b2c3d4e5f6071", "0a1b2c3d4e5f6071"),
+    ],
+)
+def test_presigned_url_signatures_are_redacted(url: str, secret: str) -> None:
+    out = Redactor().scrub(url)
+    assert secret not in out and MARK in out and out.startswith(url.split("?")[0]), out
+
+
+def test_header_pairs_named_like_a_secret_lose_their_value() -> None:
+    pairs = [("Authorization", "Token TOKVAL_abcdefghijklmnop"), ["X-Api-Key", "APIKEYVAL_pair"], ("Cookie", b"sid=COOKIEVAL_pair"), ("Accept", "text/html")]
+    out = encode({"headers": pairs})["headers"]
+    assert out == [["Authorization", MARK], ["X-Api-Key", MARK], ["Cookie", MARK], ["Accept", "text/html"]], out
