@@ -396,8 +396,19 @@ class _Run:
             served={**answerer.served, **({HTTP: http.served} if http.served else {}), **({STORE: memory.served} if memory.served else {})},
             unused_calls=unused,
             kind=edit["kind"],
-            notes=notes + live_http_note(self.store, run_id, self.mode) + answerer.held_notes(),
+            notes=notes + live_http_note(self.store, run_id, self.mode) + answerer.held_notes() + self._redaction_note(found),
         )
+
+    def _redaction_note(self, found: list[Divergence]) -> list[str]:
+        """Why a recording with secrets in it may diverge where nothing changed: the replay is handed
+        the redacted values, and a node that reads a secret's own characters decides differently."""
+        count = self.run.redactions
+        if not found or not count:
+            return []
+        return [
+            f"the recording had {count} secret value{'s' * (count != 1)} redacted, and the replay was handed them redacted: "
+            "a node that reads a secret itself (its prefix, its length) decides differently (--ignore what it writes, or record with fewer redact_keys)"
+        ]
 
     # -- pieces ------------------------------------------------------------------------
     def _keep_command_route(self, step: int, update: Any, as_node: str | None) -> tuple[Any, str | None, str | None]:

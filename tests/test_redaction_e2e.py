@@ -363,3 +363,25 @@ def test_secrets_in_the_environment_are_found_by_value_in_any_text(tmp_path: Pat
         assert state == {"said": f"key {MARK} and token {MARK}", "where": os.getcwd(), "carried": f'{{"pw": "{MARK}"}} {MARK}'}
     finally:
         store.close()
+
+
+def test_a_replay_that_diverges_on_a_redacted_secret_says_why(tmp_path):
+    from graphtape.replay import replay
+
+    class KeyState(TypedDict, total=False):
+        api_key: str
+        valid: bool
+
+    b = StateGraph(KeyState)
+    b.add_node("check", lambda s: {"valid": s["api_key"].startswith("sk-")})  # reads the secret itself
+    b.add_edge(START, "check")
+    b.add_edge("check", END)
+    graph = b.compile()
+    db = str(tmp_path / "k.db")
+    with Recorder(db) as rec:
+        rec.attach(graph).invoke({"api_key": "sk-live-1234567890abcdef"})
+        run_id = rec.last_run_id
+    result = replay(run_id, graph, db=db)
+    assert result.diverged and "replay was handed them redacted" in result.report(), result.report()
+    clean = replay(run_id, graph, db=db, ignore=["valid"])
+    assert not clean.diverged and "redacted" not in clean.report()
