@@ -230,7 +230,7 @@ class Recorder:
         if not hasattr(graph, "stream") or not hasattr(graph, "checkpointer") or not hasattr(graph, "copy"):
             raise TypeError(f"attach() needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
         info = describe(graph)
-        binding = _Binding(self, name or info.name, info, list(tags), graph_ref, lineage)
+        binding = _Binding(self, name or info.name, info, list(_as_tuple(tags)), graph_ref, lineage)
         binding.named = name is not None
         if self.http:
             try:
@@ -920,7 +920,7 @@ def _with_handler(callbacks: Any, handler: CaptureHandler) -> Any:
 
 
 def _as_tuple(items: Any) -> tuple:
-    # A lone pattern is one pattern, not a sequence of one-character patterns.
+    # A lone pattern (or tag) is one, not a sequence of one-character ones.
     if isinstance(items, (str, re.Pattern)):
         return (items,)
     return tuple(items)

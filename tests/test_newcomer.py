@@ -690,3 +690,20 @@ def test_an_apps_sqlite_file_keeps_its_journal_mode_when_recording_into_it_is_re
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     finally:
         conn.close()
+
+
+class _Counter(TypedDict):
+    n: int
+
+
+def test_a_single_tag_given_as_text_is_one_tag(tmp_path, capsys):
+    from langgraph.graph import START, StateGraph
+
+    db = str(tmp_path / "tags.db")
+    b = StateGraph(_Counter)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    with Recorder(db) as rec:
+        rec.attach(b.compile(), name="tagged", tags="prod").invoke({"n": 0})
+    code, out, err = run_cli(capsys, "--db", db, "runs", "--tag", "prod")
+    assert code == 0 and "tagged" in out, out + err
