@@ -175,6 +175,9 @@ async def test_two_runs_that_behaved_the_same_say_so(store):
         await pilot.press("n")  # nothing to move to: says so, does not fail
         await settle(pilot)
         assert app.screen is compare
+        await pilot.press("q")  # q quits here as on every other screen
+        await pilot.pause()
+        assert app.return_code == 0 and not app.is_running
 
 
 async def test_compare_paths_keep_their_tails_gap_rows_fit_and_v_shows_the_difference_in_full(store):

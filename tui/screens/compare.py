@@ -94,6 +94,7 @@ class CompareScreen(Screen):
         Binding("v", "view_difference", "View", tooltip="the selected difference and the two states' diff in full"),
         Binding("escape", "back", "Back"),
         Binding("question_mark", "app.help", "Keys"),
+        Binding("q", "app.quit", "Quit", show=False, tooltip="quit graphtape"),
     ]
 
     class RunsLoaded(Message):
