@@ -29,7 +29,7 @@ from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.session import call_site, task_path
 
 from graphtape.replay.calls import CallBook, LiveCall, Miss, RecordedCall, adopt_live_ids, message_from_plain, normalize_arguments, revive_command, revive_opaque
-from graphtape.replay.intercept import Answer
+from graphtape.replay.intercept import Answer, ReplayStop
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_message, ns_path
 
@@ -37,7 +37,7 @@ MAX_DELAY_S = 60.0
 MAX_HELD_S = 120.0  # all the holds of one replay together
 
 
-class ReplayMiss(BaseException):
+class ReplayMiss(ReplayStop):
     """A call the recording cannot answer: the replay stops here.
 
     A ``BaseException`` so that a node's own ``except Exception`` (a tool

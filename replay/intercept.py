@@ -123,6 +123,7 @@ def _install() -> None:
     wrappers = {
         (BaseChatModel, "_generate_with_cache"): _generate,
         (BaseChatModel, "_agenerate_with_cache"): _agenerate,
+        (BaseChatModel, "agenerate"): _agenerate_outer,
         (BaseTool, "run"): _run_tool,
         (BaseTool, "arun"): _arun_tool,
         (BaseChatModel, "stream"): _stream,
@@ -167,9 +168,38 @@ def _generate(self: Any, messages: list[Any], stop: Any = None, run_manager: Any
     return _chat_result(answer)
 
 
+class ReplayStop(BaseException):
+    """A call the replay cannot answer stops it (``answers.ReplayMiss``): no ``except Exception`` takes it."""
+
+
+# The stops raised under one ``agenerate``: LangChain gathers its calls with return_exceptions and
+# then reads every result that is not an ``Exception`` as a ChatResult, so a stop would come out
+# of it as an AttributeError. ``_agenerate_outer`` raises the stop itself instead.
+_async_stops: contextvars.ContextVar[list[ReplayStop] | None] = contextvars.ContextVar("graphtape_async_stops", default=None)
+
+
+async def _agenerate_outer(self: Any, *args: Any, **kwargs: Any) -> Any:
+    stops: list[ReplayStop] = []
+    token = _async_stops.set(stops)
+    try:
+        return await _original("BaseChatModel", "agenerate")(self, *args, **kwargs)
+    except Exception:
+        if stops:
+            raise stops[0] from None
+        raise
+    finally:
+        _async_stops.reset(token)
+
+
 async def _agenerate(self: Any, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
     answerer = _answerer()
-    answer = answerer.answer_model(self, messages, stop, run_manager, kwargs) if answerer is not None else None
+    try:
+        answer = answerer.answer_model(self, messages, stop, run_manager, kwargs) if answerer is not None else None
+    except ReplayStop as refused:
+        held = _async_stops.get()
+        if held is not None:
+            held.append(refused)
+        raise
     if answer is None:
         return await _original("BaseChatModel", "_agenerate_with_cache")(self, messages, stop, run_manager, **kwargs)
     if answer.delay_s:

@@ -2336,3 +2336,34 @@ def test_a_recorded_exception_group_is_raised_as_a_stand_in_with_its_message():
     for _ in range(2):  # the stand-in class is kept after the first
         error = rebuild_error("ExceptionGroup", "two failed")
         assert isinstance(error, RecordedError) and type(error).__name__ == "ExceptionGroup" and str(error) == "two failed"
+
+
+def test_an_async_model_call_the_recording_cannot_answer_stops_the_replay_as_a_miss(tmp_path):
+    """LangChain gathers async model calls and reads every result that is not an ``Exception`` as a
+    ChatResult: the miss must come out as the miss, not as an AttributeError from LangChain."""
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from typing_extensions import TypedDict
+
+    class Chat(TypedDict):
+        messages: Annotated[list, add_messages]
+
+    def build(prompt: str):
+        model = FakeMessagesListChatModel(responses=[AIMessage("fine")])
+
+        async def ask(state, config):  # config passed on: Python 3.10 cannot hand callbacks to async code otherwise
+            return {"messages": [await model.ainvoke([("system", prompt), *state["messages"]], config)]}
+
+        b = StateGraph(Chat)
+        b.add_node("ask", ask)
+        b.add_edge(START, "ask")
+        b.add_edge("ask", END)
+        return b.compile()
+
+    db = str(tmp_path / "a.db")
+    with Recorder(db) as rec:
+        asyncio.run(rec.attach(build("be brief")).ainvoke({"messages": [("user", "hi")]}))
+        run_id = rec.last_run_id
+    assert not replay(run_id, build("be brief"), db=db).diverged
+    result = replay(run_id, build("be verbose"), db=db)
+    assert [d.kind for d in result.divergences] == ["arguments"] and "has no matching recording" in result.divergences[0].render(), result.report()
+    assert result.error is None or "AttributeError" not in result.error, result.error
