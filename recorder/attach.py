@@ -294,7 +294,9 @@ class Recorder:
     def close(self, timeout: float = CLOSE_WAIT_S) -> None:
         """Flush and release the store, trying rows it has not taken yet for up to ``timeout`` seconds."""
         self.writer.close(timeout)
-        if self.writer.store is not None:
+        # A writer still held by a store that never answered keeps its connection: closing it from
+        # here would wait on that same silent server (the process's exit lets it go).
+        if self.writer.store is not None and not self.writer.held_by_the_store:
             self.writer.store.close()
 
     def __enter__(self) -> Recorder:

@@ -244,6 +244,10 @@ class Writer:
             self._queue.put(None)
             self._bell.set()
             self._thread.join(max(0.0, deadline - time.monotonic()) + 1.0)
+            if self.held_by_the_store:
+                # A write the store never answers (a server gone silent, a blackholed route) holds
+                # the writer: what it was writing, and what waits behind it, is said lost, not left unsaid.
+                self._fault(StoreError(f"the store did not answer a write within {limit:.0f} s of closing: the rows of that write, and any queued behind it, may be lost"), None, lost=True)
         if at_exit and self._kept and not self._gone and deadline - time.monotonic() > 1.0:
             sys.stderr.write(
                 f"graphtape: the store has not taken {_rows(self._kept)} rows ({_why(self._failing)}); "
@@ -290,6 +294,11 @@ class Writer:
             rest.merge(whole)
         if rest:
             self._fault(StoreError(f"{_rows(rest)} rows could not be written before the recorder closed: {why}"), rest, lost=True)
+
+    @property
+    def held_by_the_store(self) -> bool:
+        """Whether the writer's thread is still inside a write the store has not answered."""
+        return self._thread is not None and self._thread.is_alive()
 
     @property
     def failing(self) -> Exception | None:
