@@ -87,12 +87,30 @@ def replay_saver() -> Any:
             return InMemorySaver.get_next_version(self, current, channel)  # type: ignore[arg-type]
 
         held: tuple[str, str, str] | None = None  # (thread, ns, checkpoint id) of the untracked values put back
+        # The serializer of the graph's own saver, when it has one: what LangGraph loads from such a
+        # saver went through it (a tuple comes back a list), so a checkpoint the replay itself saved
+        # is loaded through it too. The restored seeds are not: they were live values when recorded.
+        serde: Any = None
+        seeds: set[str] = set()
 
         def get_tuple(self, config: Any) -> Any:
             # LangGraph changes a loaded checkpoint in place (versions_seen); the seed checkpoint
             # the replay records must stay as restored, so each load gets its own copy.
             found = super().get_tuple(config)
-            return found._replace(checkpoint=copy_checkpoint(found.checkpoint)) if found is not None else None
+            if found is None:
+                return None
+            checkpoint = copy_checkpoint(found.checkpoint)
+            if self.serde is None or checkpoint["id"] in self.seeds:
+                return found._replace(checkpoint=checkpoint)
+            checkpoint["channel_values"] = {ch: self._reloaded(v) for ch, v in checkpoint["channel_values"].items()}
+            pending = [(task, ch, self._reloaded(v)) for task, ch, v in found.pending_writes or ()]
+            return found._replace(checkpoint=checkpoint, pending_writes=pending)
+
+        def _reloaded(self, value: Any) -> Any:
+            try:
+                return self.serde.loads_typed(self.serde.dumps_typed(value))
+            except Exception:  # noqa: BLE001 - a value the serializer cannot take is handed on as it is
+                return value
 
         def forget_held(self) -> None:
             """Drop the untracked values put back for the first invocation: LangGraph keeps them for
@@ -127,6 +145,8 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
     if any(isinstance(v, int) for v in cp.channel_versions.values()):
         saver.int_versions = True
     saved = saver.put(config, checkpoint, metadata, dict(cp.channel_versions))
+    if hasattr(saver, "seeds"):
+        saver.seeds = saver.seeds | {checkpoint["id"]}
     held = [(ch, checkpoint["channel_values"][ch]) for ch in untracked if ch in checkpoint["channel_values"]] if not ns else []
     if held:
         # LangGraph drops these from a checkpoint it loads; pending writes of no task are applied

@@ -18,10 +18,12 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.memory import InMemoryStore
 
 from graphtape.recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
 from graphtape.recorder.attach import Carried, Lineage
+from graphtape.recorder.saver import RunScopedSaver
 from graphtape.recorder.channel_writes import as_writes
 from graphtape.recorder.codec import enums_known
 from graphtape.recorder.http_capture import answering_http
@@ -215,6 +217,9 @@ class _Run:
             span = f"steps {done[0]}..{done[-1]}" if len(done) > 1 else f"only step {done[0]} has a checkpoint" if done else "no step has a checkpoint"
             raise ReplayError(f"run {self.run.id} has no completed step {step}" + (f" in {ns!r}" if ns else "") + f" to resume from ({span})")
         saver = self._saver = replay_saver()
+        own = getattr(self.graph, "checkpointer", None)
+        if isinstance(own, BaseCheckpointSaver) and not isinstance(own, RunScopedSaver):
+            saver.serde = own.serde  # what a resume loads went through the graph's saver (restore.py)
         # The thread the recording's nodes saw, where they saw one (a node may read it): the
         # replay's saver is its own. The replay's run is stored under a thread of its own.
         conf = self._run_config.get("configurable")

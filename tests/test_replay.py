@@ -2367,3 +2367,36 @@ def test_an_async_model_call_the_recording_cannot_answer_stops_the_replay_as_a_m
     result = replay(run_id, build("be verbose"), db=db)
     assert [d.kind for d in result.divergences] == ["arguments"] and "has no matching recording" in result.divergences[0].render(), result.report()
     assert result.error is None or "AttributeError" not in result.error, result.error
+
+
+def test_a_resume_loads_state_through_the_graphs_saver_as_langgraph_does(tmp_path):
+    """LangGraph hands a resumed node what its saver loaded: a tuple saved comes back a list. A
+    failure that follows from that is the incident, and the replay must reproduce it."""
+    from langgraph.types import Command, interrupt
+    from typing_extensions import TypedDict
+
+    class Point(TypedDict, total=False):
+        point: tuple
+        out: str
+
+    def confirm(s):
+        interrupt("ok?")
+        return {"out": f"moved to {s['point'] + (0,)}"}  # a list after the load: TypeError
+
+    b = StateGraph(Point)
+    b.add_node("place", lambda s: {"point": (1, 2)})
+    b.add_node("confirm", confirm)
+    b.add_edge(START, "place")
+    b.add_edge("place", "confirm")
+    b.add_edge("confirm", END)
+    graph = b.compile(checkpointer=InMemorySaver())
+    db = str(tmp_path / "t.db")
+    with Recorder(db) as rec:
+        app = rec.attach(graph)
+        cfg = {"configurable": {"thread_id": "t"}}
+        app.invoke({}, cfg)
+        with pytest.raises(TypeError):
+            app.invoke(Command(resume="yes"), cfg)
+        run_id = rec.last_run_id
+    result = replay(run_id, graph, db=db)
+    assert not result.diverged and result.error is not None and "TypeError" in result.error, result.report()
