@@ -113,7 +113,7 @@ def fork(
     update: Any,
     *,
     as_node: str | None = None,
-    mode: str | ReplayMode = ReplayMode.LIVE,
+    mode: str | ReplayMode = ReplayMode.STRICT,
     ns: str = "",
     db: str | os.PathLike | None = None,
     store: RunStore | None = None,
@@ -125,8 +125,10 @@ def fork(
 
     The edit goes through the graph's reducers as if node ``as_node`` had
     written it (LangGraph's ``update_state``); the new run records its parent
-    run, the step and the edit. ``mode`` defaults to ``live``; ``strict`` or
-    ``tools`` answer calls from the recording where they still match.
+    run, the step and the edit. In every mode a call the edit changed runs
+    live; ``strict`` (the default) answers every call that still matches the
+    recording from it, ``tools`` only tools, ``live`` none: a fork makes no
+    more live calls than its edit asks for.
     """
     return _Run(run_id, graph, db=db, store=store, mode=mode, ignore=ignore, overrides=overrides, mock_nodes=(), progress=progress).go(
         at_step, ns=ns, update=update, as_node=as_node, require_all_used=False, miss_goes_live=True

@@ -54,12 +54,17 @@ class ReplayStore(StoreOver):
                 got = self.answers.answer(op)  # a write is matched too, and still kept below
                 if got is not NOT_ANSWERED and not isinstance(op, PutOp):
                     recorded[i] = got
-        written = set(self.written)
+        written = dict(self.written)
         reads = []
         for i, op in enumerate(ops):
             if isinstance(op, PutOp):
-                written.add(_key(op))
-            elif i not in recorded and not (isinstance(op, GetOp) and _key(op) in written):
+                written[_key(op)] = _GONE if op.value is None else op.value
+            elif isinstance(op, GetOp) and _key(op) in written:
+                # A key this run wrote itself reads back what it wrote: the recording's answer only
+                # while it holds the same (a fork's edit may have changed the write).
+                if i in recorded and _value_of(recorded[i]) != written[_key(op)]:
+                    del recorded[i]
+            elif i not in recorded:
                 reads.append(op)
         return ops, recorded, reads
 
@@ -104,3 +109,8 @@ def _matches(value: Any, wanted: dict[str, Any] | None) -> bool:
 
 def _key(op: GetOp | PutOp) -> tuple[tuple[str, ...], str]:
     return tuple(op.namespace), op.key
+
+
+def _value_of(result: Any) -> Any:
+    """What a get answered: an item's value, or ``_GONE`` for no item."""
+    return _GONE if result is None else getattr(result, "value", result)

@@ -434,7 +434,7 @@ def test_a_fork_shows_its_edit_and_that_it_resumed_rather_than_took_input(cmd_ru
     fork_id = err.split("fork recorded as run ")[1].split()[0]
     code, out, _ = run_cli(capsys, "--db", db, "show", fork_id)
     assert code == 0
-    assert f"forked    from {run_id} at step 0" in out and "edit      fork (live): x=2" in out
+    assert f"forked    from {run_id} at step 0" in out and "edit      fork (strict): x=2" in out
     assert f"input     none: it resumed run {run_id[:8]} after step 0, with the edit applied" in out
 
 

@@ -2400,3 +2400,35 @@ def test_a_resume_loads_state_through_the_graphs_saver_as_langgraph_does(tmp_pat
         run_id = rec.last_run_id
     result = replay(run_id, graph, db=db)
     assert not result.diverged and result.error is not None and "TypeError" in result.error, result.report()
+
+
+class Counted(TypedDict, total=False):
+    q: str
+    count: int
+    a: str
+
+
+def test_a_fork_answers_calls_its_edit_did_not_change_from_the_recording(db):
+    live = []
+
+    def script(messages):
+        live.append(messages[-1].content)
+        return AIMessage("answer to " + messages[-1].content)
+
+    def build():
+        model = G.ScriptedChatModel(script=script, model_name="m")
+        g = StateGraph(Counted)
+        g.add_node("bump", lambda s: {"count": s["count"] + 1})
+        g.add_node("ask", lambda s: {"a": model.invoke([HumanMessage(s["q"])]).content})
+        g.add_edge(START, "bump")
+        g.add_edge("bump", "ask")
+        g.add_edge("ask", END)
+        return g.compile()
+
+    run_id = record(db, build(), {"q": "why?", "count": 0})
+    assert live == ["why?"]
+    result = fork(run_id, build(), 1, {"count": 5}, db=db)  # the model's prompt does not read count
+    assert live == ["why?"] and result.served.get("model") == 1, (live, result.report())
+    assert result.final_state == {"q": "why?", "count": 5, "a": "answer to why?"}
+    changed = fork(run_id, build(), 1, {"q": "how?"}, db=db)  # a prompt the edit changed runs live
+    assert live == ["why?", "how?"] and changed.final_state["a"] == "answer to how?"

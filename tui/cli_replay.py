@@ -36,7 +36,7 @@ def register(command: Command) -> None:
     fk.add_argument("--at", dest="at_step", type=step_number, required=True, metavar="N", help="fork after step N")
     fk.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=JSON", help="state edit: a top-level key (or dotted path into it) and a JSON value; repeatable")
     fk.add_argument("--as-node", metavar="NODE", help="apply the edit as if NODE wrote it (through the reducers, like update_state)")
-    fk.add_argument("--mode", choices=MODES, default="live", help="how calls after the fork are answered (default: live)")
+    fk.add_argument("--mode", choices=MODES, default="strict", help="which calls that still match the recording are answered from it (default: strict, all of them); a call the edit changed runs live in every mode")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
