@@ -249,7 +249,7 @@ async def test_fork_checks_the_json_before_running_then_opens_the_fork(project):
         compare = app.screen
         assert isinstance(compare, CompareScreen)
         result = compare.result
-        assert result.kind == "fork" and result.mode == "live" and result.from_step == 0
+        assert result.kind == "fork" and result.mode == "strict" and result.from_step == 0
         assert "fork of run" in str(compare.query_one("#compare-header", Static).render())
         fork_run = next(r for r in runs_of(project["db"]) if r.id == result.run_id)
         assert fork_run.parent_run_id == project["triage"] and fork_run.fork_step == 0

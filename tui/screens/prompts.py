@@ -188,7 +188,8 @@ class ReplayPrompt(_RunPrompt):
 
 
 class ForkPrompt(_RunPrompt):
-    """Asks for state edits (KEY=JSON), an optional as-node, the mode (live by default) and the graph.
+    """Asks for state edits (KEY=JSON), an optional as-node, the mode (strict by default: calls the
+    edit did not change are answered from the recording, a changed one runs live) and the graph.
 
     The JSON of every edit is checked here, before anything runs; a bad one is
     named in the prompt, which stays open. An edit the graph refuses (a key its
@@ -196,7 +197,7 @@ class ForkPrompt(_RunPrompt):
     (``again`` and ``error``).
     """
 
-    DEFAULT_MODE = "live"
+    DEFAULT_MODE = "strict"
 
     def __init__(self, step: int, graph_ref: str | None, *, recorded_ref: str | None = None, again: ForkRequest | None = None, error: str | None = None) -> None:
         super().__init__(step, graph_ref, recorded_ref=recorded_ref)
