@@ -37,6 +37,7 @@ import time
 import weakref
 from collections.abc import Callable
 
+from graphtape.recorder.bounded_write import BoundedWrites
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.rescue import refused_for_good, rescue, whole_runs
 from graphtape.recorder.store import Batch, RunStore, _sqlite_path, is_duplicate, is_passing
@@ -125,6 +126,7 @@ class Writer:
         self._closed = False
         self._file: tuple[str, tuple[int, int]] | None = None
         self._gone = False
+        self._bounded = BoundedWrites()  # sync commits to a server store (bounded_write)
         self.store: RunStore | None = None
         if store is not None:
             self._adopt(store)
@@ -201,12 +203,22 @@ class Writer:
         if not self._io.acquire(timeout=self.lock_wait):
             self._start_retry()
             return
-        try:
-            ok = self._write_kept(self.lock_wait)
-        finally:
-            self._io.release()
+        if getattr(self.store, "is_sqlite", True) is False:
+            ok = self._bounded.run(self._write_kept_then_release, self.lock_wait + 1.0)
+        else:
+            try:
+                ok = self._write_kept(self.lock_wait)
+            finally:
+                self._io.release()
         if not ok:
             self._start_retry()
+
+    def _write_kept_then_release(self) -> bool:
+        """A sync commit on the bounded thread: it holds ``_io`` until the store answers."""
+        try:
+            return self._write_kept(self.lock_wait)
+        finally:
+            self._io.release()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until everything submitted so far was tried; ``True`` if nothing is left kept."""
@@ -244,10 +256,10 @@ class Writer:
             self._queue.put(None)
             self._bell.set()
             self._thread.join(max(0.0, deadline - time.monotonic()) + 1.0)
-            if self.held_by_the_store:
-                # A write the store never answers (a server gone silent, a blackholed route) holds
-                # the writer: what it was writing, and what waits behind it, is said lost, not left unsaid.
-                self._fault(StoreError(f"the store did not answer a write within {limit:.0f} s of closing: the rows of that write, and any queued behind it, may be lost"), None, lost=True)
+        if self.held_by_the_store:
+            # A write the store never answers (a server gone silent, a blackholed route) holds
+            # the writer: what it was writing, and what waits behind it, is said lost, not left unsaid.
+            self._fault(StoreError(f"the store did not answer a write within {limit:.0f} s of closing: the rows of that write, and any queued behind it, may be lost"), None, lost=True)
         if at_exit and self._kept and not self._gone and deadline - time.monotonic() > 1.0:
             sys.stderr.write(
                 f"graphtape: the store has not taken {_rows(self._kept)} rows ({_why(self._failing)}); "
@@ -298,7 +310,7 @@ class Writer:
     @property
     def held_by_the_store(self) -> bool:
         """Whether the writer's thread is still inside a write the store has not answered."""
-        return self._thread is not None and self._thread.is_alive()
+        return (self._thread is not None and self._thread.is_alive()) or self._bounded.busy
 
     @property
     def failing(self) -> Exception | None:
@@ -533,6 +545,7 @@ class Writer:
         self._io = threading.Lock()
         self._busy = threading.Lock()
         self._kept, self._kept_bytes, self._inflight = Batch(), 0, 0
+        self._bounded = BoundedWrites()
         self._faults = []
         self._bell = threading.Event()
         self._queued = 0

@@ -1,5 +1,6 @@
-"""A PostgreSQL server that goes silent mid-run (no answer, no refusal): the agent still ends, and
-closing says that what was being written may be lost instead of exiting without a word."""
+"""A PostgreSQL server that goes silent mid-run (no answer, no refusal): the agent still ends (in
+``sync`` mode after ``lock_wait`` per commit), and closing says that what was being written may be
+lost instead of exiting without a word or hanging on the silent connection."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import time
 from typing import TypedDict
 
+import pytest
 import sqlalchemy as sa
 from langgraph.graph import END, START, StateGraph
 
@@ -53,7 +55,8 @@ class S(TypedDict):
     i: int
 
 
-def test_a_server_gone_silent_mid_run_is_said_at_close(pg_url, caplog):
+@pytest.mark.parametrize("durability", ["async", "sync"])
+def test_a_server_gone_silent_mid_run_neither_holds_the_run_nor_goes_unsaid(pg_url, durability, caplog):
     url = sa.engine.make_url(pg_url)
     proxy = _PausableProxy(url.host or "127.0.0.1", url.port or 5432)
     via_proxy = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
@@ -70,7 +73,7 @@ def test_a_server_gone_silent_mid_run_is_said_at_close(pg_url, caplog):
     b.add_conditional_edges("step", lambda s: "step" if s["i"] < 8 else END)
     try:
         with caplog.at_level(logging.WARNING, logger="graphtape"):
-            rec = Recorder(via_proxy)
+            rec = Recorder(via_proxy, durability=durability, lock_wait=0.5)
             assert rec.attach(b.compile()).invoke({"i": 0}) == {"i": 8}  # the agent is not held
             rec.close(timeout=1.0)
         said = [r.getMessage() for r in caplog.records if r.name == "graphtape"]

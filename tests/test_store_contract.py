@@ -1024,12 +1024,14 @@ def test_truncated_sqlite_file_is_a_store_error(tmp_path: Path) -> None:
     _not_raw_sqlite(info.value)
 
 
-def test_missing_directory_is_a_store_error(tmp_path: Path) -> None:
+def test_a_missing_directory_is_a_store_error_to_read_and_made_to_record(tmp_path: Path) -> None:
     missing = tmp_path / "no" / "such" / "dir" / "graphtape.db"
-    for create in (False, True):
-        with pytest.raises(StoreError, match="does not exist"):
-            open_store(missing, create=create)
+    with pytest.raises(StoreError, match="does not exist"):
+        open_store(missing)
     assert not (tmp_path / "no").exists()
+    store = open_store(missing, create=True)
+    store.close()
+    assert missing.is_file()
 
 
 def test_open_without_create_does_not_make_a_file(tmp_path: Path) -> None:
