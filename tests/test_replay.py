@@ -2402,7 +2402,7 @@ def test_a_resume_loads_state_through_the_graphs_saver_as_langgraph_does(tmp_pat
     assert not result.diverged and result.error is not None and "TypeError" in result.error, result.report()
 
 
-class Counted(TypedDict, total=False):
+class Bumped(TypedDict, total=False):
     q: str
     count: int
     a: str
@@ -2417,7 +2417,7 @@ def test_a_fork_answers_calls_its_edit_did_not_change_from_the_recording(db):
 
     def build():
         model = G.ScriptedChatModel(script=script, model_name="m")
-        g = StateGraph(Counted)
+        g = StateGraph(Bumped)
         g.add_node("bump", lambda s: {"count": s["count"] + 1})
         g.add_node("ask", lambda s: {"a": model.invoke([HumanMessage(s["q"])]).content})
         g.add_edge(START, "bump")
