@@ -39,7 +39,7 @@ def loaded_error(type_name: str, message: str, frames: Any = None, fields: Any =
     classes = _classes_named(type_name)
     named = _recorded_class_name(fields)
     if named is not None:  # the recording says which: that one or none (never another of its name)
-        cls = next((c for c in classes if qualified_name(c) == named), None)
+        cls = next((c for c in classes if qualified_name(c) == named), None) or _one([c for c in classes if _same_script(named, c)])
     else:
         cls = _one(classes) or _one(_raised_in(classes, frames))
     kept = kept_fields(fields, cls) if cls is not None else {}
@@ -52,6 +52,24 @@ def loaded_error(type_name: str, message: str, frames: Any = None, fields: Any =
     except Exception:  # noqa: BLE001 - a class with a layout of its own
         return None
     return error
+
+
+_USER_FILE = "_graphtape_user_"  # the module name replay's loader gives a file it loads by path
+
+
+def _same_script(named: str, cls: type) -> bool:
+    """Whether ``cls`` is the class ``named`` (``module.QualName``) names, its file loaded under
+    another module name: a script run as ``__main__`` when recorded, loaded by path now (as
+    ``_graphtape_user_<stem>_<digest>``), or the other way round."""
+    qual = getattr(cls, "__qualname__", "")
+    if not named.endswith("." + qual):
+        return False
+    recorded, here = named[: -len(qual) - 1], getattr(cls, "__module__", "")
+    if recorded == "__main__":
+        return here == "__main__" or here.startswith(_USER_FILE)
+    if here.startswith(_USER_FILE):
+        return here[len(_USER_FILE) :].rpartition("_")[0] == recorded.rpartition(".")[2]
+    return here == "__main__" and "." not in recorded and getattr(sys.modules.get("__main__"), "__file__", "").endswith(f"/{recorded}.py")
 
 
 def _recorded_class_name(fields: Any) -> str | None:

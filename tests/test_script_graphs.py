@@ -82,3 +82,53 @@ def test_a_module_that_runs_its_graph_when_imported_is_loaded_as_far_as_it_ran(t
         assert len(store.list_runs()) == 1  # only the run made after the load
     finally:
         store.close()
+
+
+RATE_LIMITED = textwrap.dedent(
+    """
+    import sys
+    from typing import TypedDict
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import RetryPolicy
+
+    class RateLimitError(Exception):
+        '''The provider's 429, defined in the script itself.'''
+
+    class Flaky(FakeListChatModel):
+        def _call(self, *args, **kwargs):
+            if not getattr(Flaky, "failed", False):
+                Flaky.failed = True
+                raise RateLimitError("429 slow down")
+            return super()._call(*args, **kwargs)
+
+    model = Flaky(responses=["hello"])
+
+    class S(TypedDict, total=False):
+        a: str
+
+    b = StateGraph(S)
+    b.add_node("ask", lambda s: {"a": model.invoke("hi").content}, retry_policy=RetryPolicy(retry_on=RateLimitError, initial_interval=0.01))
+    b.add_edge(START, "ask")
+    b.add_edge("ask", END)
+    graph = b.compile()
+
+    if __name__ == "__main__":
+        from graphtape import Recorder
+        with Recorder("runs.db") as rec:
+            print(rec.attach(graph).invoke({}))
+    """
+)
+
+
+def test_an_error_class_of_a_script_is_found_again_when_the_script_is_loaded_by_path(tmp_path):
+    """Recorded as ``__main__.RateLimitError``; replayed with the file loaded under another module
+    name: the retry policy must still see its own class, or the replay fails where the run retried."""
+    (tmp_path / "flaky.py").write_text(RATE_LIMITED)
+    first = subprocess.run([sys.executable, "flaky.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=_env(tmp_path))
+    assert first.returncode == 0 and "hello" in first.stdout, first.stderr
+    replayed = subprocess.run(
+        [str(GRAPHTAPE), "--db", "runs.db", "replay", "last", "--graph", "flaky.py:graph"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=_env(tmp_path),
+    )
+    assert replayed.returncode == 0 and "matches the recording" in replayed.stdout, replayed.stdout + replayed.stderr
