@@ -406,6 +406,14 @@ class Recorder:
                 # none): every superstep is saved, so every superstep is recorded. Nothing else sees it.
                 kwargs = {k: v for k, v in kwargs.items() if k != "checkpoint_during"}
                 kwargs[_STREAM_KW_DURABILITY] = "sync" if self.durability is Durability.SYNC else "async"
+            elif binding.scoped is None and (kwargs.get(_STREAM_KW_DURABILITY) == "exit" or kwargs.get("checkpoint_during") is False):
+                # The graph's own saver is handed only the run's last checkpoint, as asked: that is all
+                # graphtape sees of it. Said on the run and once here, not left to look like a short run.
+                why = "durability='exit' with the graph's own checkpointer: LangGraph saves only the run's last checkpoint, so only that superstep is recorded (the default 'async' records every one)"
+                session.fault(why)
+                if why not in self._warned:
+                    self._warned.add(why)
+                    self._warn(why)
             with self._lock:
                 self._sessions[run_id] = session
                 self._recent[run_id] = session

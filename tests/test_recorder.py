@@ -744,3 +744,31 @@ def test_flush_waits_for_the_rows_a_background_retry_is_writing(tmp_path):
     stored = [s.step for s in rec.store.list_steps(rec.last_run_id) if not s.pending and s.step >= 0]
     assert stored == list(range(7))
     rec.close()
+
+
+class _Twice(TypedDict):
+    n: int
+
+
+def test_exit_durability_with_the_graphs_own_saver_says_only_the_last_superstep_is_recorded(tmp_path, caplog):
+    import logging
+
+    b = StateGraph(_Twice)
+    b.add_node("a", lambda s: {"n": s["n"] + 1})
+    b.add_node("h", lambda s: {"n": s["n"] * 2})
+    b.add_edge(START, "a")
+    b.add_edge("a", "h")
+    b.add_edge("h", END)
+    db = tmp_path / "exit.db"
+    with caplog.at_level(logging.WARNING, logger="graphtape"), Recorder(db) as rec:
+        graph = rec.attach(b.compile(checkpointer=InMemorySaver()))
+        for thread in ("x", "y"):
+            assert graph.invoke({"n": 1}, {"configurable": {"thread_id": thread}}, durability="exit") == {"n": 4}
+        run_id = rec.last_run_id
+    said = [r.getMessage() for r in caplog.records if "durability='exit'" in r.getMessage()]
+    assert len(said) == 1, said  # once per recorder, not per run
+    store = open_store(db)
+    try:
+        assert any("only that superstep is recorded" in line for line in store.run_detail(run_id).fault_log)
+    finally:
+        store.close()
