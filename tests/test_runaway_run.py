@@ -8,11 +8,13 @@ listed and replayed, not refused as hostile.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
 from langgraph.errors import GraphRecursionError
 from langgraph.graph import START, MessagesState, StateGraph
 
@@ -62,3 +64,73 @@ def test_a_run_stopped_by_the_recursion_limit_after_many_model_calls_is_shown_an
         store.close()
     assert main(["--db", str(db), "show", run_id]) == 0
     assert f"thinking {CALLS}" in capsys.readouterr().out
+
+
+class Searching(BaseChatModel):
+    """Asks for another search every turn, never satisfied: a runaway ReAct loop."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "searching"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Searching:
+        return self
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        call = {"name": "search", "args": {"q": "more"}, "id": f"c{len(messages)}", "type": "tool_call"}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content="", tool_calls=[call]))])
+
+
+@tool
+def search(q: str) -> str:
+    """Search the web: a page of text each time."""
+    return ("lorem ipsum dolor sit amet " * 80)[:PAGE]
+
+
+PAGE = 2000  # bytes a search returns
+TURNS = 60  # model calls: 120 messages of which 60 pages, every model call and Send holding all so far
+READ_BUDGET = 2 * 1024 * 1024  # every page of every prompt, summed over the run: about 3.7 MB
+
+
+def _runaway_react_run(db: Any) -> str:
+    """A ``create_react_agent`` run stopped by the recursion limit: its Sends carry the whole state too."""
+    from langgraph.prebuilt import create_react_agent
+
+    with Recorder(db) as rec:
+        try:
+            rec.attach(create_react_agent(Searching(), [search]), name="runaway").invoke({"messages": [HumanMessage("research everything")]}, {"recursion_limit": 2 * TURNS})
+        except GraphRecursionError:
+            pass
+        return rec.last_run_id
+
+
+def test_a_runaway_loop_of_long_prompts_is_shown_though_its_prompts_together_exceed_a_read(tmp_path, monkeypatch, capsys):
+    """``show`` sums calls up and names each route's destination: it reads no prompt and no Send's
+    state, so a loop whose prompts together exceed what one read may build is shown (each step,
+    read alone, stays within it: ``--step`` and the TUI show it whole)."""
+    from graphtape.recorder.store import read_guard
+    from graphtape.tui.step_reader import StepReader
+
+    db = tmp_path / "gt.db"
+    run_id = _runaway_react_run(db)
+    monkeypatch.setattr(read_guard, "MAX_READ_BYTES", READ_BUDGET)
+    capsys.readouterr()
+    assert main(["--db", str(db), "show", run_id]) == 0, capsys.readouterr().err
+    assert "agent → __end__" in capsys.readouterr().out
+    assert main(["--db", str(db), "show", run_id, "--json"]) == 0, capsys.readouterr().err
+    view = json.loads(capsys.readouterr().out)
+    assert view["call_totals"] == {"model": TURNS, "tool": TURNS - 1}
+    last, send = [(s["step"], r) for s in view["steps"] for r in s["routes"] if r["kind"] == "send"][-1]
+    assert send["sends"][0]["node"] == "tools" and f"--step {last}" in send["sends"][0]["arg"]
+    assert main(["--db", str(db), "show", run_id, "--step", str(last), "--json"]) == 0, capsys.readouterr().err
+    step = json.loads(capsys.readouterr().out)
+    (route,) = step["routes"]
+    assert len(route["sends"][0]["arg"]["state"]["messages"]) == 2 * TURNS - 2  # one step in full: the Send's whole state
+    assert len(step["calls"][0]["inputs"]["messages"]) == 2 * TURNS - 3  # the prompt: all but the reply
+    store = open_store(db)
+    try:
+        steps = store.list_steps(run_id)
+        shown = StepReader(store, run_id).read(steps, len(steps) - 1)  # what the TUI's run screen reads for a step
+        assert shown.transcript_total == 2 * TURNS and len(shown.calls) == 1
+    finally:
+        store.close()

@@ -822,6 +822,8 @@ def test_calls_of_a_run(recorder: Recorder) -> None:
     assert used.inputs["order_id"] == "A-1" and "shipped" in str(used.output)
     assert last.output["content"] == "All shipped." == out["messages"][-1].content
     assert [c.call_id for c in store.calls(run_id, step=used.step)] == [used.call_id]
+    assert store.call_totals(run_id) == ({"model": 2, "tool": 1}, sum(c.total_tokens or 0 for c in calls)) and sum(c.total_tokens or 0 for c in calls) > 0
+    assert store.call_totals("no-such-run") == ({}, 0)
     assert store.calls(run_id, ns="") == calls
     assert store.calls(run_id, ns="elsewhere") == []
     assert store.calls("no-such-run") == []

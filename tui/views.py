@@ -5,12 +5,12 @@ The text renderer and ``--json`` print the same dicts, so the two never drift.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from graphtape.recorder import RunInfo, StepDetail, StepInfo
 from graphtape.recorder.errors import StepNotFound
-from graphtape.recorder.records import FLAG_RESUME, PART_OF_A_CALL
+from graphtape.recorder.records import FLAG_RESUME, RouteInfo
 from graphtape.tui.render import node_waits
 
 if TYPE_CHECKING:  # the store protocol loads SQLAlchemy: `graphtape runs` on a SQLite file does without
@@ -55,13 +55,31 @@ def _step_dict(info: StepInfo, rows: list[StepInfo] | None = None) -> dict[str, 
     }
 
 
-def _detail_dict(detail: StepDetail) -> dict[str, Any]:
+def _detail_dict(detail: StepDetail, routes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {
         "tasks": [asdict(t) for t in detail.tasks],
-        "routes": [asdict(r) for r in detail.routes],
+        "routes": [asdict(r) for r in detail.routes] if routes is None else routes,
         "events": [asdict(e) for e in detail.events],
         "next": list(detail.next),
     }
+
+
+def _route_summary(store: RunStore, route: RouteInfo, run_id: str, step: int) -> dict[str, Any]:
+    """A route as the run view gives it: where it went and why, its returned value and Send
+    args (read still encoded) decoded only when they hold no stored blob.
+
+    A ``Send`` of ``create_react_agent`` carries the whole conversation: every step's in full
+    made a long loop's view the square of its length. ``show RUN --step N`` shows them whole.
+    """
+    from graphtape.recorder.codec import collect_refs  # not loaded for `graphtape runs`
+
+    elsewhere = f"(recorded messages or long text: graphtape show {run_id[:8]} --step {step} shows it)"
+
+    def shown(value: Any) -> Any:
+        return elsewhere if collect_refs(value) else store.decode(value)
+
+    sends = [{**s, "arg": shown(s.get("arg"))} if isinstance(s, dict) else shown(s) for s in route.sends]
+    return {**asdict(replace(route, returned=None, sends=[])), "returned": shown(route.returned), "sends": sends}
 
 
 def _returned(state: Any, graph: dict[str, Any]) -> Any:
@@ -79,14 +97,11 @@ def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
     namespaces = _check_ns(store, run.id, ns)
     counts = store.call_counts(run.id, ns)
     # Every step in one read (a step's own read per step cost a long run a query per step).
-    steps = [{**_step_dict(step.step), "calls": counts.get(step.step.step, {}), **_detail_dict(step)} for step in store.step_details(run.id, ns)]
-    totals: dict[str, int] = {}
-    tokens = 0
-    for call in store.calls(run.id):
-        if call.kind in PART_OF_A_CALL and call.parent_call_id:
-            continue  # a model or tool call's own request or memory read: counted as that call
-        totals[call.kind] = totals.get(call.kind, 0) + 1
-        tokens += call.total_tokens or 0
+    steps = [
+        {**_step_dict(s.step), "calls": counts.get(s.step.step, {}), **_detail_dict(s, [_route_summary(store, r, run.id, s.step.step) for r in s.routes])}
+        for s in store.step_details(run.id, ns, encoded_routes=True)
+    ]
+    totals, tokens = store.call_totals(run.id)  # counted, not decoded: a long loop's prompts are not shown
     return {
         "run": run_dict(run),
         "inputs": detail.inputs,

@@ -95,3 +95,17 @@ class CallReads:
             if bad:
                 counts["failed"] = counts.get("failed", 0) + int(bad)
         return out
+
+    @_damage_is_a_store_error
+    def call_totals(self, run_id: str) -> tuple[dict[str, int], int]:
+        """``(calls by kind, tokens)`` over a whole run, every namespace: what ``show`` sums up.
+
+        Counted in SQL, no value read: a runaway loop's model calls each hold the whole
+        conversation, so decoding them all to count them costs the square of the loop's length.
+        As in ``call_counts``, a request or store operation made inside a call is part of it.
+        """
+        own = sa.or_(S.calls.c.kind.not_in(PART_OF_A_CALL), S.calls.c.parent_call_id.is_(None))
+        rows = self._read(
+            sa.select(S.calls.c.kind, sa.func.count(), sa.func.sum(S.calls.c.total_tokens)).where(S.calls.c.run_id == run_id, own).group_by(S.calls.c.kind)
+        )
+        return {kind: int(n) for kind, n, _ in rows}, sum(int(tokens or 0) for _, _, tokens in rows)
