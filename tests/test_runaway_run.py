@@ -134,3 +134,27 @@ def test_a_runaway_loop_of_long_prompts_is_shown_though_its_prompts_together_exc
         assert shown.transcript_total == 2 * TURNS and len(shown.calls) == 1
     finally:
         store.close()
+
+
+def test_each_call_of_a_runaway_loop_is_read_within_its_own_budget(tmp_path, monkeypatch):
+    """A whole run's calls (replay, a run diff) are one read of the store, but each call's value
+    pays for what it expands to on its own: a loop's prompts together exceed what one read may
+    build and are all read back, each whole, and the run replays."""
+    from langgraph.prebuilt import create_react_agent
+
+    from graphtape.recorder.store import read_guard
+
+    db = tmp_path / "gt.db"
+    run_id = _runaway_react_run(db)
+    monkeypatch.setattr(read_guard, "MAX_READ_BYTES", READ_BUDGET)
+    store = open_store(db)
+    try:
+        calls = store.calls(run_id)
+        prompts = [len(c.inputs["messages"]) for c in calls if c.kind == "model"]
+        assert prompts == list(range(1, 2 * TURNS, 2))  # every prompt whole: the question, then each turn's two messages
+        assert all(len(c.output["content"]) == PAGE for c in calls if c.kind == "tool")
+        result = replay(run_id, create_react_agent(Searching(), [search]), store=store)
+        assert not result.diverged, result.report()
+        assert result.served == {"model": TURNS, "tool": TURNS - 1}
+    finally:
+        store.close()

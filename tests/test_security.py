@@ -206,6 +206,81 @@ def test_one_large_text_referenced_many_times_costs_its_size_each_time(tmp_path,
     assert not (tmp_path / "out.json").exists()
 
 
+def _crafted_calls(db: Path, run_id: str, inputs: list[list[dict]]) -> None:
+    """One tool call per item of ``inputs``, each holding that item as its recorded inputs (the
+    first at step 0, the next at step 1, ...: steps the run need not have)."""
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        for i, value in enumerate(inputs):
+            conn.execute(
+                sa.text("INSERT INTO calls (run_id, ns, step, call_id, kind, name, inputs, started_at, streamed) VALUES (:r, '', :s, :c, 'tool', 't', :i, :t, 0)"),
+                {"r": run_id, "s": i, "c": f"c{i}", "i": json.dumps(value), "t": 1.0 + i},
+            )
+    engine.dispose()
+
+
+def test_a_crafted_call_that_refers_to_one_large_text_many_times_is_refused_by_a_read_of_every_call(tmp_path, monkeypatch, capsys):
+    """Each call of a run is decoded within a budget of its own (a long loop's prompts together
+    are not one value), but one call whose inputs refer to a stored 1 MB string 400 times is
+    still refused in one line, read alone or among the run's calls."""
+    from graphtape.recorder.store import read_guard
+
+    class S(TypedDict):
+        n: int
+        big: list
+
+    db, run_id = _one_node_run(tmp_path, S, {"n": 0, "big": ["x" * (1024 * 1024)]})
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.connect() as conn:
+        (ref,) = [h for (h,) in conn.execute(sa.text("SELECT hash FROM blobs")).fetchall()]  # the 1 MB string
+    engine.dispose()
+    _crafted_calls(db, run_id, [[{"$b": ref}] * 400] + [[{"$b": ref}]] * 3)
+    monkeypatch.setattr(read_guard, "MAX_READ_BYTES", 64 * 1024 * 1024)
+    store = open_store(db)
+    try:
+        with pytest.raises(StoreError, match="would inflate and build more than 64 MB"):
+            store.calls(run_id)
+    finally:
+        store.close()
+    capsys.readouterr()
+    assert main(["--db", str(db), "show", run_id, "--step", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "would inflate and build more than 64 MB" in err, err
+
+
+def test_what_a_read_of_every_call_inflates_from_the_store_is_bounded_in_all(tmp_path, monkeypatch):
+    """Each call is decoded within a budget of its own, but the blobs a read of a run's calls
+    inflates are paid by the read: 40 calls, each holding its own 1 MB string stored in a few
+    compressed bytes, are refused together at a 16 MB read budget (each alone reads fine)."""
+    from graphtape.recorder.codec import blob_hash
+    from graphtape.recorder.store import read_guard
+
+    class S(TypedDict):
+        n: int
+
+    db, run_id = _one_node_run(tmp_path, S, {"n": 0})
+    texts = [json.dumps(f"{i:>4}" + " " * (1024 * 1024)).encode() for i in range(40)]
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        for text in texts:
+            conn.execute(sa.text("INSERT INTO blobs (hash, zipped, data) VALUES (:h, 1, :d)"), {"h": blob_hash(text), "d": zlib.compress(text, 9)})
+    engine.dispose()
+    assert db.stat().st_size < 1024 * 1024  # the crafted store is small
+    _crafted_calls(db, run_id, [[{"$b": blob_hash(text)}] for text in texts])
+    monkeypatch.setattr(read_guard, "MAX_READ_BYTES", 16 * 1024 * 1024)
+    store = open_store(db)
+    try:
+        assert [len(c.inputs[0]) for c in store.calls(run_id, step=39)] == [4 + 1024 * 1024]  # one call alone reads fine
+    finally:
+        store.close()
+    store = open_store(db)
+    try:
+        with pytest.raises(StoreError, match="would inflate and build more than 16 MB"):
+            store.calls(run_id)
+    finally:
+        store.close()
+
+
 def test_a_small_payload_that_parses_to_gigabytes_is_refused_before_it_is_parsed(tmp_path, capsys):
     """8 kB of compressed ``[{},{},...]`` inflate to 8 MB, within every byte limit, and would parse
     to ~200 MB of empty dicts each (a 4 MB store of them: many GB): the read counts what parsing

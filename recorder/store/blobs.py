@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -158,8 +158,12 @@ class BlobReads:
         if _READ_BUDGET.get() is None:  # asked outside any read (a replay's comparison): a read of its own
             with read_budget():
                 return self.decode(tree, typed=typed)
+        return self._decode(tree, typed, _READ_BUDGET.get().spend)
+
+    def _decode(self, tree: Any, typed: bool, charge: Callable[[int], None]) -> Any:
+        """``decode``, paying what the value expands to (a blob taken many times costs its text each
+        time) to ``charge``; what is read and inflated from the store is paid by the read in progress."""
         refs = collect_refs(tree)
-        charge = _READ_BUDGET.get().spend  # a blob taken many times costs its text each time
         try:
             if typed:
                 return Decoder(self._blobs_for(refs, None), typed=True, charge=charge).decode(tree)

@@ -9,7 +9,7 @@ from graphtape.recorder.codec import collect_refs
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.records import NOT_FAILURES, PART_OF_A_CALL, CallInfo
 from graphtape.recorder.store.payloads import _strict_json, _uj
-from graphtape.recorder.store.read_guard import _damage_is_a_store_error
+from graphtape.recorder.store.read_guard import ReadBudget, _damage_is_a_store_error
 from graphtape.recorder.tracebacks import valid_frames
 
 _RUN_CALLS = sa.select(S.calls).where(S.calls.c.run_id == sa.bindparam("run_id")).order_by(S.calls.c.started_at, S.calls.c.id)
@@ -35,15 +35,16 @@ class CallReads:
             trees = [(_strict_json(r.inputs), _strict_json(r.output)) for r in rows]
             stored_outputs = [o for _, o in trees]
         else:
-            # One blob read for all of them, then each call decoded on its own: a message in many
-            # calls' inputs is decoded once (the decoded blobs are kept), and each call's value
-            # has the decoder's whole budget (a conversation resent to 1,000 model calls is not
-            # one value a million messages long).
+            # One blob read for all of them, paid by this read, then each call decoded on its own:
+            # a message in many calls' inputs is decoded once (the decoded blobs are kept), and
+            # each call's value has the decoder's whole budget, of values and of the bytes it
+            # expands to (a conversation resent to 1,000 model calls is not one value a million
+            # messages long; charged to the read, a loop's calls cost the square of its length).
             encoded_calls = [[_uj(r.inputs), _uj(r.output)] for r in rows]
             stored_outputs = [c[1] for c in encoded_calls]
             self.blobs(collect_refs(encoded_calls))
             try:
-                trees = [tuple(self.decode(call)) for call in encoded_calls]
+                trees = [tuple(self._decode(call, False, ReadBudget().spend)) for call in encoded_calls]
             except StoreError as exc:
                 raise StoreError(f"cannot decode a recorded call: {str(exc).removeprefix('cannot decode a recorded value: ')}") from None
 
