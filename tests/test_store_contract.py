@@ -615,6 +615,13 @@ def test_interrupted_step_reads_the_state_before_it(recorder: Recorder) -> None:
     assert store.get_run(run_id).status == "ok"
     done = store.step_detail(run_id, last.step)
     assert not done.step.pending
+    # One step read alone is the step list's entry: the interrupted row and its resume, merged.
+    listed = store.list_steps(run_id)
+    assert [store.step_info(run_id, s.step) for s in listed] == listed
+    assert store.step_info(run_id, last.step).has_interrupt and not store.step_info(run_id, last.step).pending
+    assert store.step_range(run_id) == (listed[0].step, listed[-1].step) and store.step_range(run_id, "nope") is None
+    with pytest.raises(StepNotFound, match="no step 99"):
+        store.step_info(run_id, 99)
     assert {e.kind for e in done.events} >= {"interrupt", "resume"}
     assert store.state_at(run_id, last.step) == {"draft": "hello!", "approved": True}
     assert store.checkpoint_at(run_id, last.step).channel_values["approved"] is True

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from conftest import ROOT, load_agent
-from graphtape.recorder import Recorder, SchemaVersionError, open_store
+from graphtape.recorder import Recorder, SchemaVersionError, SqlStore, open_store
 from graphtape.recorder import schema as S
 from graphtape.tui.cli import main
 
@@ -213,3 +213,53 @@ def test_migrate_refuses_what_it_cannot_upgrade(tmp_path, capsys):
     code = main(["--db", str(tmp_path / "missing.db"), "migrate"])
     assert code == 2 and "no database at" in capsys.readouterr().err
     assert not Path(tmp_path / "missing.db").exists()
+
+
+def _counter_loop(recorder: Recorder, steps: int) -> str:
+    """A run of ``steps`` supersteps: one node counting up until it has run ``steps`` times."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class Count(TypedDict):
+        n: int
+
+    b = StateGraph(Count)
+    b.add_node("count", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "count")
+    b.add_conditional_edges("count", lambda s: "count" if s["n"] < steps else END, ["count", END])
+    recorder.attach(b.compile()).invoke({"n": 0}, {"recursion_limit": steps + 10})
+    return recorder.last_run_id
+
+
+class CountingStore(SqlStore):
+    """A store that counts the rows its reads return, to pin what a view reads."""
+
+    rows_read = 0
+
+    def _read(self, stmt, params=None):
+        rows = super()._read(stmt, params)
+        self.rows_read += len(rows)
+        return rows
+
+
+def test_showing_one_step_reads_that_step_not_the_run(store_url):
+    """``show RUN --step N`` reads the step's own rows and its state's frames: a run of 400 steps
+    costs it the rows a run of 8 does (it read every step's row, 200k steps took seconds)."""
+    from graphtape.tui.views import step_view
+
+    with Recorder(store_url) as rec:
+        short, long = _counter_loop(rec, 8), _counter_loop(rec, 400)
+    store = CountingStore(store_url, create=False)
+    try:
+        read = {}
+        for run_id in (short, long):
+            step_view(store, run_id, 2)  # once for the caches a store keeps (run rows, keyframes)
+            store.rows_read = 0
+            view = step_view(store, run_id, 2)
+            read[run_id] = store.rows_read
+            assert view["step"]["step"] == 2 and view["state"] == {"n": 2} and view["tasks"][0]["node"] == "count"
+        assert view["first_step"] == -1 and view["last_step"] == 400
+        assert read[long] == read[short], read
+    finally:
+        store.close()

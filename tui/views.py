@@ -122,10 +122,13 @@ def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
 def step_view(store: RunStore, ref: str, step: int, ns: str = ROOT) -> dict[str, Any]:
     """One superstep in full: tasks, routes, events, calls, next nodes and the state after it."""
     run = store.get_run(ref)
-    _check_ns(store, run.id, ns)
-    detail = store.step_detail(run.id, step, ns)
-    all_rows = store.list_steps(run.id, ns)
-    steps = [s.step for s in all_rows]
+    try:
+        detail = store.step_detail(run.id, step, ns)
+    except StepNotFound:
+        _check_ns(store, run.id, ns)  # an unknown namespace says which there are
+        raise
+    # This step's rows and the run's bounds only: a step of a long run reads that step, not the run.
+    bounds = store.step_range(run.id, ns)
     calls = [{k: v for k, v in asdict(c).items() if k != "encoded_output"} for c in store.calls(run.id, step=step, ns=ns)]  # as stored: the decoded output says it
     waits = node_waits(calls, detail.tasks)
     for call in calls:
@@ -134,9 +137,9 @@ def step_view(store: RunStore, ref: str, step: int, ns: str = ROOT) -> dict[str,
     return {
         "run": run_dict(run),
         "ns": ns,
-        "step": _step_dict(detail.step, [s for s in all_rows if s.step == step]),
-        "first_step": min(steps) if steps else None,
-        "last_step": max(steps) if steps else None,
+        "step": _step_dict(detail.step, [store.step_info(run.id, step, ns)]),
+        "first_step": bounds[0] if bounds else None,
+        "last_step": bounds[1] if bounds else None,
         **_detail_dict(detail),
         "calls": calls,
         "state": store.state_at(run.id, step, ns),

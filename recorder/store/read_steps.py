@@ -32,6 +32,12 @@ _STEP_LIST = (
     .where(_c.run_id == _RUN, _c.ns == _NS)
     .order_by(_c.seq)
 )
+_ONE_STEP_LIST = _STEP_LIST.where(_c.step == sa.bindparam("step"))
+# Each bound alone, so that both are one index lookup (SQLite optimizes a lone min or max).
+_STEP_RANGE = sa.select(
+    sa.select(sa.func.min(_c.step)).where(_c.run_id == _RUN, _c.ns == _NS).scalar_subquery(),
+    sa.select(sa.func.max(_c.step)).where(_c.run_id == _RUN, _c.ns == _NS).scalar_subquery(),
+)
 # A step's completed row if it has one, else its latest.
 _STEP_ROW = sa.select(S.steps).where(_c.run_id == _RUN, _c.ns == _NS, _c.step == sa.bindparam("step")).order_by(_c.flags.op("&")(FLAG_PENDING), _c.seq.desc()).limit(1)
 _DETAIL_ROWS = sa.select(_c.step, _c.seq, _c.nodes, _c.payload, _c.created_at).where(_c.run_id == _RUN, _c.ns == _NS).order_by(_c.seq)
@@ -72,9 +78,29 @@ class StepReads:
         arrived late); they are shown as one step carrying all their flags, at
         the place of its completed row, as ``step_detail`` merges their contents.
         """
+        return self._merged_steps(run_id, ns, self._read(_STEP_LIST, {"run_id": run_id, "ns": ns}))
+
+    @_damage_is_a_store_error
+    def step_info(self, run_id: str, step: int, ns: str = "") -> StepInfo:
+        """One step as ``list_steps`` lists it (its rows merged), reading that step's rows only:
+        showing one step of a long run costs that step, not the run."""
+        found = self._merged_steps(run_id, ns, self._read(_ONE_STEP_LIST, {"run_id": run_id, "ns": ns, "step": step}))
+        if not found:
+            where = f" in namespace {ns!r}" if ns else ""
+            raise StepNotFound(f"run {run_id} has no step {step}{where}")
+        return found[0]
+
+    @_damage_is_a_store_error
+    def step_range(self, run_id: str, ns: str = "") -> tuple[int, int] | None:
+        """``(first, last)`` step number of a namespace, or None without steps (two index lookups)."""
+        first, last = self._read(_STEP_RANGE, {"run_id": run_id, "ns": ns})[0]
+        return None if first is None else (int(first), int(last))
+
+    def _merged_steps(self, run_id: str, ns: str, rows: Sequence[Any]) -> list[StepInfo]:
+        """``_STEP_LIST`` rows, a step's rows merged into one ``StepInfo`` (see ``list_steps``)."""
         merged: dict[int, StepInfo] = {}
         node_lists: dict[str, list[str]] = {}  # a run repeats a few node sets thousands of times
-        for seq, step, source, cid, parent_cid, created_at, duration_ms, nodes, summary, flags in self._read(_STEP_LIST, {"run_id": run_id, "ns": ns}):
+        for seq, step, source, cid, parent_cid, created_at, duration_ms, nodes, summary, flags in rows:
             names = node_lists.get(nodes)
             if names is None:
                 names = node_lists[nodes] = [n for n in nodes.split(",") if n]
