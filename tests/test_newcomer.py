@@ -707,3 +707,40 @@ def test_a_single_tag_given_as_text_is_one_tag(tmp_path, capsys):
         rec.attach(b.compile(), name="tagged", tags="prod").invoke({"n": 0})
     code, out, err = run_cli(capsys, "--db", db, "runs", "--tag", "prod")
     assert code == 0 and "tagged" in out, out + err
+
+
+# -- replays and forks in the runs table (round 2, item 1) -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def derived(demo, tmp_path_factory):
+    """A copy of the demo store with a replay and a fork of the incident, newest of all."""
+    db = tmp_path_factory.mktemp("derived") / "derived.db"
+    db.write_bytes(Path(demo[0]).read_bytes())
+    incident = demo[1]["incident"]
+    assert main(["--db", str(db), "replay", incident, "--trust-recorded-graph"]) == 0
+    assert main(["--db", str(db), "fork", incident, "--trust-recorded-graph", "--at", "1", "--set", "retries=5", "--mode", "strict"]) in (0, 1)
+    return str(db), incident
+
+
+def test_the_runs_table_marks_replays_and_forks_and_last_is_the_newest_recorded_run(demo, derived, capsys, monkeypatch):
+    db, incident = derived
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run_cli(capsys, "--db", db, "runs")
+    lines = out.splitlines()
+    assert code == 0 and "FROM" in lines[0].split()
+    assert f"fork of {incident[:8]}" in lines[1] and f"replay of {incident[:8]}" in lines[2]  # newest first: fork, then replay
+    assert sum(" of " in line for line in lines) == 2  # recorded runs carry no mark
+    monkeypatch.setenv("COLUMNS", "80")  # narrow: the source's id gives way, the kind stays
+    code, out, _ = run_cli(capsys, "--db", db, "runs")
+    lines = out.splitlines()
+    assert code == 0 and max(len(line) for line in lines) <= 80 and "KIND" in lines[0].split()
+    assert "fork" in lines[1].split() and "replay" in lines[2].split() and "replay" not in lines[3].split()
+    assert "demo:incident" in lines[1]  # the name still whole
+    code, out, _ = run_cli(capsys, "--db", db, "show", "last", "--json")
+    assert code == 0 and json.loads(out)["run"]["id"] == incident  # the top unmarked row, not the fork above it
+    code, out, _ = run_cli(capsys, "--db", db, "show", "--help")
+    assert "newest recorded run: replays and forks are skipped" in " ".join(out.split())
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run_cli(capsys, "--db", demo[0], "runs")  # no replay or fork listed: no column for them
+    assert code == 0 and not {"FROM", "KIND"} & set(out.splitlines()[0].split())

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from graphtape.tui.cli_args import non_negative, step_number
+from graphtape.tui.cli_args import RUN_HELP, non_negative, step_number
 
 __all__ = ["build_parser", "main"]
 
@@ -107,13 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_filters(runs)
 
     show = command("show", "Show a run's supersteps, or one step in full with --step.", cmd_show)
-    show.add_argument("run", metavar="RUN", help="run id, a unique id prefix, last, last~N (N runs before the last), or a run's name (its newest recorded run)")
+    show.add_argument("run", metavar="RUN", help=RUN_HELP.replace("last~N", "last~N (N recorded runs before the last)"))
     show.add_argument("--step", type=step_number, metavar="N", help="show step N in full: tasks, routes, calls, events and state")
     show.add_argument("--ns", default="", metavar="NS", help="subgraph namespace (default: the root graph)")
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.add_argument("--full", action="store_true", help="do not fold long strings in updates and state")
     tui = command("tui", "Open the terminal UI on the store (and on RUN if given).", cmd_tui)
-    tui.add_argument("run", metavar="RUN", nargs="?", help="run to open: id, unique prefix, last, last~N or a run's name")
+    tui.add_argument("run", metavar="RUN", nargs="?", help=f"run to open: {RUN_HELP}")
     add_web_flags(tui)
 
     from graphtape.tui import cli_admin, cli_diff, cli_fixtures, cli_replay

@@ -6,7 +6,10 @@ import argparse
 
 INT_LIMIT = 2**62  # steps, limits: well inside the store's 64-bit integers
 # How a command names a run (``RunStore.resolve_run``), in every command's help.
-RUN_HELP = "run id, a unique id prefix, last, last~N, or a run's name (its newest recorded run)"
+RUN_HELP = (
+    "run id, a unique id prefix, last (the newest recorded run: replays and forks are skipped, "
+    "name those by id), last~N, or a run's name (its newest recorded run)"
+)
 
 
 def _whole(text: str, what: str) -> int:

@@ -217,25 +217,50 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[s
 
 # -- runs -------------------------------------------------------------------
 
+REPLAY_TAG = "replay-of:"  # the tag a replay carries; a run with a parent and without it is a fork
+
+
+def is_replay_of(parent_run_id: str | None, tags: Any) -> bool:
+    """Whether a run with this parent and these tags is a replay (else, with a parent, a fork)."""
+    return bool(parent_run_id) and any(str(t).startswith(REPLAY_TAG) for t in tags or ())
+
+
+def origin(parent_run_id: str | None, tags: Any, chars: int = 8) -> str:
+    """``replay of 1a2b3c4d`` or ``fork of 1a2b3c4d`` for a derived run, else nothing: `last` and
+    a run's name skip such runs, so every list marks them."""
+    if not parent_run_id:
+        return ""
+    return f"{'replay' if is_replay_of(parent_run_id, tags) else 'fork'} of {parent_run_id[:chars]}"
+
 
 def runs_table(runs: list[dict[str, Any]], width: int = 120) -> str:
     """The ``graphtape runs`` table, made to fit ``width``.
 
     Narrower than the full table, it gives up in this order: full ids (a unique
     8-character prefix is what every command takes), the year and seconds of the
-    start, the redaction and fault columns when they are all zero, then name length.
+    start, the redaction and fault columns when they are all zero, the source of a
+    replay or fork (FROM ``replay of 1a2b3c4d`` becomes KIND ``replay``), then name length.
+    The FROM column is there only when a listed run is a replay or a fork.
     """
     ids = [r["id"] for r in runs]
     short_ids = [_unique_prefix(i, ids) for i in ids]
-    zero = {key for key in ("redactions", "faults") if not any(r.get(key) for r in runs)}
-    attempts = ((ids, "%Y-%m-%d %H:%M:%S", set()), (short_ids, "%Y-%m-%d %H:%M:%S", set()), (short_ids, "%m-%d %H:%M", set()), (short_ids, "%m-%d %H:%M", zero))
+    unused = set() if any(r.get("parent_run_id") for r in runs) else {"from"}
+    zero = unused | {key for key in ("redactions", "faults") if not any(r.get(key) for r in runs)}
+    short_time = "%m-%d %H:%M"
+    attempts = (
+        (ids, "%Y-%m-%d %H:%M:%S", unused),
+        (short_ids, "%Y-%m-%d %H:%M:%S", unused),
+        (short_ids, short_time, unused),
+        (short_ids, short_time, zero),
+        (short_ids, short_time, zero | {"source"}),
+    )
     for shown_ids, time_format, dropped in attempts:
         lines = _runs_lines(runs, shown_ids, time_format, dropped, 40)
         if max(len(line) for line in lines) <= width:
             return "\n".join(lines)
     over = max(len(line) for line in lines) - width
     name_width = max(8, max([len(r["name"]) for r in runs] or [4]) - over)
-    return "\n".join(_runs_lines(runs, short_ids, "%m-%d %H:%M", zero, min(40, name_width)))
+    return "\n".join(_runs_lines(runs, short_ids, short_time, zero | {"source"}, min(40, name_width)))
 
 
 def _unique_prefix(run_id: str, ids: list[str], length: int = 8) -> str:
@@ -252,9 +277,13 @@ def _runs_lines(runs: list[dict[str, Any]], ids: list[str], time_format: str, dr
         ("STEPS", lambda i, r: str(r["step_count"])),
         ("STARTED", lambda i, r: local_time(r["started_at"], time_format)),
         ("DURATION", lambda i, r: fmt_duration(r["duration_s"])),
+        ("FROM", lambda i, r: origin(r.get("parent_run_id"), r.get("tags"))),
+        ("KIND", lambda i, r: origin(r.get("parent_run_id"), r.get("tags")).partition(" ")[0]),  # FROM without its source
         ("REDACTIONS", lambda i, r: str(r["redactions"])),
         ("FAULTS", lambda i, r: str(r["faults"])),
     ]
+    # Where a run came from is one column: FROM with the source's id, or, narrow ("source" dropped), KIND alone.
+    dropped = dropped | ({"from"} if "source" in dropped and "from" not in dropped else {"kind"})
     kept = [(h, cell) for h, cell in columns if h.lower() not in dropped]
     rows = [[cell(i, r) for _, cell in kept] for i, r in enumerate(runs)]
     headers = [h for h, _ in kept]
@@ -332,7 +361,7 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
     ref = run.get("graph_ref")
     field("graph", f"{run['graph_name']}   {ref}" if ref and ref != run["graph_name"] else run["graph_name"] + ("" if ref else "   (no graph reference: replay needs --graph module:attr)"))
     parent = run.get("parent_run_id")
-    replayed = any(str(t).startswith("replay-of:") for t in run.get("tags") or [])
+    replayed = is_replay_of(parent, run.get("tags"))
     if parent:
         field("replayed" if replayed else "forked", f"from {parent} at step {run.get('fork_step')}")
         if view.get("fork_edit") and not replayed:

@@ -17,7 +17,7 @@ from textual.widgets import Footer, Input, Static
 
 from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.records import RunInfo
-from graphtape.tui.render import clean, local_time
+from graphtape.tui.render import clean, is_replay_of, local_time, origin
 from graphtape.tui.widgets.runs_table import PAD, RunsTable, TableColumn
 
 FORKED = "forked"  # not stored statuses: forks, or replays (runs with a parent), filtered here
@@ -65,15 +65,12 @@ def status_word(run: RunInfo) -> str:
 
 def lineage(run: RunInfo) -> str:
     """``fork of 1a2b3c4d`` or ``replay of 1a2b3c4d`` for a run with a parent, else nothing."""
-    if not run.parent_run_id:
-        return ""
-    kind = "replay" if is_replay(run) else "fork"
-    return f"{kind} of {run.parent_run_id[:ID_CHARS]}"
+    return origin(run.parent_run_id, run.tags, ID_CHARS)
 
 
 def is_replay(run: RunInfo) -> bool:
     """A run with a parent is a replay when tagged so, else a fork."""
-    return bool(run.parent_run_id) and any(str(t).startswith("replay-of:") for t in run.tags)
+    return is_replay_of(run.parent_run_id, run.tags)
 
 
 def is_fork(run: RunInfo) -> bool:
