@@ -23,6 +23,7 @@ from langgraph.store.memory import InMemoryStore
 
 from graphtape.recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
 from graphtape.recorder.attach import Carried, Lineage
+from graphtape.recorder.errors import RunNotFound
 from graphtape.recorder.saver import RunScopedSaver
 from graphtape.recorder.channel_writes import as_writes
 from graphtape.recorder.codec import enums_known
@@ -159,7 +160,12 @@ class _Run:
             flush_writers_into(self.store.url)  # a run this process is recording there: written whole first
         try:
             # The run and its config in one read (every replay needs the config).
-            detail = self.store.run_detail(run_id, output=False)
+            try:
+                detail = self.store.run_detail(run_id, output=False)
+            except RunNotFound as exc:
+                if db is None and store is None:  # the default store, while the run was likely recorded elsewhere
+                    raise RunNotFound(f"{exc}; with no db= given, the default store is read: pass db= the file or URL the run was recorded into") from None
+                raise
             if detail.run.status == "running":
                 # What it has so far is not where it goes: every step not yet written would read as a divergence.
                 raise ReplayError(f"run {detail.run.id} is still being recorded: replay or fork it once it has ended")

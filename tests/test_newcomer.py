@@ -744,3 +744,50 @@ def test_the_runs_table_marks_replays_and_forks_and_last_is_the_newest_recorded_
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = run_cli(capsys, "--db", demo[0], "runs")  # no replay or fork listed: no column for them
     assert code == 0 and not {"FROM", "KIND"} & set(out.splitlines()[0].split())
+
+
+# -- a run not found names the store searched (round 2, item 2) --------------------------------------------
+
+
+def _bump_builder():
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    return b
+
+
+def test_a_run_not_found_names_the_store_it_searched(tmp_path, capsys, monkeypatch):
+    from graphtape import replay
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRAPHTAPE_DB", raising=False)
+    with Recorder("graphtape.db") as rec:  # the default store holds a run, not the one asked for
+        rec.attach(_bump_builder().compile(), name="other").invoke({"n": 0})
+    with Recorder("elsewhere.db") as rec:
+        rec.attach(_bump_builder().compile(), name="mine").invoke({"n": 0})
+        run_id = rec.last_run_id
+    default = str(tmp_path / "graphtape.db")
+    with pytest.raises(Exception) as caught:
+        replay(run_id, _bump_builder().compile())  # no db=: it reads ./graphtape.db
+    said = str(caught.value)
+    assert type(caught.value).__name__ == "RunNotFound"
+    assert f"no run matches {run_id!r} in {default}" in said and "db=" in said
+    code, _, err = run_cli(capsys, "--db", "elsewhere.db", "show", "nope")
+    assert code == 2 and f"no run matches 'nope' in {tmp_path / 'elsewhere.db'}" in err
+
+
+def test_a_run_not_found_in_postgresql_names_the_url_without_its_password(pg_url, capsys):
+    with Recorder(pg_url) as rec:
+        rec.attach(_bump_builder().compile(), name="pg").invoke({"n": 0})
+    scheme, rest = pg_url.split("://", 1)
+    secret = "Sekr3t-notfound-4d1e"
+    url = f"{scheme}://{rest.split('@', 1)[0].split(':', 1)[0]}:{secret}@{rest.split('@', 1)[1]}"
+    code, _, err = run_cli(capsys, "--db", url, "show", "nope")
+    assert code == 2 and "no run matches 'nope' in postgresql+psycopg://" in err
+    assert ":***@" in err and secret not in err

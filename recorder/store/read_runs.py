@@ -117,7 +117,7 @@ class RunReads:
             if not rows:
                 if back:
                     raise RunNotFound(f"{ref!r} goes back further than the {self._recorded_count()} recorded run(s)")
-                raise RunNotFound("the store has no runs yet: record one first (graphtape demo)")
+                raise RunNotFound(f"the store {self._safe_url()} has no runs yet: record one first (graphtape demo)")
             return rows[0].id
         if self._read(self._ID_IS, {"run_id": ref}):
             return ref
@@ -138,7 +138,8 @@ class RunReads:
             rows = rows or self._read(named.order_by(*self._NEWEST_FIRST).limit(1))
             if rows:
                 return rows[0].id
-            raise RunNotFound(f"no run matches {ref!r} (graphtape runs lists them)")
+            # Which store was searched: a run recorded elsewhere (another --db, Recorder("x.db")) is the usual cause.
+            raise RunNotFound(f"no run matches {ref!r} in {self._safe_url()} (graphtape runs lists them)")
         if len(rows) > 1:
             shown = ", ".join(r.id for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
             raise AmbiguousRun(f"{ref!r} matches several runs ({shown}): give more characters")
