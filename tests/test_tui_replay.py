@@ -347,3 +347,62 @@ async def test_a_named_run_opens_without_the_runs_list_which_escape_builds(proje
         await pilot.press("enter")  # and a run opens from it as before, on top of it
         await settle(pilot)
         assert isinstance(app.screen, RunScreen) and isinstance(app.screen_stack[-2], RunsScreen)
+
+
+# A graph that fails at its second step: the run screen opens on the failed step.
+BOOM = """
+from typing import TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+
+class S(TypedDict, total=False):
+    x: int
+    y: int
+
+
+def explode(state):
+    return {"y": {"a": 1}[state.get("missing", "b")]}  # KeyError: 'b'
+
+
+b = StateGraph(S)
+b.add_node("ok", lambda s: {"x": s["x"] + 1})
+b.add_node("explode", explode)
+b.add_edge(START, "ok")
+b.add_edge("ok", "explode")
+b.add_edge("explode", END)
+graph = b.compile()
+"""
+
+
+async def test_r_on_the_failed_step_replays_from_the_last_completed_step_before_it(tmp_path):
+    (tmp_path / "boom.py").write_text(BOOM)
+    ref = f"{tmp_path / 'boom.py'}:graph"
+    db = str(tmp_path / "boom.db")
+    with Recorder(db) as rec:
+        with pytest.raises(KeyError):
+            rec.attach(load_graph(ref), name="boom", graph_ref=ref).invoke({"x": 1})
+        rec.flush()
+        failed_run = rec.last_run_id
+    app = build_app(db, failed_run)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        failed = screen.steps[screen.index]
+        assert failed.has_error and not failed.checkpoint_id  # it opened on the failed step
+        completed = [s for s in screen.steps[: screen.index] if s.checkpoint_id and not s.pending][-1]
+        await pilot.press("r")
+        await settle(pilot)
+        prompt = app.screen
+        assert isinstance(prompt, ReplayPrompt) and prompt.step == completed.step
+        note = str(prompt.query_one("#replay-from-note", Static).render())
+        assert f"Step {failed.step} did not complete" in note and f"after step {completed.step}" in note
+        await pilot.press("enter")  # the recorded reference: seen, then agreed
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot, lambda: isinstance(app.screen, CompareScreen))
+        compare = app.screen
+        assert isinstance(compare, CompareScreen)
+        assert compare.result.from_step == completed.step and compare.result.status == "error"  # the failure, reproduced
+        assert compare.result.divergences == []

@@ -166,11 +166,21 @@ class _RunPrompt(ModalScreen):
 
 
 class ReplayPrompt(_RunPrompt):
-    """Asks how to replay from a step: the mode (strict by default) and the graph; dismisses with a ReplayRequest."""
+    """Asks how to replay from a step: the mode (strict by default) and the graph; dismisses with a ReplayRequest.
+
+    ``failed_step`` is the step the user was on when it did not complete (a failed one): the
+    replay starts from ``step``, the last completed one before it, and the prompt says so.
+    """
+
+    def __init__(self, step: int, graph_ref: str | None, *, recorded_ref: str | None = None, failed_step: int | None = None) -> None:
+        super().__init__(step, graph_ref, recorded_ref=recorded_ref)
+        self.failed_step = failed_step
 
     def compose(self) -> ComposeResult:
         with PromptBody(classes="prompt"):
             yield Static(Text(f"Replay from step {self.step}", style="bold"))
+            if self.failed_step is not None:
+                yield Static(f"Step {self.failed_step} did not complete: the replay resumes after step {self.step}, the last completed step before it, and runs step {self.failed_step} again.", id="replay-from-note")
             yield Static("Mode (↑↓ to pick, Enter runs):")
             yield self._mode_list()
             yield from self._graph_widgets()

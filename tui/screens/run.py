@@ -55,7 +55,7 @@ class RunScreen(Screen):
         Binding("v", "view_value", "View", show=False, tooltip="the selected state value (or the whole diff) in full"),
         Binding("c", "copy_value", "Copy", tooltip="the selected state value as JSON, to the clipboard"),
         Binding("s", "save_state", "Save", show=False, tooltip="this step's state as a JSON file (asks where)"),
-        Binding("r", "replay", "Replay", tooltip="re-run from this step, calls answered from the recording"),
+        Binding("r", "replay", "Replay", tooltip="re-run from this step (a failed one: from the step before), calls answered from the recording"),
         Binding("f", "fork", "Fork", tooltip="edit the state here and continue as a new run"),
         Binding("x", "export", "Export", tooltip="save the run as a regression fixture"),
         Binding("i", "info", "Info", show=False, tooltip="the run's details and the recorder's fault log"),
@@ -591,15 +591,22 @@ class RunScreen(Screen):
             return True
         return False
 
-    def _selected_step(self) -> StepInfo | None:
+    def _selected_step(self, *, or_completed_before: bool = False) -> StepInfo | None:
+        """The step to re-run from; with ``or_completed_before``, a step that did not complete (the
+        failed step a failed run opens on) gives the last completed step before it."""
         if not (0 <= self.index < len(self.steps)) or self.run is None:
             self.notify("Wait for the run to load, then pick a step.", severity="warning")
             return None
         step = self.steps[self.index]
         if step.pending or not step.checkpoint_id:
-            self.notify(f"Step {step.step} did not complete: pick a completed step to re-run from.", severity="warning")
-            return None
+            before = self._completed_before(self.index) if or_completed_before else None
+            if before is None:
+                self.notify(f"Step {step.step} did not complete: pick a completed step to re-run from.", severity="warning")
+            return before
         return step
+
+    def _completed_before(self, index: int) -> StepInfo | None:
+        return next((s for s in reversed(self.steps[:index]) if not s.pending and s.checkpoint_id), None)
 
     def _can_rerun(self) -> bool:
         if self.rerunning:
@@ -617,16 +624,21 @@ class RunScreen(Screen):
     def action_replay(self) -> None:
         if self._refused() or self._store_read_only("replay"):
             return
-        step = self._selected_step()
+        # On a failed step (where a failed run opens), replaying means reproducing the failure:
+        # resume after the last step that completed, so the failed one runs again.
+        step = self._selected_step(or_completed_before=True)
         if step is None or not self._can_rerun():
             return
+        on = self.steps[self.index]
+        failed = on.step if on is not step else None
+        what = f"replaying from step {step.step}" + (f" to re-run step {failed}" if failed is not None else "")
 
         def done(request: ReplayRequest | None) -> None:
             if request is not None:
-                self._start_rerun(f"replaying from step {step.step} ({request.mode})", request.graph_ref)
+                self._start_rerun(f"{what} ({request.mode})", request.graph_ref)
                 self.run_replay(step.step, request)
 
-        self.app.push_screen(ReplayPrompt(step.step, self.graph_ref, recorded_ref=self.run.graph_ref), done)
+        self.app.push_screen(ReplayPrompt(step.step, self.graph_ref, recorded_ref=self.run.graph_ref, failed_step=failed), done)
 
     def action_fork(self) -> None:
         if self._refused() or self._store_read_only("fork"):
