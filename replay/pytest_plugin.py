@@ -37,6 +37,7 @@ import pytest
 
 from graphtape.recorder.terminal_text import printable
 from graphtape.replay.record_mode import RecordMode, in_ci
+from graphtape.replay.wrong_graph import wrong_graph
 
 MARKER = "graphtape"
 _MODE_KEY = pytest.StashKey[RecordMode]()
@@ -257,7 +258,7 @@ def _run(spec: _Spec, mode: RecordMode, tmp_path_factory: pytest.TempPathFactory
     imported = import_fixture(store, fixture, label=spec.shown)
     result = replay(imported.run_id, graph, mode=replay_mode, store=store, ignore=ignore, state_keys=state_keys, to_step=cut, **options)
     if check and result.diverged:
-        _fail(_failure(spec, result))
+        _fail(_failure(spec, result, wrong_graph(fixture, graph, _graph_ref(spec, "graph=") or "graph=")))
     return result
 
 
@@ -336,10 +337,16 @@ def _rewrite(spec: _Spec, db: Path, *, ignore: tuple[str, ...], state_keys: Any)
     write_fixture(spec.path, fixture, overwrite=True)  # record modes missing/rewrite: writing is asked for
 
 
-def _failure(spec: _Spec, result: Any) -> str:
-    """The test's failure message: the first divergence in full, the others by headline."""
+def _failure(spec: _Spec, result: Any, wrong: str | None = None) -> str:
+    """The test's failure message: the first divergence in full, the others by headline.
+
+    ``wrong`` says the graph looks like another one than the fixture's: then it comes first,
+    and re-recording (which would write that graph's behaviour into the fixture) is not offered.
+    """
     n = len(result.divergences)
     lines = [f"graphtape: the replay of {spec.shown} diverged from the recording ({n} divergence{'s' if n != 1 else ''}):"]
+    if wrong:
+        lines.append(f"{wrong} Check graph= in the marker: --graphtape-record=rewrite would overwrite the fixture with this graph's behaviour.")
     lines.append(result.divergences[0].render())
     rest = result.divergences[1:]
     for d in rest[:MAX_MORE]:
@@ -348,5 +355,6 @@ def _failure(spec: _Spec, result: Any) -> str:
         lines.append(f"... and {len(rest) - MAX_MORE} more")
     if result.error:
         lines.append(f"the replay ended with {result.error}")
-    lines.append(f'if the new behaviour is intended, re-record the fixture: pytest --graphtape-record=rewrite "{spec.nodeid}"')
+    if not wrong:
+        lines.append(f'if the new behaviour is intended, re-record the fixture: pytest --graphtape-record=rewrite "{spec.nodeid}"')
     return "\n".join(lines)

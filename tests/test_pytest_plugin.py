@@ -411,3 +411,37 @@ def test_failure_messages_show_recorded_control_characters_as_text():
 
     source = Path(pytest_plugin.__file__).read_text(encoding="utf-8")
     assert source.count("pytest.fail(") == 1  # every failure goes through _fail
+
+
+OTHER_AGENT = '''
+from typing import TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+
+class State(TypedDict, total=False):
+    order_id: str
+    verdict: str
+
+
+builder = StateGraph(State)
+builder.add_node("ok", lambda s: {"verdict": "fine"})
+builder.add_node("explode", lambda s: {"verdict": "boom"})
+builder.add_edge(START, "ok")
+builder.add_edge("ok", "explode")
+builder.add_edge("explode", END)
+graph = builder.compile()
+'''
+
+
+def test_a_fixture_replayed_on_another_graph_asks_wrong_graph_and_offers_no_rewrite(pytester):
+    recorded(pytester)
+    pytester.makepyfile(other=OTHER_AGENT)
+    write_test(pytester, graph="other.py:graph")
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    out = " ".join(result.stdout.str().split())
+    assert "this fixture was recorded from a graph with nodes approve, check, escalate" not in out  # only what ran
+    assert "this fixture was recorded from a graph with nodes check, escalate; the graph given (other.py:graph) has explode, ok: wrong graph?" in out
+    assert "--graphtape-record=rewrite would overwrite the fixture" in out
+    assert "re-record the fixture: pytest --graphtape-record=rewrite" not in out
