@@ -791,3 +791,16 @@ def test_a_run_not_found_in_postgresql_names_the_url_without_its_password(pg_url
     code, _, err = run_cli(capsys, "--db", url, "show", "nope")
     assert code == 2 and "no run matches 'nope' in postgresql+psycopg://" in err
     assert ":***@" in err and secret not in err
+
+
+# -- small CLI hints (round 2, item 5) --------------------------------------------------------------------
+
+
+def test_a_step_out_of_range_gives_the_run_s_steps(demo, capsys):
+    db, ids = demo
+    code, out, _ = run_cli(capsys, "--db", db, "show", ids["happy"], "--json")
+    steps = [s["step"] for s in json.loads(out)["steps"]]
+    code, _, err = run_cli(capsys, "--db", db, "show", ids["happy"], "--step", "99")
+    assert code == 2 and err.count("\n") == 1
+    assert f"has no step 99 (steps {min(steps)}..{max(steps)})" in err
+

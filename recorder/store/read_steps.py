@@ -146,7 +146,10 @@ class StepReads:
         rows = self._read(_STEP_ROW, {"run_id": run_id, "ns": ns, "step": step})
         if not rows:
             where = f" in namespace {ns!r}" if ns else ""
-            raise StepNotFound(f"run {run_id} has no step {step}{where}")
+            # The range, as replay's --from gives it: the step asked for is usually past the end.
+            low, high = self._read(sa.select(sa.func.min(S.steps.c.step), sa.func.max(S.steps.c.step)).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns))[0]
+            steps = f"steps {low}..{high}" if low is not None else "no steps recorded"
+            raise StepNotFound(f"run {run_id} has no step {step}{where} ({steps})")
         return rows[0]
 
     @_damage_is_a_store_error
