@@ -28,6 +28,7 @@ from typing import Any
 from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.run_gate import GraphRunStopped, runs_stopped
 from graphtape.recorder.terminal_text import printable
+from graphtape.recorder.windows_paths import WINDOWS_HINT, windows_path
 
 __all__ = ["GraphLoadError", "check_ref", "load_callable", "load_graph", "load_module_from_path", "source_of", "split_ref"]
 
@@ -37,10 +38,21 @@ class GraphLoadError(GraphtapeError):
 
 
 def split_ref(ref: str) -> tuple[str, str]:
-    """``"a/b.py:graph"`` -> ``("a/b.py", "graph")``; the last colon separates (Windows drive letters survive)."""
-    target, sep, attr = (ref or "").strip().rpartition(":")
-    if not sep or not target or not attr or not all(part.isidentifier() for part in attr.split(".")):
-        raise GraphLoadError(f"bad graph reference {ref!r}: use package.module:attr or path/to/file.py:attr")
+    """``"a/b.py:graph"`` -> ``("a/b.py", "graph")``; the last colon separates (Windows drive letters survive).
+
+    A reference without its ``:attr`` (``myapp/agent.py``) is refused with the usual one,
+    ``:graph``, suggested; a Windows path (``myapp\\agent.py:graph``), as ``--db`` refuses one.
+    """
+    text = (ref or "").strip()
+    target, sep, attr = text.rpartition(":")
+    named = bool(sep and target and attr and all(part.isidentifier() for part in attr.split(".")))
+    windows = windows_path(target if named else text)
+    if windows is not None:
+        raise GraphLoadError(f"bad graph reference {ref!r}: {windows!r} is {WINDOWS_HINT}")
+    if not named:
+        bare = target if sep and not attr else text if not sep else ""
+        guess = f"; did you mean {bare + ':graph'!r}?" if bare and (_is_path(bare) or all(p.isidentifier() for p in bare.split("."))) else ""
+        raise GraphLoadError(f"bad graph reference {ref!r}: use package.module:attr or path/to/file.py:attr (the attribute holding the compiled graph){guess}")
     return target, attr
 
 

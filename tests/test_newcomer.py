@@ -804,3 +804,16 @@ def test_a_step_out_of_range_gives_the_run_s_steps(demo, capsys):
     assert code == 2 and err.count("\n") == 1
     assert f"has no step 99 (steps {min(steps)}..{max(steps)})" in err
 
+
+@pytest.mark.parametrize(("ref", "meant"), [("myapp/agent.py", "myapp/agent.py:graph"), ("myapp.agent", "myapp.agent:graph"), ("myapp/agent.py:", "myapp/agent.py:graph")])
+def test_a_graph_reference_without_its_attribute_suggests_graph(demo, capsys, ref, meant):
+    db, ids = demo
+    code, _, err = run_cli(capsys, "--db", db, "replay", ids["happy"], "--graph", ref)
+    assert code == 2 and err.count("\n") == 1 and f"did you mean {meant!r}?" in err, err
+
+
+@pytest.mark.parametrize("ref", [r"myapp\agent.py:graph", r"C:\work\myapp\agent.py:graph", r"myapp\agent.py"])
+def test_a_windows_path_given_to_graph_gets_the_hint_db_gets(demo, capsys, ref):
+    db, ids = demo
+    code, _, err = run_cli(capsys, "--db", db, "replay", ids["happy"], "--graph", ref)
+    assert code == 2 and err.count("\n") == 1 and "a Windows path, and on this system paths use '/'" in err, err

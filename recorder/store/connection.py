@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import sqlite3
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from graphtape.recorder.errors import StoreError
 from graphtape.recorder.store.compiled_cache import SQLITE_COMPILED
 from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
 from graphtape.recorder.store.urls import shown_url
+from graphtape.recorder.windows_paths import WINDOWS_HINT, windows_path
 
 DEFAULT_DB = "graphtape.db"
 ENV_DB = "GRAPHTAPE_DB"
@@ -38,9 +38,9 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
     db = os.fspath(db)
     if isinstance(db, str) and not db.strip():
         raise StoreError("no database given: the path or URL is empty (give a SQLite file path or a SQLAlchemy URL)")
-    windows = _windows_path(db)
+    windows = windows_path(db)
     if windows is not None:
-        raise StoreError(f"cannot open database {windows!r}: a Windows path, and on this system paths use '/' (a backslash would be part of a file's name)")
+        raise StoreError(f"cannot open database {windows!r}: {WINDOWS_HINT}")
     if "://" in db:
         if db.startswith("postgres://"):
             db = "postgresql+psycopg://" + db[len("postgres://") :]
@@ -93,23 +93,6 @@ def check_url(db: str | os.PathLike | None = None) -> str:
     if problem is not None:
         raise StoreError(problem)
     return url
-
-
-_WINDOWS_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\|\.{0,2}\\)|^[^/]*\\[^/]*$")
-
-
-def _windows_path(db: str | os.PathLike | None) -> str | None:
-    """``db`` if it is a Windows-style path given on a system whose separator is ``/``, else None.
-
-    ``C:\\runs\\g.db`` or ``runs\\g.db`` on Linux would be one file in the working folder,
-    named with the backslashes in it: never what was meant.
-    """
-    if db is None or os.sep != "/":
-        return None
-    text = os.fspath(db)
-    if not isinstance(text, str) or "://" in text:
-        return None
-    return text if _WINDOWS_PATH.search(text) else None
 
 
 def missing_driver(url: str, exc: ModuleNotFoundError) -> StoreError:
