@@ -54,7 +54,8 @@ class GraphInfo:
 
     def ends_here(self, node: str) -> bool:
         """Whether a run may end after ``node`` with nothing written for it: an edge to END,
-        END among its declared destinations, or a node with no way on."""
+        END among its declared destinations, or no edge and no router out of it (its declared
+        ``Command`` destinations, a swarm agent's handoffs, are taken only by a ``goto``)."""
         hit = self._ends_here.get(node)
         if hit is None:
             hit = self._ends_here[node] = (node, END) in self.edges or END in self.node_ends.get(node, ()) or (node in self.nodes and not self.leads_on(node))
@@ -71,8 +72,8 @@ class GraphInfo:
         return info
 
     def leads_on(self, node: str) -> bool:
-        """Whether anything in the graph's shape can take the run on from ``node``."""
-        return any(src == node for src, _ in self.edges) or bool(self.routers.get(node)) or bool(self.node_ends.get(node))
+        """Whether an edge or a router takes the run on from ``node`` when it writes no ``goto``."""
+        return any(src == node for src, _ in self.edges) or bool(self.routers.get(node))
 
     def router_names(self, source: str) -> dict[str, dict[str, str] | None]:
         return self.routers.get(source, {})

@@ -772,3 +772,25 @@ def test_exit_durability_with_the_graphs_own_saver_says_only_the_last_superstep_
         assert any("only that superstep is recorded" in line for line in store.run_detail(run_id).fault_log)
     finally:
         store.close()
+
+
+def test_a_node_that_may_hand_off_but_does_not_is_recorded_as_ending_the_run(tmp_path):
+    """A swarm agent's shape: its handoffs are declared Command destinations and it has no edge
+    out, so a reply without a handoff ends the run there, and the recording shows that way out."""
+    from langgraph.types import Command
+
+    b = StateGraph(_Twice)
+    b.add_node("a", lambda s: Command(update={"n": s["n"] + 1}), destinations=("b",))
+    b.add_node("b", lambda s: {"n": 0})
+    b.add_edge(START, "a")
+    db = tmp_path / "ends.db"
+    with Recorder(db) as rec:
+        assert rec.attach(b.compile()).invoke({"n": 1}) == {"n": 2}
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        last = store.list_steps(run_id)[-1].step
+        routes = [(r.source, r.kind, r.destinations) for r in store.step_detail(run_id, last).routes]
+    finally:
+        store.close()
+    assert routes == [("a", "static", ["__end__"])], routes
