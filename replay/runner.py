@@ -23,12 +23,12 @@ from langgraph.store.memory import InMemoryStore
 
 from graphtape.recorder import CallInfo, GraphtapeError, Recorder, RunStore, SqlStore
 from graphtape.recorder.attach import Carried, Lineage
-from graphtape.recorder.errors import RunNotFound
-from graphtape.recorder.saver import RunScopedSaver
 from graphtape.recorder.channel_writes import as_writes
 from graphtape.recorder.codec import enums_known
+from graphtape.recorder.errors import RunNotFound
 from graphtape.recorder.http_capture import answering_http
 from graphtape.recorder.redaction import Redactor
+from graphtape.recorder.saver import RunScopedSaver
 from graphtape.recorder.session import INTERRUPT, task_path
 from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store_capture import is_write, unwrapped
