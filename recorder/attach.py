@@ -508,6 +508,8 @@ class Recorder:
         cfg = {"configurable": conf, "tags": config.get("tags"), "metadata": config.get("metadata"), "recursion_limit": limit, "stream": {k: v for k, v in kwargs.items() if k != _STREAM_KW_CONTEXT and isinstance(v, (str, int, bool, list, type(None)))}}
         if is_async:
             cfg["async"] = True  # replay drives the graph as it ran: an async-only hook has no sync side
+        if config.get(BOUND_KEYS):
+            cfg["bound"] = config[BOUND_KEYS]
         runs_with = getattr(config.get("configurable", {}).get(CONFIG_KEY_RUNTIME), "store", None)  # before the graph's
         if binding.records_store or isinstance(runs_with, RecordingStore):
             cfg["store"] = True  # its store calls are all here: a strict replay answers its reads from them
@@ -677,6 +679,9 @@ def _inside_a_parent_task(graph: Any, config: dict) -> bool:
     return any(k in (merged.get("configurable") or {}) for k in _TASK_KEYS)
 
 
+BOUND_KEYS = "graphtape_bound_keys"  # set by _with_bound_config, stored as the run config's "bound"
+
+
 def _with_bound_config(graph: Any, config: dict) -> dict:
     """The run's config as LangGraph runs it: what ``graph.with_config(...)`` bound, under what the
     call passed (configurable values a node reads, a recursion limit), so a replay of the graph
@@ -687,9 +692,17 @@ def _with_bound_config(graph: Any, config: dict) -> dict:
     try:
         from langchain_core.runnables.config import merge_configs
 
-        return dict(merge_configs(bound, config))
+        merged = dict(merge_configs(bound, config))
     except Exception:  # noqa: BLE001 - an odd bound config: the call's, as before
         return config
+    # The configurable keys only the binding gave: the graph's defaults, which a replay takes from
+    # today's graph when it binds them too (a changed default is then a difference, not hidden).
+    own = (config.get("configurable") or {}) if isinstance(config, dict) else {}
+    given = bound.get("configurable") if isinstance(bound, dict) else None
+    keys = sorted(k for k in given if isinstance(k, str) and k not in own and not k.startswith("__")) if isinstance(given, dict) else []
+    if keys:
+        merged[BOUND_KEYS] = keys
+    return merged
 
 
 def _recorded_class(base: type, binding: _Binding) -> type:

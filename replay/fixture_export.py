@@ -567,6 +567,9 @@ def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:
         out["async"] = True  # the run used ainvoke/astream: its replay does too
     if config.get("store") is True:
         out["store"] = True  # every store read is among the calls: a replay answers them
+    bound = config.get("bound")
+    if isinstance(bound, list) and all(isinstance(k, str) for k in bound):
+        out["bound"] = bound  # the graph's with_config defaults: today's graph gives its own
     return dict(sorted(out.items()))
 
 

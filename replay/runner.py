@@ -561,6 +561,14 @@ class _Run:
         recorded = self._run_config
         conf = recorded.get("configurable")
         conf = {k: v for k, v in conf.items() if k not in _NOT_FORWARDED and not str(k).startswith("__")} if isinstance(conf, dict) else {}
+        # A default the recorded graph bound (with_config) that today's graph binds too is today's:
+        # a changed default shows as a difference. A graph given without the binding runs as recorded.
+        today = (getattr(self.graph, "config", None) or {}).get("configurable")
+        bound = recorded.get("bound")
+        if isinstance(today, dict) and isinstance(bound, list):
+            for key in bound:
+                if isinstance(key, str) and key in today:
+                    conf.pop(key, None)
         conf["thread_id"] = thread_id
         config: dict[str, Any] = {"configurable": conf}
         try:

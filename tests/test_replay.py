@@ -2432,3 +2432,36 @@ def test_a_fork_answers_calls_its_edit_did_not_change_from_the_recording(db):
     assert result.final_state == {"q": "why?", "count": 5, "a": "answer to why?"}
     changed = fork(run_id, build(), 1, {"q": "how?"}, db=db)  # a prompt the edit changed runs live
     assert live == ["why?", "how?"] and changed.final_state["a"] == "answer to how?"
+
+
+class Toned(TypedDict, total=False):
+    x: int
+    tone: str
+
+
+def test_a_changed_with_config_default_is_a_difference_and_an_unbound_graph_runs_as_recorded(db, tmp_path):
+    from langgraph.config import get_config
+
+    def builder():
+        g = StateGraph(Toned)
+        g.add_node("say", lambda s: {"tone": get_config()["configurable"].get("tone", "none")})
+        g.add_edge(START, "say")
+        g.add_edge("say", END)
+        return g.compile()
+
+    def bound(tone: str):
+        return builder().with_config({"configurable": {"tone": tone}})
+
+    run_id = record(db, bound("formal"), {"x": 1})
+    assert not replay(run_id, bound("formal"), db=db).diverged
+    assert not replay(run_id, builder(), db=db).diverged  # the recorded default is handed to a graph without it
+    changed = replay(run_id, bound("casual"), db=db)
+    assert changed.diverged and changed.final_state["tone"] == "casual", changed.report()
+    # An explicit configurable of the call stays the call's, whatever today's default.
+    explicit = record(db, bound("formal"), {"x": 1}, {"configurable": {"tone": "curt"}})
+    assert not replay(explicit, bound("casual"), db=db).diverged
+    # A fixture carries which keys were the graph's defaults.
+    fixture = exported(db, run_id)
+    assert fixture["config"]["bound"] == ["tone"]
+    again = imported(str(tmp_path / "other.db"), fixture)
+    assert replay(again, bound("casual"), db=str(tmp_path / "other.db")).diverged
