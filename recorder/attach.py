@@ -187,6 +187,7 @@ class Recorder:
             raise ValueError("Recorder takes a db or an open store, not both")
         given, store = store, None
         url = given.url if given is not None else check_url(db)  # a db that names no store raises; one that cannot be reached yet does not
+        self._shown_url = shown_url(url)  # for repr: where it records, never the password
         open_error: StoreError | None = None
         opener: Callable[..., SqlStore] = lambda: open_for_writing(url)  # noqa: E731
         try:
@@ -215,6 +216,9 @@ class Recorder:
             opener=opener,
             open_error=open_error,
         )
+
+    def __repr__(self) -> str:
+        return f"Recorder({self._shown_url!r}, durability={self.durability.value!r})"
 
     # -- public --------------------------------------------------------------
     def attach(self, graph: Any, *, name: str | None = None, tags: Iterable[str] = (), graph_ref: str | None = None, lineage: Lineage | None = None) -> Any:

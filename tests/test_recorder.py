@@ -794,3 +794,17 @@ def test_a_node_that_may_hand_off_but_does_not_is_recorded_as_ending_the_run(tmp
     finally:
         store.close()
     assert routes == [("a", "static", ["__end__"])], routes
+
+
+def test_a_recorder_shows_where_it_records_never_the_password(tmp_path, pg_server):
+    with Recorder(tmp_path / "r.db") as rec:
+        assert repr(rec).startswith("Recorder(") and str(tmp_path / "r.db") in repr(rec) and "durability='async'" in repr(rec), repr(rec)
+    import sqlalchemy as sa
+
+    url = sa.engine.make_url(pg_server).set(password="hunter2").render_as_string(hide_password=False)
+    rec = Recorder(url, durability="sync")
+    try:
+        shown = repr(rec)
+        assert "hunter2" not in shown and "***" in shown and "durability='sync'" in shown, shown
+    finally:
+        rec.close(0.5)
