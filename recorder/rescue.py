@@ -5,8 +5,8 @@ password it refuses, a server down until the program ends) leaves every run reco
 meantime waiting in memory. When the recorder closes and the store still refuses them, the runs
 whose every row is still waiting (their run row included, so nothing of them is in the store) are
 written to ``graphtape-rescued-<time>-<pid>.db`` in ``$GRAPHTAPE_RESCUE_DIR``, else the working
-folder, else the temp folder: ``graphtape --db`` opens it like any store. Rows of runs the store holds part of stay counted
-as lost: half a run in each place would read as two broken runs.
+folder, else the temp folder: ``graphtape --db`` opens it like any store. Rows of runs the store
+holds part of stay counted as lost: half a run in each place would read as two broken runs.
 
 A server that answered and refused (the database or role does not exist, the password is wrong)
 will not change its mind within the close's wait: :func:`refused_for_good` tells the writer not
@@ -18,7 +18,9 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from graphtape.recorder.store import Batch
 
@@ -36,21 +38,21 @@ def whole_runs(batch: Batch) -> tuple[Batch, Batch]:
     """``(rescuable, rest)``: the rows of runs whose run row is in ``batch``, and the others."""
     ids = {row["id"] for row in batch.runs_new}
     calls = {row["call_id"] for row in batch.calls if row["run_id"] in ids}
-    whole = Batch(
-        runs_new=list(batch.runs_new),
-        runs_update=[u for u in batch.runs_update if u[0] in ids],
-        steps=[row for row in batch.steps if row["run_id"] in ids],
-        calls=[row for row in batch.calls if row["run_id"] in ids],
-        calls_update=[u for u in batch.calls_update if u[0] in calls],
-        blobs=dict(batch.blobs),
-    )
-    rest = Batch(
-        runs_update=[u for u in batch.runs_update if u[0] not in ids],
-        steps=[row for row in batch.steps if row["run_id"] not in ids],
-        calls=[row for row in batch.calls if row["run_id"] not in ids],
-        calls_update=[u for u in batch.calls_update if u[0] not in calls],
-    )
+    whole, rest = Batch(runs_new=list(batch.runs_new), blobs=dict(batch.blobs)), Batch()
+    whole.runs_update, rest.runs_update = _split(batch.runs_update, lambda u: u[0] in ids)
+    whole.steps, rest.steps = _split(batch.steps, lambda row: row["run_id"] in ids)
+    whole.calls, rest.calls = _split(batch.calls, lambda row: row["run_id"] in ids)
+    whole.calls_update, rest.calls_update = _split(batch.calls_update, lambda u: u[0] in calls)
     return whole, rest
+
+
+def _split(items: list[Any], belongs: Callable[[Any], bool]) -> tuple[list[Any], list[Any]]:
+    """``(items that belong, the others)``, each in order."""
+    inside: list[Any] = []
+    outside: list[Any] = []
+    for item in items:
+        (inside if belongs(item) else outside).append(item)
+    return inside, outside
 
 
 def rescue(batch: Batch) -> Path | None:

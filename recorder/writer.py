@@ -203,18 +203,13 @@ class Writer:
         if not self._io.acquire(timeout=self.lock_wait):
             self._start_retry()
             return
-        if getattr(self.store, "is_sqlite", True) is False:
-            ok = self._bounded.run(self._write_kept_then_release, self.lock_wait + 1.0)
-        else:
-            try:
-                ok = self._write_kept(self.lock_wait)
-            finally:
-                self._io.release()
+        commit = self._write_kept_then_release
+        ok = self._bounded.run(commit, self.lock_wait + 1.0) if getattr(self.store, "is_sqlite", True) is False else commit()
         if not ok:
             self._start_retry()
 
     def _write_kept_then_release(self) -> bool:
-        """A sync commit on the bounded thread: it holds ``_io`` until the store answers."""
+        """A sync commit (on the bounded thread for a server store): it holds ``_io`` until the store answers."""
         try:
             return self._write_kept(self.lock_wait)
         finally:

@@ -91,7 +91,7 @@ def replay_saver() -> Any:
         # saver went through it (a tuple comes back a list), so a checkpoint the replay itself saved
         # is loaded through it too. The restored seeds are not: they were live values when recorded.
         serde: Any = None
-        seeds: set[str] = set()
+        seeds: frozenset[str] = frozenset()  # ids of the restored checkpoints (set by ``restore``)
 
         def get_tuple(self, config: Any) -> Any:
             # LangGraph changes a loaded checkpoint in place (versions_seen); the seed checkpoint
@@ -145,8 +145,7 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
     if any(isinstance(v, int) for v in cp.channel_versions.values()):
         saver.int_versions = True
     saved = saver.put(config, checkpoint, metadata, dict(cp.channel_versions))
-    if hasattr(saver, "seeds"):
-        saver.seeds = saver.seeds | {checkpoint["id"]}
+    saver.seeds |= {checkpoint["id"]}
     held = [(ch, checkpoint["channel_values"][ch]) for ch in untracked if ch in checkpoint["channel_values"]] if not ns else []
     if held:
         # LangGraph drops these from a checkpoint it loads; pending writes of no task are applied

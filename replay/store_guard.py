@@ -58,7 +58,7 @@ class ReplayStore(StoreOver):
         reads = []
         for i, op in enumerate(ops):
             if isinstance(op, PutOp):
-                written[_key(op)] = _GONE if op.value is None else op.value
+                written[_key(op)] = _written(op)
             elif isinstance(op, GetOp) and _key(op) in written:
                 # A key this run wrote itself reads back what it wrote: the recording's answer only
                 # while it holds the same (a fork's edit may have changed the write).
@@ -74,7 +74,7 @@ class ReplayStore(StoreOver):
             if i in recorded:
                 out.append(recorded[i])
             elif isinstance(op, PutOp):
-                self.written[_key(op)] = _GONE if op.value is None else op.value
+                self.written[_key(op)] = _written(op)
                 out.append(None)
             elif isinstance(op, GetOp) and _key(op) in self.written:
                 value = self.written[_key(op)]
@@ -109,6 +109,11 @@ def _matches(value: Any, wanted: dict[str, Any] | None) -> bool:
 
 def _key(op: GetOp | PutOp) -> tuple[tuple[str, ...], str]:
     return tuple(op.namespace), op.key
+
+
+def _written(op: PutOp) -> Any:
+    """What a put leaves under its key: its value, or ``_GONE`` for a delete."""
+    return _GONE if op.value is None else op.value
 
 
 def _value_of(result: Any) -> Any:
