@@ -9,7 +9,9 @@ Encoded trees use small envelopes: ``{"$t": kind, ...}``. Values worth
 sharing between steps (messages, documents, long strings) can be replaced by
 ``{"$b": hash}`` references to content-addressed blobs through a ``BlobSink``;
 a long message history, by a reference to shared blocks of it (``{"$t": "cat"}``,
-see ``history_blocks``), so a history one message longer stores only its end.
+see ``history_blocks``), so a history one message longer stores only its end;
+a very long string, by a reference to its chunks (``{"$t": "scat"}``, see
+``string_chunks``), so a text that grew stores only its new end.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from graphtape.recorder.prefix_memo import MIN_LENGTH as HISTORY_MIN
 from graphtape.recorder.prefix_memo import PrefixMemo
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store.column_text import from_column, to_column
+from graphtape.recorder.string_chunks import CHUNKED_AT, SCAT, StringChunks, joined
 
 ENVELOPE = "$t"
 BLOB_REF = "$b"
@@ -194,6 +197,7 @@ class Encoder:
         self._shared: dict[int, tuple[Any, Any, dict]] = {}
         self._histories = PrefixMemo(watch_messages=True)  # message histories met before, by their head
         self._blocks = HistoryBlocks(self._put)  # long histories stored as shared blocks
+        self._chunks = StringChunks(self._put)  # very long strings stored as shared chunks
         self._clean_keys: set[str] = set()  # long keys scrub() leaves as they are
         self._open: set[int] = set()  # ids of the containers being encoded now: a cycle comes back to one
         self._left = ENCODE_BUDGET  # values one encode() may still build (a shared DAG can be exponential)
@@ -226,6 +230,7 @@ class Encoder:
         self._shared.clear()
         self._histories.clear()
         self._blocks.clear()
+        self._chunks.clear()
 
     def encode(self, value: Any) -> Any:
         """Encode ``value``; never raises for odd values, marks them instead.
@@ -317,6 +322,8 @@ class Encoder:
             if not s.isascii() and has_lone_surrogate(s):
                 s = {ENVELOPE: "str", "v": to_column(s)}  # exactly, though UTF-8 cannot hold it
             elif len(s) > LONG_STRING and self.sink is not None:
+                if len(s) > CHUNKED_AT:
+                    return self._chunks.encode(s)
                 return {BLOB_REF: self._put(orjson.dumps(s))}
             return s
         if t is bool or v is None:
@@ -954,6 +961,8 @@ class Decoder:
             return [self._dec(i, d) for i in v]
         if kind == CAT:
             return self._concatenate(v, d)
+        if kind == SCAT:
+            return self._joined(v, d)
         if kind == "set":
             items = [self._dec(i, d) for i in v]
             if self.typed:
@@ -1062,6 +1071,18 @@ class Decoder:
             self._spend(len(items))  # every list built is paid for: repeated parts cannot multiply unseen
             out += items
         return out
+
+    def _joined(self, parts: Any, depth: int) -> str:
+        """A very long string stored as chunks (``string_chunks``): its chunks joined."""
+        if type(parts) is not list:
+            raise DecodeError(f"malformed recorded value (scat): its chunks are {type(parts).__name__}, not a list")
+        try:
+            text, repeated = joined([self._dec(p, depth) for p in parts])
+        except ValueError as exc:
+            raise DecodeError(f"malformed recorded value (scat): {exc}") from None
+        if repeated and self.charge is not None:
+            self.charge(repeated)  # a chunk written out again costs its text again, as a blob taken again does
+        return text
 
     def _message(self, cls_name: str, fields: dict) -> Any:
         if not self.typed:

@@ -39,13 +39,15 @@ from graphtape.recorder.store.column_text import from_column, needs_escape, to_c
 # v4: calls.traceback (the frames of a failed call's error) and ix_calls_failed.
 # v5: values may hold long message histories as shared blocks ({"$t": "cat"}, recorder.history_blocks);
 #     the tables are v4's.
-SCHEMA_VERSION = 5
+# v6: values may hold very long strings as shared chunks ({"$t": "scat"}, recorder.string_chunks);
+#     the tables are v4's.
+SCHEMA_VERSION = 6
 # Versions ``migrate`` upgrades in place.
-MIGRATES_FROM = frozenset({2, 3, 4})
+MIGRATES_FROM = frozenset({2, 3, 4, 5})
 # Versions whose data this graphtape reads as it is: only the version number differs. A store at one
 # of them is read as it is, and raised to SCHEMA_VERSION when opened to record into (create=True), so an
 # older graphtape never meets values it cannot read.
-UPGRADES_ON_OPEN = frozenset({4})
+UPGRADES_ON_OPEN = frozenset({4, 5})
 
 metadata = MetaData()
 
@@ -271,8 +273,8 @@ def migrate(conn: Any) -> tuple[int, int]:
 
     Returns ``(from, to)``. v2 -> v3 adds ``run_facets`` (filled from the
     runs, steps and calls already stored), its triggers and the new indexes;
-    v3 -> v4 adds ``calls.traceback`` and ``ix_calls_failed``; v4 -> v5 changes only the version
-    (values written from v5 on may hold history blocks). Raises ``ValueError`` with a sentence
+    v3 -> v4 adds ``calls.traceback`` and ``ix_calls_failed``; v4 -> v5 and v5 -> v6 change only
+    the version (values written from v5 on may hold history blocks, from v6 on string chunks). Raises ``ValueError`` with a sentence
     for a version it cannot upgrade.
     """
     version = stored_version(conn)

@@ -36,6 +36,7 @@ from graphtape.recorder.env_secrets import env_secret_patterns
 from graphtape.recorder.frames import FrameState
 from graphtape.recorder.graph_info import is_internal_channel
 from graphtape.recorder.history_blocks import CAT
+from graphtape.recorder.string_chunks import SCAT, joined
 from graphtape.recorder.records import PART_OF_A_CALL, STORE, CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store import RunStore, merge_events, read_budget
@@ -281,6 +282,8 @@ class _Exporter:
             return out
         if kind == CAT and type(x.get("v")) is list:
             return self._flattened(x["v"], depth)
+        if kind == SCAT and type(x.get("v")) is list:
+            return self._whole_string(x["v"], depth)
         if kind == "dict" and type(x.get("v")) is list:
             pairs = []
             for pair in x["v"]:
@@ -323,6 +326,14 @@ class _Exporter:
                 raise FixtureError("a recorded history is damaged (a block of it is not a list): the store was damaged")
             out += items
         return out
+
+    def _whole_string(self, parts: list, depth: int) -> str:
+        """A very long string stored as chunks, as the one string it is (scrubbed whole, as recorded)."""
+        try:
+            text, _ = joined([self._walk(part, depth + 1) for part in parts])
+        except ValueError as exc:
+            raise FixtureError(f"a recorded string is damaged ({exc}): the store was damaged") from None
+        return self.redactor.scrub(text)
 
     def _blob(self, h: str, depth: int) -> Any:
         done = self._done_blobs.get(h)

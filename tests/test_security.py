@@ -189,7 +189,7 @@ def test_one_large_text_referenced_many_times_costs_its_size_each_time(tmp_path,
     db, run_id = _one_node_run(tmp_path, S, {"n": 0, "big": ["x" * (1024 * 1024)]})
     engine = sa.create_engine(f"sqlite:///{db}")
     with engine.begin() as conn:
-        (ref,) = [h for (h,) in conn.execute(sa.text("SELECT hash FROM blobs")).fetchall()]  # the 1 MB string
+        ref = _whole_string_blob(conn)  # the 1 MB string
         for seq, payload in conn.execute(sa.text("SELECT seq, payload FROM steps WHERE run_id = :r"), {"r": run_id}).fetchall():
             step = unpack(payload)
             if "big" in step.get("s", {}).get("v", {}):
@@ -204,6 +204,15 @@ def test_one_large_text_referenced_many_times_costs_its_size_each_time(tmp_path,
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "would inflate and build more than 64 MB" in err, err
     assert not (tmp_path / "out.json").exists()
+
+
+def _whole_string_blob(conn: Any) -> str:
+    """The blob holding the recorded 1 MB string: its list of chunks (``string_chunks``), not a chunk."""
+    from graphtape.recorder.store import unpack
+
+    rows = conn.execute(sa.text("SELECT hash, zipped, data FROM blobs")).fetchall()
+    (ref,) = [h for h, zipped, data in rows if type(unpack((b"z" if zipped else b"j") + bytes(data))) is dict]
+    return ref
 
 
 def _crafted_calls(db: Path, run_id: str, inputs: list[list[dict]]) -> None:
@@ -232,7 +241,7 @@ def test_a_crafted_call_that_refers_to_one_large_text_many_times_is_refused_by_a
     db, run_id = _one_node_run(tmp_path, S, {"n": 0, "big": ["x" * (1024 * 1024)]})
     engine = sa.create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:
-        (ref,) = [h for (h,) in conn.execute(sa.text("SELECT hash FROM blobs")).fetchall()]  # the 1 MB string
+        ref = _whole_string_blob(conn)  # the 1 MB string
     engine.dispose()
     _crafted_calls(db, run_id, [[{"$b": ref}] * 400] + [[{"$b": ref}]] * 3)
     monkeypatch.setattr(read_guard, "MAX_READ_BYTES", 64 * 1024 * 1024)

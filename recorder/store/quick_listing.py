@@ -28,8 +28,8 @@ from graphtape.recorder.store.sqlite_shape import shape_problem
 
 # The schemas this reader understands; a test holds them equal to ``schema.SCHEMA_VERSION`` and
 # ``schema.UPGRADES_ON_OPEN`` (importing the schema would import SQLAlchemy, which this module avoids).
-SCHEMA_VERSION = 5
-READS_AS_IS = frozenset({4})
+SCHEMA_VERSION = 6
+READS_AS_IS = frozenset({4, 5})
 DEFAULT_DB = "graphtape.db"  # as ``connection.DEFAULT_DB`` / ``ENV_DB`` (the test holds them equal)
 ENV_DB = "GRAPHTAPE_DB"
 FACET_WALK = 2000  # as ``RunListing.FACET_WALK``
