@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from langgraph.pregel import Pregel
@@ -79,6 +80,9 @@ def test_a_module_that_runs_its_graph_when_imported_is_loaded_as_far_as_it_ran(t
     assert "agentmod.py line 17 runs a graph when loaded" in err, err
     store = open_store(tmp_path / "m.db")
     try:
+        deadline = time.monotonic() + 30
+        while not store.list_runs() and time.monotonic() < deadline:
+            time.sleep(0.05)  # written in the background by the module's recorder
         assert len(store.list_runs()) == 1  # only the run made after the load
     finally:
         store.close()
