@@ -117,6 +117,9 @@ class Lineage:
     # its recording saw (a node may read it), but that thread is the recorded runs': a live
     # resume on it must find them, never the replay.
     thread_key: str | None = None
+    # Checkpoints put back beside the seed (what a subgraph with memory of its own remembered), by
+    # id, with their steps: a task that starts from one is numbered after it, as it was recorded.
+    known_steps: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 _log = logging.getLogger("graphtape")
@@ -383,7 +386,8 @@ class Recorder:
             if store is not None:
                 store.forget_written_blobs()
             known = store.checkpoint_steps(run_id) if resumed and store is not None else None
-            session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=known, call_waits=self._call_waits)
+            steps_known = {**binding.lineage.known_steps, **(known or {})} if binding.lineage is not None else known
+            session = RunSession(run_id=run_id, writer=self.writer, graph=binding.info, redactor=redactor, strict=self.strict, seq_start=seq_start, known_checkpoints=steps_known, call_waits=self._call_waits)
             session.thread_id = thread_id  # type: ignore[attr-defined]
             session.keys_cache = isinstance(getattr(graph, "cache", None), HitNamingCache)
             if input is not None and type(input).__name__ != "Command":

@@ -138,6 +138,7 @@ class RunComparison:
         order: dict[str, int] | None = None,
         arg_normalize: Normalizer | None = None,
         read_details: Callable[[str, str], list[StepDetail]] | None = None,  # routes as stored (encoded_routes=True)
+        roots: dict[str, dict[int, int]] | None = None,
     ) -> None:
         self.store = store
         # Every step of (run, namespace) without the tasks' writes: the replay has read the
@@ -147,13 +148,18 @@ class RunComparison:
         self.arg_normalize = arg_normalize or Normalizer()
         self.mode = mode
         self.order = order or {}  # namespace -> the root step that entered it (to order divergences)
+        # A subgraph with memory of its own keeps one namespace for every run of its node: there
+        # each step's root step is its own (namespace -> {step: root step}).
+        self.roots = roots or {}
         self.found: list[Divergence] = []
         self._same_blobs: dict[tuple[str, str], bool] = {}  # (recorded blob, replayed blob) -> equal once normalized
         self._lists: dict[str, list] = {}  # a history block's blob -> its items, blocks joined (see _as_list)
         self._trees: dict[str, Any] = {}  # blob -> its tree as read (None: not in the store)
 
     def _add(self, d: Divergence, rec_ns: str) -> None:
-        root = self.order.get(rec_ns.split("|")[0], d.step) if rec_ns else d.step
+        root = self.roots.get(rec_ns, {}).get(d.step) if rec_ns and d.step is not None else None
+        if root is None:
+            root = self.order.get(rec_ns.split("|")[0], d.step) if rec_ns else d.step
         nested = 0 if rec_ns else 1  # inside the parent's step, the subgraph's divergence comes first
         self.found.append(replace(d, order=(root if root is not None else 1 << 30, nested, d.step if d.step is not None else 1 << 30)))
 

@@ -174,7 +174,19 @@ def restore_edit(
     saver.put(after, {**checkpoint, "id": str(uuid6(clock_seq=step))}, metadata, dict(cp.channel_versions))
 
 
-def restore_memories(store: RunStore, run_id: str, root_step: int, root_details: list[Any], saver: Any, thread_id: str) -> None:
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A persistent subgraph's namespace as the replay starts: which recorded step of it was put
+    back, and which root step ran each of its recorded steps."""
+
+    # The recorded step the replay's steps of the namespace follow (their numbers go on from it);
+    # None: nothing was put back, and the replay makes the namespace's steps from its first.
+    after: int | None
+    roots: dict[int, int]  # recorded step of the namespace -> the root step whose task ran it
+    checkpoint_id: str | None = None  # of the checkpoint put back (its step is ``after``)
+
+
+def restore_memories(store: RunStore, run_id: str, root_step: int, root_details: list[Any], saver: Any, thread_id: str) -> dict[str, Memory]:
     """Put back what each persistent subgraph remembered when the replay starts at ``root_step``.
 
     A subgraph compiled with ``checkpointer=True`` keeps its state across a thread's runs,
@@ -183,8 +195,13 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
     stretch is the node's k-th run in the root steps. The memory at the start is the last
     step of the stretches run by then, or, before any, what the first began from (the
     earlier turns' memory, before the new input). A stretch entered in the very step the
-    replay resumes with is resumed by LangGraph from its input step: that one is put back.
+    replay resumes with is resumed by LangGraph from its input step: that one is put back,
+    and the replay makes no input step of its own there.
+
+    Returns, per namespace it can compare, where the replay's steps there follow on from
+    (a namespace whose memory could not be put back is left out: its steps are not the recording's).
     """
+    out: dict[str, Memory] = {}
     for ns in store.namespaces(run_id):
         if not is_persistent(ns):
             continue  # the root, or a subgraph whose state lives only as long as its task
@@ -194,6 +211,7 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
             if s.source == "input" or not stretches:
                 stretches.append([])
             stretches[-1].append(s)
+        roots = {s.step: ran[k] for k, stretch in enumerate(stretches[: len(ran)]) for s in stretch}
         done = sum(1 for step in ran if step <= root_step)
         drop_input = False
         if done < len(stretches) and done < len(ran) and ran[done] == root_step + 1:
@@ -203,6 +221,8 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
         elif stretches and stretches[0][0].source == "input" and stretches[0][0].step > -1:
             step, drop_input = stretches[0][0], True
         else:
+            if stretches and stretches[0][0].source == "input":
+                out[ns] = Memory(None, roots)  # the run's first memory: the replay starts it afresh, as the run did
             continue
         if not step.checkpoint_id:
             continue  # a step that never completed stored no state
@@ -214,6 +234,8 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
             checkpoint["id"] = cp.parent_checkpoint_id or checkpoint["id"]
             metadata = {"source": "loop", "step": cp.step - 1, "parents": {}}
         saver.put({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}, checkpoint, metadata, dict(checkpoint["channel_versions"]))
+        out[ns] = Memory(metadata["step"], roots, checkpoint["id"])
+    return out
 
 
 def untracked_channels(graph: Any) -> list[str]:

@@ -52,7 +52,7 @@ from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_persistent, ns_path
 from graphtape.replay.override_names import unknown_overrides
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
-from graphtape.replay.restore import Restored, replay_saver, restore, restore_edit, restore_memories, untracked_channels
+from graphtape.replay.restore import Memory, Restored, replay_saver, restore, restore_edit, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
 from graphtape.replay.state_types import StateTypes
 from graphtape.replay.store_answers import RecordedStore
@@ -178,6 +178,7 @@ class _Run:
         self._span: tuple[int, int] = (0, 0)
         self._resume_limit: int | None = None
         self._thread_key: str | None = None  # the thread the replay's run is stored under (set by _go)
+        self._memories: dict[str, Memory] = {}  # each persistent subgraph's memory as put back (set by _go)
         self._limits: Limits | None = None
         self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
         self._ran_async = False  # the recording ran the graph with ainvoke/astream
@@ -235,7 +236,7 @@ class _Run:
         self._thread_key = f"graphtape-replay-{secrets.token_hex(6)}"
         thread_id = seen if isinstance(seen, str) and seen else self._thread_key
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph), revive=self.types.revive)
-        restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
+        self._memories = restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
         guard = None
         today = getattr(base, "store", None)
@@ -321,6 +322,7 @@ class _Run:
         lineage = Lineage(
             parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name,
             recursion_limit=self._resume_limit, carried=carried, thread_key=self._thread_key,
+            known_steps={m.checkpoint_id: m.after for m in self._memories.values() if m.checkpoint_id is not None and m.after is not None},
         )
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
         error: BaseException | None = None
@@ -351,6 +353,8 @@ class _Run:
             live = m.live
             live_step = None if live.step is None else live.step - offsets.get(live.path, 0)
             root = live_step if not live.path else by_path.get(live.path.split("|")[0], live_step)
+            if live.path in self._memories and live_step is not None:
+                root = self._memories[live.path].roots.get(live_step, root)  # a memory's step: the root step that ran it
             stopped = _miss_outcome(live)
             found.append(
                 Divergence(
@@ -380,7 +384,7 @@ class _Run:
             if not stops and to_step is None:
                 found.extend(_end_divergences(self.run, replayed))
             if to_step is not None:
-                found = [d for d in found if d.step is None or d.step <= to_step or d.ns]
+                found = [d for d in found if self._inside_window(d, to_step)]
                 status = "ok" if error is None else status
         unused = [
             {"call_id": r.call.call_id, "kind": r.call.kind, "name": r.call.name, "step": r.call.step, "node": r.call.node}
@@ -411,6 +415,18 @@ class _Run:
             kind=edit["kind"],
             notes=notes + live_http_note(self.store, run_id, self.mode) + answerer.held_notes() + self._redaction_note(found),
         )
+
+    def _inside_window(self, d: Divergence, to_step: int) -> bool:
+        """Whether a divergence falls inside a replay that stops after root step ``to_step``. A
+        subgraph's falls inside its parent's step; one with memory of its own keeps one namespace
+        for every run of its node, and a step of it falls in the root step that ran it."""
+        if d.step is None:
+            return True
+        if not d.ns:
+            return d.step <= to_step
+        memory = self._memories.get(d.ns)
+        root = memory.roots.get(d.step) if memory is not None else None
+        return root is None or root <= to_step
 
     def _redaction_note(self, found: list[Divergence]) -> list[str]:
         """Why a recording with secrets in it may diverge where nothing changed: the replay is handed
@@ -517,6 +533,20 @@ class _Run:
             n for n in self._namespaces() if [p.split(":")[0] for p in n.split("|")] == list(path) and entered.get(n.split("|")[0], -1) > after
         ]
         return [self.store.step_details(self.run.id, n, typed=True) for n in _by_spawn(names, lambda n: self._details(n))]
+
+    def _runs_again(self, n: str, root_after: int) -> bool:
+        """Whether a replay going on after root step ``root_after`` makes the recorded subgraph
+        namespace ``n`` again: its task ran after that step or, inside a subgraph with memory of its
+        own, after the step of that memory the replay starts from."""
+        top = n.split("|")[0]
+        memory = self._memories.get(top)
+        if memory is None:
+            return self._entered().get(top, -1) > root_after
+        if memory.after is None:
+            return True
+        child = "|".join(n.split("|")[:2])
+        spawned = next((d.step.step for d in self._details(top) for t in d.tasks if child in t.subgraph_ns), None)
+        return spawned is not None and spawned > memory.after
 
     def _task_paths(self) -> dict[str, str]:
         """Each recorded task's path (the same in a replay, unlike its id), by task id."""
@@ -873,7 +903,9 @@ class _Run:
                 replayed[n] = self.store.step_details(run, n, writes=False, encoded_routes=True)
             return replayed[n]
 
-        cmp = RunComparison(self.store, self.normalize, self.mode, order=entered, arg_normalize=self.arg_normalize, read_details=read_details)
+        memories = {n: m for n, m in self._memories.items() if n != ns}
+        roots = {n: m.roots for n, m in memories.items()}
+        cmp = RunComparison(self.store, self.normalize, self.mode, order=entered, arg_normalize=self.arg_normalize, read_details=read_details, roots=roots)
         # Calls answered from the recording match it by construction; only live ones are compared after the fact.
         live_kinds = [k for k in ("tool", "model") if not self.mode.answers(k)]
         rec_calls = self.store.calls(self.run.id) if live_kinds else []
@@ -883,8 +915,12 @@ class _Run:
         cmp.namespace(Side(self.run.id, "", rec_root_after), Side(run_id, "", rec_root_after + root_offset), _in_ns(rec_calls, ""), _in_ns(rep_calls, ""))
         if ns:
             cmp.namespace(Side(self.run.id, ns, step), Side(run_id, ns, step + offset), _in_ns(rec_calls, ns), _in_ns(rep_calls, ns))
-        rec_ns = [n for n in self._namespaces() if n and n != ns and entered.get(n.split("|")[0], -1) > rec_root_after]
-        rep_ns = [n for n in self.store.namespaces(run_id) if n and n != ns]
+        for n, memory in memories.items():
+            # A subgraph with memory of its own keeps one namespace across its node's runs: the
+            # replay's steps there go on from the step put back, under the recording's numbers.
+            cmp.namespace(Side(self.run.id, n, memory.after), Side(run_id, n, memory.after), _in_ns(rec_calls, n), _in_ns(rep_calls, n))
+        rec_ns = [n for n in self._namespaces() if n and n != ns and n not in memories and self._runs_again(n, rec_root_after)]
+        rep_ns = [n for n in self.store.namespaces(run_id) if n and n != ns and n not in memories]
         rec_ns = _by_spawn(rec_ns, lambda n: read_details(self.run.id, n))
         rep_ns = _by_spawn(rep_ns, lambda n: read_details(run_id, n))
         for a, b in _pair_namespaces(rec_ns, rep_ns):
