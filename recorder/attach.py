@@ -53,7 +53,7 @@ from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.store_opening import START_WAIT_S, BackgroundOpen
 from graphtape.recorder.store_capture import RecordingStore, runtime_recording_store, unwrapped
 from graphtape.recorder.stream_view import CHECKPOINT_MODES, StreamShape, awithout_checkpoints, awithout_key, without_checkpoints, without_key
-from graphtape.recorder.thread_keys import stored_thread_id
+from graphtape.recorder.thread_keys import run_thread, stored_thread_id
 from graphtape.recorder.waiting_subgraphs import waiting_subgraphs
 from graphtape.recorder.writer import CLOSE_WAIT_S, LOCK_WAIT_S, Writer, in_forked_child
 
@@ -369,13 +369,17 @@ class Recorder:
             thread_id = binding.lineage.thread_key
         if generated:
             # Stored as the run's thread, named after the run: the run's id is the one value
-            # identical runs store differently. A graph run on the saver graphtape lends keeps it
-            # out of the config (its nodes, callbacks and traces see no thread, as bare); that saver
-            # keys the run by graphtape's run key. A graph with a saver of its own needs a thread.
+            # identical runs store differently (a replay of such a run: the replay's thread). A
+            # graph run on the saver graphtape lends, or on a replay's, keeps it out of the config
+            # (its nodes, callbacks and traces see no thread, as bare); those savers key the run
+            # themselves. A graph with a saver of its own needs a thread, and so do LangGraph's
+            # checkpoint events, which name it: the lent saver's checkpoints name none.
             new_run_id = secrets.token_hex(8)
-            thread_id = f"graphtape-{new_run_id}"
-            if not _runs_on_the_lent_saver(binding, graph, conf) or _streams_checkpoints(graph, kwargs):
-                conf["thread_id"] = thread_id  # LangGraph's checkpoint events name the thread
+            thread_id = run_thread(new_run_id)
+            if binding.lineage is not None and binding.lineage.thread_key is not None:
+                thread_id = binding.lineage.thread_key
+            if not _runs_without_a_thread(binding, graph, conf) or (binding.lent is not None and _streams_checkpoints(graph, kwargs)):
+                conf["thread_id"] = thread_id
         config["configurable"] = conf
         try:
             # The secrets in this process's environment, by value: a key in no known format is still named there.
@@ -431,7 +435,9 @@ class Recorder:
             carried = binding.lineage.carried if seed is not None and binding.lineage is not None else ()
             session.command_input = type(input).__name__ == "Command" and getattr(input, "resume", None) is None
             session.answers_by_id = type(input).__name__ == "Command" and isinstance(getattr(input, "resume", None), Mapping)
-            if seed is None and (input is None or session.command_input) and not resumed and not generated:
+            # A run that goes on from its thread's checkpoint starts there; so does a replay given no
+            # thread (its recording had none): its own saver holds the checkpoint it goes on from.
+            if seed is None and (input is None or session.command_input) and not resumed and (not generated or binding.lineage is not None):
                 seed, carried = _thread_checkpoint(graph, config, lambda: self._recorded_tasks(store, thread_id, binding, run_id))
             elif seed is None and resumed and known is not None:
                 head = _thread_head(graph, config)  # read once: its own writes, and the edits that led to it
@@ -664,6 +670,13 @@ class _Binding:
 def _runs_on_the_lent_saver(binding: _Binding, graph: Any, conf: dict) -> bool:
     """Whether the run is saved by the saver graphtape lends (the graph has none, the caller lends none)."""
     return binding.lent is not None and graph.checkpointer in (None, binding.lent) and conf.get(CONFIG_KEY_CHECKPOINTER) is None
+
+
+def _runs_without_a_thread(binding: _Binding, graph: Any, conf: dict) -> bool:
+    """Whether the run's saver keys a run given no thread itself: the saver graphtape lends, or
+    graphtape's own in-memory one the graph holds (a replay's, which keeps such a run apart)."""
+    own = getattr(graph.checkpointer, "inner", None)
+    return _runs_on_the_lent_saver(binding, graph, conf) or (isinstance(own, RunScopedSaver) and conf.get(CONFIG_KEY_CHECKPOINTER) is None)
 
 
 def _streams_checkpoints(graph: Any, kwargs: dict) -> bool:

@@ -16,6 +16,11 @@ from graphtape.recorder.redaction import Redactor
 PREFIX = "redacted-thread-"
 
 
+def run_thread(run_id: str) -> str:
+    """The thread a run given none is stored under, named after the run (its nodes saw no thread)."""
+    return f"graphtape-{run_id}"
+
+
 def stored_thread_id(thread_id: str, redactor: Redactor) -> str:
     """``thread_id`` as it is stored: itself, unless the redactor finds a secret in it."""
     if redactor.scrub(thread_id) == thread_id:

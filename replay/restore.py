@@ -92,6 +92,15 @@ def replay_saver() -> Any:
         # is loaded through it too. The restored seeds are not: they were live values when recorded.
         serde: Any = None
         seeds: frozenset[str] = frozenset()  # ids of the restored checkpoints (set by ``restore``)
+        # The thread a run given none is kept under: a replay of a run whose nodes saw no thread
+        # runs without one too, on the thread its checkpoints were restored to. The checkpoints
+        # it hands LangGraph still name that thread (LangGraph's checkpoint events read one).
+        unthreaded: str | None = None
+
+        def thread_key(self, conf: dict) -> str:  # type: ignore[override]
+            if conf.get("thread_id") is None and self.unthreaded is not None:
+                return self.unthreaded
+            return RunScopedSaver.thread_key(conf)
 
         def get_tuple(self, config: Any) -> Any:
             # LangGraph changes a loaded checkpoint in place (versions_seen); the seed checkpoint

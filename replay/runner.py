@@ -32,6 +32,7 @@ from graphtape.recorder.saver import RunScopedSaver
 from graphtape.recorder.session import INTERRUPT, task_path
 from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store_capture import is_write, unwrapped
+from graphtape.recorder.thread_keys import run_thread
 from graphtape.recorder.waiting_subgraphs import node_path, waiting_subgraphs
 from graphtape.recorder.writer import CLOSE_WAIT_S, flush_writers_into
 from graphtape.recorder.http_exchange import HTTP
@@ -178,6 +179,7 @@ class _Run:
         self._span: tuple[int, int] = (0, 0)
         self._resume_limit: int | None = None
         self._thread_key: str | None = None  # the thread the replay's run is stored under (set by _go)
+        self._unthreaded = False  # the recorded run was given no thread, and its replay is given none (set by _go)
         self._memories: dict[str, Memory] = {}  # each persistent subgraph's memory as put back (set by _go)
         self._limits: Limits | None = None
         self._context: Any = None  # the recorded Runtime context, rebuilt with the graph's context_schema
@@ -235,6 +237,11 @@ class _Run:
         seen = conf.get("thread_id") if isinstance(conf, dict) else None
         self._thread_key = f"graphtape-replay-{secrets.token_hex(6)}"
         thread_id = seen if isinstance(seen, str) and seen else self._thread_key
+        # A run given no thread was stored under one named after it, and its nodes saw none: the
+        # replay's graph runs without one too (its checkpoints are kept on the replay's thread).
+        self._unthreaded = seen is None and self.run.thread_id == run_thread(self.run.id)
+        if self._unthreaded:
+            saver.unthreaded = thread_id
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph), revive=self.types.revive)
         self._memories = restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
@@ -725,7 +732,7 @@ class _Run:
         edits = self._edits_while_paused()
         for _ in range(1000):
             try:
-                if self._run_once(app, payload, first or config, stops):
+                if self._run_once(app, payload, self._as_run(first or config), stops):
                     return None  # the window ends here, as asked
             except ReplayMiss as exc:
                 return exc
@@ -797,6 +804,12 @@ class _Run:
         stream = self._run_config.get("stream")
         stream = stream if isinstance(stream, dict) else {}
         return {k: v for k in ("interrupt_before", "interrupt_after") if _is_breakpoint_list(v := stream.get(k))}
+
+    def _as_run(self, config: dict) -> dict:
+        """The config the graph runs with: a run given no thread gets none (the state is read with one)."""
+        if not self._unthreaded:
+            return config
+        return {**config, "configurable": {k: v for k, v in config["configurable"].items() if k != "thread_id"}}
 
     def _run_once(self, app: Any, payload: Any, config: dict, stops: Mapping[str, Any] | None = None) -> bool:
         """One invocation; True when it was stopped at ``to_step`` (the end of the window)."""

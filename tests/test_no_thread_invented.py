@@ -85,3 +85,25 @@ def test_runs_without_a_thread_keep_their_checkpoints_apart(tmp_path):
         assert len(runs) == 32 and {r.status for r in runs} == {"ok"} and {r.step_count for r in runs} == {4}
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("watched", [False, True], ids=["invoked", "streamed for progress"])
+def test_a_replay_of_a_run_given_no_thread_gives_its_nodes_none_either(tmp_path, watched):
+    """What a node read of its thread replays as it was: none, from the start or mid-run, also when
+    the replay streams its checkpoints (progress, a window). Its run is stored under a thread of its own."""
+    from graphtape import replay
+
+    db = tmp_path / "gt.db"
+    with Recorder(db) as rec:
+        rec.attach(_graph(), name="look").invoke({"n": 0})
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        for start in (-1, 0):
+            kwargs = {"progress": lambda *_: None} if watched else {}
+            result = replay(run_id, _graph(), store=store, from_step=start, mode="strict", **kwargs)
+            assert not result.diverged, result.report()
+            assert result.final_state == {"n": 2, "seen": "None"}
+            assert store.get_run(result.run_id).thread_id.startswith("graphtape-replay-")
+    finally:
+        store.close()
