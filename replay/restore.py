@@ -30,6 +30,9 @@ class Restored:
     checkpoint: dict[str, Any]
     metadata: dict[str, Any]
     parent_id: str | None
+    # The subgraph namespaces between the root and ``ns`` (a subgraph in a subgraph), each with the
+    # step it was put back after: the replay goes on there from that step, not from its start.
+    between: tuple[tuple[str, int], ...] = ()
 
 
 def _checkpoint_format() -> int:
@@ -141,9 +144,12 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
     ``revive(ns, values)`` gives restored values the types the graph declares (``state_types``).
     """
     root_step = step
+    between: tuple[tuple[str, int], ...] = ()
     if ns:
         parent_ns, parent_step = _parent_of(store, run_id, ns)
-        root_step = restore(store, run_id, parent_step, parent_ns, saver, thread_id, untracked=untracked, revive=revive).root_step
+        parent = restore(store, run_id, parent_step, parent_ns, saver, thread_id, untracked=untracked, revive=revive)
+        root_step = parent.root_step
+        between = (*parent.between, (parent_ns, parent_step)) if parent_ns else ()
     cp = store.checkpoint_at(run_id, step, ns, typed=True)
     checkpoint, metadata = as_langgraph(cp)
     if revive is not None:
@@ -161,7 +167,7 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
         # when a run resumes there, before its first step: the one way into such a channel.
         saver.put_writes(saved, held, NULL_TASK_ID)
         saver.held = (thread_id, ns, saved["configurable"]["checkpoint_id"])
-    return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id)
+    return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id, between)
 
 
 def restore_edit(

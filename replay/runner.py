@@ -928,12 +928,15 @@ class _Run:
         cmp.namespace(Side(self.run.id, "", rec_root_after), Side(run_id, "", rec_root_after + root_offset), _in_ns(rec_calls, ""), _in_ns(rep_calls, ""))
         if ns:
             cmp.namespace(Side(self.run.id, ns, step), Side(run_id, ns, step + offset), _in_ns(rec_calls, ns), _in_ns(rep_calls, ns))
+        for n, after in restored.between:  # the subgraphs holding ``ns`` go on from where they were put back
+            cmp.namespace(Side(self.run.id, n, after), Side(run_id, n, after), _in_ns(rec_calls, n), _in_ns(rep_calls, n))
+        resumed = {ns, *(n for n, _ in restored.between)}
         for n, memory in memories.items():
             # A subgraph with memory of its own keeps one namespace across its node's runs: the
             # replay's steps there go on from the step put back, under the recording's numbers.
             cmp.namespace(Side(self.run.id, n, memory.after), Side(run_id, n, memory.after), _in_ns(rec_calls, n), _in_ns(rep_calls, n))
-        rec_ns = [n for n in self._namespaces() if n and n != ns and n not in memories and self._runs_again(n, rec_root_after)]
-        rep_ns = [n for n in self.store.namespaces(run_id) if n and n != ns and n not in memories]
+        rec_ns = [n for n in self._namespaces() if n and n not in resumed and n not in memories and self._runs_again(n, rec_root_after)]
+        rep_ns = [n for n in self.store.namespaces(run_id) if n and n not in resumed and n not in memories]
         rec_ns = _by_spawn(rec_ns, lambda n: read_details(self.run.id, n))
         rep_ns = _by_spawn(rep_ns, lambda n: read_details(run_id, n))
         for a, b in _pair_namespaces(rec_ns, rep_ns):

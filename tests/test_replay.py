@@ -471,6 +471,50 @@ def test_a_subgraph_replayed_from_its_middle_counts_its_remaining_steps_as_recor
         assert result.final_state["seen"] == out["seen"]
 
 
+class Trail(TypedDict, total=False):
+    trail: Annotated[list, operator.add]
+
+
+def nested_subgraphs(changed: str | None = None) -> Any:
+    """root (p1, child) > child (c1, grand, c2) > grand (g1, g2): a subgraph inside a subgraph."""
+
+    def node(name: str) -> Any:
+        return lambda s: {"trail": [name + ("!" if name == changed else "")]}
+
+    def chain(names: list[str], subs: dict[str, Any]) -> Any:
+        b = StateGraph(Trail)
+        for name in names:
+            b.add_node(name, subs.get(name) or node(name))
+        b.add_edge(START, names[0])
+        for a, c in zip(names, names[1:]):
+            b.add_edge(a, c)
+        b.add_edge(names[-1], END)
+        return b.compile()
+
+    grand = chain(["g1", "g2"], {})
+    child = chain(["c1", "grand", "c2"], {"grand": grand})
+    return chain(["p1", "child"], {"child": child})
+
+
+def test_a_subgraph_inside_a_subgraph_replays_on_its_own_and_its_parents_go_on_from_where_they_were(db):
+    """Replaying the innermost namespace resumes the subgraph holding it too: that one is compared
+    from the step it was put back after, not from its start (a false "missing step -1" before)."""
+    run_id = record(db, nested_subgraphs(), {"trail": []})
+    store = open_store(db)
+    try:
+        inner = next(n for n in store.namespaces(run_id) if n.count("|") == 1)
+        steps = [s.step for s in store.list_steps(run_id, inner) if s.checkpoint_id and s.step >= 0]
+    finally:
+        store.close()
+    for step in steps:
+        result = replay(run_id, nested_subgraphs(), step, ns=inner, db=db)
+        assert not result.diverged, f"from step {step}: {result.report()}"
+    later = replay(run_id, nested_subgraphs(changed="c2"), steps[0], ns=inner, db=db)  # after the inner one ends
+    assert later.diverged and first(later).ns == ns_path(inner.split("|")[0]) and first(later).node == "c2"
+    inside = replay(run_id, nested_subgraphs(changed="g2"), steps[0], ns=inner, db=db)
+    assert inside.diverged and first(inside).ns == ns_path(inner) and first(inside).node == "g2"
+
+
 def test_replay_works_on_postgresql(pg_url):
     run_id = record(pg_url, G.fan_graph(), {"items": [4, 5]})
     assert not replay(run_id, G.fan_graph(), db=pg_url).diverged
