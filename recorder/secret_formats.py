@@ -27,13 +27,18 @@ from typing import Any
 # letters inside a longer run (base64 of an image, a URL-safe id) are not a key: without the
 # start rule, 1 MB of URL-safe base64 held a few "hf_..." and "sk-..." matches by chance, the
 # last swallowing the rest of the run. The start is captured so the scrubber keeps it.
+# What a scheme's credential ends with: its padding, or, when what looked like the credential is
+# the name of the next key ("token_type=bearer access_token=X" on one line), that key's value too.
+NOT_A_KEY = r"(?:[:=][ \t]*[^\s\"',;&]+|=*)"
 TOKEN_START = r"(?P<start>^|\\[nrt]|%[0-9A-Fa-f]{2}|[^A-Za-z0-9_\-])"
 OWN_TOKENS = (
     r"sk-(?:proj-|ant-(?:api\d+-)?|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}",  # OpenAI, Anthropic
-    r"(?i:bearer)(?:\s+|%20|\+)[A-Za-z0-9._~+/\-]{12,}=*",
-    r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:basic)\s+[A-Za-z0-9+/]{8,}={0,2}",
+    # A scheme and its credential are on one line: spaces or tabs between them, never a line break,
+    # or "token_type: bearer" took the next line's key name for a credential and hid its value.
+    r"(?i:bearer)(?:[ \t]+|%20|\+)[A-Za-z0-9._~+/\-]{12,}" + NOT_A_KEY,
+    r"(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?(?i:basic)[ \t]+[A-Za-z0-9+/]{8,}" + NOT_A_KEY,
     # Any other scheme (SSWS, OAuth, Token, a vendor's own): the credential is one long word.
-    r"(?i:authori[sz]ation|authentication)[\"']?\s*[:=]\s*[\"']?[A-Za-z][A-Za-z0-9_\-]*\s+[A-Za-z0-9._~+/\-]{16,}=*",
+    r"(?i:authori[sz]ation|authentication)[\"']?[ \t]*[:=][ \t]*[\"']?[A-Za-z][A-Za-z0-9_\-]*[ \t]+[A-Za-z0-9._~+/\-]{16,}" + NOT_A_KEY,
     r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|ABIA|ACCA)[0-9A-Z]{16}",  # AWS key ids
     r"gh[pousr]_[A-Za-z0-9]{30,}",
     r"github_pat_[A-Za-z0-9_]{22,}",
@@ -58,8 +63,9 @@ OWN_TEXT_PATTERNS = (
     # Keys whose prefix is long enough never to occur by chance (not even in base64 of an
     # image), so they are found also glued to what comes before them ("id 5sk-proj-...").
     r"(?:sk-(?:proj|svcacct|admin)-|sk-ant-(?:api\d+-|admin\d+-)?|github_pat_|glpat-|lsv2_(?:pt|sk)_)[A-Za-z0-9_\-]{16,}",
-    # A private key block; without its END line (a value cut short), everything after BEGIN.
-    r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,.\\\-]*)",  # (escaped newlines, as in a repr, count as body)
+    # A private key block; without its END line (a value cut short), everything after BEGIN (a
+    # key name after it too: one cut in two, "refresh" taken and "_token: X" left, kept X).
+    r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,._\\\-]*)",  # (escaped newlines, as in a repr, count as body)
     # The password of a URL: postgresql://user:PASSWORD@host, mysql://, redis://, amqp://...
     # (no user name: redis://:PASSWORD@host; an unescaped @ in the password: up to the last @ of the authority)
     # (the scheme unbounded: a counted {1,20} made RE2's automaton track 20 starts at once and
