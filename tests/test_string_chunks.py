@@ -12,6 +12,7 @@ from typing import TypedDict
 import orjson
 import pytest
 from langgraph.graph import END, START, StateGraph
+from test_history_blocks import DictSink
 
 from graphtape.recorder import Recorder, open_store
 from graphtape.recorder import schema as S
@@ -20,21 +21,6 @@ from graphtape.recorder.string_chunks import CHUNK, CHUNKED_AT, MAX_JOINED, SCAT
 from graphtape.replay import export_fixture, import_fixture, read_fixture, replay, write_fixture
 
 SECRET = "sk-abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-class Sink:
-    """Blobs kept in memory, content-addressed, as the store keeps them."""
-
-    def __init__(self) -> None:
-        self.blobs: dict[str, bytes] = {}
-
-    def put_blob(self, data: bytes) -> str:
-        h = blob_hash(data)
-        self.blobs.setdefault(h, data)
-        return h
-
-    def trees(self) -> dict:
-        return {h: orjson.loads(d) for h, d in self.blobs.items()}
 
 
 def text(n: int, seed: int = 1) -> str:
@@ -81,7 +67,7 @@ def blob_bytes(db: str) -> int:
 
 @pytest.mark.parametrize("length", [CHUNKED_AT - 1, CHUNKED_AT + 1, 5 * CHUNK, 5 * CHUNK + 7])
 def test_a_long_string_of_any_length_decodes_to_itself(length: int) -> None:
-    sink = Sink()
+    sink = DictSink()
     s = text(length)
     tree = Encoder(sink=sink).encode({"doc": s})
     trees = sink.trees()
