@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from graphtape.recorder.errors import StoreError
 from graphtape.recorder.history_blocks import BLOCK_AT, CAT, HistoryBlocks
 from graphtape.recorder.lone_surrogates import displayable, has_lone_surrogate, json_bytes
 from graphtape.recorder.prefix_memo import MIN_LENGTH as HISTORY_MIN
@@ -944,7 +945,7 @@ class Decoder:
             return {k: self._dec(v, depth + 1) for k, v in x.items()}
         try:
             return self._dec_envelope(kind, x, depth)
-        except DecodeError:
+        except (DecodeError, StoreError):  # a store error: the read's budget ran out building it
             raise
         except Exception as exc:  # noqa: BLE001 - recordings are data from elsewhere: any shape may arrive
             raise DecodeError(f"malformed recorded value ({_kind_name(kind)}): {_reason(exc)}") from exc
@@ -1076,8 +1077,9 @@ class Decoder:
         """A very long string stored as chunks (``string_chunks``): its chunks joined."""
         if type(parts) is not list:
             raise DecodeError(f"malformed recorded value (scat): its chunks are {type(parts).__name__}, not a list")
+        pieces = [self._dec(p, depth) for p in parts]
         try:
-            text, repeated = joined([self._dec(p, depth) for p in parts])
+            text, repeated = joined(pieces)
         except ValueError as exc:
             raise DecodeError(f"malformed recorded value (scat): {exc}") from None
         if repeated and self.charge is not None:

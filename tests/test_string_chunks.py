@@ -176,3 +176,14 @@ def test_a_v5_store_is_read_as_it_is_and_raised_when_recorded_into(tmp_path: Pat
             assert conn.execute(S.meta.select().where(S.meta.c.key == "schema_version")).first().value == "6"
     finally:
         reader.close()
+
+
+def test_a_read_whose_budget_runs_out_on_a_long_string_says_so_not_that_it_is_malformed() -> None:
+    from graphtape.recorder.errors import StoreError
+
+    def charge(n: int) -> None:
+        raise StoreError("this read would inflate and build more than 1 MB from stored data")
+
+    tree = {"$t": SCAT, "v": ["y" * CHUNK] * 3}
+    with pytest.raises(StoreError, match="^this read would inflate"):
+        Decoder({}, charge=charge).decode(tree)
