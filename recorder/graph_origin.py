@@ -102,11 +102,29 @@ def _names_holding(namespace: dict[str, Any], targets: set[int]) -> list[str]:
         return []
 
 
+# Packages that never hold a user's graph: the standard library's, and the libraries an agent
+# process loads by the hundred (a process running create_react_agent holds about 1,300
+# modules, 1,100 of them these; looking through them all took 9 ms each time a new graph was
+# attached and run, a request's worth in a server that builds its graph per request).
+_NOT_USERS = frozenset(sys.stdlib_module_names) | {
+    "graphtape", "langchain", "langchain_core", "langchain_text_splitters", "langgraph", "langgraph_sdk",
+    "langsmith", "pydantic", "pydantic_core", "typing_extensions", "annotated_types", "typing_inspection",
+    "sqlalchemy", "psycopg", "psycopg2", "psycopg_binary", "pg8000", "asyncpg", "greenlet", "orjson",
+    "ormsgpack", "xxhash", "zstandard", "uuid_utils", "re2", "deepdiff", "orderly_set", "textual", "rich",
+    "markdown_it", "mdurl", "pygments", "platformdirs", "vcr", "yaml", "wrapt", "multidict", "yarl",
+    "propcache", "aiohttp", "aiohappyeyeballs", "aiosignal", "frozenlist", "attr", "attrs", "requests",
+    "requests_toolbelt", "urllib3", "certifi", "charset_normalizer", "idna", "httpx", "httpcore", "h11",
+    "anyio", "sniffio", "websockets", "jsonpatch", "jsonpointer", "tenacity", "packaging", "openai",
+    "anthropic", "jiter", "distro", "tiktoken", "regex", "tqdm", "numpy", "pandas", "google", "grpc",
+    "opentelemetry", "pytest", "_pytest", "pluggy", "iniconfig", "six", "dateutil",
+}
+
+
 def _importable_holder(target: int, skip: str | None) -> str | None:
-    """``module:attr`` of the last-imported module (not a script, not graphtape) holding ``target``."""
+    """``module:attr`` of the last-imported module (not a script, not graphtape, not a library's) holding ``target``."""
     found = None
     for name, module in list(sys.modules.items()):
-        if module is None or name == skip or name == "__main__" or name.startswith("graphtape.") or name.startswith("_"):
+        if module is None or name == skip or name == "__main__" or name.startswith("_") or name.partition(".")[0] in _NOT_USERS:
             continue
         namespace = _namespace(module)
         names = _names_holding(namespace, {target}) if namespace is not None else []

@@ -570,6 +570,8 @@ def test_a_script_attaching_an_imported_graph_records_the_module_not_the_script(
             """
             from graphtape import Recorder
             import agent
+            import tabnanny  # a library imported after the agent holds the graph too: never its reference
+            tabnanny.graph = agent.graph
 
             with Recorder("runs.db") as rec:
                 for g in (agent.graph,):
