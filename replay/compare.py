@@ -25,6 +25,7 @@ from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.result import Divergence
 
 _MISSING = object()
+_HEADLINE_CUT = 80  # characters of a value a headline shows (the diff below it shows the whole)
 MISSING = _MISSING  # what ``StateTrack.value`` gives for a key the state does not hold
 
 
@@ -451,19 +452,44 @@ def _key(route: dict) -> str:
 
 
 def _route_what(a: list[dict], b: list[dict]) -> str:
-    def dests(rs: list[dict]) -> set[str]:
-        return {d for r in rs for d in r["destinations"]}
+    def dests(rs: list[dict]) -> Counter[str]:
+        return Counter(d for r in rs for d in r["destinations"])  # a Send is one destination per packet
 
     routers = sorted({r.get("router") for r in a + b if r.get("router")})
     how = f" ({', '.join(routers)})" if routers else ""
-    if dests(a) != dests(b):
-        return f"route{how} went to {', '.join(sorted(dests(b))) or 'nowhere'} instead of {', '.join(sorted(dests(a))) or 'nowhere'}"
+    went_a, went_b = dests(a), dests(b)
+    if went_a.keys() != went_b.keys():
+        return f"route{how} went to {', '.join(sorted(went_b)) or 'nowhere'} instead of {', '.join(sorted(went_a)) or 'nowhere'}"
+    if went_a != went_b:
+        return f"route{how} {_packet_counts(went_a, went_b)}"
     ra, rb = [r.get("returned") for r in a], [r.get("returned") for r in b]
     if ra != rb:
-        return f"router{how} returned {json.dumps(rb, default=str)[:80]} instead of {json.dumps(ra, default=str)[:80]} (same destinations)"
+        shown_b, shown_a = _cut_apart(json.dumps(rb, default=str), json.dumps(ra, default=str))
+        return f"router{how} returned {shown_b} instead of {shown_a} (same destinations)"
     if [r.get("router") for r in a] != [r.get("router") for r in b]:
         return f"route decided by {', '.join(str(r.get('router')) for r in b)} instead of {', '.join(str(r.get('router')) for r in a)}"
     return f"route{how} sent other packets (Send payloads differ)"
+
+
+def _packet_counts(was: Counter[str], now: Counter[str]) -> str:
+    """How many packets went to each node whose count changed: ``sent 2× work instead of 3×``."""
+    changed = sorted(n for n in was.keys() | now.keys() if was[n] != now[n])
+    return "sent " + ", ".join(f"{now[n]}× {n} instead of {was[n]}×" for n in changed)
+
+
+def _cut_apart(a: str, b: str, width: int = _HEADLINE_CUT) -> tuple[str, str]:
+    """``a`` and ``b`` each cut to about ``width`` characters so that where they differ shows: past
+    a long shared beginning both start a little before the first difference ("…" marks a cut)."""
+    if len(a) <= width and len(b) <= width:
+        return a, b
+    same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, same - width // 4) if same >= width - width // 4 else 0
+
+    def cut(text: str) -> str:
+        part = text[start : start + width]
+        return ("…" if start else "") + part + ("…" if start + width < len(text) else "")
+
+    return cut(a), cut(b)
 
 
 def _step_summary(detail: StepDetail | None) -> Any:

@@ -275,13 +275,18 @@ class _Differ:
             x, y = ra.get(source, []), rb.get(source, [])
             if x == y:
                 continue
-            dests_a, dests_b = sorted({d for r in x for d in r["destinations"]}), sorted({d for r in y for d in r["destinations"]})
+            sent_a, sent_b = Counter(d for r in x for d in r["destinations"]), Counter(d for r in y for d in r["destinations"])  # a Send: one per packet
+            dests_a, dests_b = sorted(sent_a), sorted(sent_b)
             routers = ", ".join(sorted({str(r["router"]) for r in x + y if r.get("router")}))
             how = f" ({routers})" if routers else ""
             if dests_a != dests_b:
                 went_a, went_b = (_went(d, detail) for d, detail in ((dests_a, da), (dests_b, db)))
                 what = f"{source} {went_a} in {self.labels[0]}, {went_b} in {self.labels[1]}{how}"
                 add("route", source, what, x, y)
+            elif sent_a != sent_b:
+                changed = sorted(n for n in dests_a if sent_a[n] != sent_b[n])
+                told_a, told_b = (", ".join(f"{sent[n]}× {n}" for n in changed) for sent in (sent_a, sent_b))
+                add("route", source, f"{source} sent {told_a} in {self.labels[0]}, {told_b} in {self.labels[1]}{how}", x, y, self.carry.explains(x, y))
             else:
                 add("route", source, f"{source}'s router{how} returned other values (same destinations)", x, y, self.carry.explains(x, y))
 

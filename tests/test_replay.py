@@ -617,6 +617,38 @@ def test_other_nodes_in_a_step_is_a_route_divergence(db):
     assert "double" in missing.what
 
 
+def _fanned(packets):
+    """plan sends ``packets(items)`` (items) to `worker`, one Send each; each worker doubles its item."""
+    b = StateGraph(G.FanState)
+    b.add_node("plan", lambda s: {})
+    b.add_node("worker", lambda s: {"results": [2 * s["items"][0]]})
+
+    def fan(state):
+        return [G.Send("worker", {"items": [i]}) for i in packets(state["items"])]
+
+    b.add_edge(START, "plan")
+    b.add_conditional_edges("plan", fan, ["worker"])
+    b.add_edge("worker", END)
+    return b.compile()
+
+
+def test_a_fan_out_that_sends_fewer_packets_to_a_node_says_how_many(db):
+    run_id = record(db, _fanned(lambda items: items), {"items": [1, 2, 3]})
+    result = replay(run_id, _fanned(lambda items: items[:2]), db=db)
+    d = next(d for d in result.divergences if d.kind == "route" and d.node == "plan")
+    # The same node either way: what changed is how many packets went to it.
+    assert d.what == "route (fan) sent 2× worker instead of 3×", result.report()
+
+
+def test_a_router_whose_packets_differ_past_the_headlines_cut_shows_where(db):
+    run_id = record(db, _fanned(lambda items: items), {"items": [1, 2, 3]})
+    result = replay(run_id, _fanned(lambda items: [*items[:-1], 30]), db=db)  # the last packet's item only
+    d = next(d for d in result.divergences if d.kind == "route" and d.node == "plan")
+    assert d.what.startswith("router (fan) returned …") and d.what.endswith("(same destinations)"), d.what
+    shown, _, was = d.what.partition(" instead of ")
+    assert '"items": [30]' in shown and '"items": [3]' in was, d.what
+
+
 def test_recorded_calls_never_made_are_reported_only_when_required(db):
     run_id = record(db, G.chat_graph(), {"messages": [("user", "21?")]})
     # Without `halve` the ToolNode answers that call with an error message: the call is never made.

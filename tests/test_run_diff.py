@@ -7,7 +7,7 @@ from conftest import load_agent
 from diff_graphs import failing_graph, retry_graph, stamped_graph, timeout_graph, versioned_graph
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
-from replay_graphs import chat_graph, chat_script, interrupt_graph, sub_graph
+from replay_graphs import chat_graph, chat_script, fan_graph, interrupt_graph, sub_graph
 
 from graphtape.recorder import Recorder
 from graphtape.replay.graph_shape import GraphShape, graph_changes
@@ -225,6 +225,17 @@ def test_differences_inside_a_subgraph_come_before_the_parent_steps(recorder_fac
     assert [p[0] for p in only.aligned] == [-1, 0, 1, 2, 3]
     with pytest.raises(RunDiffError, match="no subgraph namespace 'nope'|neither run has a subgraph namespace 'nope'"):
         diff_runs(a, b, store=rec.store, ns="nope")
+
+
+def test_a_fan_out_that_sent_fewer_packets_to_a_node_says_how_many(recorder_factory):
+    rec = recorder_factory()
+    a = record(rec, fan_graph(), {"items": [1, 2, 3]}, "fan")
+    b = record(rec, fan_graph(), {"items": [4, 5]}, "fan")
+    diff = diff_runs(a, b, store=rec.store)
+    la, lb = diff.labels
+    routes = [d.what for d in diff.differences if d.kind == "route" and d.node == "plan"]
+    # Both went to worker only: what differs is how many packets went there.
+    assert routes == [f"plan sent 3× worker in {la}, 2× worker in {lb} (fan)"], [d.what for d in diff.differences]
 
 
 def test_a_node_that_failed_in_one_run_only(recorder_factory):
