@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
@@ -29,6 +30,7 @@ from graphtape.recorder.redaction import Redactor
 from graphtape.recorder.session import call_site, task_path
 
 from graphtape.replay.calls import CallBook, LiveCall, Miss, RecordedCall, adopt_live_ids, message_from_plain, normalize_arguments, revive_command, revive_opaque
+from graphtape.replay.injected import HandedCheck, given
 from graphtape.replay.intercept import Answer, ReplayStop
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_message, ns_path
@@ -62,8 +64,11 @@ class RecordingAnswerer:
         *,
         miss_goes_live: bool = False,
         typed_decode: Callable[[Any], Any] | None = None,
+        handed: HandedCheck | None = None,
     ) -> None:
         self.book = book
+        # Where a call may run live (a fork): a tool handed another state than its recording runs live.
+        self.handed = handed
         self.typed_decode = typed_decode  # a stored value -> its typed form (the store's decoder)
         self.mode = mode
         self.normalize = normalize
@@ -128,7 +133,11 @@ class RecordingAnswerer:
             "tool", tool.name, *_who(metadata), arguments=normalize_arguments("tool", self._plain(shown), self.normalize),
             tool_call_id=call_id if isinstance(call_id, str) else None, task_path=_task_path(metadata),
         )
-        got = self._take(live)
+        check = None
+        if self.handed is not None:
+            handed = given(tool, tool_input, self._injected_args(tool) if isinstance(tool_input, dict) else (), metadata.get("langgraph_path"), self._plain)
+            check = partial(self.handed.changed, live=handed)
+        got = self._take(live, check)
         if got is None:
             return None
         call = got.call
@@ -207,8 +216,8 @@ class RecordingAnswerer:
         """A live value in the plain form recordings decode to (and redacted the same way)."""
         return Decoder({}, typed=False).decode(Encoder(self._redactor).encode(value))
 
-    def _take(self, live: LiveCall) -> RecordedCall | None:
-        got = self.book.take(live)
+    def _take(self, live: LiveCall, handed: Callable[[Any], Any] | None = None) -> RecordedCall | None:
+        got = self.book.take(live, handed)
         if isinstance(got, Miss):
             with self._lock:
                 self.misses.append(got)

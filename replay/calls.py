@@ -93,16 +93,28 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
+class Handed:
+    """What a tool call was handed besides its arguments (its injected state, the memories it
+    read), where it differs from what the recording that would answer it was handed."""
+
+    what: str  # "state (customer)", "memories (notes/last)"
+    recorded: Any  # the differing keys as the recording had them
+    actual: Any  # and as the live call has them
+
+
+@dataclass(frozen=True, slots=True)
 class Miss:
     """A live call no recording answers."""
 
     live: LiveCall
     candidates: list[Candidate] = field(default_factory=list)
+    handed: Handed | None = None  # the recording asked the same, but was handed something else
 
     @property
     def kind(self) -> str:
-        """``arguments`` when the same caller recorded this call with other arguments, else ``extra``."""
-        if self.candidates and self.candidates[0].differs == ["arguments"]:
+        """``arguments`` when the same caller recorded this call with other arguments (or handed
+        it another state), else ``extra``."""
+        if self.handed is not None or (self.candidates and self.candidates[0].differs == ["arguments"]):
             return "arguments"
         return "extra"
 
@@ -137,11 +149,29 @@ class CallBook:
             for r in self.recorded:
                 r.task_path = paths.get(r.call.task_id or "")
 
-    def take(self, live: LiveCall) -> RecordedCall | Miss:
+    def take(self, live: LiveCall, handed: Callable[[CallInfo], Handed | None] | None = None) -> RecordedCall | Miss:
         """The unused recording that matches ``live`` exactly (marked used), or a miss; of several,
-        the one with its tool-call id, else its task's path, else the first."""
+        the one with its tool-call id, else its task's path, else the first. ``handed`` tells how a
+        recording was handed something other than the live call (its injected state): such a
+        recording does not answer it."""
+        slot = (live.kind, live.name, live.step, live.path, live.node)
+        refused: dict[int, Handed] = {}
+        if handed is not None:
+            with self._lock:
+                same = [r for r in self._slots.get(slot, ()) if not r.used and r.arguments == live.arguments]
+            for r in same:  # outside the lock: it may read the recording's states
+                why = handed(r.call)
+                if why is not None:
+                    refused[r.index] = why
         with self._lock:
-            same = [r for r in self._slots.get((live.kind, live.name, live.step, live.path, live.node), ()) if not r.used and r.arguments == live.arguments]
+            same = [r for r in self._slots.get(slot, ()) if not r.used and r.arguments == live.arguments]
+            if refused:
+                kept = [r for r in same if r.index not in refused]
+                if not kept and same:
+                    r = same[0]
+                    why = refused[r.index]
+                    return Miss(live, [Candidate(r.call.call_id, r.call.name, r.call.step, r.call.node, r.arguments, [why.what.split(" ")[0]])], handed=why)
+                same = kept
             if same:
                 r = same[0]
                 if len(same) > 1:

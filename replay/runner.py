@@ -46,6 +46,7 @@ from graphtape.replay.compare import RunComparison, Side
 from graphtape.replay.context import recorded_context, with_runtime
 from graphtape.replay.fixture_format import FIXTURE_TAG
 from graphtape.replay.gc_threshold import fewer_collections
+from graphtape.replay.injected import HandedCheck, derived_keys
 from graphtape.replay.intercept import answering
 from graphtape.replay.limits import Limits, lowered_limit, recorded_limits
 from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
@@ -95,7 +96,8 @@ def replay(
     recorded updates instead of running them; ``ignore`` lists volatile state
     paths (``messages.*.id``) and ``state_keys`` limits the state compared to
     those keys. ``on_miss="live"`` lets a call the recording cannot answer
-    run live (it is still reported): how expectations are re-recorded. The
+    run live (it is still reported), as does a tool handed other state or
+    memories than its recording was: how expectations are re-recorded. The
     replay is recorded as a new run in the same store, linked to its source.
     ``to_step`` stops the replay after that root step (a window of the run,
     like a fixture exported with ``--steps``): nothing after it is compared.
@@ -128,7 +130,8 @@ def fork(
     The edit goes through the graph's reducers as if node ``as_node`` had
     written it (LangGraph's ``update_state``); the new run records its parent
     run, the step and the edit. In every mode a call the edit changed runs
-    live; ``strict`` (the default) answers every call that still matches the
+    live (so does a tool handed a state or memories the edit changed);
+    ``strict`` (the default) answers every call that still matches the
     recording from it, ``tools`` only tools, ``live`` none: a fork makes no
     more live calls than its edit asks for.
     """
@@ -143,9 +146,11 @@ class _Run:
         if not hasattr(graph, "stream") or not hasattr(graph, "copy") or not hasattr(graph, "nodes"):
             raise ReplayError(f"replay needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
         self.mode = ReplayMode.parse(mode)
+        ignore = list(ignore)
         try:
             self.normalize = Normalizer(ignore, state_keys)  # state: the user's ignore paths apply
             self.arg_normalize = Normalizer()  # call arguments: only volatile ids are dropped
+            self.handed_normalize = Normalizer(ignore)  # the state a tool is handed: every key it reads counts
         except ValueError as exc:
             raise ReplayError(str(exc)) from None
         self.graph = graph
@@ -314,7 +319,11 @@ class _Run:
             # A message that enters the state without an id gets the one the recording gave it.
             base = with_recorded_ids(base, lambda: recorded_ids(self.store, self.run.id, restored.root_step, recorded_calls, stand_ins=FIXTURE_TAG in self.run.tags))
         book = CallBook([c for c in recorded_calls if c.kind not in (HTTP, STORE)], self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts(), task_paths=self._task_paths)
-        answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live, typed_decode=lambda tree: self.store.decode(tree, typed=True))
+        handed = None
+        if miss_goes_live:
+            # A call that may run live is answered only by a recording handed the same state and memories.
+            handed = HandedCheck(self.store, self.run.id, self.handed_normalize, derived=derived_keys(self.graph), calls=recorded_calls, written=guard.writes if guard is not None else lambda: ())
+        answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live, typed_decode=lambda tree: self.store.decode(tree, typed=True), handed=handed)
         http = RecordedHttp(recorded_calls, offsets=offsets, miss_goes_live=miss_goes_live)
         memory = RecordedStore(recorded_calls, self.arg_normalize, offsets=offsets, miss_goes_live=miss_goes_live)
         if guard is not None and self._store_recorded and self.mode.answers(STORE):
@@ -363,14 +372,15 @@ class _Run:
             if live.path in self._memories and live_step is not None:
                 root = self._memories[live.path].roots.get(live_step, root)  # a memory's step: the root step that ran it
             stopped = _miss_outcome(live)
+            how = f"was handed other {m.handed.what} than its recording" if m.handed is not None else "has no matching recording"
             found.append(
                 Divergence(
                     m.kind,
                     None if live.step is None else live.step - offset,
                     live.node,
-                    f"{live.kind} call {live.name!r} has no matching recording" + (" (it ran live)" if miss_goes_live else stopped),
-                    m.candidates[0].arguments if m.candidates and m.kind == "arguments" else None,
-                    live.arguments,
+                    f"{live.kind} call {live.name!r} {how}" + (" (it ran live)" if miss_goes_live else stopped),
+                    m.handed.recorded if m.handed is not None else m.candidates[0].arguments if m.candidates and m.kind == "arguments" else None,
+                    m.handed.actual if m.handed is not None else live.arguments,
                     live.path,
                     [c.to_dict() for c in m.candidates],
                     order=(root if root is not None else 1 << 30, 0 if live.path else 1, live_step if live_step is not None else 1 << 30),

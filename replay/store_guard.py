@@ -35,6 +35,10 @@ class ReplayStore(StoreOver):
         self.answers = answers
         self.written: dict[tuple[tuple[str, ...], str], Any] = {}
 
+    def writes(self) -> list[tuple[tuple[str, ...], str, Any]]:
+        """What this replay has written so far: ``(namespace, key, value)``, ``None`` for a delete."""
+        return [(ns, key, None if value is _GONE else value) for (ns, key), value in list(self.written.items())]
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops, recorded, reads = self._reads(ops)
         return self._answer(ops, recorded, iter(self.inner.batch(reads) if reads else ()))
