@@ -5,9 +5,12 @@ authorization, database_url, *_key ...), pydantic ``SecretStr`` values, and
 strings that look like a credential wherever they appear (the formats of
 ``secret_formats``: a catalogue's and graphtape's own), plus patterns the user
 adds. Keys are also honoured inside text: a serialized mapping (JSON, or the
-Python repr LangChain puts in a ``ToolMessage`` when a tool returns a dict) and
+Python repr LangChain puts in a ``ToolMessage`` when a tool returns a dict),
 ``key=value`` / ``key: value`` text (environment files, YAML, URL queries,
-libpq strings, HTTP headers).
+libpq strings, HTTP headers) and command lines (``--password hunter2``, and the
+short flags of the commands that take a password so: ``mysql -phunter2``). A
+secret told in prose ("my password is hunter2") goes when the word told reads
+as one.
 
 Every pattern runs under RE2 (``linear_regex``): scrubbing any text takes time
 linear in its length, whatever the text (``benchmarks/bench_redaction.py``).
@@ -88,6 +91,10 @@ _SECRET_PAIRS = frozenset(
         ("connection", "url"),
         ("webhook", "url"),
         ("webhook", "secret"),
+        ("security", "code"),  # a card's CVV
+        ("verification", "code"),  # a one-time code sent by SMS or email
+        ("mfa", "code"),
+        ("social", "security"),
     }
 )
 # "<something>_key" names a secret (ssh_key, hmac_key, subscription_key, AccountKey) unless the
@@ -134,9 +141,17 @@ _TOKEN_COUNT_WORDS = frozenset(
         "logprobs",
     }
 )
+# These name a personal or one-time code only as a key's last word (pin, user_pin, userPin, cvv2)
+# or before one of _CODE_NOUNS (pin_code, otp_number); elsewhere they say something about the
+# code (pin_length, otp_attempts) or are another word (pin_memory, otp_app, erlang-otp-...).
+_CODE_WORDS = frozenset({"pin", "pincode", "otp", "totp", "hotp", "cvv", "cvc", "ssn"})
+_CODE_NOUNS = frozenset({"code", "codes", "number", "num", "no", "value"})
 # Every built-in secret key holds one of these (see names_secret): text without any
 # of them cannot hold a secret key, and the key/value scan is skipped.
-_KEY_FRAGMENTS = ("pass", "pwd", "auth", "secret", "token", "key", "credential", "cookie", "session", "jwt", "bearer", "dsn", "url", "string")
+_KEY_FRAGMENTS = (
+    "pass", "pwd", "auth", "secret", "token", "key", "credential", "cookie", "session", "jwt", "bearer", "dsn", "url", "string",
+    "pin", "otp", "cvv", "cvc", "ssn", "security", "verification", "mfa",
+)
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _KEY_CACHE_SIZE = 100_000  # keys (and short clean texts) remembered per run: a state keyed by ids holds many
 _CLEAN_TEXT_LEN = 256  # text up to this long that holds no secret is remembered as clean
@@ -145,8 +160,15 @@ _CLEAN_TEXT_LEN = 256  # text up to this long that holds no secret is remembered
 @functools.lru_cache(maxsize=65536)
 def names_secret(key: str) -> bool:
     """Whether ``key`` names a secret by its words (the built-in rule, without user keys)."""
+    return _key_kind(key) is not None
+
+
+@functools.lru_cache(maxsize=65536)
+def _key_kind(key: str) -> str | None:
+    """``"secret"`` when ``key`` names a secret, ``"code"`` when only a personal or one-time code
+    (pin, otp, cvv, ssn: in text, redacted only when the value holds a digit), else None."""
     words = [w.lower() for w in _WORD.findall(key)]
-    secret = False
+    secret = code = False
     only_token = True
     prev = ""
     for i, w in enumerate(words):
@@ -156,10 +178,17 @@ def names_secret(key: str) -> bool:
         elif (prev, w) in _SECRET_PAIRS or (w == "key" and i > 0 and prev not in _PLAIN_KEY_WORDS and not prev.isdigit()):
             secret = True
             only_token = False
+        elif w in _CODE_WORDS and _names_the_code(words, i):
+            code = True
         prev = w
     if secret and only_token and not _TOKEN_COUNT_WORDS.isdisjoint(words):
-        return False
-    return secret
+        secret = False
+    return "secret" if secret else "code" if code else None
+
+
+def _names_the_code(words: list[str], i: int) -> bool:
+    rest = [w for w in words[i + 1 :] if not w.isdigit()]
+    return not rest or (len(rest) == 1 and rest[0] in _CODE_NOUNS)
 
 
 # -- keys in text ----------------------------------------------------------------
@@ -170,16 +199,244 @@ def names_secret(key: str) -> bool:
 # holding keys (JSON inside a JSON string, a URL with a query) is still searched. RE2 has no
 # backreferences: each quoting style is an alternative of its own, and a value's quotes are
 # matched to its key's escaping depth by a pattern made for that depth.
-_KEY = r"[A-Za-z0-9_.\- ]+"  # unbounded repeats: counted ones ({1,64}) blow up RE2's automaton
+# A quoted key may spell a letter as a JSON escape ("pass\\u0077ord"): read unescaped.
+_KEY = r"(?:[A-Za-z0-9_.\- ]|\\+u[0-9A-Fa-f]{4})+"  # unbounded repeats: counted ones ({1,64}) blow up RE2's automaton
 _BARE_KEY = r"[A-Za-z][A-Za-z0-9_.\-]*"
+# A command-line flag whose name holds a key fragment (--password, -token, --db-password): only
+# its name is matched, so the spaces after a flag that takes no secret stay the delimiter of what
+# follows ("--verbose password=x"); its value, after = or a space, is read afterwards.
+_FRAGMENT = "(?i:" + "|".join(_KEY_FRAGMENTS) + ")"
+_FLAG_NAME = rf"(?:{_FRAGMENT}|[A-Za-z][A-Za-z0-9_.\-]*{_FRAGMENT})[A-Za-z0-9_.\-]*"
 _KEY_AT = compile_linear(
     rf'(?P<esc>\\*)"(?P<k1>{_KEY})\\*"\s*[:=]\s*'
     rf"|'(?P<k2>{_KEY})'\s*[:=]\s*"
     # The spaces after a bare key's separator are left to the next match: in "error: token=x" they
     # are the delimiter before the next key.
     rf"|(?:^|[\s?&;,{{(\[\"'/\-]|\\[nrt])(?P<k4>{_BARE_KEY})[ \t]*[:=]"
+    rf"|(?:^|[\s\"'`(\[]|\\[nrt])--?(?P<k5>{_FLAG_NAME})"
 )
 _BARE_NAME = compile_linear(rf"{_BARE_KEY}$")  # the key at the end of a bare match (after its delimiter)
+_ESCAPE = compile_linear(rb"\\+u([0-9A-Fa-f]{4})")  # a JSON \uXXXX escape, at any depth of escaping
+_ASCII_ESCAPE = r"\\+u00[2-7][0-9A-Fa-f]"  # one spelling a letter, a digit or a sign: no JSON writer's own
+
+
+@functools.lru_cache(maxsize=4096)
+def _unescaped(key: bytes) -> bytes:
+    """A key read from UTF-8 text with its ``\\uXXXX`` escapes read."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)).encode(errors="replace"), key)
+
+
+# -- flags that take a secret after a space ---------------------------------------
+# "--password hunter2", "--api-key abc", "-token xyz": the flag's last word names the secret
+# (--password-file, --token-ttl, --auth-url, --edit-key name something else) and none of its
+# words makes it a switch or a command (--no-password, --ask-pass, --password-stdin take no
+# value; gpg's --change-passphrase takes a user id). See _flag_value for what the value may be.
+_SWITCH_WORDS = frozenset(
+    {
+        "no", "ask", "prompt", "skip", "use", "require", "requires", "disable", "enable", "allow", "without", "with",
+        "show", "print", "read", "generate", "reset", "revoke", "rotate", "forget", "forgot", "clear", "delete",
+        "remove", "check", "verify", "validate", "insecure", "list", "get", "save", "store", "keep", "change",
+        "discard", "retain", "match", "filter", "search", "find", "lookup", "query", "dump", "export", "import",
+    }
+)
+# "<something>-key" takes a key after a space only with these (most flags ending in -key take
+# a key id or a file: gpg's --edit-key, --sort-key, --ssh-key ~/.ssh/id_rsa).
+_FLAG_KEY_WORDS = frozenset({"api", "access", "secret", "private", "signing", "encryption", "session", "account", "subscription", "hmac", "master", "license", "admin"})
+# Words that follow a flag named in prose ("pass --token to the CLI", "--password always wins").
+_FLAG_PROSE = frozenset(
+    w.encode()
+    for w in (
+        "to", "and", "or", "nor", "the", "a", "an", "is", "are", "was", "were", "be", "been", "being", "with", "without",
+        "for", "from", "in", "on", "of", "off", "as", "at", "by", "into", "onto", "via", "per", "if", "when", "whenever",
+        "while", "then", "than", "instead", "only", "also", "not", "but", "so", "that", "this", "these", "those", "it",
+        "its", "you", "your", "we", "our", "they", "their", "he", "she", "i", "must", "should", "can", "cannot", "could",
+        "will", "would", "may", "might", "shall", "do", "does", "did", "has", "have", "had", "here", "there", "always",
+        "never", "often", "usually", "still", "just", "now", "again", "first", "last", "next", "before", "after", "above",
+        "below", "flag", "flags", "option", "options", "switch", "argument", "arguments", "arg", "args", "parameter",
+        "parameters", "value", "values", "setting", "settings", "field", "command", "which", "where", "what", "who",
+        "how", "why", "e.g", "i.e", "etc", "too", "either", "neither", "each", "every", "all", "any", "both", "like",
+        "unless", "until", "since", "because", "though", "although", "however", "otherwise", "overrides", "override",
+        "takes", "accepts", "sets", "expects", "needs", "works", "required", "requisite", "sufficient", "optional",
+        "include", "substack", "none", "null", "true", "false", "yes", "string", "text", "name", "file", "path",
+    )
+)
+# A metavar in a help text (--password PASSWORD, --token TEXT): not a secret.
+_METAVARS = frozenset(
+    w.encode()
+    for w in (
+        "TEXT", "STRING", "STR", "VALUE", "VAL", "INTEGER", "INT", "NUMBER", "NUM", "PATH", "FILE", "FILENAME", "DIR",
+        "NAME", "ARG", "DATA", "BOOL", "BOOLEAN", "FLOAT", "JSON", "LIST", "USER", "EMAIL", "URL", "KEY", "KEYID", "ID",
+    )
+)
+# A value starting so is another flag, a variable, a placeholder, a path, the shell's or the line's end.
+_NOT_A_FLAG_VALUE = frozenset(b"-$<{[|>;&()~/.\r\n")
+
+
+@functools.lru_cache(maxsize=4096)
+def _flag_takes_secret(name: str) -> bool:
+    """Whether ``--name VALUE`` (a space, not ``=``) gives a secret as VALUE."""
+    if name in ("passin", "passout"):  # openssl's -passin pass:SECRET
+        return True
+    words = [w.lower() for w in _WORD.findall(name) if not w.isdigit()]
+    if not words or not names_secret(name) or not _SWITCH_WORDS.isdisjoint(words) or name[-1:] in ".-":
+        return False
+    last, prev = words[-1], (words[-2] if len(words) > 1 else "")
+    return (
+        last in _SECRET_WORDS
+        or last.endswith(_SECRET_ENDINGS)
+        or (prev, last) in _SECRET_PAIRS
+        or (last == "key" and prev in _FLAG_KEY_WORDS)
+        or last in _CODE_WORDS
+        or (prev in _CODE_WORDS and last in _CODE_NOUNS)
+    )
+
+
+def _flag_value(value: bytes) -> bool:
+    """Whether ``value``, the unquoted word after a flag that takes a secret, can be the secret:
+    not a word of prose, a metavar (PASSWORD, TEXT, a secret's name), a placeholder
+    (pass:<password>) or where openssl is to read it (file:path, env:VAR, fd:3)."""
+    word = value.rstrip(b".,;:!?")
+    if word.lower() in _FLAG_PROSE or b"<" in word or word.startswith((b"file:", b"env:", b"fd:")):
+        return False
+    if word.replace(b"_", b"").replace(b"-", b"").isalpha() and (word.upper() in _METAVARS or names_secret(word.decode())):
+        return False  # --password PASSWORD, --token TEXT, -secretkey key, --password password
+    return True
+
+
+# -- secrets well-known commands take in short flags --------------------------------
+# "-p" is a port, a plugin or a path in most commands: it is a password only in the commands
+# named here, and only on their own command line (up to a line end, ;, | or &). mysql and its
+# tools take it attached ("-phunter2"; "-p db" asks for it and names a database); sshpass, a
+# registry or cloud login and the MongoDB tools take it attached or after a space (sshpass only
+# before the command it runs: "sshpass -f f ssh -p 22" is ssh's port); redis-cli takes -a, curl
+# -u/-U/--user user:password (the password, or a key given as the user: "-u sk_test_...:").
+_ARG = r"[^\s\"'`;|&\\]"  # a character of an unquoted argument
+_CMD_VALUE = rf"(?:'[^'\r\n]*'|\\*\"[^\"\\\r\n]*\\*\"|[^\s\"'`;|&\\\-]{_ARG}*)"
+_CMD_START = r"(?:^|[\s\"'`(;|&/=]|\\[nrt])"
+_CMD_ARGS = r"(?:[ \t][^\r\n;|&\\]*?)?[ \t]"  # the command's arguments before the flag
+_USER_PASS = (
+    rf"(?:'[^':\r\n]*:(?P<c1>[^'\r\n]+)'|\\*\"[^\":\\\r\n]*:(?P<c2>[^\"\\\r\n]+)\\*\""
+    rf"|[^\s\"'`;|&\\:\-][^\s\"'`;|&\\:]*:(?P<c3>{_ARG}+)|(?P<c4>[^\s\"'`;|&\\:\-][^\s\"'`;|&\\:]*):(?:[\s\"'`;|&\\]|$))"
+)
+_COMMAND_SECRET = compile_linear(
+    _CMD_START
+    + r"(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlslap|mysqlpump|mysqlsh"
+    + r"|mariadb|mariadb-dump|mariadb-admin|mariadb-import|mariadb-check|mariadb-show|mariadb-slap)"
+    + rf"{_CMD_ARGS}-p(?P<mysql>{_CMD_VALUE})"
+    + rf"|sshpass(?:[ \t]+(?:-[fdP][ \t]*{_ARG}+|-[ev]+))*[ \t]+-p[ \t]*(?P<sshpass>{_CMD_VALUE})"
+    + r"|(?:(?:docker|podman|buildah|skopeo|nerdctl|oras|helm[ \t]+registry|az(?:[ \t]+acr)?|oc|cf)[ \t]+login"
+    + r"|mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport|mongostat|mongotop|mongofiles)"
+    + rf"{_CMD_ARGS}-p[ \t]*(?P<login>{_CMD_VALUE})"
+    + rf"|(?:redis-cli|valkey-cli|keydb-cli){_CMD_ARGS}-a[ \t]+(?P<redis>{_CMD_VALUE})"
+    + rf"|curl{_CMD_ARGS}(?:-[uU][ \t]*|--(?:proxy-)?user(?:[ \t]+|=)){_USER_PASS})"
+)
+_COMMAND_GROUPS = tuple(_COMMAND_SECRET.groupindex[g] for g in ("mysql", "sshpass", "login", "redis", "c1", "c2", "c3", "c4"))
+_COMMAND_WORDS = (b"mysql", b"mariadb", b"sshpass", b"login", b"mongo", b"-cli", b"curl")
+_COMMAND_FRAGMENTS = ("mysql", "mariadb", "login", "mongo", "-cli")  # sshpass and curl hold pass and url, key fragments
+
+# -- secrets told in prose ---------------------------------------------------------
+# "my password is hunter2", "the API key was abc123def456": the word after "<name> is/was" goes
+# when it reads as a secret, not as a word: it holds a digit or a symbol (the pattern asks, so
+# "the password is incorrect" and "the token is valid" are not even matched) and _told_secret
+# finds no quantity, version, file or term of the trade in it ("the token is 2048 bits").
+_PROSE = compile_linear(
+    r"(?i:\b(?P<noun>password|passphrase|passcode|passwd|pin(?:[ \t]+code)?|(?:api|secret|access|private)[ \t_\-]?key"
+    r"|(?:access[ \t_\-]|refresh[ \t_\-]|auth[ \t_\-]|bearer[ \t_\-])?token|secret)[ \t]+(?:is|was)[ \t]*:?[ \t]+)(?P<v>[^\s]*[0-9!@#$%^&*+=~][^\s]*)"
+)
+_PROSE_NOUN, _PROSE_VALUE = _PROSE.groupindex["noun"], _PROSE.groupindex["v"]
+# Secrets with no separator before them: a flag that may take one and a word after it, a
+# command's short flag, one told in prose, a key's name spelt with an escaped letter. Text
+# without one of these needs no scan for keys unless it holds = or :, and most text has none.
+_LOOSE_PATTERN = re.sub(
+    r"\(\?P<\w+>",
+    "(?:",
+    "|".join(
+        (
+            rf"(?:^|[\s\"'`(\[]|\\[nrt])--?{_FLAG_NAME}[ \t]+[^\s\-]",
+            _COMMAND_SECRET.pattern,
+            _PROSE.pattern,
+            _ASCII_ESCAPE,
+        )
+    ),
+)
+_LOOSE = compile_linear(_LOOSE_PATTERN)
+_ASCII_ESCAPES = compile_linear(_ASCII_ESCAPE)
+# Words of the trade that mix letters and digits ("the token is base64", "the key is AES256").
+_TECHNICAL = frozenset(
+    w.encode()
+    for w in (
+        "base16", "base32", "base58", "base62", "base64", "base64url", "sha1", "sha224", "sha256", "sha384", "sha512", "sha3",
+        "md4", "md5", "crc32", "utf8", "utf16", "utf32", "hs256", "hs384", "hs512", "rs256", "rs384", "rs512", "es256",
+        "es384", "es512", "ps256", "ps384", "ps512", "eddsa25519", "ed25519", "ed448", "x25519", "aes128", "aes192", "aes256",
+        "chacha20", "poly1305", "x509", "oauth1", "oauth2", "ipv4", "ipv6", "http1", "http2", "http3", "tls12", "tls13",
+        "pkcs1", "pkcs7", "pkcs8", "pkcs11", "pkcs12", "argon2", "argon2i", "argon2d", "argon2id", "pbkdf2", "rsa1024",
+        "rsa2048", "rsa3072", "rsa4096", "p256", "p384", "p521", "secp256k1", "secp256r1", "prime256v1", "int8", "int16",
+        "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64", "bfloat16", "win32",
+        "win64", "x86_64", "amd64", "arm64", "aarch64", "python3", "py3", "k8s", "i18n", "l10n", "e2e", "s3", "ec2", "gpt2",
+    )
+)
+_UNIT_LETTERS = b"abcdefghijklmnopqrstuvwxyz%"
+_NUMBER_FOLLOWERS = frozenset({b"", b"and", b"or", b"but", b"so", b"please", b"then", b"if", b"for", b"on", b"to", b"at", b"thanks"})
+_LETTERS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_DIGITS = frozenset(b"0123456789")
+_SYMBOLS = frozenset(b"!@#$%^&*+=~?")
+
+
+def _names_a_file(word: bytes) -> bool:
+    """A file or host name: id_ed25519.pub, api2.example.com (a dot, then 1 to 5 letters)."""
+    stem, dot, ext = word.rpartition(b".")
+    return bool(stem) and 1 <= len(ext) <= 5 and ext.isalpha()
+
+
+def _quantity(word: bytes) -> bool:
+    """A number and its unit (2048bits, 3600s, 12%, 1,024), an issue number (#42), a version
+    (v2.3.1), a date (2024-05-06, and its time), in lower case."""
+    if word[:1] == b"#":
+        return word[1:].isdigit()
+    if len(word) >= 10 and word[4:5] == word[7:8] == b"-" and (word[:4] + word[5:7] + word[8:10]).isdigit():
+        return True
+    number = word[1:] if word[:1] == b"v" and word[1:2].isdigit() else word
+    digits = number.rstrip(_UNIT_LETTERS)
+    return len(number) - len(digits) <= 6 and digits.replace(b".", b"").replace(b",", b"").isdigit()
+
+
+def _told_secret(noun: bytes, value: bytes, after: bytes) -> tuple[int, int] | None:
+    """Where the secret is in ``value``, the word after "<noun> is" (``after``: the word after
+    that), or None when the word reads as prose, a quantity or a name, not as a secret.
+
+    A secret mixes letters with digits or symbols (hunter2, P@ssw0rd, x9Kq2mZ7pL) and is 6
+    characters or more; a PIN, passcode or password told as digits is 4 of them or more, last or
+    before a conjunction ("my PIN is 4821 and...", not "the password is 2048 bits"). A plain word
+    is never one: a password that is a word cannot be told from "the password is incorrect".
+    """
+    start, end = 0, len(value)
+    if end > 2 and value[:1] in (b"'", b'"', b"`") and value[-1:] == value[:1]:
+        start, end = 1, end - 1
+    else:
+        while end > start and value[end - 1 : end] in (b".", b",", b";", b":", b"?", b")", b'"', b"'", b"`"):
+            end -= 1
+        while start < end and value[start : start + 1] in (b'"', b"'", b"`"):
+            start += 1
+    word = value[start:end]
+    if not word or word[:1] in b"$<{[*(/~." or _MARK_BYTES[:-1] in word or b"://" in word:
+        return None
+    low = word.lower()
+    if low in _TECHNICAL or (b"-" in low and low.rsplit(b"-", 1)[1].isalpha()) or _names_a_file(low):
+        return None
+    digits = sum(c in _DIGITS for c in word)
+    if digits and digits + word.count(b"-") == len(word):  # a number, or digits in groups (0000-1111)
+        told = noun[:3].lower() == b"pin" or noun[:5].lower() in (b"passc", b"passw")
+        date = len(word) == 10 and word[4:5] == word[7:8] == b"-"
+        if told and digits >= 4 and after.lower() in _NUMBER_FOLLOWERS and not date:
+            return start, end
+        return None
+    if len(word) < 6 or _quantity(low) or not any(c in _LETTERS for c in word):
+        return None
+    if digits or any(c in _SYMBOLS for c in word):
+        return start, end
+    return None
+
+
 # A multipart form field: its name in the part's header (its quotes escaped too, in JSON text),
 # its value after the blank line.
 _EOL = r"(?:\r?\n|\\r\\n|\\n)"  # a line end, also escaped (a repr or JSON text of the body)
@@ -194,6 +451,7 @@ _FORM_KEY, _FORM_VALUE = _FORM_FIELD.groupindex["k"], _FORM_FIELD.groupindex["v"
 _XML_ELEMENT = compile_linear(r"<(?P<open>[A-Za-z_][\w.\-:]*)(?:\s[^<>]*)?>(?P<v>[^<]+)</(?P<close>[A-Za-z_][\w.\-:]*)\s*>")
 _XML_OPEN, _XML_VALUE, _XML_CLOSE = (_XML_ELEMENT.groupindex[g] for g in ("open", "v", "close"))
 _SPACE = b" \t\r\n\f\v"
+_SEPARATORS = frozenset(b":=")
 # The value after a secret key, matched where the key ends (anchored): a string in the quotes
 # it is written with (escapes included, so an escaped quote does not end it), a bare number,
 # or an unquoted word (an authorization scheme and its credential: "Token abc").
@@ -314,18 +572,30 @@ def _compiled(user: tuple[str, ...]) -> tuple[Any, Any, Any]:
 
     Tokens are matched where a token may start, the start captured as ``start`` (kept when
     scrubbing); text patterns (private keys, URL passwords, the user's) anywhere. ``either``
-    finds whether any of them is in a text in one pass: most text holds none, and then the two
-    substitutions (each a pass of its own) need not run.
+    finds whether any of them, or a secret key without a separator (``_LOOSE_PATTERN``), is in
+    a text in one pass: most text holds none, and then the two substitutions (each a pass of
+    its own) need not run.
     """
     cat_tokens, cat_text = catalogue()
     token_pattern = TOKEN_START + "(?:" + "|".join(f"(?:{p})" for p in (*OWN_TOKENS, *cat_tokens)) + ")"
     text_pattern = "|".join(f"(?:{p})" for p in (*OWN_TEXT_PATTERNS, *cat_text, *user))
     tokens, text = compile_linear(token_pattern), compile_linear(text_pattern)
     try:
-        either = compile_linear(f"(?:{token_pattern})|(?:{text_pattern})")
+        # A secret with no separator before it (a flag's, a command's, one told in prose) is
+        # found by this pass too: text without one needs no scan for keys unless it holds "=" or ":".
+        either = compile_linear(f"(?:{token_pattern})|(?:{text_pattern})|(?:{_LOOSE_PATTERN})")
     except ValueError:  # the two together beyond RE2's budget (many user patterns): both passes run
         either = None
     return tokens, text, either
+
+
+_GATE_LENGTH = 2048  # text longer than this is asked whether it may hold keys by one RE2 pass
+
+
+@functools.lru_cache(maxsize=64)
+def _fragment_gate(fragments: tuple[str, ...]) -> Any:
+    """One pattern finding any of ``fragments`` (case-blind), or an escape (a key's letter: "\\u0077")."""
+    return compile_linear("(?i:" + "|".join(re.escape(f) for f in fragments) + f")|{_ASCII_ESCAPE}")
 
 
 class Redactor:
@@ -359,7 +629,8 @@ class Redactor:
                 raise ValueError(f"bad redaction key {k!r}: expected a non-empty string")
             user_keys.append(k.lower())
         self._user_keys = tuple(user_keys)
-        self._fragments = _KEY_FRAGMENTS + self._user_keys
+        self._fragments = _KEY_FRAGMENTS + _COMMAND_FRAGMENTS + self._user_keys
+        self._gate = _fragment_gate(self._fragments)
         self._lock = threading.Lock()
         self._key_cache: dict[str, bool] = {}
         self._known_clean = known_clean
@@ -424,7 +695,7 @@ class Redactor:
         except UnicodeEncodeError:
             text = displayable(text)
             found = self._format_spans(text)
-        if self._may_hold_keys(text):
+        if self._may_hold_keys(text) or _LOOSE.search(text) is not None:
             data = text.encode()
             chars = 0  # byte offsets to character offsets, counted forward once
             seen = 0
@@ -447,21 +718,28 @@ class Redactor:
         if len(text) < self.min_length or text in self._known_clean or text in self._found_clean:
             return text
         try:
-            clean = self._either is not None and self._either.search(text) is None and not self._may_hold_keys(text)
+            # One pass says whether a format (or a flag's, a command's, a told secret) is in the
+            # text: most text holds none, and then the two substituting passes need not run (nor,
+            # without a secret key's name and its separator, the scan for keys).
+            found = self._either is None or self._either.search(text) is not None
+            keys = self._may_hold_keys(text)
         except UnicodeEncodeError:
-            clean = False  # lone surrogates: the passes below read it as displayable text
-        if clean:
+            found = keys = True  # lone surrogates: the passes below read it as displayable text
+        if not found and not keys:
             self._remember_clean(text)
             return text
-        scanned = text
-        try:
-            new, n = self._tokens.subn(_mark_token, text)
-        except UnicodeEncodeError:
-            scanned = displayable(text)
-            new, n = self._tokens.subn(_mark_token, scanned)
-        new, k = self._text.subn(_mark_match, new)
-        n += k
-        if self._may_hold_keys(new):
+        scanned = new = text
+        n = 0
+        if found:
+            try:
+                new, n = self._tokens.subn(_mark_token, text)
+            except UnicodeEncodeError:
+                scanned = displayable(text)
+                new, n = self._tokens.subn(_mark_token, scanned)
+            new, k = self._text.subn(_mark_match, new)
+            n += k
+            keys = self._may_hold_keys(new) or _LOOSE.search(new) is not None
+        if keys:
             new, k = self._scrub_keyed(new)
             n += k
         if not n and scanned is not text:
@@ -482,10 +760,15 @@ class Redactor:
         return [(m.end(start), m.end()) for m in self._tokens.finditer(text)] + [m.span() for m in self._text.finditer(text)]
 
     def _may_hold_keys(self, text: str) -> bool:
+        """Whether ``text`` may hold a secret key with its separator (key=value, key: value,
+        <key>...</key>): a separator, and a fragment of a key's name (or a command's).
+        Secrets without a separator are found by the one pass of ``scrub`` (``_LOOSE``)."""
         if "=" not in text and ":" not in text and "</" not in text:
             return False
+        if len(text) > _GATE_LENGTH:  # one pass of RE2 costs less than a scan per fragment
+            return self._gate.search(text) is not None
         low = text.lower()
-        return any(f in low for f in self._fragments)
+        return any(map(low.__contains__, self._fragments)) or ("\\u" in low and _ASCII_ESCAPES.search(low) is not None)
 
     def _scrub_keyed(self, text: str) -> tuple[str, int]:
         """Redact the values of secret keys written into ``text``."""
@@ -504,9 +787,14 @@ class Redactor:
     def _keyed_values(self, data: bytes) -> Iterator[tuple[int, int]]:
         """Byte spans of the values of secret keys in UTF-8 ``data``, in order, not overlapping:
         keys written with their values, and multipart form fields named like a secret."""
-        forms = [m.span(_FORM_VALUE) for m in _FORM_FIELD.finditer(data) if self.is_secret_key(m.group(_FORM_KEY).decode(errors="replace"))] if b"form-data" in data.lower() else []
+        low = data.lower()
+        forms = [m.span(_FORM_VALUE) for m in _FORM_FIELD.finditer(data) if self._secret_value(m.group(_FORM_KEY).decode(errors="replace"), m.group(_FORM_VALUE))] if b"form-data" in low else []
         if b"</" in data:
-            forms += [m.span(_XML_VALUE) for m in _XML_ELEMENT.finditer(data) if self._names_a_secret_element(m.group(_XML_OPEN), m.group(_XML_CLOSE))]
+            forms += [m.span(_XML_VALUE) for m in _XML_ELEMENT.finditer(data) if self._names_a_secret_element(m.group(_XML_OPEN), m.group(_XML_CLOSE), m.group(_XML_VALUE))]
+        if b"-" in data and any(map(low.__contains__, _COMMAND_WORDS)):
+            forms += _command_spans(data)
+        if b" is" in low or b" was" in low or b"\tis " in low or b"\twas " in low:
+            forms += _prose_spans(data)
         if not forms:
             yield from self._key_value_spans(data)
             return
@@ -516,11 +804,23 @@ class Redactor:
                 yield start, end
                 done = end
 
-    def _names_a_secret_element(self, opening: bytes, closing: bytes) -> bool:
+    def _names_a_secret_element(self, opening: bytes, closing: bytes, value: bytes) -> bool:
         if opening != closing:
             return False
         name = opening.decode(errors="replace")
-        return self.is_secret_key(name.rpartition(":")[2])  # a namespace prefix (wsse:) says nothing
+        return self._secret_value(name.rpartition(":")[2], value)  # a namespace prefix (wsse:) says nothing
+
+    def _secret_value(self, key: str, value: bytes) -> bool:
+        """Whether ``value``, written in text under ``key``, is a secret to redact."""
+        return self.is_secret_key(key) and self._code_value(key, value)
+
+    def _code_value(self, key: str, value: bytes) -> bool:
+        """False for a value under a key that names only a code (pin, otp, cvv, ssn) that holds no
+        digit: "Pin: release a=stable" (APT's pinning), "OTP: sent", "SSN: on file"."""
+        if _key_kind(key) != "code" or any(c in _DIGITS for c in value):
+            return True
+        low = key.lower()
+        return any(k in low for k in self._user_keys)
 
     def _key_value_spans(self, data: bytes) -> Iterator[tuple[int, int]]:
         """Byte spans of the values of secret keys written with their values, in order, not overlapping.
@@ -536,8 +836,25 @@ class Redactor:
                 continue
             # The match is short: its style and key are read from its text, not through group
             # lookups (each costs the RE2 wrapper more than the rest of this loop).
-            core = data[start:at].rstrip(_SPACE)[:-1].rstrip(_SPACE)  # the match without its separator
-            if core[-1:] == b"'":
+            core = data[start:at].rstrip(_SPACE)
+            flag = False
+            if core[-1] not in _SEPARATORS:
+                # A flag (-token, --db-password): its value after = or : (as a bare key's), or
+                # after spaces when the flag is one that takes a secret so.
+                key = core[core.index(b"-") :].lstrip(b"-")
+                after = at
+                while data[at : at + 1] in (b" ", b"\t"):
+                    at += 1
+                if data[at : at + 1] in (b":", b"="):
+                    at += 1
+                elif at == after or at == len(data) or data[at] in _NOT_A_FLAG_VALUE or not _flag_takes_secret(key.decode()):
+                    continue
+                else:
+                    flag = True
+                value = None
+                while data[at : at + 1] in (b" ", b"\t"):
+                    at += 1
+            elif (core := core[:-1].rstrip(_SPACE))[-1:] == b"'":  # the match without its separator
                 key = core[1:-1]
                 value = _SINGLE_QUOTED
             elif core[-1:] == b'"':
@@ -551,9 +868,15 @@ class Redactor:
                 value = None
                 while data[at : at + 1] in (b" ", b"\t"):
                     at += 1
-            if not is_secret(key.decode().strip()):
+            if b"\\" in key:
+                key = _unescaped(key)
+            name = key.decode().strip()  # ASCII: the patterns match no other key
+            if not flag and not is_secret(name):
                 continue
-            if data[at : at + 1] in (b"{", b"["):
+            if flag:
+                if data[at : at + 1] == b"\\" and _QUOTE_AHEAD.match(data, at) is None:
+                    continue  # an escaped line end: the flag ends its line
+            elif data[at : at + 1] in (b"{", b"["):
                 # An object or list under a secret key ({"password": {"current": ...}} in a tool's
                 # JSON text): everything inside its brackets goes.
                 close = _bracket_end(data, at)
@@ -576,8 +899,41 @@ class Redactor:
             vstart, vend = v.span(1 if data[at : at + 1] in (b'"', b"'", b"\\") else 2)
             if vstart == vend or data.startswith(_MARK_BYTES[:-1], vstart):
                 continue
+            if flag and (data[vstart : vstart + 1] == b"$" or (vstart == at and not _flag_value(data[vstart:vend]))):
+                continue  # a variable ("$TOKEN"), or not a secret: prose about the flag, a metavar
+            if not self._code_value(name, data[vstart:vend]):
+                continue
             yield vstart, vend
             done = vend
+
+
+def _command_spans(data: bytes) -> list[tuple[int, int]]:
+    """Byte spans of the secrets well-known commands take in short flags (``_COMMAND_SECRET``)."""
+    spans = []
+    for m in _COMMAND_SECRET.finditer(data):
+        for group in _COMMAND_GROUPS:
+            start, end = m.span(group)
+            if start >= 0:
+                break
+        quotes = len(data[start:end]) - len(data[start:end].lstrip(b"\\"))
+        if data[start + quotes : start + quotes + 1] in (b"'", b'"'):  # a quoted value: what is inside
+            start, end = start + quotes + 1, end - quotes - 1
+        if end > start and data[start : start + 1] != b"$" and not data.startswith(_MARK_BYTES[:-1], start):
+            spans.append((start, end))
+    return spans
+
+
+def _prose_spans(data: bytes) -> list[tuple[int, int]]:
+    """Byte spans of secrets told in prose ("my password is hunter2"), read by ``_told_secret``."""
+    spans = []
+    for m in _PROSE.finditer(data):
+        start, end = m.span(_PROSE_VALUE)
+        after = data[end : end + 24].split(None, 1) if data[end : end + 1].isspace() else ()
+        after = after[0] if after else b""
+        told = _told_secret(m.group(_PROSE_NOUN), data[start:end], after.rstrip(b".,;:!?"))
+        if told is not None:
+            spans.append((start + told[0], start + told[1]))
+    return spans
 
 
 def _mark_token(m: Any) -> str:

@@ -735,3 +735,152 @@ def test_header_pairs_named_like_a_secret_lose_their_value() -> None:
     pairs = [("Authorization", "Token TOKVAL_abcdefghijklmnop"), ["X-Api-Key", "APIKEYVAL_pair"], ("Cookie", b"sid=COOKIEVAL_pair"), ("Accept", "text/html")]
     out = encode({"headers": pairs})["headers"]
     assert out == [["Authorization", MARK], ["X-Api-Key", MARK], ["Cookie", MARK], ["Accept", "text/html"]], out
+
+
+# ---------------------------------------------------------------------------
+# Key names written with JSON escapes, command lines, personal codes, secrets told in prose
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ('{"pass\\u0077ord": "hunter2"}', '{"pass\\u0077ord": "[REDACTED]"}'),
+        ('{"\\u0070assword": "hunter2", "user": "ada"}', '{"\\u0070assword": "[REDACTED]", "user": "ada"}'),
+        ('{"api\\u005Fkey": "k-7f3a9c2e1b"}', '{"api\\u005Fkey": "[REDACTED]"}'),
+        ('{"payload": "{\\"pass\\\\u0077ord\\": \\"hunter2\\"}"}', '{"payload": "{\\"pass\\\\u0077ord\\": \\"[REDACTED]\\"}"}'),  # JSON in JSON
+    ],
+)
+def test_a_json_key_written_with_escapes_is_read_unescaped(text: str, kept: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == kept and r.count == 1
+    assert Redactor().scrub(kept) == kept
+
+
+@pytest.mark.parametrize("text", ['{"\\u0070ath": "/srv/app", "caf\\u00e9": "open"}', '{"pass\\u0061ge": "chapter one"}'])
+def test_escaped_keys_that_name_no_secret_keep_their_values(text: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == text and r.count == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("deploy --password hunter2 --verbose", f"deploy --password {MARK} --verbose"),
+        ("cli --api-key abcdef123456 --region eu", f"cli --api-key {MARK} --region eu"),
+        ("cli --token XYZ", f"cli --token {MARK}"),
+        ("tool -token xyz-7f3a9c", f"tool -token {MARK}"),  # Go-style single dash
+        ("tool --db-password 'hunter 2' --host db", f"tool --db-password '{MARK}' --host db"),
+        ('{"args": "--client-secret \\"s3cr3t value\\""}', f'{{"args": "--client-secret \\"{MARK}\\""}}'),
+        ("app --pin 4821", f"app --pin {MARK}"),
+        ("run \\\n  --password hunter2", f"run \\\n  --password {MARK}"),
+        ("openssl rsa -passin pass:hunter2 -in key.pem", f"openssl rsa -passin {MARK} -in key.pem"),
+        # -p is a password only where the command is one that takes it so.
+        ("mysql -u root -phunter2 shop", f"mysql -u root -p{MARK} shop"),
+        ("mysqldump -uroot -p'hunter 2' shop > dump.sql", f"mysqldump -uroot -p'{MARK}' shop > dump.sql"),
+        ("/usr/bin/mariadb -h db -u app -pS3cr3t! -e 'select 1'", f"/usr/bin/mariadb -h db -u app -p{MARK} -e 'select 1'"),
+        ('{"command": "mysql -u root -phunter2 db"}', f'{{"command": "mysql -u root -p{MARK} db"}}'),
+        ("sshpass -p hunter2 ssh deploy@host", f"sshpass -p {MARK} ssh deploy@host"),
+        ("sshpass -e -p'hunter2' scp a host:", f"sshpass -e -p'{MARK}' scp a host:"),
+        ("docker login -u bob -p hunter2 registry.example.com", f"docker login -u bob -p {MARK} registry.example.com"),
+        ("oc login -u dev -p hunter2 https://api.example:6443", f"oc login -u dev -p {MARK} https://api.example:6443"),
+        ("mongosh -u admin -p hunter2 --authenticationDatabase admin", f"mongosh -u admin -p {MARK} --authenticationDatabase admin"),
+        ("redis-cli -h cache -a hunter2 ping", f"redis-cli -h cache -a {MARK} ping"),
+        ("curl -u admin:hunter2 https://api.example.com", f"curl -u admin:{MARK} https://api.example.com"),
+        ("curl -s --user 'admin:hunter 2' https://x.example", f"curl -s --user 'admin:{MARK}' https://x.example"),
+        ("curl -U proxy:hunter2 -x proxy:3128 https://x.example", f"curl -U proxy:{MARK} -x proxy:3128 https://x.example"),
+        ("curl https://api.stripe.com/v1/charges -u sk_test_4eC39HqLyjWDarjtT1zdp7dc:", f"curl https://api.stripe.com/v1/charges -u {MARK}:"),
+    ],
+)
+def test_secrets_on_a_command_line_are_redacted(text: str, kept: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == kept and r.count == 1
+    assert Redactor().scrub(kept) == kept
+    assert [text[a:b] for a, b in Redactor().spans(text)] != []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "docker run -p 8080:80 nginx", "ls -p /srv", "pytest -p no:cacheprovider -q", "psql --port 5432 -h db", "ssh -p 22 host",
+        "mkdir -p build/x && git add -p", "sshpass -f pw.txt ssh -p 22 host", "mysql -u root -p shop", "mysql -u root -p -e 'select 1'",
+        "docker exec -u root web sh", "docker run -u 1000:1000 img", "sudo -u postgres psql", "curl -u admin https://x.example",
+        "redis-cli -p 6380 ping", "mongosh --port 27017", "echo $PW | docker login -u bob --password-stdin registry.example.com",
+        "mysql --password --verbose", "ansible-playbook --ask-pass site.yml", "tool --no-password x", "gh --token-file ~/.tok",
+        "cli --token $GITHUB_TOKEN", 'cli --token "$GITHUB_TOKEN"', "cli --api-key <your-key>", "pass --token to the CLI",
+        "use --password only if you must", "--password, --token and --api-key are read from the environment",
+        "-p, --password PASSWORD   the password to use", "--token TEXT  an access token", "--max-tokens 100 --token-count 5",
+        "--auth-url https://keystone.example:5000/v3", "--auth-type basic", "--cookie-jar cookies.txt", "gpg --edit-key alice",
+        "--private-key ~/.ssh/id_ed25519", "openssl enc -pass file:pw.txt", "--discard-dual-password | --retain-password",
+    ],
+)
+def test_ordinary_flags_and_commands_are_left_alone(text: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == text and r.count == 0
+
+
+CODE_KEYS = ["pin", "PIN", "userPin", "pin_code", "pincode", "otp", "OTP_CODE", "totp", "cvv", "cvv2", "CVC", "ssn", "customer_ssn", "security_code", "verification_code", "social_security_number"]
+
+
+@pytest.mark.parametrize("key", CODE_KEYS)
+def test_keys_naming_a_personal_or_one_time_code_are_secret(key: str) -> None:
+    r = Redactor()
+    assert encode({key: "4821", "n": {key: 4821}}, r) == {key: MARK, "n": {key: MARK}} and r.count == 2
+    text = f"{key}=4821 and {key}: 123-45-6789"
+    assert Redactor().scrub(text) == f"{key}={MARK} and {key}: {MARK}"
+
+
+@pytest.mark.parametrize("key", ["spin", "pinned", "is_pinned", "option", "hotpot", "pin_memory", "pin_length", "otp_attempts", "OTP_VERSION", "otp_app", "cvv_required"])
+def test_keys_that_merely_contain_a_code_word_are_kept(key: str) -> None:
+    r = Redactor()
+    assert encode({key: "4821"}, r) == {key: "4821"} and r.count == 0
+    assert Redactor().scrub(f"{key}=4821 {key}: 4821") == f"{key}=4821 {key}: 4821"
+
+
+@pytest.mark.parametrize("text", ["Pin: release a=stable", "Pin: version 5.32*", "OTP: sent to your phone", "SSN: on file, CVV: required"])
+def test_a_code_key_in_text_keeps_a_value_without_digits(text: str) -> None:
+    """APT's pinning (``Pin: release``) and prose about a code: a PIN, OTP, CVV or SSN holds digits."""
+    r = Redactor()
+    assert r.scrub(text) == text and r.count == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("my password is hunter2", f"my password is {MARK}"),
+        ("My password is Hunter2! can you log in?", f"My password is {MARK} can you log in?"),
+        ("the password was Tr0ub4dor&3.", f"the password was {MARK}."),
+        ("the API key is abc123def456ghi, use it", f"the API key is {MARK}, use it"),
+        ("The secret key was wJalrXUtnFEMI/K7MDENG/bPxRfiCY", f"The secret key was {MARK}"),
+        ("the access token is 7f3a9c2e1b5d", f"the access token is {MARK}"),
+        ("my PIN is 4821 and my card ends 0042", f"my PIN is {MARK} and my card ends 0042"),
+        ("the passphrase is: correct-horse-battery-9", f"the passphrase is: {MARK}"),
+        ("the token is 'x9Kq2mZ7pL'", f"the token is '{MARK}'"),
+    ],
+)
+def test_a_secret_told_in_prose_is_redacted(text: str, kept: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == kept and r.count == 1
+    assert Redactor().scrub(kept) == kept
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *(
+            f"The {noun} is {word}."
+            for noun in ("password", "token", "API key", "PIN", "passcode")
+            for word in ("incorrect", "valid", "wrong", "expired", "required", "missing", "invalid", "set", "not set", "case-sensitive")
+        ),
+        "the key is to retry with backoff", "the token is base64-encoded", "the token is a JWT signed with HS256",
+        "the password is 12 characters long", "the token is 2048 bits", "the api key is ${OPENAI_API_KEY}", "the token is sha256",
+        "the private key is ~/.ssh/id_ed25519", "the password was reset on 2024-05-06", "GPIO pin is 17", "the PIN is 4 digits",
+        "the token was 12% of the budget", "the secret is to keep prompts short",
+    ],
+)
+def test_prose_about_passwords_and_tokens_is_left_alone(text: str) -> None:
+    """Only a word that reads as a secret goes: mixed letters and digits or symbols, or a PIN's
+    digits. A password that is a plain word cannot be told from "the password is incorrect" and
+    is kept."""
+    r = Redactor()
+    assert r.scrub(text) == text and r.count == 0
