@@ -30,6 +30,17 @@ from graphtape.recorder.linear_regex import compile_linear
 from graphtape.recorder.redaction import Redactor
 
 PROSE = "The order A-1042 shipped on Monday and the carrier expects delivery within two days. "
+# What an agent's recording mostly holds, none of it secret: a markdown answer (bullets, "is"),
+# a tool's JSON result, a shell command and its output, a traceback line. Every net of keys in
+# text is asked about it (separators, flags, prose about passwords and tokens, command names).
+AGENT_TEXT = (
+    "Here is what I found:\n- The token is valid until Friday and the password is not set.\n"
+    "- Run `mysql -u app -p shop` and enter it when asked; `curl -s https://api.example.com/v1/orders?page=2`.\n"
+    '{"order_id": "A-1042", "status": "shipped", "url": "https://shop.example/o/1042", "max_tokens": 1024, '
+    '"items": [{"sku": "SKU-00042", "qty": 2}], "note": "typing indicator on, mapping loaded"}\n'
+    "$ docker run -p 8080:80 --name web nginx && ls -la /srv --color=auto\n"
+    'File "agent/tools.py", line 42, in lookup: raise KeyError("session expired, login again")\n'
+)
 # User patterns that take exponential time in Python's re on a near miss; RE2 runs them linearly.
 USER_PATTERNS = [r"(a+)+b", r"(x|x)*y", r"(\w+\s?)*ACME-\d{4}"]
 
@@ -42,6 +53,7 @@ def cases(size: int) -> dict[str, tuple[str, bool]]:
 
     return {
         "prose": (fill(PROSE), False),
+        "agent text: markdown, JSON, commands": (fill(AGENT_TEXT), False),
         "private key: BEGIN headers, no END": (fill("-----BEGIN RSA PRIVATE KEY-----\n"), False),
         "private key: one BEGIN, body, no END": ("-----BEGIN PRIVATE KEY-----\n" + fill("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"), False),
         "sk- prefixes never long enough": (fill("sk-abc sk-proj- "), False),
@@ -53,6 +65,10 @@ def cases(size: int) -> dict[str, tuple[str, bool]]:
         "key=value runs": (fill("password=" + "a" * 20 + " "), False),
         "JWT-like dots": (fill("eyJhbGciOi.eyJzdWIi."), False),
         "form-data secret fields, no value": (fill('Content-Disposition: form-data; name="password"\r\nX: y\r\n'), False),
+        "escaped key names never closed": (fill('"pass\\u0077ord": "'), False),
+        "secret flags without values": (fill(" --password --api-key -token"), False),
+        "commands without a password": (fill("mysql -u root -p db; sshpass -f f ssh -p 22 h; curl -u user "), False),
+        "prose about passwords": (fill("the password is incorrect and the token was 2048 bits; my PIN is 4 digits. "), False),
         "catalogue: aws ... key ... quote": (fill("aws key aws_secret 'abc "), False),
         "catalogue: ://user:pass, no @": (fill("://a:b"), False),
         "catalogue: digits and colons": (fill("123456789:"), False),
@@ -75,6 +91,20 @@ def median_seconds(run: Callable[[], object], reps: int) -> float:
 def scrub_time(text: str, user: bool, reps: int) -> float:
     patterns = USER_PATTERNS if user else []
     return median_seconds(lambda: Redactor(patterns=patterns).scrub(text), reps)
+
+
+def values_time(n: int, reps: int) -> float:
+    """Median seconds to scrub ``n`` distinct short values (the lines of ``AGENT_TEXT``, numbered):
+    what a run records most is many short strings, each scanned once."""
+    lines = [line for line in AGENT_TEXT.splitlines() if line]
+    values = [f"{lines[i % len(lines)]} #{i}" for i in range(n)]
+
+    def run() -> None:
+        r = Redactor()
+        for v in values:
+            r.scrub(v)
+
+    return median_seconds(run, reps)
 
 
 def main() -> None:
@@ -101,6 +131,9 @@ def main() -> None:
     for name, seconds in results.items():
         grows = f"{growth[name]:10.2f}" if name in growth else f"{'':>10}"
         print(f"{name:40} {seconds:9.4f} {seconds * 1_000_000 / size:9.4f} {seconds / plain:8.0f} {seconds / prose:8.1f} {grows}")
+    n = 20_000 if not args.quick else 5_000
+    per_value = values_time(n, reps)
+    print(f"{'short values (agent text lines)':40} {per_value * 1e6 / n:9.2f} µs per value, {n:,} distinct values")
     worst = max(results, key=results.get)
     print(f"\nworst case: {worst}: {results[worst] * 1_000_000 / size:.3f} s per MB ({results[worst] / plain:.0f}x a plain scan, {results[worst] / prose:.0f}x prose)")
     if growth:
