@@ -4,7 +4,8 @@ A ``create_react_agent`` on the real ``ChatOpenAI`` (against the local fake serv
 conformance corpus), streamed and not, whose data looks like production data without holding a
 secret: images as base64 data URLs (one URL-safe), UUIDs, SHA-256 and git hashes, ids with prefixes, URLs
 with queries, token counts and usage, ``public_key``/``primary_key``/``cache_key`` fields, prose
-about passwords and tokens, and LangGraph's own config keys. Any redaction here would be a false
+about passwords and tokens, commands with ordinary ``-p`` flags, keys that merely hold a code's
+name (``pinned``, ``pin_memory``), and LangGraph's own config keys. Any redaction here would be a false
 positive corrupting the recording: the run must count 0 and store no mark.
 """
 
@@ -71,6 +72,12 @@ def order(order_id: str) -> dict[str, Any]:
         "max_tokens": 1024,
         "status": "in transit",
         "note": "The customer asked to reset their password; the reset token email was resent at 10:15.",
+        # Prose, commands and keys near the words of secrets, holding none.
+        "runbook": "Run `mysql -u app -p shop` (it asks for the password), `docker run -p 8080:80 web` and "
+        "`pytest -p no:cacheprovider`; the token is valid, the password is incorrect, the key is to retry "
+        "with --max-tokens 100, never --password on the command line, and --token-file ~/.tok.",
+        "display": {"pinned": True, "spin": 3, "option": "express", "hotpot": "no"},
+        "loader": {"pin_memory": True, "pin_length": 4, "otp_attempts": 0},
         "created_at": "2024-05-06T10:15:00+00:00",
         "total": {"amount": 4999, "currency": "EUR"},
         "items": [{"sku": f"SKU-{i:05d}", "qty": i % 3 + 1, "etag": hashlib.md5(f"{order_id}{i}".encode()).hexdigest()} for i in range(12)],  # noqa: S324 - an etag
