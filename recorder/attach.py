@@ -40,6 +40,7 @@ from graphtape.recorder.env_secrets import env_secret_patterns
 from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersionError, StoreError
 from graphtape.recorder.graph_info import GraphInfo, describe
 from graphtape.recorder.graph_origin import Origin, display_name, origin_of
+from graphtape.recorder.learned_secrets import RunRedactor
 from graphtape.recorder.lone_surrogates import json_bytes
 from graphtape.recorder.printed_modes import PrintedCheckpoints, printed_modes
 from graphtape.recorder.redaction import Redactor
@@ -382,8 +383,9 @@ class Recorder:
                 conf["thread_id"] = thread_id
         config["configurable"] = conf
         try:
-            # The secrets in this process's environment, by value: a key in no known format is still named there.
-            redactor = Redactor(self.redact_patterns + env_secret_patterns(), self.redact_keys, known_clean=self.known_clean_text)
+            # The secrets in this process's environment, by value (a key in no known format is still
+            # named there), and those the run's calls are handed, once they are (learned_secrets).
+            redactor = RunRedactor(self.redact_patterns + env_secret_patterns(), self.redact_keys, known_clean=self.known_clean_text)
             thread_id = stored_thread_id(str(thread_id), redactor)
             store = self.writer.store  # None while it cannot be opened: the run is kept for it
             run_id, seq_start, resumed = (new_run_id, 0, False) if generated else self._run_id_for(binding, thread_id, input, store)

@@ -113,6 +113,7 @@ class CaptureHandler(BaseCallbackHandler):
         self._guard(self._end, run_id, _answer(output))
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._guard(self.session.learn_from_error, error)
         self._guard(self._end, run_id, _failure(error))
 
     # -- models ----------------------------------------------------------------
@@ -137,6 +138,7 @@ class CaptureHandler(BaseCallbackHandler):
         self._guard(self._llm_end, run_id, response)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._guard(self.session.learn_from_error, error)
         self._guard(self._end, run_id, _failure(error))
 
     def _llm_end(self, run_id: UUID, response: Any) -> None:

@@ -31,6 +31,7 @@ from graphtape.recorder.lone_surrogates import json_bytes
 from graphtape.recorder.records import FLAG_CARRIED, FLAG_ERROR, FLAG_INTERRUPT, FLAG_PENDING, FLAG_RESUME, NOT_FAILURES
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.snapshots import ChannelCopies, containers, snapshot
+from graphtape.recorder.statement_params import bound_by_name
 from graphtape.recorder.store import Batch, pack, squeeze
 from graphtape.recorder.tracebacks import frames_of, scrubbed_frames
 from graphtape.recorder.writer import Writer
@@ -77,6 +78,7 @@ class TaskAcc:
 
 
 _NOT_PASSED = object()
+_ERROR_CHAIN = 4  # errors of a chain (raised from, or while handling, another) read for bound secrets
 
 
 def call_site(metadata: Mapping[str, Any] | None) -> tuple[str, str | None, str | None, int | None]:
@@ -529,14 +531,41 @@ class RunSession:
                 if name == "ParentCommand":
                     acc.parent_command = error.args[0] if error.args else None
                 elif name not in NOT_FAILURES and acc.error is None:
+                    self.learn_from_error(error)
                     acc.error = error
                     acc.error_frames = frames_of(error)
+
+    def learn_from_error(self, error: BaseException) -> None:
+        """The secrets a failed SQL statement was bound with, named by their columns, hidden in
+        the error's text and fields (and the rest of the run) like those a call is handed."""
+        seen = 0
+        try:
+            while error is not None and seen < _ERROR_CHAIN:
+                bound = bound_by_name(error)  # reads attributes: an odd error's may raise
+                if bound:
+                    self._learn(bound)
+                error = error.__cause__ or error.__context__  # a tool's error raised from the driver's
+                seen += 1
+        except Exception as exc:  # noqa: BLE001 - the error is recorded all the same
+            self.fault(f"learning secrets by value: {type(exc).__name__}")  # its text may quote them
+
+    def _learn(self, values: Any) -> None:
+        learn = getattr(self.redactor, "learn", None)  # a RunRedactor's (learned_secrets)
+        if learn is None:
+            return
+        try:
+            learn(values)
+        except Exception as exc:  # noqa: BLE001 - the run is recorded all the same
+            self.fault(f"learning secrets by value: {type(exc).__name__}")  # its text may quote them
 
     def on_router_end(self, ns: str, task_id: str, router: str, returned: Any) -> None:
         with self._lock:
             self._task(ns, task_id).routers.append((router, returned))
 
     def begin_call(self, call_id: str, record: dict) -> None:
+        # A secret the call is handed by name is hidden by value in what comes back (its error
+        # quoting it, its answer echoing it) and in what the run records after.
+        self._learn(record.get("inputs"))
         with self._lock:
             self._calls[call_id] = record
         if self.call_waits.may_wait(record["kind"], record["name"]):

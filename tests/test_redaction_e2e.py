@@ -385,3 +385,123 @@ def test_a_replay_that_diverges_on_a_redacted_secret_says_why(tmp_path):
     assert result.diverged and "replay was handed them redacted" in result.report(), result.report()
     clean = replay(run_id, graph, db=db, ignore=["valid"])
     assert not clean.diverged and "redacted" not in clean.report()
+
+
+class Signup(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _signup_graph(password: str, handled: bool):
+    """A tool handed a password by name fails with SQLAlchemy's IntegrityError, whose text and
+    ``params`` quote the statement's values: the password with no key beside it. A ``ToolNode``
+    that handles tool errors puts that text in the state; without it, the error fails the node
+    and the run."""
+    import sqlalchemy as sa
+
+    @tool
+    def create_user(name: str, password: str) -> str:
+        """Create a user."""
+        engine = sa.create_engine("sqlite://")
+        with engine.connect() as conn:
+            conn.execute(sa.text("create table users (name text unique, password text)"))
+            conn.execute(sa.text("insert into users values ('bob', 'x')"))
+            conn.execute(sa.text("insert into users (name, password) values (:n, :p)"), {"n": name, "p": password})
+        return "created"
+
+    def ask(state: Signup) -> dict:
+        return {"messages": [AIMessage("", tool_calls=[{"name": "create_user", "args": {"name": "bob", "password": password}, "id": "call-1"}])]}
+
+    b = StateGraph(Signup)
+    b.add_node("ask", ask)
+    b.add_node("tools", ToolNode([create_user], handle_tool_errors=(lambda e: f"could not sign up: {e}") if handled else False))
+    b.add_edge(START, "ask")
+    b.add_edge("ask", "tools")
+    b.add_edge("tools", END)
+    return b.compile()
+
+
+@pytest.mark.parametrize("handled", [True, False], ids=["error in the state", "error fails the run"])
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_secret_a_call_was_handed_by_name_is_redacted_where_its_error_quotes_it(tmp_path: Path, durability: str, handled: bool) -> None:
+    import sqlalchemy as sa
+
+    password = "pw-" + secrets.token_hex(10)
+    db = tmp_path / "signup.db"
+    with Recorder(db, durability=durability) as rec:
+        graph = rec.attach(_signup_graph(password, handled), name="signup")
+        if handled:
+            out = graph.invoke({"messages": [HumanMessage("sign bob up")]})
+            assert "IntegrityError" in out["messages"][-1].content and password in out["messages"][-1].content  # the graph sees it all
+        else:
+            with pytest.raises(sa.exc.IntegrityError):
+                graph.invoke({"messages": [HumanMessage("sign bob up")]})
+        run_id = rec.last_run_id
+    assert password.encode() not in everything_stored(db)
+    store = open_store(db)
+    try:
+        call = next(c for c in store.calls(run_id) if c.name == "create_user")
+        assert call.inputs == {"name": "bob", "password": MARK}
+        assert call.error_type == "IntegrityError" and f"[parameters: ('bob', '{MARK}')]" in call.error_message
+        assert call.output["error_fields"]["params"] == ["bob", MARK]
+        run = store.get_run(run_id)
+        if handled:
+            state = store.state_at(run_id, store.list_steps(run_id)[-1].step)
+            assert f"('bob', '{MARK}')" in state["messages"][-1]["content"]
+            assert run.status == "ok"
+        else:
+            assert run.status == "error" and f"('bob', '{MARK}')" in run.error_message
+        assert run.redactions >= 3
+    finally:
+        store.close()
+
+
+class Row(TypedDict, total=False):
+    done: str
+
+
+@pytest.mark.parametrize("where", ["node", "tool"])
+def test_a_value_a_failed_statement_binds_to_a_secret_column_is_redacted(tmp_path: Path, where: str) -> None:
+    """No key named the password on its way in (a node's own query, a tool handed a row of
+    values): the failed statement names its column, and that is enough to hide it."""
+    import sqlalchemy as sa
+
+    password = "pw-" + secrets.token_hex(10)
+
+    def insert(values: list) -> str:
+        engine = sa.create_engine("sqlite://")
+        with engine.connect() as conn:
+            conn.execute(sa.text("create table users (name text unique, password text)"))
+            conn.execute(sa.text("insert into users values ('bob', 'x')"))
+            conn.execute(sa.text('insert into users ("name", "password") values (:a, :b)'), {"a": values[0], "b": values[1]})
+        return "inserted"
+
+    @tool
+    def add_row(table: str, values: list) -> str:
+        """Add a row to a table."""
+        return insert(values)
+
+    def signup(state: Row) -> dict:
+        if where == "tool":
+            return {"done": add_row.invoke({"table": "users", "values": ["bob", password]})}
+        return {"done": insert(["bob", password])}
+
+    b = StateGraph(Row)
+    b.add_node("signup", signup)
+    b.add_edge(START, "signup")
+    b.add_edge("signup", END)
+    db = tmp_path / "rows.db"
+    with Recorder(db) as rec:
+        with pytest.raises(sa.exc.IntegrityError):
+            rec.attach(b.compile()).invoke({})
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        run = store.get_run(run_id)
+        assert run.status == "error" and f"[parameters: ('bob', '{MARK}')]" in run.error_message
+        if where == "tool":
+            call = next(c for c in store.calls(run_id) if c.name == "add_row")
+            assert call.inputs == {"table": "users", "values": ["bob", MARK]}  # the same value, in the record of the call that failed
+            assert call.output["error_fields"]["params"] == ["bob", MARK] and f"('bob', '{MARK}')" in call.error_message
+    finally:
+        store.close()
+    assert password.encode() not in everything_stored(db)
