@@ -256,6 +256,27 @@ def test_unknown_step_and_namespace(demo, capsys):
     assert_one_line_error(*run(capsys, "--db", demo[0], "show", "last", "--ns", "nope"), "'nope'")
 
 
+def test_a_run_given_in_bytes_that_are_not_utf8_is_no_run_not_a_damaged_store(demo, tmp_path, monkeypatch, capsys):
+    """A run id or search text typed in another encoding reaches Python as lone surrogates
+    (``abc\\xff`` -> ``'abc\\udcff'``), which no store text can be: every command that takes one
+    says no run matches it, and never that the store holds damaged data."""
+    db = demo[0]
+    monkeypatch.chdir(tmp_path)  # nothing is written, but a default output would go here
+    bad = os.fsdecode(b"abc\xff")
+    for argv in (["show", bad], ["diff", bad, "last"], ["diff", "last", bad], ["export", bad, "-o", str(tmp_path / "f.json")], ["replay", bad], ["fork", bad, "--at", "0"], ["test-gen", bad, "--graph", "x:y", "-o", str(tmp_path)], ["tui", bad]):
+        code, out, err = run(capsys, "--db", db, *argv)
+        assert_one_line_error(code, out, err, "no run matches 'abc\\udcff'", "not UTF-8")
+        assert "damaged" not in err, argv
+    for option in ("--search", "--name", "--tag", "--tool", "--node", "--error"):
+        for value in (bad, bad + "*"):
+            code, out, err = run(capsys, "--db", db, "runs", option, value, "--json")
+            assert (code, json.loads(out), err) == (0, [], ""), (option, err)
+    assert not list(tmp_path.iterdir())
+    # The real thing: the bytes as a shell passes them.
+    proc = subprocess.run([str(GRAPHTAPE), "--db", db, "show", b"abc\xff"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no run matches" in proc.stderr and "damaged" not in proc.stderr, proc.stderr
+
+
 def test_bad_db_path(tmp_path, capsys):
     missing_dir = tmp_path / "no" / "such" / "dir.db"
     for argv in (["show", "last"], ["runs"]):

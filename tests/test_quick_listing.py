@@ -136,6 +136,27 @@ def test_a_facet_most_runs_share_is_walked_alike(store_file, monkeypatch):
         assert _fields(quick_listing._list_read_only(Path(store_file), **filters)) == expected
 
 
+def test_text_stored_escaped_is_matched_alike_and_text_no_id_can_be_matches_no_id(tmp_path):
+    """Names, tags and searches holding a lone surrogate (an argument typed in another encoding
+    than UTF-8), NUL or the column escape are compared as the columns hold them, as the full
+    store compares them; neither path sends such text as an id."""
+    db = str(tmp_path / "odd.db")
+    with Recorder(db) as rec:
+        for name in ("caf\udce9-one", "caf\udce9\udce9", "nul\x00name", "esc\U0010ffffname", "cafe"):
+            rec.attach(_graph(), name=name, tags=[name]).invoke({"n": 1})
+    cases = [{"name": "caf\udce9-one"}, {"name": "caf\udce9*"}, {"name": "caf*"}, {"name": "esc\U0010ffff*"}, {"name": "nul\x00name"}, {"tag": "caf\udce9-one"}]
+    cases += [{"text": t} for t in ("\udce9", "\x00", "\U0010ffff", "abc\udcff")] + [{"error": "\udcff"}, {"tool": "x\udcff"}, {"node": "\udcff"}]
+    full = SqlStore(db, create=False)
+    try:
+        for filters in cases:
+            got = quick_listing._list_read_only(Path(db), **filters)
+            assert got is not None, filters
+            assert _fields(got) == _fields(full.list_runs(**filters)), filters
+        assert len(full.list_runs(name="caf*")) == 3 and len(full.list_runs(text="\x00")) == 1
+    finally:
+        full.close()
+
+
 def test_the_read_only_path_never_writes(store_file, tmp_path):
     copy = tmp_path / "copy.db"
     src = sqlite3.connect(store_file)

@@ -345,6 +345,34 @@ def test_has_run_takes_whole_ids_only(listed: SqlStore) -> None:
     assert not any(listed.has_run(ref) for ref in ("b7", "research", "last", "B7777777777777AA", "b7777777777777aa ", ""))
 
 
+def test_text_no_store_can_hold_as_it_is_is_found_in_names_and_is_no_id(listed: SqlStore) -> None:
+    """A name holding a lone surrogate, NUL or the column escape itself is stored escaped
+    (``column_text``) and found by every filter as it was given; an id or search text holding one
+    (a run id typed in another encoding than UTF-8) matches no id, and is not damage."""
+    odd = {"d1000000000000a1": "caf\udce9-one", "d1000000000000a2": "caf\udce9\udce9", "d1000000000000a3": "nul\x00name", "d1000000000000a4": "esc\U0010ffffname", "d1000000000000a5": "cafe"}
+    listed.write(Batch(runs_new=[run_row(i, started=500.0 + k, name=n) for k, (i, n) in enumerate(odd.items())]))
+
+    def ids(**filters: Any) -> set[str]:
+        return {r.id for r in listed.list_runs(**filters)}
+
+    assert ids(name="caf\udce9-one") == {"d1000000000000a1"}
+    assert ids(name="caf\udce9*") == {"d1000000000000a1", "d1000000000000a2"}
+    assert ids(name="caf*") == {"d1000000000000a1", "d1000000000000a2", "d1000000000000a5"}
+    assert ids(name="esc\U0010ffff*") == {"d1000000000000a4"}
+    assert ids(text="\udce9") == {"d1000000000000a1", "d1000000000000a2"}
+    assert ids(text="\x00") == {"d1000000000000a3"}
+    assert ids(text="\U0010ffff") == {"d1000000000000a4"}
+    for ref, run_id in [("caf\udce9-one", "d1000000000000a1"), ("nul\x00name", "d1000000000000a3"), ("esc\U0010ffffname", "d1000000000000a4")]:
+        assert listed.resolve_run(ref) == run_id
+    for bad in ("abc\udcff", "d1\udcff", "x\x00"):
+        with pytest.raises(RunNotFound, match="no run matches"):
+            listed.resolve_run(bad)
+        assert not listed.has_run(bad)
+        assert ids(text=bad) == set() and ids(name=bad) == set() and ids(name=bad + "*") == set()
+    with pytest.raises(RunNotFound, match="not UTF-8"):
+        listed.get_run("abc\udcff")
+
+
 def test_exact_id_wins_over_longer_ids_it_prefixes(store_url: str) -> None:
     store = open_store(store_url, create=True)
     try:

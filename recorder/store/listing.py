@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from graphtape.recorder import schema as S
 from graphtape.recorder.records import RunInfo
+from graphtape.recorder.store.column_text import ESCAPE, needs_escape, to_column
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 
 
@@ -109,9 +110,10 @@ class RunListing:
             where.append(r.status == status)
         if name:
             if name.endswith("*"):
-                prefix = name[:-1]
-                # The range lets both backends walk ix_runs_name; substr keeps the match exact in any collation.
-                where += [r.name >= prefix, r.name < prefix + "\U0010ffff", sa.func.substr(r.name, 1, len(prefix)) == prefix]
+                # The range lets both backends walk ix_runs_name; substr keeps the match exact in any
+                # collation. Both compare the prefix as the column holds it (``column_text``).
+                low, high = name_prefix_range(name[:-1])
+                where += [r.name >= _as_stored(low), r.name < _as_stored(high), sa.func.substr(r.name, 1, len(low)) == _as_stored(low)]
             else:
                 where.append(r.name == name)
         f = S.run_facets.c
@@ -133,7 +135,8 @@ class RunListing:
                     r.graph_name.ilike(like, escape="\\"),
                     r.error_message.ilike(like, escape="\\"),
                     r.tags.ilike(like, escape="\\"),
-                    r.id.ilike(f"{_escape_like(text)}%", escape="\\"),
+                    # No id holds a character the columns escape: such text (not UTF-8) is no prefix of one.
+                    r.id.ilike(f"{_escape_like(text)}%", escape="\\") if may_be_an_id(text) else sa.false(),
                     r.id.in_(_calls_matching(text, names=True)),
                 )
             )
@@ -154,6 +157,26 @@ def _calls_matching(text: str, *, names: bool) -> Any:
     if names:
         found.append(c.name.ilike(like, escape="\\"))
     return sa.select(c.run_id).where(sa.or_(*found))
+
+
+def may_be_an_id(text: str) -> bool:
+    """Whether ``text`` could be a run id or a prefix of one. Ids are plain text; text with a
+    character no text column holds as it is (a lone surrogate: an argument that was not UTF-8,
+    NUL) is no id, and is not asked for as one (the driver would fail to send it)."""
+    return not needs_escape(text)
+
+
+def name_prefix_range(prefix: str) -> tuple[str, str]:
+    """``(low, high)``: the names stored with ``prefix`` at their start lie in ``[low, high)``, as
+    the name column holds them (``column_text``: an escaped character is ``ESCAPE`` and hex
+    digits, never two ``ESCAPE`` in a row, so ``low`` and two of them bounds every one)."""
+    low = to_column(prefix)
+    return low, low + ESCAPE + ESCAPE
+
+
+def _as_stored(text: str) -> Any:
+    """``text`` as it is sent: already what the column holds, not escaped again."""
+    return sa.type_coerce(text, sa.Text)
 
 
 def _escape_like(s: str) -> str:

@@ -22,7 +22,7 @@ from urllib.parse import quote
 import orjson
 
 from graphtape.recorder.records import RunInfo
-from graphtape.recorder.store.column_text import from_column
+from graphtape.recorder.store.column_text import ESCAPE, from_column, needs_escape, to_column
 from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
 from graphtape.recorder.store.sqlite_shape import shape_problem
 
@@ -154,17 +154,20 @@ def _query(
     if status:
         where.append("runs.status = ?")
         params.append(status)
+    # Text columns hold any string through an escape (store.column_text): what is compared with
+    # them is escaped as AnyText escapes it.
     if name:
         if name.endswith("*"):
-            prefix = name[:-1]
+            low = to_column(name[:-1])  # as listing.name_prefix_range
             where.append("runs.name >= ? AND runs.name < ? AND substr(runs.name, 1, ?) = ?")
-            params += [prefix, prefix + "\U0010ffff", len(prefix), prefix]
+            params += [low, low + ESCAPE + ESCAPE, len(low), low]
         else:
             where.append("runs.name = ?")
-            params.append(name)
+            params.append(to_column(name))
     for kind, value in (("tag", tag), ("tool", tool), ("node", node)):
         if not value:
             continue
+        value = to_column(value)
         shared = limit and conn.execute("SELECT count(*) FROM run_facets WHERE kind = ? AND value = ?", (kind, value)).fetchone()[0] > FACET_WALK
         if shared:
             where.append("EXISTS (SELECT * FROM run_facets WHERE run_facets.kind = ? AND run_facets.value = ? AND run_facets.run_id = runs.id)")
@@ -172,7 +175,7 @@ def _query(
             where.append("runs.id IN (SELECT run_facets.run_id FROM run_facets WHERE run_facets.kind = ? AND run_facets.value = ?)")
         params += [kind, value]
     if error:
-        like = f"%{_escape_like(error)}%"
+        like = to_column(f"%{_escape_like(error)}%")
         calls, calls_params = _calls_matching(error, names=False)
         where.append(
             "runs.id IN (SELECT runs.id FROM runs WHERE runs.error_message IS NOT NULL AND "
@@ -180,11 +183,12 @@ def _query(
         )
         params += [like, like, *calls_params]
     if text:
-        like = f"%{_escape_like(text)}%"
+        like = to_column(f"%{_escape_like(text)}%")
         calls, calls_params = _calls_matching(text, names=True)
         columns = ("runs.name", "runs.graph_name", "runs.error_message", "runs.tags")
-        where.append("(" + " OR ".join([*map(_ilike, columns), _ilike("runs.id"), f"runs.id IN ({calls})"]) + ")")
-        params += [like] * len(columns) + [f"{_escape_like(text)}%", *calls_params]
+        by_id = [_ilike("runs.id")] if not needs_escape(text) else []  # as listing.may_be_an_id
+        where.append("(" + " OR ".join([*map(_ilike, columns), *by_id, f"runs.id IN ({calls})"]) + ")")
+        params += [like] * len(columns) + [f"{_escape_like(text)}%"] * len(by_id) + calls_params
     sql = f"SELECT {_COLS} FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY runs.started_at DESC, runs.id DESC"
     if limit is not None or offset:
         sql += " LIMIT ? OFFSET ?"
@@ -198,7 +202,7 @@ def _ilike(column: str) -> str:
 
 def _calls_matching(text: str, *, names: bool) -> tuple[str, list[Any]]:
     """As ``listing._calls_matching``: runs with a failed or abandoned call like ``text`` (or, with ``names``, a call named like it)."""
-    like = f"%{_escape_like(text)}%"
+    like = to_column(f"%{_escape_like(text)}%")
     found = [f"calls.error_type IS NOT NULL AND ({_ilike('calls.error_type')} OR {_ilike('calls.error_message')})"]
     params: list[Any] = [like, like]
     if any(text.lower() in word for word in _ABANDONED_WORDS):

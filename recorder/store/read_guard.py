@@ -15,7 +15,8 @@ import inspect
 from collections.abc import Iterator
 from typing import Any
 
-from graphtape.recorder.errors import StoreError
+from graphtape.recorder.errors import GraphtapeError, RunNotFound, StoreError
+from graphtape.recorder.lone_surrogates import has_lone_surrogate
 from graphtape.recorder.store.connection import _one_line
 
 MAX_READ_BYTES = 512 * 1024 * 1024  # memory one store read may inflate and build in all (all its payloads and blobs)
@@ -63,7 +64,12 @@ _DAMAGE = (TypeError, ValueError, AttributeError, KeyError, IndexError)
 def _damage_is_a_store_error(method: Any) -> Any:
     """Reads trust nothing they load: a damaged or hand-edited store (SQLite keeps any type in
     any column; a payload can be JSON of another shape) fails as one ``StoreError`` line."""
-    def explain(self: Any, exc: BaseException) -> StoreError:
+    def explain(self: Any, exc: BaseException, args: tuple, kwargs: dict) -> GraphtapeError:
+        given = _unsendable_argument(exc, (*args, *kwargs.values()))
+        if given is not None:
+            # Not the store's data: a value asked for that no text column can hold (a run id typed
+            # in another encoding than UTF-8): nothing stored is it.
+            return RunNotFound(f"no run matches {given!r} in {self._safe_url()}: it is not UTF-8 text (was it typed in another encoding?)")
         return StoreError(f"{self._safe_url()} holds damaged data ({method.__name__}: {type(exc).__name__}: {_one_line(exc)})")
 
     if inspect.isgeneratorfunction(method):
@@ -73,7 +79,7 @@ def _damage_is_a_store_error(method: Any) -> Any:
             try:
                 yield from method(self, *args, **kwargs)  # each payload stays bounded by MAX_INFLATE
             except _DAMAGE as exc:
-                raise explain(self, exc) from None
+                raise explain(self, exc, args, kwargs) from None
 
         return generator
 
@@ -83,6 +89,17 @@ def _damage_is_a_store_error(method: Any) -> Any:
             with read_budget():
                 return method(self, *args, **kwargs)
         except _DAMAGE as exc:
-            raise explain(self, exc) from None
+            raise explain(self, exc, args, kwargs) from None
 
     return read
+
+
+def _unsendable_argument(exc: BaseException, given: tuple) -> str | None:
+    """The argument of a read that the driver could not send (it failed to encode it), if that
+    is what ``exc`` is: a read decodes stored text, it never encodes it."""
+    if not isinstance(exc, UnicodeEncodeError) or not isinstance(exc.object, str):
+        return None
+    for value in given:
+        if isinstance(value, str) and value and value in exc.object and has_lone_surrogate(value):
+            return value
+    return None

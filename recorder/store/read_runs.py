@@ -17,8 +17,9 @@ import sqlalchemy as sa
 from graphtape.recorder import schema as S
 from graphtape.recorder.errors import AmbiguousRun, RunNotFound
 from graphtape.recorder.graph_info import VALUE_CHANNELS
+from graphtape.recorder.lone_surrogates import has_lone_surrogate
 from graphtape.recorder.records import RunDetail, RunInfo
-from graphtape.recorder.store.listing import _escape_like
+from graphtape.recorder.store.listing import _escape_like, may_be_an_id
 from graphtape.recorder.store.payloads import _strict_json, _uj
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
 
@@ -119,9 +120,11 @@ class RunReads:
                     raise RunNotFound(f"{ref!r} goes back further than the {self._recorded_count()} recorded run(s)")
                 raise RunNotFound(f"the store {self._safe_url()} has no runs yet: record one first (graphtape demo)")
             return rows[0].id
-        if self._read(self._ID_IS, {"run_id": ref}):
+        # Text no id can be (not UTF-8: a byte a non-UTF-8 terminal passed) may still be a name.
+        by_id = may_be_an_id(ref)
+        if by_id and self._read(self._ID_IS, {"run_id": ref}):
             return ref
-        rows = self._read(
+        rows = by_id and self._read(
             sa.select(S.runs.c.id)
             .where(
                 S.runs.c.id.like(_escape_like(ref) + "%", escape="\\"),
@@ -139,7 +142,8 @@ class RunReads:
             if rows:
                 return rows[0].id
             # Which store was searched: a run recorded elsewhere (another --db, Recorder("x.db")) is the usual cause.
-            raise RunNotFound(f"no run matches {ref!r} in {self._safe_url()} (graphtape runs lists them)")
+            hint = "; it is not UTF-8 text: was it typed in another encoding?" if has_lone_surrogate(ref) else ""
+            raise RunNotFound(f"no run matches {ref!r} in {self._safe_url()} (graphtape runs lists them{hint})")
         if len(rows) > 1:
             shown = ", ".join(r.id for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
             raise AmbiguousRun(f"{ref!r} matches several runs ({shown}): give more characters")
@@ -148,7 +152,7 @@ class RunReads:
     @_damage_is_a_store_error
     def has_run(self, run_id: str) -> bool:
         """Whether a run with exactly this id is stored: one read (``resolve_run`` tries prefixes and names too)."""
-        return bool(self._read(self._ID_IS, {"run_id": run_id}))
+        return may_be_an_id(run_id) and bool(self._read(self._ID_IS, {"run_id": run_id}))
 
     @_damage_is_a_store_error
     def get_run(self, ref: str) -> RunInfo:
