@@ -5,8 +5,15 @@ password it refuses, a server down until the program ends) leaves every run reco
 meantime waiting in memory. When the recorder closes and the store still refuses them, the runs
 whose every row is still waiting (their run row included, so nothing of them is in the store) are
 written to ``graphtape-rescued-<time>-<pid>.db`` in ``$GRAPHTAPE_RESCUE_DIR``, else the working
-folder, else the temp folder: ``graphtape --db`` opens it like any store. Rows of runs the store
-holds part of stay counted as lost: half a run in each place would read as two broken runs.
+folder, else the temp folder: ``graphtape --db`` opens it like any store.
+
+A run the store holds part of (a disk that filled mid-run) is not split: its rows left are no run
+on their own (their states are deltas on steps the store holds, their blobs may be there), and
+half a run in each place would read as two broken runs. The store is asked once more for that
+run's own rows alone, with the blobs they use (:func:`blobs_used`): far less than everything kept,
+so a disk with a little room left (the space a failed transaction took in the write-ahead log)
+may take them. Failing that, the run's last update alone (its status, and the fault that says
+which steps are missing: :func:`describe_rows`), so that it does not read as killed.
 
 A server that answered and refused (the database or role does not exist, the password is wrong)
 will not change its mind within the close's wait: :func:`refused_for_good` tells the writer not
@@ -22,7 +29,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from graphtape.recorder.codec import BLOB_REF, collect_refs
 from graphtape.recorder.store import Batch
+from graphtape.recorder.store.payloads import unpack
+
+_REF = f'"{BLOB_REF}"'
+_RUNS_NAMED = 5  # runs a line about lost rows names one by one
 
 # What a PostgreSQL server says when it answered and will go on refusing (lower-cased).
 _REFUSALS = ("does not exist", "password authentication failed", "no pg_hba.conf entry", "is not installed", "role \"")
@@ -44,6 +58,93 @@ def whole_runs(batch: Batch) -> tuple[Batch, Batch]:
     whole.calls, rest.calls = _split(batch.calls, lambda row: row["run_id"] in ids)
     whole.calls_update, rest.calls_update = _split(batch.calls_update, lambda u: u[0] in calls)
     return whole, rest
+
+
+def blobs_used(batch: Batch, pool: dict[str, tuple[bool, bytes]]) -> dict[str, tuple[bool, bytes]]:
+    """The blobs of ``pool`` that the rows of ``batch`` reference, directly or through other blobs
+    (those not in ``pool`` were written before)."""
+    refs: set[str] = set()
+    for row in batch.steps:
+        collect_refs(unpack(row["payload"]), refs)
+    rows = [*batch.runs_new, *batch.calls, *(fields for _, fields in batch.runs_update), *(fields for _, fields in batch.calls_update)]
+    for row in rows:
+        for value in row.values():
+            if isinstance(value, str) and _REF in value:
+                try:
+                    collect_refs(orjson.loads(value), refs)
+                except orjson.JSONDecodeError:
+                    pass
+    used: dict[str, tuple[bool, bytes]] = {}
+    frontier = [h for h in refs if h in pool]
+    while frontier:
+        h = frontier.pop()
+        if h in used:
+            continue
+        zipped, data = used[h] = pool[h]
+        if zipped or _REF.encode() in data:
+            frontier.extend(r for r in collect_refs(unpack((b"z" if zipped else b"j") + data)) if r in pool and r not in used)
+    return used
+
+
+def describe_rows(batch: Batch) -> str:
+    """Which runs' rows ``batch`` holds, and what of each: ``run 41d3…: steps 5-6, 2 calls, its end``."""
+    runs: dict[str, dict[str, Any]] = {}
+
+    def of(run_id: str) -> dict[str, Any]:
+        return runs.setdefault(run_id, {"steps": set(), "sub": 0, "calls": 0, "end": False})
+
+    whole = {row["id"] for row in batch.runs_new}
+    for run_id in whole:
+        of(run_id)
+    for row in batch.steps:
+        if row.get("ns"):
+            of(row["run_id"])["sub"] += 1
+        else:
+            of(row["run_id"])["steps"].add(row["step"])
+    for row in batch.calls:
+        of(row["run_id"])["calls"] += 1
+    for run_id, fields in batch.runs_update:
+        of(run_id)["end"] |= "status" in fields  # else a heartbeat: "its progress"
+    parts = []
+    shown = sorted(runs.items())
+    if len(shown) > _RUNS_NAMED:
+        shown, more = shown[:_RUNS_NAMED], len(shown) - _RUNS_NAMED
+    else:
+        more = 0
+    for run_id, got in shown:
+        if run_id in whole:
+            parts.append(f"run {run_id}: all of it")
+            continue
+        what = []
+        if got["steps"]:
+            what.append(("step " if len(got["steps"]) == 1 else "steps ") + _ranges(sorted(got["steps"])))
+        if got["sub"]:
+            what.append(f"{got['sub']} subgraph step{'s' * (got['sub'] != 1)}")
+        if got["calls"]:
+            what.append(f"{got['calls']} call{'s' * (got['calls'] != 1)}")
+        if got["end"]:
+            what.append("its end")
+        parts.append(f"run {run_id}: " + (", ".join(what) or "its progress"))
+    if more:
+        parts.append(f"{more} more run{'s' * (more != 1)}")
+    if batch.calls_update:
+        n = len(batch.calls_update)
+        parts.append(f"{n} late call result{'s' * (n != 1)}")
+    return "; ".join(parts)
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[1, 2, 3, 5]`` as ``1-3, 5``."""
+    out = []
+    start = prev = numbers[0]
+    for n in [*numbers[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(out)
 
 
 def _split(items: list[Any], belongs: Callable[[Any], bool]) -> tuple[list[Any], list[Any]]:

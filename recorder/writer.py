@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 from graphtape.recorder.bounded_write import BoundedWrites
 from graphtape.recorder.errors import StoreError
-from graphtape.recorder.rescue import refused_for_good, rescue, whole_runs
+from graphtape.recorder.rescue import blobs_used, describe_rows, refused_for_good, rescue, whole_runs
 from graphtape.recorder.store import Batch, RunStore, _sqlite_path, is_duplicate, is_passing
 from graphtape.recorder.store.read_only import is_read_only_error
 
@@ -237,7 +237,8 @@ class Writer:
         return not self._kept and not self._inflight
 
     def close(self, timeout: float | None = CLOSE_WAIT_S, *, at_exit: bool = False) -> None:
-        """Flush, keep trying kept rows for up to ``timeout`` seconds, then stop (what is left is counted lost).
+        """Flush, keep trying kept rows for up to ``timeout`` seconds, then stop: what is left goes
+        to a rescue file or is offered to the store run by run (``_rescue``), else is counted lost.
 
         ``at_exit``: the program looks finished, so a wait for the store says why it is still there.
         """
@@ -279,16 +280,20 @@ class Writer:
         with self._lock:
             left_over, self._kept, self._kept_bytes = self._kept, Batch(), 0
         if left_over and not self._gone:
-            self._rescue(left_over)
+            self._rescue(left_over, deadline=deadline)
         elif left_over:
             self._fault(StoreError(f"{_rows(left_over)} rows could not be written before the recorder closed: {_why(self._failing)}"), left_over, lost=True)
         self._dispatch()
         _live_writers.discard(self)
 
-    def _rescue(self, left_over: Batch) -> None:
-        """Whole runs the store never took go to a rescue file (``rescue``); the rest is lost."""
+    def _rescue(self, left_over: Batch, *, deadline: float) -> None:
+        """Whole runs the store never took go to a rescue file (``rescue``); the store is asked
+        once more for what is left of the runs it holds part of (``_last_try``); the rest is lost,
+        and the line that says so names its runs and steps."""
         whole, rest = whole_runs(left_over)
         why = _why(self._failing or self.open_error)
+        if rest and self._last_try(rest, left_over.blobs, deadline):
+            rest = Batch()
         try:
             path = rescue(whole) if whole.runs_new else None
         except Exception:  # noqa: BLE001 - a rescue that fails is the loss it was to prevent, no worse
@@ -299,8 +304,42 @@ class Writer:
             self._fault(StoreError(f"the store never took {runs} run{'s' * (runs != 1)} ({why}): saved to {shown} instead (graphtape --db {shown} runs)"), whole, lost=False)
         else:
             rest.merge(whole)
-        if rest:
-            self._fault(StoreError(f"{_rows(rest)} rows could not be written before the recorder closed: {why}"), rest, lost=True)
+        if not rest:
+            return
+        # The last updates of runs the store holds (their end: status, faults) are offered to it
+        # alone, once what is lost of those runs is noted on them (the handler adds it to the
+        # updates, waiting here): a run then reads as it ended, with the fault that says which of
+        # its steps are missing, rather than as killed.
+        never_taken = {row["id"] for row in rest.runs_new}  # a rescue that failed: no row to update
+        updates = [u for u in rest.runs_update if u[0] not in never_taken]
+        lost = Batch(runs_new=rest.runs_new, steps=rest.steps, calls=rest.calls, calls_update=rest.calls_update, runs_update=[u for u in rest.runs_update if u[0] in never_taken])
+        if lost:
+            self._fault(StoreError(f"{_counted(_rows(lost), 'row')} could not be written before the recorder closed ({describe_rows(lost)}): {why}"), Batch(runs_new=lost.runs_new, steps=lost.steps, calls=lost.calls, runs_update=rest.runs_update), lost=True)
+            self._dispatch()
+        if updates and not self._last_try(Batch(runs_update=updates), {}, deadline):
+            ends = Batch(runs_update=updates)
+            self._fault(StoreError(f"{_counted(_rows(ends), 'row')} could not be written before the recorder closed ({describe_rows(ends)}): {why}"), ends, lost=True)
+
+    def _last_try(self, batch: Batch, blobs: dict[str, tuple[bool, bytes]], deadline: float) -> bool:
+        """One more write at close of rows of runs the store holds part of (with the blobs of
+        ``blobs`` they use): ``True`` if the store took them. Never waits on a write under way."""
+        store = self.store
+        if not batch or store is None or self.held_by_the_store or not self._io.acquire(timeout=0.5):
+            return False
+        budget = max(0.5, min(self.lock_wait, deadline - time.monotonic()))
+
+        def write() -> bool:
+            try:
+                attempt = Batch(runs_update=batch.runs_update, steps=batch.steps, calls=batch.calls, calls_update=batch.calls_update, blobs=blobs_used(batch, blobs) if blobs else {})
+                self._write(store, attempt, budget, again=True)
+                return True
+            except Exception:  # noqa: BLE001 - the store still refuses: what it holds back is said lost
+                return False
+            finally:
+                self._io.release()
+
+        # A server that stopped answering holds a write on the bounded thread, not the close.
+        return bool(self._bounded.run(write, budget + 1.0) if getattr(store, "is_sqlite", True) is False else write())
 
     @property
     def held_by_the_store(self) -> bool:
@@ -713,6 +752,10 @@ def _size(batch: Batch) -> int:
                 if isinstance(v, (bytes, str)):
                     n += len(v)
     return n + 200 * _rows(batch)
+
+
+def _counted(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"
 
 
 def _mib(n: int) -> str:

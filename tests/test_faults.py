@@ -149,6 +149,59 @@ def test_full_disk_mid_run_is_counted_on_the_run(tmp_path: Path, durability: str
     store.close()
 
 
+@pytest.mark.parametrize("fault", ["disk full", "read-only"])
+def test_a_store_failing_until_close_leaves_the_partly_stored_run_marked_and_says_which(tmp_path: Path, durability: str, fault: str, monkeypatch, caplog) -> None:
+    """The store stops taking rows mid-run and never takes them again. The run's first steps
+    are in the store, its last ones and its end are not: at close it must not be left reading
+    as killed with no fault, and the closing line names the run and the steps it lost. A full
+    disk still takes the run's end alone (a row the store holds already): the run reads as it
+    ended, its fault log saying which steps are missing. A read-only store takes nothing, and a
+    second line says the run's end is lost too. A run the store never took any of is rescued
+    whole."""
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
+    db = tmp_path / "failing.db"
+    rec = Recorder(db, durability=durability)
+
+    def fail() -> None:
+        if fault == "read-only":
+            make_read_only(rec, db)
+            return
+        with rec.store.engine.connect() as conn:
+            pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
+        with_pragma(rec, f"PRAGMA max_page_count = {pages}")  # never undone: full until the end
+
+    out = rec.attach(looping({4: fail}, bulk=6000), name="partly").invoke(START_STATE)
+    partly = rec.last_run_id
+    assert out == plain_result(bulk=6000)
+    assert rec.attach(looping(bulk=6000), name="never").invoke(START_STATE) == out
+    with caplog.at_level(logging.WARNING, logger="graphtape"):
+        rec.close()
+    said = [r.getMessage() for r in caplog.records if "could not be written before the recorder closed" in r.getMessage()]
+    assert said and f"(run {partly}: steps " in said[0] and "its end" not in said[0], caplog.text
+    store = open_store(db)
+    try:
+        run = store.get_run(partly)
+        assert set(range(4)) <= set(check_steps(store, run.id)) and run.step_count < NODES + 1
+        assert [r.name for r in store.list_runs()] == ["partly"]
+        if fault == "disk full":
+            assert len(said) == 1 and "full" in said[0], said
+            assert run.status == "ok" and run.faults >= 2  # the disk filling, then the rows it kept out for good
+            log = store.run_detail(run.id).fault_log
+            assert any(f"(run {partly}: steps " in line for line in log), log
+        else:
+            assert len(said) == 2 and f"(run {partly}: its end)" in said[1] and "readonly" in said[1], said
+            assert run.status == "running"  # as the store last heard (this process is alive: not marked killed)
+    finally:
+        store.close()
+    (rescued,) = tmp_path.glob("graphtape-rescued-*.db")
+    store = open_store(rescued)
+    try:
+        (run,) = store.list_runs()
+        assert (run.name, run.status, check_steps(store, run.id)) == ("never", "ok", list(range(NODES + 1)))
+    finally:
+        store.close()
+
+
 # ---------------------------------------------------------------------------
 # Database file deleted
 # ---------------------------------------------------------------------------

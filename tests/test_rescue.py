@@ -76,3 +76,29 @@ def test_a_postgresql_driver_that_is_not_installed_is_said_at_once(driver, tmp_p
         pass
     with pytest.raises(StoreError, match=f"driver '{driver}' is not installed"):
         Recorder(f"postgresql+{driver}://u:hunter2@127.0.0.1/x")
+
+
+def test_the_rows_left_of_a_partly_stored_run_take_the_blobs_they_use_and_only_those() -> None:
+    """At close, what is left of a run the store holds part of is offered to the store with the
+    kept blobs it references, through other blobs too; a blob written before is not in the pool,
+    and another run's blobs stay out."""
+    import orjson
+
+    from graphtape.recorder.rescue import blobs_used, describe_rows
+    from graphtape.recorder.store import Batch
+    from graphtape.recorder.store.payloads import pack, squeeze
+
+    pool = {
+        "h-nested": (False, orjson.dumps({"msg": {"$b": "h-long"}})),
+        "h-long": squeeze(orjson.dumps("x" * 5000)),  # compressed: read through zlib
+        "h-call": (False, orjson.dumps("a call's long answer")),
+        "h-other-run": (False, orjson.dumps("not this run's")),
+    }
+    assert pool["h-long"][0]
+    rest = Batch(
+        steps=[{"run_id": "r1", "ns": "", "step": 5, "payload": pack({"s": {"messages": [{"$b": "h-nested"}, {"$b": "h-written-before"}]}})}],
+        calls=[{"run_id": "r1", "output": orjson.dumps({"$b": "h-call"}).decode(), "inputs": '{"q": 1}'}],
+        runs_update=[("r1", {"status": "ok", "fault_log": None})],
+    )
+    assert blobs_used(rest, pool) == {h: pool[h] for h in ("h-nested", "h-long", "h-call")}
+    assert describe_rows(rest) == "run r1: step 5, 1 call, its end"
