@@ -165,14 +165,11 @@ class RunRedactor(Redactor):
                 self._learned_values.add(value)
             forms = {f for v in self._learned_values for f in _forms(v)}
             self.learned = tuple(sorted(forms, key=lambda f: (-len(f), f)))
-            # Until a value is learned the redactor scrubs as any does: the search costs nothing then.
-            self.scrub = self._scrub_learned  # type: ignore[method-assign]
-            self.spans = self._spans_learned  # type: ignore[method-assign]
 
-    def _scrub_learned(self, text: str) -> str:
-        text = Redactor.scrub(self, text)
-        if len(text) < MIN_LENGTH:
-            return text
+    def scrub(self, text: str) -> str:
+        text = super().scrub(text)
+        if not self.learned or len(text) < MIN_LENGTH:
+            return text  # until a value is learned the redactor scrubs as any does
         for form in self.learned:
             if form in text:
                 for _ in range(text.count(form)):
@@ -180,8 +177,10 @@ class RunRedactor(Redactor):
                 text = text.replace(form, MARK)
         return text
 
-    def _spans_learned(self, text: str) -> list[tuple[int, int]]:
-        found = Redactor.spans(self, text)
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        found = super().spans(text)
+        if not self.learned:
+            return found
         extra = []
         for form in self.learned:
             at = text.find(form)
