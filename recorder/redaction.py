@@ -903,6 +903,15 @@ class Redactor:
                 continue  # a variable ("$TOKEN"), or not a secret: prose about the flag, a metavar
             if not self._code_value(name, data[vstart:vend]):
                 continue
+            if data[vend - 1 : vend] == b":" and value is _UNQUOTED:
+                # What looked like the value is the next key's name ("password: X-Api-Key: abc" with
+                # the first value left out): that key's value goes with it.
+                nxt = vend
+                while data[nxt : nxt + 1] in (b" ", b"\t"):
+                    nxt += 1
+                more = _UNQUOTED.match(data, nxt) if nxt > vend else None
+                if more is not None and more.end() > nxt:
+                    vend = more.end()
             yield vstart, vend
             done = vend
 

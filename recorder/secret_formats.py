@@ -73,7 +73,8 @@ OWN_TEXT_PATTERNS = (
     r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@\"'<>]*:[^\s/\"'<>]+@",
     # A Cookie or Set-Cookie header's name=value pairs, all of them (a session id rarely comes first).
     # (a backslash ends it: in a repr or JSON text, the next line starts with an escaped newline)
-    r"(?i:cookie)[\"']?\s*:\s*[\"']?[^\s;=\"'\\]+(?:=[^;\s\"'\\]*)?(?:;[ \t]*[^\s;=\"'\\]+(?:=[^;\s\"'\\]*)?)*",
+    # (on its own line: an empty "Cookie:" does not take the next header's name for a cookie)
+    r"(?i:cookie)[\"']?[ \t]*:[ \t]*[\"']?[^\s;=\"'\\]+(?:=[^;\s\"'\\]*)?(?:;[ \t]*[^\s;=\"'\\]+(?:=[^;\s\"'\\]*)?)*",
     # Credentials in a query string: signed URLs (Azure SAS sig=, S3's X-Amz-Signature and
     # X-Amz-Security-Token, GCS's X-Goog-Signature), API keys (key=), tokens.
     r"[?&](?:[A-Za-z0-9]+-)*(?i:key|sig|signature|security-token|access_token|id_token|refresh_token|token|auth|apikey|api_key|client_secret)=[^&\s\"'#<>\[\]]{8,}",  # ([ ] not: a value already scrubbed stays as it is)

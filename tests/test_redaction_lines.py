@@ -29,6 +29,11 @@ SECRET = "Q7vWx9Zk2LmN4pRt8sYu"
         f"authorization: Basic Proxy-Authorization: {SECRET}",
         # A private key cut short, then a key of another kind.
         f"-----BEGIN PRIVATE KEY-----\nrefresh_token: {SECRET}",
+        # An empty header, then a credential on the next line.
+        f"GET / HTTP/1.1\r\nCookie:\r\nProxy-Authorization: {SECRET}\r\n",
+        f"Cookie:\nrefresh_token: {SECRET}\n",
+        # A key whose value was left out, then another key and its value on the same line.
+        f"password: X-Api-Key: {SECRET}",
     ],
 )
 def test_a_credential_after_an_authorization_scheme_is_redacted(text: str) -> None:
