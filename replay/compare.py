@@ -192,7 +192,8 @@ class RunComparison:
         # Calls before the starting step were made by the recording only: not part of the comparison.
         rec_calls = [c for c in rec_calls if rec.after is None or (c.step is not None and c.step > rec.after)]
         rep_calls = [c for c in rep_calls if rep.after is None or (c.step is not None and c.step > rep.after)]
-        self._calls(rec_calls, rep_calls, offset, cut, add, ns_label)
+        rec_paths, rep_paths = (_TaskPaths(lambda side=side: self.read_details(side.run_id, side.ns)) for side in (rec, rep))
+        self._calls(rec_calls, rep_calls, offset, cut, add, ns_label, rec_paths=rec_paths, rep_paths=rep_paths)
 
     def _step(self, step: int, rec: StepDetail, rep: StepDetail, add: Callable[[Divergence], None], ns: str) -> None:
         nodes_rec, nodes_rep = Counter(t.node for t in rec.tasks), Counter(t.node for t in rep.tasks)
@@ -393,8 +394,25 @@ class RunComparison:
             return None
         return next((t.node for t in detail.tasks if key in (t.writes or {})), None)
 
-    def _calls(self, rec_calls: list[CallInfo], rep_calls: list[CallInfo], offset: int, cut: int | None, add: Callable[[Divergence], None], ns: str) -> None:
-        """Calls the recording did not answer (live ones) are compared after the fact."""
+    def _calls(
+        self,
+        rec_calls: list[CallInfo],
+        rep_calls: list[CallInfo],
+        offset: int,
+        cut: int | None,
+        add: Callable[[Divergence], None],
+        ns: str,
+        *,
+        rec_paths: Callable[[str | None], str | None] = lambda _: None,
+        rep_paths: Callable[[str | None], str | None] = lambda _: None,
+    ) -> None:
+        """Calls the recording did not answer (live ones) are compared after the fact.
+
+        A caller's calls in one step (a tool node's parallel calls, ``Send`` packets to a model)
+        finish in any order: each replayed call is paired with the recorded one asked the same
+        thing, as a strict replay would answer it (ties by tool-call id, then task path); only
+        calls no such pairing explains are reported as called with other arguments.
+        """
         live = [k for k in ("tool", "model") if not self.mode.answers(k)]
         if not live:
             return
@@ -405,9 +423,16 @@ class RunComparison:
         for c in rep_calls:
             if c.kind in live:
                 groups.setdefault(((c.step or 0) - offset, c.kind, c.name, ns_path(c.ns), c.node), ([], []))[1].append(c)
+        args = lambda c: normalize_arguments(c.kind, c.inputs, self.arg_normalize)  # noqa: E731
         for (step, kind, name, _path, node), (a, b) in sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1:])):
-            for x, y in zip(a, b):
-                args_x, args_y = normalize_arguments(kind, x.inputs, self.arg_normalize), normalize_arguments(kind, y.inputs, self.arg_normalize)
+            for x, y in _pair_calls(a, b, args, rec_paths, rep_paths):
+                if y is None:
+                    add(Divergence("missing", step, node, f"recorded {kind} call {name!r} was not made", args(x), None, ns))
+                    continue
+                if x is None:
+                    add(Divergence("extra", step, node, f"{kind} call {name!r} was not in the recording", None, args(y), ns))
+                    continue
+                args_x, args_y = args(x), args(y)
                 if args_x != args_y:
                     add(Divergence("arguments", step, node, f"{kind} {name!r} was called with other arguments", args_x, args_y, ns))
                     continue
@@ -416,10 +441,78 @@ class RunComparison:
                 out_x, out_y = _outcome(x, self.normalize), _outcome(y, self.normalize)
                 if out_x != out_y:
                     add(Divergence("call", step, node, f"{kind} {name!r} returned something else", out_x, out_y, ns))
-            for x in a[len(b) :]:
-                add(Divergence("missing", step, node, f"recorded {kind} call {name!r} was not made", normalize_arguments(kind, x.inputs, self.arg_normalize), None, ns))
-            for y in b[len(a) :]:
-                add(Divergence("extra", step, node, f"{kind} call {name!r} was not in the recording", None, normalize_arguments(kind, y.inputs, self.arg_normalize), ns))
+
+
+class _TaskPaths:
+    """Task id -> its task's path in one run's namespace, read only when first asked."""
+
+    def __init__(self, read: Callable[[], Iterable[StepDetail]]) -> None:
+        self._read = read
+        self._paths: dict[str, str] | None = None
+
+    def __call__(self, task_id: str | None) -> str | None:
+        if self._paths is None:
+            self._paths = {t.task_id: t.path for d in self._read() for t in d.tasks}
+        return self._paths.get(task_id or "")
+
+
+def _tool_call_id(call: CallInfo) -> str | None:
+    """The tool-call id a tool call answered (read from its ToolMessage, as a strict replay does)."""
+    out = call.output
+    found = out.get("tool_call_id") if call.kind == "tool" and isinstance(out, dict) and out.get("type") == "tool" else None
+    return found if isinstance(found, str) else None
+
+
+def _pair_calls(
+    a: list[CallInfo],
+    b: list[CallInfo],
+    args: Callable[[CallInfo], Any],
+    rec_paths: Callable[[str | None], str | None],
+    rep_paths: Callable[[str | None], str | None],
+) -> list[tuple[CallInfo | None, CallInfo | None]]:
+    """One caller's recorded and replayed calls of a step, paired (``None``: no partner).
+
+    Calls asked the same thing pair first, whatever order they finished in; of several
+    alike, the one answering the same tool call, else made by the task of the same path
+    (a ``Send``'s holds its index), else the first. What is left pairs by task path, then
+    tool-call id, then in order: those are the calls made with other arguments.
+    """
+    if len(a) == 1 and len(b) == 1:
+        return [(a[0], b[0])]
+    left = list(b)
+    left_args = [args(y) for y in left]
+    pairs: list[tuple[CallInfo | None, CallInfo | None]] = []
+    rest: list[CallInfo] = []
+    for x in a:
+        ax = args(x)
+        same = [k for k, ay in enumerate(left_args) if ay == ax]
+        if not same:
+            rest.append(x)
+            continue
+        k = same[0]
+        if len(same) > 1:
+            tid, path = _tool_call_id(x), rec_paths(x.task_id)
+            by_id = next((j for j in same if tid is not None and _tool_call_id(left[j]) == tid), None)
+            k = by_id if by_id is not None else next((j for j in same if path is not None and rep_paths(left[j].task_id) == path), k)
+        pairs.append((x, left.pop(k)))
+        left_args.pop(k)
+    for key in (lambda c, paths: paths(c.task_id), lambda c, _: _tool_call_id(c)):
+        if not rest or not left:
+            break
+        unmatched = []
+        for x in rest:
+            kx = key(x, rec_paths)
+            k = next((j for j, y in enumerate(left) if kx is not None and key(y, rep_paths) == kx), None)
+            if k is None:
+                unmatched.append(x)
+            else:
+                pairs.append((x, left.pop(k)))
+        rest = unmatched
+    pairs.extend(zip(rest, left))
+    pairs.extend((x, None) for x in rest[len(left) :])
+    pairs.extend((None, y) for y in left[len(rest) :])
+    at = {id(x): i for i, x in enumerate(a)}
+    return sorted(pairs, key=lambda p: at[id(p[0])] if p[0] is not None else len(a))  # reported in the recording's order
 
 
 def _outcome(call: CallInfo, normalize: Normalizer) -> Any:

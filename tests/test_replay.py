@@ -2541,3 +2541,80 @@ def test_a_changed_with_config_default_is_a_difference_and_an_unbound_graph_runs
     assert fixture["config"]["bound"] == ["tone"]
     again = imported(str(tmp_path / "other.db"), fixture)
     assert replay(again, bound("casual"), db=str(tmp_path / "other.db")).diverged
+
+
+# -- parallel live calls are paired by what they were asked, not by when they finished ------------
+
+LOOKUP = {"reversed": False, "lost": None}  # the replay's calls finish in the other order; one may answer otherwise
+
+
+@tool
+def lookup(order_id: str) -> str:
+    """Look up an order."""
+    return f"order {order_id}: {'LOST' if order_id == LOOKUP['lost'] else 'shipped'}"
+
+
+def _lookup_graph():
+    def staggered(request, handler):  # the parallel calls start (and finish) in an order set by the test
+        n = int(request.tool_call["args"]["order_id"][1:])
+        time.sleep(0.02 * (n if LOOKUP["reversed"] else 5 - n))
+        return handler(request)
+
+    script = [AIMessage(content="", tool_calls=[G.tool_call("lookup", f"c{i}", order_id=f"A{i}") for i in range(1, 5)]), AIMessage(content="done")]
+    model = G.ScriptedChatModel(script=script).bind_tools([lookup])
+    b = StateGraph(G.ChatState)
+    b.add_node("agent", lambda s: {"messages": [model.invoke(s["messages"])]})
+    b.add_node("tools", ToolNode([lookup], wrap_tool_call=staggered))
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END])
+    b.add_edge("tools", "agent")
+    return b.compile()
+
+
+def test_a_live_replay_pairs_parallel_tool_calls_by_their_arguments(db):
+    run_id = record(db, _lookup_graph(), {"messages": [("user", "where are my orders?")]})
+    LOOKUP["reversed"] = True
+    try:
+        same = replay(run_id, _lookup_graph(), db=db, mode="live")
+        assert not same.diverged, same.report()
+        LOOKUP["lost"] = "A2"  # a real change: one call answers otherwise
+        changed = replay(run_id, _lookup_graph(), db=db, mode="live")
+    finally:
+        LOOKUP.update(reversed=False, lost=None)
+    d = first(changed, "call")
+    assert (d.step, d.node) == (2, "tools")
+    assert "order A2: shipped" in json.dumps(d.recorded) and "order A2: LOST" in json.dumps(d.actual), changed.report()
+    assert [x for x in changed.divergences if x.step == 2 and x.kind in ("arguments", "call")] == [d], changed.report()
+
+
+class Questions(TypedDict, total=False):
+    qs: list[str]
+    answers: Annotated[list, operator.add]
+
+
+ASK_WAITS = {"reversed": False}
+
+
+def _asking_graph():
+    model = G.ScriptedChatModel(script=lambda m: AIMessage(f"answer to {m[-1].content}"), model_name="asker")
+
+    def ask(state):
+        n = int(state["qs"][0][1:])
+        time.sleep(0.02 * (n if ASK_WAITS["reversed"] else 5 - n))
+        return {"answers": [model.invoke([HumanMessage(state["qs"][0])]).content]}
+
+    g = StateGraph(Questions)
+    g.add_node("ask", ask)
+    g.add_conditional_edges(START, lambda s: [Send("ask", {"qs": [q]}) for q in s["qs"]], ["ask"])
+    g.add_edge("ask", END)
+    return g.compile()
+
+
+def test_a_tools_mode_replay_pairs_parallel_model_calls_by_their_prompts(db):
+    run_id = record(db, _asking_graph(), {"qs": ["q1", "q2", "q3", "q4"]})
+    ASK_WAITS["reversed"] = True  # the Sends' model calls now finish in the other order
+    try:
+        result = replay(run_id, _asking_graph(), db=db, mode="tools")
+    finally:
+        ASK_WAITS["reversed"] = False
+    assert not result.diverged, result.report()
