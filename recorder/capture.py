@@ -9,6 +9,7 @@ which attributes a call to its task even across parallel branches.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 from uuid import UUID
@@ -23,6 +24,8 @@ from graphtape.recorder.session import RunSession, call_site, push_depth
 from graphtape.recorder.tracebacks import frames_of
 
 _HIDDEN = "langsmith:hidden"
+ABANDONED = "Unfinished"  # a call its node stopped waiting for (as a call still running when its run ended is kept)
+CANCELLED = "the call was cancelled: its caller stopped waiting for it"
 
 
 class CaptureHandler(BaseCallbackHandler):
@@ -229,6 +232,13 @@ def _failure(error: BaseException) -> dict[str, Any]:
     A call that stopped at an ``interrupt()`` (a tool asking a person) is no failure: it
     keeps the values it interrupted with as its output, so a replay interrupts the same way.
     """
+    if isinstance(error, asyncio.CancelledError):
+        # Cancelled by whoever awaited it (``asyncio.wait_for`` timing out, a task group whose
+        # other task failed, the run cancelled): the call did not fail, it was abandoned. Kept
+        # as a call its node stopped waiting for, with how long it was waited on, so a replay
+        # holds it that long and the node gives up again (a CancelledError raised back into
+        # the graph would cancel the node instead). Its message is often a sentinel's repr.
+        return {"error_type": ABANDONED, "error_message": CANCELLED}
     fields: dict[str, Any] = {"error_type": type(error).__name__, "error_message": str(error)}
     if isinstance(error, GraphInterrupt):
         fields["output"] = [getattr(i, "value", i) for i in (error.args[0] if error.args and isinstance(error.args[0], (list, tuple)) else ())]

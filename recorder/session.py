@@ -975,6 +975,10 @@ _MESSAGE_KEPT = 4000  # characters of an error message stored
 
 
 def _message(exc: BaseException) -> str:
+    if exc.args and type(exc.args[0]) is object:
+        # A cancellation whose message is a bare sentinel (LangGraph cancels a step's
+        # tasks with ``task.cancel(object())``): its repr is an address, another every run.
+        return type(exc).__name__
     try:
         text = str(exc)
     except Exception:  # noqa: BLE001

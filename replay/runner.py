@@ -318,7 +318,7 @@ class _Run:
         if update is None:
             # A message that enters the state without an id gets the one the recording gave it.
             base = with_recorded_ids(base, lambda: recorded_ids(self.store, self.run.id, restored.root_step, recorded_calls, stand_ins=FIXTURE_TAG in self.run.tags))
-        book = CallBook([c for c in recorded_calls if c.kind not in (HTTP, STORE)], self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts(), task_paths=self._task_paths)
+        book = CallBook(self._as_answered([c for c in recorded_calls if c.kind not in (HTTP, STORE)]), self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts(), task_paths=self._task_paths)
         handed = None
         if miss_goes_live:
             # A call that may run live is answered only by a recording handed the same state and memories.
@@ -676,12 +676,32 @@ class _Run:
                     return d.step.step
         return -1
 
+    def _as_answered(self, calls: list[CallInfo]) -> list[CallInfo]:
+        """The recorded calls as the replay answers them.
+
+        A call cancelled while it ran is kept as abandoned (its node stopped waiting for it) and
+        is held, never failed. But where the cancellation went through its node too (the run was
+        cancelled, or LangGraph cancelled the task when another of its step failed), the task
+        ended as cancelled: the call is answered so (after its hold), and the task ends so again.
+        """
+        if not any(c.error_type == "Unfinished" and c.latency_ms is not None for c in calls):
+            return calls
+        cancelled = {t.task_id: t.error_message for n in self._namespaces() for d in self._details(n) for t in d.tasks if t.error_type == "CancelledError"}
+        return [
+            dataclasses.replace(c, error_type="CancelledError", error_message=cancelled[c.task_id])
+            if c.error_type == "Unfinished" and c.latency_ms is not None and c.task_id in cancelled
+            else c
+            for c in calls
+        ]
+
     def _delay_test(self) -> Callable[[CallInfo], float]:
         """How long to hold each recorded call: 0, unless its node stopped waiting for it.
 
         A node that gave up on a slow call (a timeout) must give up again, so
         such a call is replayed as slow as it was; one that never returned is
-        held until the recorded run had ended.
+        held until the recorded run had ended, one its caller cancelled (``asyncio.wait_for``)
+        until just after it was cancelled. Either way it is never raised back as a
+        cancellation: the node's own timeout ends it again.
         """
         ends: dict[str, float] = {}
         for n in self._namespaces():
@@ -692,7 +712,9 @@ class _Run:
         run_end = self.run.ended_at
 
         def delay(call: CallInfo) -> float:
-            if call.error_type == "Unfinished":
+            if call.error_type in ("Unfinished", "CancelledError"):  # CancelledError: how older recordings kept a cancelled call
+                if call.latency_ms is not None:
+                    return call.latency_ms / 1000 + 0.05
                 return (run_end - call.started_at + 0.05) if run_end is not None else 1.0
             if call.latency_ms is None:
                 return 0.0

@@ -2618,3 +2618,108 @@ def test_a_tools_mode_replay_pairs_parallel_model_calls_by_their_prompts(db):
     finally:
         ASK_WAITS["reversed"] = False
     assert not result.diverged, result.report()
+
+
+# -- a call its node cancelled (asyncio.wait_for timing out) is held until the node gives up again ----
+
+
+class Waited(TypedDict, total=False):
+    out: str
+
+
+@tool
+async def slow_lookup(x: str) -> str:
+    """A lookup slower than its caller waits."""
+    await asyncio.sleep(0.5)
+    return "slow " + x
+
+
+def _waiting_graph(kind: str, nodes: str = "n", timeout: float = 0.1):
+    def slow_model(messages):
+        time.sleep(0.5)  # run in LangChain's executor: the stream awaiting it is what gets cancelled
+        return AIMessage("slow answer")
+
+    model = G.ScriptedChatModel(script=slow_model, model_name="slow")
+
+    async def streamed(config) -> str:
+        return "".join([str(chunk.content) async for chunk in model.astream([HumanMessage("hi")], config)])
+
+    async def node(state: Waited, config) -> dict:
+        call = slow_lookup.ainvoke({"x": "a"}, config) if kind == "tool" else streamed(config)
+        try:
+            got = await asyncio.wait_for(call, timeout)
+        except asyncio.TimeoutError:
+            return {"out": "timed out"}
+        return {"out": str(got)}
+
+    b = StateGraph(Waited)
+    for name in nodes:  # parallel nodes alike (they write the same value)
+        b.add_node(name, node)
+        b.add_edge(START, name)
+        b.add_edge(name, END)
+    return b.compile()
+
+
+@pytest.mark.parametrize("kind", ["tool", "model"])
+def test_a_call_its_node_cancelled_on_a_timeout_is_replayed_as_slow_so_the_node_gives_up_again(db, kind):
+    with Recorder(db) as rec:
+        assert asyncio.run(rec.attach(_waiting_graph(kind)).ainvoke({"out": ""})) == {"out": "timed out"}
+        rec.flush()
+        run_id = rec.last_run_id
+    result = replay(run_id, _waiting_graph(kind), db=db, mode="strict")
+    assert result.error is None and not result.diverged, result.report()
+    assert result.final_state == {"out": "timed out"}
+    store = open_store(db)
+    try:
+        (recorded,) = [c for c in store.calls(run_id) if c.kind == kind]
+        (replayed,) = [c for c in store.calls(result.run_id) if c.kind == kind]
+    finally:
+        store.close()
+    # Abandoned (not failed with a CancelledError, whose message is a sentinel's address), with how long it was waited on.
+    assert recorded.error_type == replayed.error_type == "Unfinished"
+    assert "cancelled" in recorded.error_message and "object at 0x" not in recorded.error_message
+    assert 90 <= recorded.latency_ms < 400
+
+
+def test_show_says_a_call_its_node_cancelled_was_cancelled(db, capsys):
+    from graphtape.tui.cli import main
+
+    with Recorder(db) as rec:
+        asyncio.run(rec.attach(_waiting_graph("tool")).ainvoke({"out": ""}))
+        rec.flush()
+        run_id = rec.last_run_id
+    assert main(["--db", db, "show", run_id, "--step", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "its node stopped waiting after" in out and "the call was cancelled" in out, out
+    assert "object at 0x" not in out
+
+
+def test_a_run_cancelled_during_a_call_replays_from_its_last_step_as_cancelled_again(db):
+    """The run (not the node) was cancelled while a tool ran: the task ended cancelled, so the
+    replay's does too, as the recording went, rather than failing with what the call could not say."""
+
+    async def go() -> str:
+        with Recorder(db) as rec:
+            task = asyncio.ensure_future(rec.attach(_waiting_graph("tool", "nm", timeout=30)).ainvoke({"out": ""}))
+            await asyncio.sleep(0.05)  # the nodes wait for the tool: cancel the run meanwhile
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            rec.flush()
+            return rec.last_run_id
+
+    run_id = asyncio.run(go())
+    store = open_store(db)
+    try:
+        run = store.get_run(run_id)
+        calls = store.calls(run_id)
+        tasks = [t for d in store.step_details(run_id) for t in d.tasks if t.node in "nm"]
+    finally:
+        store.close()
+    assert (run.status, run.status_reason) == ("interrupted", "cancelled")
+    assert [c.error_type for c in calls] == ["Unfinished"] * 2 and [t.error_type for t in tasks] == ["CancelledError"] * 2
+    # LangGraph cancels a step's other tasks with a sentinel object: its address is no message.
+    assert not any("object at 0x" in (x.error_message or "") for x in [*calls, *tasks])
+    result = replay(run_id, _waiting_graph("tool", "nm", timeout=30), db=db, from_step=0)
+    assert result.status == "interrupted" and not result.diverged, result.report()
+

@@ -581,7 +581,7 @@ def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str
     return "\n".join(out)
 
 
-ABANDONED = "Unfinished"  # the recorder's marker for a call still running when its run ended
+ABANDONED = "Unfinished"  # the recorder's marker for a call still running when its run ended, or cancelled by its caller
 
 
 def call_outcome(error_type: str | None, error_message: str | None, waited_ms: float | None = None, latency_ms: float | None = None) -> tuple[str, str] | None:
@@ -590,6 +590,8 @@ def call_outcome(error_type: str | None, error_message: str | None, waited_ms: f
     call that returned in time."""
     if waited_ms is not None and error_type in (None, ABANDONED):
         gave_up = f"its node stopped waiting after {waited_ms:.0f} ms and went on; "
+        if error_type == ABANDONED and latency_ms is not None:
+            return "abandoned", gave_up + "the call was cancelled"  # by its caller (asyncio.wait_for): it ended then
         if error_type == ABANDONED or latency_ms is None:
             return "abandoned", gave_up + "the call had not returned when the run ended"
         return "abandoned", gave_up + f"the call returned after {latency_ms:.0f} ms, too late to count"
