@@ -33,6 +33,9 @@ class Restored:
     # The subgraph namespaces between the root and ``ns`` (a subgraph in a subgraph), each with the
     # step it was put back after: the replay goes on there from that step, not from its start.
     between: tuple[tuple[str, int], ...] = ()
+    # The never-checkpointed channels' values handed to the resumed run (root only): what a fork
+    # hands on past the checkpoint its edit makes.
+    untracked: tuple[tuple[str, Any], ...] = ()
 
 
 def _checkpoint_format() -> int:
@@ -167,7 +170,19 @@ def restore(store: RunStore, run_id: str, step: int, ns: str, saver: Any, thread
         # when a run resumes there, before its first step: the one way into such a channel.
         saver.put_writes(saved, held, NULL_TASK_ID)
         saver.held = (thread_id, ns, saved["configurable"]["checkpoint_id"])
-    return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id, between)
+    return Restored(root_step, ns, step, checkpoint, metadata, cp.parent_checkpoint_id, between, tuple(held))
+
+
+def hold_untracked(saver: Any, config: dict[str, Any], values: Iterable[tuple[str, Any]]) -> None:
+    """Hand ``values`` of never-checkpointed channels to the run resuming at ``config``'s checkpoint
+    instead of the restored one (a fork's edit made a checkpoint after it, which LangGraph saved
+    without them): as writes of no task, applied before its first step."""
+    saver.forget_held()
+    held = list(values)
+    if held:
+        saver.put_writes(config, held, NULL_TASK_ID)
+        conf = config["configurable"]
+        saver.held = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
 
 
 def restore_edit(

@@ -54,7 +54,7 @@ from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_persistent, ns_path
 from graphtape.replay.override_names import unknown_overrides
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
-from graphtape.replay.restore import Memory, Restored, replay_saver, restore, restore_edit, restore_memories, untracked_channels
+from graphtape.replay.restore import Memory, Restored, hold_untracked, replay_saver, restore, restore_edit, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
 from graphtape.replay.state_types import StateTypes
 from graphtape.replay.store_answers import RecordedStore
@@ -247,7 +247,8 @@ class _Run:
         self._unthreaded = seen is None and self.run.thread_id == run_thread(self.run.id)
         if self._unthreaded:
             saver.unthreaded = thread_id
-        restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked_channels(self.graph), revive=self.types.revive)
+        untracked = untracked_channels(self.graph)
+        restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked, revive=self.types.revive)
         self._memories = restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
         base = self.graph.copy(update={"checkpointer": saver})
         guard = None
@@ -304,6 +305,13 @@ class _Run:
             if not ns:
                 edited = saver.get_tuple(config)
                 seed = (edited.checkpoint, edited.metadata, edited.parent_config["configurable"]["checkpoint_id"] if edited.parent_config else None)
+                # The run resumes after the edit's checkpoint, which LangGraph saved without the
+                # never-checkpointed channels (langchain's per-run call counters): they go on from
+                # there as restored, an edit of one taking its edited value.
+                held = dict(restored.untracked)
+                if isinstance(update, dict):
+                    held.update((k, v) for k, v in update.items() if k in untracked)
+                hold_untracked(saver, edited.config, held.items())
             edit = {"kind": "fork", "update": update, "as_node": as_node, "mode": self.mode.value, "ns": ns or None}
             offset = 1
         else:

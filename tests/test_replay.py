@@ -19,6 +19,8 @@ from typing import Annotated, Any
 import pytest
 import replay_graphs as G
 from conftest import exported, imported, load_agent
+from langchain.agents import AgentState, create_agent
+from langchain.agents.middleware import ToolCallLimitMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, StructuredTool, tool
 from langgraph.channels import UntrackedValue
@@ -29,7 +31,7 @@ from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.types import Command, Send, interrupt
 from pydantic import BaseModel
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from graphtape.recorder import Recorder, open_store
 from graphtape.recorder.records import FLAG_CARRIED
@@ -2723,3 +2725,48 @@ def test_a_run_cancelled_during_a_call_replays_from_its_last_step_as_cancelled_a
     result = replay(run_id, _waiting_graph("tool", "nm", timeout=30), db=db, from_step=0)
     assert result.status == "interrupted" and not result.diverged, result.report()
 
+
+# -- a fork hands on the never-checkpointed channels (langchain's per-run call counters) -------------
+
+
+@tool
+def look_up(order_id: str) -> str:
+    """Look up an order."""
+    return f"order {order_id}: shipped"
+
+
+class NotedAgentState(AgentState):
+    note: NotRequired[str]
+
+
+def _limited_agent():
+    """create_agent with ToolCallLimitMiddleware(run_limit=1): the model asks two lookups in turn,
+    and the limit, counted in an UntrackedValue channel, blocks the second."""
+
+    def decide(messages):
+        n = sum(isinstance(m, ToolMessage) for m in messages)
+        if n < 2:
+            return AIMessage(content="", tool_calls=[G.tool_call("look_up", f"c{n + 1}", order_id=f"A{n + 1}")])
+        return AIMessage(content=f"last tool said: {messages[-1].content}")
+
+    model = G.ScriptedChatModel(script=decide, model_name="limited")
+    return create_agent(model, [look_up], state_schema=NotedAgentState, middleware=[ToolCallLimitMiddleware(tool_name="look_up", run_limit=1)])
+
+
+def test_a_fork_keeps_the_per_run_call_counters_and_takes_an_edit_of_one(db):
+    run_id = record(db, _limited_agent(), {"messages": [("user", "go")], "note": "a"})
+    store = open_store(db)
+    try:
+        at = next(s.step for s in store.list_steps(run_id) if s.nodes == ["tools"])  # after the first lookup
+        assert [s.nodes for s in store.list_steps(run_id) if s.step in (at - 2, at - 1)] == [["model"], ["ToolCallLimitMiddleware[look_up].after_model"]]
+        assert store.state_at(run_id, at, internal=True)["run_tool_call_count"] == {"look_up": 1}
+    finally:
+        store.close()
+    assert not replay(run_id, _limited_agent(), from_step=at, db=db).diverged
+    kept = fork(run_id, _limited_agent(), at_step=at, update={"note": "b"}, db=db)
+    assert [d for d in kept.divergences if d.what != "state key 'note' differs"] == [], kept.report()
+    assert "limit" in kept.final_state["messages"][-1].content  # the second lookup is blocked, as recorded
+    # Before any lookup, a count that says one was made: the limit blocks the first one too.
+    spent = fork(run_id, _limited_agent(), at_step=at - 2, update={"run_tool_call_count": {"look_up": 1}}, db=db)
+    assert "limit" in spent.final_state["messages"][-1].content
+    assert not [m for m in spent.final_state["messages"] if "shipped" in str(m.content)], spent.report()
