@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 import typing
 from collections.abc import Iterator
 from typing import Any
@@ -137,9 +138,49 @@ def _model_keys(graph: Any) -> dict[str, tuple[Any, frozenset[str]]]:
             if key in out:
                 continue
             found = _adapter(ann)
+            if found is None and key == _STRUCTURED and _has_type_var(ann, 0):
+                # langchain's create_agent annotates it with a TypeVar; the agent's own
+                # response_format says what it holds.
+                schema = _response_schema(graph)
+                found = _adapter(schema) if schema is not None else None
             if found is not None:
                 out[key] = found
     return out
+
+
+_STRUCTURED = "structured_response"  # where langchain's create_agent keeps a response_format's parsed answer
+
+
+def _has_type_var(ann: Any, depth: int) -> bool:
+    if depth > 8:
+        return False
+    if isinstance(ann, typing.TypeVar):
+        return True
+    return any(_has_type_var(arg, depth + 1) for arg in typing.get_args(ann))
+
+
+def _response_schema(graph: Any) -> Any:
+    """The schema of a langchain ``create_agent`` graph's ``response_format`` (a model, a dataclass,
+    a union of them), or None. The agent keeps no attribute for it: its model node is a function
+    that holds the strategy it was built with (``ToolStrategy``, ``ProviderStrategy``,
+    ``AutoStrategy``), found among what that function closes over by its public class. Nothing
+    is imported: without langchain loaded there is no such agent."""
+    module = sys.modules.get("langchain.agents.structured_output")
+    kinds = tuple(k for k in (getattr(module, n, None) for n in ("ToolStrategy", "ProviderStrategy", "AutoStrategy")) if isinstance(k, type))
+    if not kinds:
+        return None
+    node = (getattr(getattr(graph, "builder", None), "nodes", None) or {}).get("model")
+    runnable = getattr(node, "runnable", None)
+    for fn in (getattr(runnable, "func", None), getattr(runnable, "afunc", None)):
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # a cell not filled yet
+                continue
+            if isinstance(value, kinds):
+                schema = getattr(value, "schema", None)
+                return None if isinstance(schema, dict) else schema  # a JSON schema's answer is a plain dict
+    return None
 
 
 def _adapter(ann: Any) -> tuple[Any, frozenset[str]] | None:

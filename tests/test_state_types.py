@@ -320,3 +320,47 @@ def test_a_replay_mid_run_hands_pending_sends_their_models(tmp_path):
     for step in sending:
         result = replay(run_id, _fan_graph(), step, db=db, mode="strict")
         assert not result.diverged, f"from step {step}: {result.report()}"
+
+
+class Weather(BaseModel):
+    city: str
+    temp_c: int
+
+
+def _weather_agent() -> Any:
+    """langchain's create_agent with a ToolStrategy response format; a middleware reads the
+    previous run's answer (``structured_response``, annotated with a TypeVar) by attribute."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import before_model
+    from langchain.agents.structured_output import ToolStrategy
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from conftest import load_agent
+
+    @before_model
+    def previous(state, runtime):
+        prev = state.get("structured_response")
+        return {"messages": [HumanMessage(f"previous city: {prev.city}")]} if prev is not None else None
+
+    def answer(messages):
+        n = sum(isinstance(m, HumanMessage) for m in messages)
+        return AIMessage(content="", tool_calls=[{"name": "Weather", "args": {"city": "Oslo", "temp_c": 20 + n}, "id": f"s{len(messages)}"}])
+
+    model = load_agent("scripted_model").ScriptedChatModel(script=answer, model_name="weather")
+    return create_agent(model, [], middleware=[previous], response_format=ToolStrategy(Weather), checkpointer=InMemorySaver())
+
+
+def test_an_agents_structured_response_comes_back_as_its_response_formats_model(tmp_path):
+    """The key's annotation names no class; the agent's response format does (no register_type)."""
+    db = str(tmp_path / "weather.db")
+    config = {"configurable": {"thread_id": "w"}}
+    with Recorder(db) as rec:
+        agent = rec.attach(_weather_agent())
+        agent.invoke({"messages": [("user", "weather?")]}, config)
+        assert agent.invoke({"messages": [("user", "and now?")]}, config)["structured_response"].temp_c == 23
+        rec.flush()
+        run_id = rec.last_run_id  # the thread's second run: it starts from the first's answer
+    result = replay(run_id, _weather_agent(), db=db)
+    assert result.error is None and not result.diverged, result.report()
+    assert result.final_state["structured_response"] == Weather(city="Oslo", temp_c=23)
