@@ -15,7 +15,7 @@ import replay_graphs as G
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.config import get_store
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import InjectedState, InjectedStore, ToolNode, ToolRuntime, create_react_agent, tools_condition
 from langgraph.store.memory import InMemoryStore

@@ -1873,7 +1873,7 @@ def test_a_replay_on_the_recorded_thread_never_continues_the_recorded_run(tmp_pa
         store.close()
 
 
-class Asked(TypedDict):
+class AskedLog(TypedDict):
     log: Annotated[list, operator.add]
 
 
@@ -1881,7 +1881,7 @@ def _questions(n: int) -> Any:
     def ask(name: str) -> Any:
         return lambda state: {"log": [f"{name}:{interrupt(name)}"]}
 
-    b = StateGraph(Asked)
+    b = StateGraph(AskedLog)
     names = "ab"[:n]
     for name in names:
         b.add_node(name, ask(name))
@@ -1923,7 +1923,7 @@ def test_a_run_still_being_recorded_is_refused_by_replay_and_fork_in_one_line(tm
     gate = threading.Event()
 
     def build() -> Any:
-        b = StateGraph(Asked)
+        b = StateGraph(AskedLog)
         b.add_node("first", lambda s: {"log": ["first"]})
         b.add_node("waits", lambda s: gate.wait(30) and {"log": ["waited"]})
         b.add_edge(START, "first")
