@@ -25,11 +25,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from graphtape.recorder.linear_regex import compile_linear
+from graphtape.recorder.env_secrets import MIN_LENGTH  # shorter values are not told apart from ordinary words
 from graphtape.recorder.redaction import MARK, Redactor
 
-# As for environment secrets (``env_secrets.MIN_LENGTH``) and the redactor's own formats
-# (``Redactor.min_length``): shorter values are not told apart from ordinary words.
-MIN_LENGTH = 8
 MAX_LENGTH = 16_384  # a longer value is a document, not a credential (and each text is searched for it)
 MAX_LEARNED = 64  # values a run remembers: every text the run records afterwards is searched for each
 _MAX_VISITS = 2_000  # values of one call's inputs looked at (a model call's are its whole history)

@@ -42,6 +42,13 @@ class LiveCall:
     task_path: str | None = None
 
 
+def answered_tool_call(call: CallInfo) -> str | None:
+    """The id of the tool call a recorded tool call answered, read from the ToolMessage it returned."""
+    out = call.output
+    found = out.get("tool_call_id") if isinstance(out, dict) and out.get("type") == "tool" else None
+    return found if isinstance(found, str) else None
+
+
 @dataclass(slots=True)
 class RecordedCall:
     """A recorded call waiting to answer a live one."""
@@ -57,9 +64,7 @@ class RecordedCall:
 
     @property
     def tool_call_id(self) -> str | None:
-        out = self.call.output
-        found = out.get("tool_call_id") if isinstance(out, dict) and out.get("type") == "tool" else None
-        return found if isinstance(found, str) else None
+        return answered_tool_call(self.call)
 
     def differing(self, live: LiveCall, step_offset: int) -> list[str]:
         """The match fields on which this recording and ``live`` differ."""

@@ -19,7 +19,7 @@ from graphtape.recorder import CallInfo, RouteInfo, RunStore, StepDetail
 from graphtape.recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, collect_refs
 from graphtape.recorder.history_blocks import is_cat
 
-from graphtape.replay.calls import normalize_arguments
+from graphtape.replay.calls import answered_tool_call, normalize_arguments
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.result import Divergence
@@ -456,13 +456,6 @@ class _TaskPaths:
         return self._paths.get(task_id or "")
 
 
-def _tool_call_id(call: CallInfo) -> str | None:
-    """The tool-call id a tool call answered (read from its ToolMessage, as a strict replay does)."""
-    out = call.output
-    found = out.get("tool_call_id") if call.kind == "tool" and isinstance(out, dict) and out.get("type") == "tool" else None
-    return found if isinstance(found, str) else None
-
-
 def _pair_calls(
     a: list[CallInfo],
     b: list[CallInfo],
@@ -491,12 +484,12 @@ def _pair_calls(
             continue
         k = same[0]
         if len(same) > 1:
-            tid, path = _tool_call_id(x), rec_paths(x.task_id)
-            by_id = next((j for j in same if tid is not None and _tool_call_id(left[j]) == tid), None)
+            tid, path = answered_tool_call(x), rec_paths(x.task_id)
+            by_id = next((j for j in same if tid is not None and answered_tool_call(left[j]) == tid), None)
             k = by_id if by_id is not None else next((j for j in same if path is not None and rep_paths(left[j].task_id) == path), k)
         pairs.append((x, left.pop(k)))
         left_args.pop(k)
-    for key in (lambda c, paths: paths(c.task_id), lambda c, _: _tool_call_id(c)):
+    for key in (lambda c, paths: paths(c.task_id), lambda c, _: answered_tool_call(c)):
         if not rest or not left:
             break
         unmatched = []
@@ -544,13 +537,15 @@ def _key(route: dict) -> str:
     return json.dumps(route, sort_keys=True, default=str)
 
 
-def _route_what(a: list[dict], b: list[dict]) -> str:
-    def dests(rs: list[dict]) -> Counter[str]:
-        return Counter(d for r in rs for d in r["destinations"])  # a Send is one destination per packet
+def packets_sent(routes: list[dict]) -> Counter[str]:
+    """How many times routes went to each node: a ``Send`` is one destination per packet."""
+    return Counter(d for r in routes for d in r["destinations"])
 
+
+def _route_what(a: list[dict], b: list[dict]) -> str:
     routers = sorted({r.get("router") for r in a + b if r.get("router")})
     how = f" ({', '.join(routers)})" if routers else ""
-    went_a, went_b = dests(a), dests(b)
+    went_a, went_b = packets_sent(a), packets_sent(b)
     if went_a.keys() != went_b.keys():
         return f"route{how} went to {', '.join(sorted(went_b)) or 'nowhere'} instead of {', '.join(sorted(went_a)) or 'nowhere'}"
     if went_a != went_b:

@@ -30,7 +30,7 @@ from graphtape.recorder.store_capture import without_times
 
 from graphtape.replay.calls import normalize_arguments
 from graphtape.replay.carry import Carry
-from graphtape.replay.compare import MISSING, StateTrack
+from graphtape.replay.compare import MISSING, StateTrack, packets_sent
 from graphtape.replay.diff_result import RunDiff, RunDifference
 from graphtape.replay.graph_shape import GraphShape, graph_changes
 from graphtape.replay.normalize import Normalizer, ns_path
@@ -275,7 +275,7 @@ class _Differ:
             x, y = ra.get(source, []), rb.get(source, [])
             if x == y:
                 continue
-            sent_a, sent_b = Counter(d for r in x for d in r["destinations"]), Counter(d for r in y for d in r["destinations"])  # a Send: one per packet
+            sent_a, sent_b = packets_sent(x), packets_sent(y)
             dests_a, dests_b = sorted(sent_a), sorted(sent_b)
             routers = ", ".join(sorted({str(r["router"]) for r in x + y if r.get("router")}))
             how = f" ({routers})" if routers else ""

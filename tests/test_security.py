@@ -182,14 +182,9 @@ def test_one_large_text_referenced_many_times_costs_its_size_each_time(tmp_path,
     from graphtape.recorder.store import pack, read_guard, unpack
     from graphtape.tui.cli import main
 
-    class S(TypedDict):
-        n: int
-        big: list
-
-    db, run_id = _one_node_run(tmp_path, S, {"n": 0, "big": ["x" * (1024 * 1024)]})
+    db, run_id, ref = _one_big_string_run(tmp_path)
     engine = sa.create_engine(f"sqlite:///{db}")
     with engine.begin() as conn:
-        ref = _whole_string_blob(conn)  # the 1 MB string
         for seq, payload in conn.execute(sa.text("SELECT seq, payload FROM steps WHERE run_id = :r"), {"r": run_id}).fetchall():
             step = unpack(payload)
             if "big" in step.get("s", {}).get("v", {}):
@@ -204,6 +199,21 @@ def test_one_large_text_referenced_many_times_costs_its_size_each_time(tmp_path,
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "would inflate and build more than 64 MB" in err, err
     assert not (tmp_path / "out.json").exists()
+
+
+class _Big(TypedDict):
+    n: int
+    big: list
+
+
+def _one_big_string_run(tmp_path: Path) -> tuple[Path, str, str]:
+    """A one-node run whose state holds a 1 MB string: its store, its id and the string's blob."""
+    db, run_id = _one_node_run(tmp_path, _Big, {"n": 0, "big": ["x" * (1024 * 1024)]})
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.connect() as conn:
+        ref = _whole_string_blob(conn)
+    engine.dispose()
+    return db, run_id, ref
 
 
 def _whole_string_blob(conn: Any) -> str:
@@ -234,15 +244,7 @@ def test_a_crafted_call_that_refers_to_one_large_text_many_times_is_refused_by_a
     still refused in one line, read alone or among the run's calls."""
     from graphtape.recorder.store import read_guard
 
-    class S(TypedDict):
-        n: int
-        big: list
-
-    db, run_id = _one_node_run(tmp_path, S, {"n": 0, "big": ["x" * (1024 * 1024)]})
-    engine = sa.create_engine(f"sqlite:///{db}")
-    with engine.connect() as conn:
-        ref = _whole_string_blob(conn)  # the 1 MB string
-    engine.dispose()
+    db, run_id, ref = _one_big_string_run(tmp_path)
     _crafted_calls(db, run_id, [[{"$b": ref}] * 400] + [[{"$b": ref}]] * 3)
     monkeypatch.setattr(read_guard, "MAX_READ_BYTES", 64 * 1024 * 1024)
     store = open_store(db)
