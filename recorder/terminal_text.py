@@ -8,10 +8,17 @@ from __future__ import annotations
 
 # C0 controls (but newline and tab), DEL, C1 controls and the bidirectional overrides: a
 # recorded string carrying them could move the cursor, set the clipboard (OSC 52), retitle
-# the terminal or reorder what is shown. They print as "?".
-_UNSAFE = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
+# the terminal or reorder what is shown. So could the direction marks (U+200E, U+200F,
+# U+061C), and the invisible ones make two different names look the same or break a line
+# where none is shown (zero-width space, word joiner and invisible operators, the byte order
+# mark, the line and paragraph separators). They print as "?". The zero-width (non-)joiners
+# stay: Persian words and emoji sequences are written with them.
+_CONTROLS = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]
+_BIDI = [*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C]
+_INVISIBLE = [0x200B, *range(0x2060, 0x2065), 0xFEFF, 0x2028, 0x2029]
+_UNSAFE = {c: "?" for c in [*_CONTROLS, *_BIDI, *_INVISIBLE]}
 
 
 def printable(text: str) -> str:
-    """``text`` safe for a terminal: control characters and bidi overrides shown as ``?``."""
+    """``text`` safe for a terminal: control characters, bidi overrides and invisible characters shown as ``?``."""
     return text.translate(_UNSAFE)

@@ -339,13 +339,15 @@ def test_recorded_text_never_drives_the_terminal(tmp_path, capsys):
     b.add_edge(START, "bump")
     b.add_edge("bump", END)
     db = str(tmp_path / "runs.db")
-    hostile = "run\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\u202eevil"
+    hostile = "run\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\u202eevil\u200fad\u200bmin\u2028\ufeff"
     with Recorder(db) as rec:
         rec.attach(b.compile(), name=hostile, tags=["t\x1b[31m"]).invoke({"n": 1})
     for argv in (["runs"], ["show", "last"], ["runs", "--json"]):
         code, out, err = run_cli(capsys, "--db", db, *argv)
         assert code == 0
         assert "\x1b" not in out + err and "\x07" not in out and "\u202e" not in out, argv
+        if argv[-1] != "--json":  # JSON escapes what it must; a terminal shows the rest
+            assert not any(c in out for c in "\u200f\u200b\u2028\ufeff"), argv
 
 
 # -- fork: the edit, the input, Command routes, step numbers (item 6) ---------------------------

@@ -453,8 +453,8 @@ def test_an_export_of_a_crafted_store_is_bounded_as_one_read(tmp_path, monkeypat
     assert not (tmp_path / "fx.json").exists()
 
 
-HOSTILE = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b31m\u202e[/][link=http://evil.example]L[/link][/bold]"
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+HOSTILE = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b31m\u202e\u200fad\u200bmin\u2028\ufeff[/][link=http://evil.example]L[/link][/bold]"
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200b\u200e\u200f\u061c\u2060-\u2064\ufeff\u2028\u2029]")
 
 
 class HostileState(TypedDict, total=False):
