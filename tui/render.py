@@ -13,6 +13,7 @@ from typing import Any
 
 from graphtape.recorder.terminal_text import printable  # noqa: F401  (re-exported: the TUI imports it from here)
 from graphtape.recorder.tracebacks import format_frames
+from graphtape.recorder.waiting_subgraphs import node_path
 from graphtape.tui import http_view
 
 __all__ = ["fold", "run_text", "runs_table", "short", "step_text"]
@@ -486,13 +487,24 @@ def _http_call_lines(call: dict[str, Any], calls: list[dict[str, Any]], width: i
     return lines
 
 
-def _call_lines(call: dict[str, Any], width: int, calls: list[dict[str, Any]] = ()) -> list[str]:
+def call_place(node: str | None, call_ns: str, ns: str = "") -> str:
+    """Where a call was made, seen from namespace ``ns``: its node, after the subgraphs it was
+    made in when it was made below ``ns`` (``tracker › agent``: a supervisor's agent's call)."""
+    if call_ns == ns:
+        return node or ""
+    inner = call_ns[len(ns) + 1 :] if ns and call_ns.startswith(ns + "|") else call_ns
+    return " › ".join([*node_path(inner).split("|"), node or "?"])
+
+
+def _call_lines(call: dict[str, Any], width: int, calls: list[dict[str, Any]] = (), ns: str = "") -> list[str]:
     if call["kind"] == http_view.HTTP:
         return _http_call_lines(call, list(calls), width)
     bits = [f"  {call['kind']:<5} {call['name']}", fmt_ms(call.get("latency_ms"))]
     if call.get("input_tokens") is not None or call.get("output_tokens") is not None:
         bits.append(f"tokens {call.get('input_tokens') or 0} in / {call.get('output_tokens') or 0} out")
-    if call.get("node"):
+    if call.get("ns", ns) != ns:
+        bits.append(f"in subgraph {call_place(call.get('node'), call['ns'], ns)}")
+    elif call.get("node"):
         bits.append(f"in node {call['node']}")
     if call.get("streamed"):
         bits.append("streamed")
@@ -559,7 +571,7 @@ def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str
 
     out += ["", "calls" if view["calls"] else "calls: none"]
     for call in view["calls"]:
-        out += _call_lines(call, width, view["calls"])
+        out += _call_lines(call, width, view["calls"], view["ns"])
         out += traceback_lines(call.get("traceback"), 6, width, full)
 
     if view["events"]:

@@ -79,7 +79,7 @@ class StepReader:
             title = f"step {prev.step} → step {step.step}"
         else:
             old, title = {}, f"(empty) → step {step.step}"
-        calls = store.calls(self.run_id, step=step.step, ns=self.ns) if step.step >= 0 else []
+        calls = store.calls(self.run_id, step=step.step, ns=self.ns, with_subgraphs=True) if step.step >= 0 else []
         subgraphs = []
         for t in detail.tasks:
             for ns in t.subgraph_ns:

@@ -95,7 +95,7 @@ def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
     detail = store.run_detail(ref)
     run = detail.run
     namespaces = _check_ns(store, run.id, ns)
-    counts = store.call_counts(run.id, ns)
+    counts = store.call_counts(run.id, ns, with_subgraphs=True)  # a step's calls include its subgraphs'
     # Every step in one read (a step's own read per step cost a long run a query per step).
     steps = [
         {**_step_dict(s.step), "calls": counts.get(s.step.step, {}), **_detail_dict(s, [_route_summary(store, r, run.id, s.step.step) for r in s.routes])}
@@ -129,7 +129,7 @@ def step_view(store: RunStore, ref: str, step: int, ns: str = ROOT) -> dict[str,
         raise
     # This step's rows and the run's bounds only: a step of a long run reads that step, not the run.
     bounds = store.step_range(run.id, ns)
-    calls = [{k: v for k, v in asdict(c).items() if k != "encoded_output"} for c in store.calls(run.id, step=step, ns=ns)]  # as stored: the decoded output says it
+    calls = [{k: v for k, v in asdict(c).items() if k != "encoded_output"} for c in store.calls(run.id, step=step, ns=ns, with_subgraphs=True)]  # as stored: the decoded output says it
     waits = node_waits(calls, detail.tasks)
     for call in calls:
         if call["call_id"] in waits:

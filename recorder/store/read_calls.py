@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 import sqlalchemy as sa
 
 from graphtape.recorder import schema as S
@@ -19,18 +21,38 @@ class CallReads:
     """Reads the calls table."""
 
     @_damage_is_a_store_error
-    def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None, encoded: bool = False) -> list[CallInfo]:
+    def calls(self, run_id: str, *, step: int | None = None, ns: str | None = None, encoded: bool = False, with_subgraphs: bool = False) -> list[CallInfo]:
         """Tool and model calls of a run, optionally of one step / namespace.
 
         ``encoded=True`` leaves inputs and outputs as stored (blob references
         unresolved), for copying a recording rather than showing it.
+        ``with_subgraphs=True`` (with ``step``) adds the calls made in the subgraphs that step
+        ran, as ``call_counts(..., with_subgraphs=True)`` counts them.
         """
         q = _RUN_CALLS  # a whole run's (replay, export, the TUI), or narrowed here
-        if ns is not None:
-            q = q.where(S.calls.c.ns == ns)
-        if step is not None:
-            q = q.where(S.calls.c.step == step)
+        below: tuple[str, float, float] | None = None
+        if with_subgraphs and step is not None:
+            span = _step_spans(self._step_ends(run_id, ns or "")).get(step)
+            if span is not None:
+                below = (_below(ns or ""), *span)
+        if below is not None:
+            mine = S.calls.c.ns == (ns or "")
+            if step is not None:
+                mine = sa.and_(mine, S.calls.c.step == step)
+            nested = [S.calls.c.ns != (ns or "")]
+            if below[1] != float("-inf"):
+                nested.append(S.calls.c.started_at > below[1])
+            if below[2] != float("inf"):
+                nested.append(S.calls.c.started_at <= below[2])
+            q = q.where(sa.or_(mine, sa.and_(*nested)))
+        else:
+            if ns is not None:
+                q = q.where(S.calls.c.ns == ns)
+            if step is not None:
+                q = q.where(S.calls.c.step == step)
         rows = self._read(q, {"run_id": run_id})
+        if below is not None:
+            rows = [r for r in rows if r.ns == (ns or "") or r.ns.startswith(below[0])]
         if encoded:
             trees = [(_strict_json(r.inputs), _strict_json(r.output)) for r in rows]
             stored_outputs = [o for _, o in trees]
@@ -75,12 +97,14 @@ class CallReads:
         ]
 
     @_damage_is_a_store_error
-    def call_counts(self, run_id: str, ns: str = "") -> dict[int, dict[str, int]]:
+    def call_counts(self, run_id: str, ns: str = "", *, with_subgraphs: bool = False) -> dict[int, dict[str, int]]:
         """Per step: how many tool, model, HTTP and store calls were made, and how many failed
         ("failed"; a call that stopped at an interrupt or sent a Command to the parent did not).
 
         An HTTP request or a store operation made inside a tool or model call is part of that
-        call, not counted again.
+        call, not counted again. ``with_subgraphs=True`` counts too the calls made in the
+        subgraphs each step ran (a supervisor's agents are subgraphs: their model and tool calls
+        are the step's), each under the step that was running when it started.
         """
         failed = sa.func.sum(sa.case((sa.and_(S.calls.c.error_type.is_not(None), S.calls.c.error_type.not_in(sorted(NOT_FAILURES))), 1), else_=0))
         own = sa.or_(S.calls.c.kind.not_in(PART_OF_A_CALL), S.calls.c.parent_call_id.is_(None))
@@ -95,7 +119,36 @@ class CallReads:
             counts[kind] = n
             if bad:
                 counts["failed"] = counts.get("failed", 0) + int(bad)
+        if with_subgraphs:
+            self._count_below(run_id, ns, out)
         return out
+
+    def _count_below(self, run_id: str, ns: str, out: dict[int, dict[str, int]]) -> None:
+        """Add to ``out`` the calls of the namespaces below ``ns``, each under its step of ``ns``."""
+        own = sa.or_(S.calls.c.kind.not_in(PART_OF_A_CALL), S.calls.c.parent_call_id.is_(None))
+        rows = self._read(sa.select(S.calls.c.ns, S.calls.c.kind, S.calls.c.started_at, S.calls.c.error_type).where(S.calls.c.run_id == run_id, S.calls.c.ns != ns, own))
+        prefix = _below(ns)
+        ends = self._step_ends(run_id, ns)
+        if not ends:
+            return
+        steps, times = [s for s, _ in ends], [t for _, t in ends]
+        for call_ns, kind, started, error in rows:
+            if not call_ns.startswith(prefix):
+                continue
+            step = steps[min(bisect.bisect_left(times, started), len(steps) - 1)]
+            counts = out.setdefault(step, {})
+            counts[kind] = counts.get(kind, 0) + 1
+            if error is not None and error not in NOT_FAILURES:
+                counts["failed"] = counts.get("failed", 0) + 1
+
+    def _step_ends(self, run_id: str, ns: str) -> list[tuple[int, float]]:
+        """``(step, when its last row was written)`` for the steps of ``ns``, in order of time.
+
+        A call starts while its step runs: after the step before was written and before its
+        own step is (a step interrupted, then resumed, is written again when it completes).
+        """
+        rows = self._read(sa.select(S.steps.c.step, sa.func.max(S.steps.c.created_at)).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step >= 0).group_by(S.steps.c.step))
+        return sorted(((int(step), float(at)) for step, at in rows), key=lambda x: (x[1], x[0]))
 
     @_damage_is_a_store_error
     def call_totals(self, run_id: str) -> tuple[dict[str, int], int]:
@@ -110,3 +163,19 @@ class CallReads:
             sa.select(S.calls.c.kind, sa.func.count(), sa.func.sum(S.calls.c.total_tokens)).where(S.calls.c.run_id == run_id, own).group_by(S.calls.c.kind)
         )
         return {kind: int(n) for kind, n, _ in rows}, sum(int(tokens or 0) for _, _, tokens in rows)
+
+
+def _below(ns: str) -> str:
+    """What the namespaces below ``ns`` start with."""
+    return f"{ns}|" if ns else ""
+
+
+def _step_spans(ends: list[tuple[int, float]]) -> dict[int, tuple[float, float]]:
+    """Per step, the times its calls may start in: after the step before it was written, up to
+    its own writing (the last step's span stays open: a run cut short wrote no later step)."""
+    spans: dict[int, tuple[float, float]] = {}
+    before = float("-inf")
+    for i, (step, at) in enumerate(ends):
+        spans[step] = (before, at if i + 1 < len(ends) else float("inf"))
+        before = at
+    return spans

@@ -173,7 +173,7 @@ class CompareScreen(Screen):
                 if side.run_id is None:
                     sides.append((None, [], {}))
                     continue
-                sides.append((clean(store.get_run(side.run_id)), clean(store.list_steps(side.run_id, side.ns)), store.call_counts(side.run_id, side.ns)))
+                sides.append((clean(store.get_run(side.run_id)), clean(store.list_steps(side.run_id, side.ns)), store.call_counts(side.run_id, side.ns, with_subgraphs=True)))
         except GraphtapeError as exc:
             self.post_message(self.RunsLoaded(None, str(exc)))
             return

@@ -215,7 +215,7 @@ class RunScreen(Screen):
         try:
             run = clean(store.get_run(self.run_id))  # recorded text shows as text, never as escape sequences
             steps = clean(store.list_steps(run.id, self.ns))
-            calls = store.call_counts(run.id, self.ns)
+            calls = store.call_counts(run.id, self.ns, with_subgraphs=True)  # a supervisor's agents' calls are its steps'
         except GraphtapeError as exc:
             self.post_message(self.StepsLoaded(None, [], {}, str(exc)))
             return
@@ -306,7 +306,7 @@ class RunScreen(Screen):
         self.diff_title = p.diff_title
         self.query_one(DiffView).show(p.diff_title, p.diff)
         self.query_one("#routes-panel", TextPanel).show(routes_renderable(p.detail.routes, p.detail.next, p.step.step, p.detail.tasks))
-        self.query_one(CallsPanel).show_calls(p.calls, p.detail.tasks)
+        self.query_one(CallsPanel).show_calls(p.calls, p.detail.tasks, self.ns)
         self.query_one(SubgraphList).show_namespaces(p.subgraphs)
         self.query_one(GraphView).show_step(p.step.step, p.detail)
         self._status(self._step_status(p))

@@ -14,7 +14,7 @@ from textual.widgets.option_list import Option
 from graphtape.recorder.records import CallInfo, RouteInfo
 from graphtape.tui import http_view
 from graphtape.tui.data import fold, short, to_json
-from graphtape.tui.render import call_outcome, frame_text, node_waits, plural, printable, raised_at, traceback_lines
+from graphtape.tui.render import call_outcome, call_place, frame_text, node_waits, plural, printable, raised_at, traceback_lines
 
 _KIND_STYLE = {"conditional": "bold magenta", "static": "dim", "send": "bold cyan", "command": "bold yellow", "parent-command": "bold yellow"}
 
@@ -113,7 +113,8 @@ def call_detail(call: CallInfo, waited_ms: float | None = None, calls: list[Call
         return http_detail(call, list(calls))
     latency = "never returned" if call.latency_ms is None else f"{call.latency_ms:.1f} ms"
     tokens = tokens_text(call)
-    head = f"{call.kind} {call.name}  node={call.node} step={call.step}  {latency}{'  streamed' if call.streamed else ''}{'  ' + tokens if tokens else ''}"
+    where = f"node={call.node} step={call.step}" if not call.ns else f"in subgraph {call_place(call.node, call.ns)} (its step {call.step})"
+    head = f"{call.kind} {call.name}  {where}  {latency}{'  streamed' if call.streamed else ''}{'  ' + tokens if tokens else ''}"
     parts = [Text(head, style="bold")]
     if call.kind == "model" and isinstance(call.inputs, dict):
         from graphtape.tui.widgets.transcript import render_message
@@ -152,7 +153,8 @@ class CallsPanel(VerticalScroll):
         yield OptionList(id="call-list")
         yield Static(id="call-detail")
 
-    def show_calls(self, calls: list[CallInfo], tasks: list[Any] = ()) -> None:
+    def show_calls(self, calls: list[CallInfo], tasks: list[Any] = (), ns: str = "") -> None:
+        """``calls`` of a step of namespace ``ns``: those made in its subgraphs name the subgraph too."""
         self.calls = calls
         self.waits = node_waits(calls, list(tasks))
         options = self.query_one("#call-list", OptionList)
@@ -167,7 +169,7 @@ class CallsPanel(VerticalScroll):
             if c.kind == http_view.HTTP:
                 options.add_option(Option(_http_label(c, calls, ms), id=str(i)))
                 continue
-            label = Text(f"{c.kind:<5} {c.name:<28} {c.node or '':<10} {ms}  ")
+            label = Text(f"{c.kind:<5} {c.name:<28} {call_place(c.node, c.ns, ns):<10} {ms}  ")
             if c.total_tokens is not None or c.input_tokens is not None:
                 label.append(f"{c.input_tokens or 0}→{c.output_tokens or 0} tok  ", style="cyan")
             waited = self.waits.get(c.call_id)
