@@ -222,10 +222,10 @@ class RunSession:
             acc = self._tasks[key] = TaskAcc(ns=ns, task_id=task_id)
             if ns:
                 parent_ns, node, parent_task = split_task_ns(ns)
-                if parent_task is None and node is not None and node not in self.graph.for_ns(parent_ns).subgraph_nodes:
-                    # A subgraph with memory of its own (compiled with checkpointer=True) run from
-                    # a node's code is named by the node alone: its parent is that node's task
-                    # running now. (One added as a node is found by its node's name already.)
+                if parent_task is None and node is not None:
+                    # A subgraph with memory of its own (compiled with checkpointer=True), added as a
+                    # node or run from a node's code, is named by the node alone: its parent is that
+                    # node's task running now.
                     running = [a.task_id for (n, _), a in list(self._tasks.items()) if n == parent_ns and a.node == node and a.duration_ms is None]
                     parent_task = running[0] if len(running) == 1 else None
                 if parent_task is not None:

@@ -128,3 +128,67 @@ def test_a_window_ends_inside_a_subgraph_with_memory_where_the_root_step_does(tm
             assert (changed.first_divergence.ns, changed.first_divergence.node) == ("call", "remember"), changed.report()
     finally:
         store.close()
+
+
+def _nested(changed: bool = False):
+    """Three levels, the two inner ones compiled with ``checkpointer=True``: ``outer`` runs
+    ``top`` (a node), which runs ``mid`` (a node), whose ``leaf`` doubles ``n`` (``+ 1`` when changed)."""
+    leaf = StateGraph(Loop)
+    leaf.add_node("leaf", lambda s: {"n": s["n"] * 2 + (1 if changed else 0), "out": ["leaf"]})
+    leaf.add_edge(START, "leaf")
+    mid = StateGraph(Loop)
+    mid.add_node("mid", leaf.compile(checkpointer=True))
+    mid.add_node("after_mid", lambda s: {"out": ["after_mid"]})
+    mid.add_edge(START, "mid")
+    mid.add_edge("mid", "after_mid")
+    top = StateGraph(Loop)
+    top.add_node("top", mid.compile(checkpointer=True))
+    top.add_node("end", lambda s: {"out": ["end"]})
+    top.add_edge(START, "top")
+    top.add_edge("top", "end")
+    return top.compile(checkpointer=InMemorySaver())
+
+
+def _record_turns(db: str, graph, inputs: list[dict]) -> list[str]:
+    config = {"configurable": {"thread_id": "turns"}}
+    runs = []
+    with Recorder(db) as rec:
+        app = rec.attach(graph)
+        for value in inputs:
+            app.invoke(value, config)
+            rec.flush()
+            runs.append(rec.last_run_id)
+    return runs
+
+
+def test_a_subgraph_with_memory_added_as_a_node_is_linked_to_the_task_that_ran_it(tmp_path):
+    """Its namespace is the node's name alone (no task id): the step's task that ran it names it,
+    at every level, as a subgraph compiled per invocation is named by its task."""
+    db = str(tmp_path / "linked.db")
+    (run_id,) = _record_turns(db, _nested(), [{"n": 1, "out": []}])
+    store = open_store(db)
+    try:
+        ran = {t.node: t.subgraph_ns for ns in ("", "top") for d in store.step_details(run_id, ns) for t in d.tasks}
+    finally:
+        store.close()
+    assert ran["top"] == ["top"]
+    assert ran["mid"] == ["top|mid"]
+    assert ran["end"] == [] and ran["after_mid"] == []
+
+
+def test_a_later_turn_of_nested_subgraphs_with_memory_replays_clean_and_finds_a_change(tmp_path):
+    """The second turn's inner subgraph goes on from what it remembered of the first, at every depth."""
+    db = str(tmp_path / "nested.db")
+    runs = _record_turns(db, _nested(), [{"n": 1, "out": []}, {"n": 2, "out": []}, {"n": 3, "out": []}])
+    store = open_store(db)
+    try:
+        starts = {run_id: [None, *(s.step for s in store.list_steps(run_id, ""))] for run_id in runs}
+    finally:
+        store.close()
+    for run_id in runs:
+        for step in starts[run_id]:
+            result = replay(run_id, _nested(), step, db=db, mode="strict")
+            assert result.status == "ok" and not result.diverged, (step, result.report())
+    changed = replay(runs[1], _nested(changed=True), db=db, mode="strict")
+    first = changed.first_divergence
+    assert first is not None and first.ns == "top|mid" and first.node == "leaf", changed.report()
