@@ -232,10 +232,19 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
     (a namespace whose memory could not be put back is left out: its steps are not the recording's).
     """
     out: dict[str, Memory] = {}
-    for ns in store.namespaces(run_id):
-        if not is_persistent(ns):
+    for ns in sorted(store.namespaces(run_id), key=lambda n: n.count("|")):  # a parent before its children
+        parent_ns, _, node = ns.rpartition("|")
+        if parent_ns:
+            # One nested in another (each compiled with checkpointer=True): its node runs in the
+            # parent's steps, each run by the root step its parent's memory names.
+            parent = out.get(parent_ns)
+            if parent is None or ":" in node:
+                continue  # inside a subgraph whose state lives only as long as its task
+            ran = [parent.roots[d.step.step] for d in store.step_details(run_id, parent_ns) if d.step.step in parent.roots and any(t.node == node for t in d.tasks)]
+        elif is_persistent(ns):
+            ran = [d.step.step for d in root_details if any(t.node == ns for t in d.tasks)]
+        else:
             continue  # the root, or a subgraph whose state lives only as long as its task
-        ran = [d.step.step for d in root_details if any(t.node == ns for t in d.tasks)]
         stretches: list[list[Any]] = []
         for s in store.list_steps(run_id, ns):
             if s.source == "input" or not stretches:
@@ -244,7 +253,8 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
         roots = {s.step: ran[k] for k, stretch in enumerate(stretches[: len(ran)]) for s in stretch}
         done = sum(1 for step in ran if step <= root_step)
         drop_input = False
-        if done < len(stretches) and done < len(ran) and ran[done] == root_step + 1:
+        # (A nested one is not: its parent, resumed there, runs its node again, a new stretch.)
+        if not parent_ns and done < len(stretches) and done < len(ran) and ran[done] == root_step + 1:
             step = stretches[done][0]  # resumed at its input, as LangGraph resumes it
         elif 0 < done <= len(stretches):
             step = stretches[done - 1][-1]
