@@ -439,7 +439,9 @@ class Recorder:
             session.answers_by_id = type(input).__name__ == "Command" and isinstance(getattr(input, "resume", None), Mapping)
             # A run that goes on from its thread's checkpoint starts there; so does a replay given no
             # thread (its recording had none): its own saver holds the checkpoint it goes on from.
-            if seed is None and (input is None or session.command_input) and not resumed and (not generated or binding.lineage is not None):
+            # So does a Command(resume=...) that resumes no recorded pause (its thread's last run
+            # failed after the answer, or was recorded elsewhere).
+            if seed is None and (input is None or type(input).__name__ == "Command") and not resumed and (not generated or binding.lineage is not None):
                 seed, carried = _thread_checkpoint(graph, config, lambda: self._recorded_tasks(store, thread_id, binding, run_id))
             elif seed is None and resumed and known is not None:
                 head = _thread_head(graph, config)  # read once: its own writes, and the edits that led to it
