@@ -142,6 +142,19 @@ def _is_message(value: Any) -> bool:
     return isinstance(value, dict) and value.get("type") in MESSAGE_TYPES and "content" in value
 
 
+def _left_out(value: Any) -> int:
+    """How many items ``value`` stands for if it is a preview's mark of items left out
+    (``recorder.store.previews``: a listing reads a long list's ends), else 0."""
+    if isinstance(value, dict) and value.get("__type__") == "more" and isinstance(value.get("items"), int):
+        return value["items"]
+    return 0
+
+
+def _is_history(value: Any) -> bool:
+    """A list of chat messages (a preview's marks of messages left out among them)."""
+    return isinstance(value, list) and any(_is_message(v) for v in value) and all(_is_message(v) or _left_out(v) for v in value)
+
+
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -186,19 +199,23 @@ def short(value: Any) -> str:
         return short(value[0])
     if _is_message(value):
         return message_line(value)
-    if isinstance(value, list) and value and all(_is_message(v) for v in value):
+    if _is_history(value):
         return messages_line(value)
     return compact(value)
 
 
 def messages_line(messages: list[dict[str, Any]]) -> str:
-    """Several messages as one line: how many, and the last (removals counted as such)."""
+    """Several messages as one line: how many, and the last (removals counted as such).
+
+    A preview's marks of messages left out count the messages they stand for."""
+    count = len(messages) + sum(_left_out(m) - 1 for m in messages if _left_out(m))
+    messages = [m for m in messages if not _left_out(m)]
     last = message_line(messages[-1])
-    if len(messages) == 1:
+    if count == 1:
         return last
     if all(m.get("type") == "remove" for m in messages):
-        return f"remove {len(messages)} messages" if all(m.get("id") != "__remove_all__" for m in messages) else "remove all messages"
-    return f"{len(messages)} messages, last {last}"
+        return f"remove {count} messages" if all(m.get("id") != "__remove_all__" for m in messages) else "remove all messages"
+    return f"{count} messages, last {last}"
 
 
 def _status(run: dict[str, Any]) -> str:
@@ -314,7 +331,7 @@ def task_preview(task: dict[str, Any], width: int = 120, interrupts: bool = True
         return clip(head + tail, width) if head or tail else "(no update)"
     # The message is the story; keep the small scalar updates (counters, flags) visible after it.
     room = width - len(head) - (len(tail) + 2 if tail else 0)
-    said = messages_line(messages) if isinstance(messages, list) and all(_is_message(m) for m in messages) else message_line(last)
+    said = messages_line(messages) if _is_history(messages) else message_line(last)
     return clip(head + clip(said, max(room, width // 2)) + (f"  {tail}" if tail else ""), width)
 
 

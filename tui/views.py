@@ -96,10 +96,11 @@ def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
     run = detail.run
     namespaces = _check_ns(store, run.id, ns)
     counts = store.call_counts(run.id, ns, with_subgraphs=True)  # a step's calls include its subgraphs'
-    # Every step in one read (a step's own read per step cost a long run a query per step).
+    # Every step in one read (a step's own read per step cost a long run a query per step), its
+    # values cut to what a listing shows: a 3 MB text rewritten at every step is read as a line each.
     steps = [
         {**_step_dict(s.step), "calls": counts.get(s.step.step, {}), **_detail_dict(s, [_route_summary(store, r, run.id, s.step.step) for r in s.routes])}
-        for s in store.step_details(run.id, ns, encoded_routes=True)
+        for s in store.step_previews(run.id, ns)
     ]
     totals, tokens = store.call_totals(run.id)  # counted, not decoded: a long loop's prompts are not shown
     return {

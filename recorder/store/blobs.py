@@ -146,6 +146,26 @@ class BlobReads:
                 self._blob_blocks.discard(old)
         return {h: resolved.get(h, trees[h]) for h in wanted if h in trees}
 
+    def _stored_blobs(self, hashes: set[str]) -> dict[str, Any]:
+        """Blob trees by hash as stored: the blobs they refer to unread (``blobs`` reads them all).
+
+        For a reader that takes part of a value (a preview): it reads the blobs it keeps,
+        level by level. Cached trees are taken as they are (already resolved)."""
+        out: dict[str, Any] = {}
+        missing = []
+        with self._blob_lock:
+            for h in hashes:
+                hit = self._blob_cache.get(h)
+                if hit is not None:
+                    out[h] = hit
+                else:
+                    missing.append(h)
+        for i in range(0, len(missing), 500):
+            for r in self._read(_BLOBS, {"hashes": missing[i : i + 500]}):
+                data = bytes(r.data)
+                out[r.hash] = unpack(b"z" + data if r.zipped else b"j" + data)
+        return out
+
     def decode(self, tree: Any, *, typed: bool = False) -> Any:
         """Resolve blob references and decode an encoded tree.
 
