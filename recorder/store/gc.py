@@ -53,16 +53,17 @@ class GarbageCollection:
         doomed = {row.id for row in self._read(q)}
         running = int(self._read(sa.select(sa.func.count()).select_from(S.runs).where(r.status == "running"))[0][0])
         # A fork reads its parent's recording: parents of remaining runs stay (transitively).
-        forks = self._read(sa.select(r.id, r.parent_run_id).where(r.parent_run_id.is_not(None)))
+        # Walked up from each kept fork once: a chain of 100,000 forks listed in the wrong order
+        # made passing over the list until nothing changed take one pass per link.
+        parent_of = {row.id: row.parent_run_id for row in self._read(sa.select(r.id, r.parent_run_id).where(r.parent_run_id.is_not(None)))}
         kept_parents: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for fork in forks:
-                if fork.id not in doomed and fork.parent_run_id in doomed:
-                    doomed.discard(fork.parent_run_id)
-                    kept_parents.add(fork.parent_run_id)
-                    changed = True
+        todo = [rid for rid in parent_of if rid not in doomed]
+        while todo:
+            parent = parent_of.get(todo.pop())
+            if parent is not None and parent in doomed:
+                doomed.discard(parent)
+                kept_parents.add(parent)
+                todo.append(parent)
         ids = sorted(doomed)
         steps = calls = 0
         for i in range(0, len(ids), 500):
@@ -160,22 +161,44 @@ class GarbageCollection:
         return refs
 
     def _blob_closure(self, conn: Any, refs: set[str]) -> set[str]:
-        """``refs`` and every blob reachable from them (a message blob holds its long strings as blobs)."""
+        """``refs`` and every blob reachable from them (a message blob holds its long strings as blobs).
+
+        Followed a level at a time by hash while that takes few statements; past
+        ``CLOSURE_LOOKUPS`` of them (a chain of blobs thousands deep, or references to
+        millions of blobs: each level cost a statement per 500 hashes) the rest is
+        followed through one pass over the blobs table.
+        """
         seen = set(refs)
         frontier = list(refs)
+        lookups = 0
         while frontier:
+            if lookups + -(-len(frontier) // 500) > CLOSURE_LOOKUPS:
+                return self._closure_by_scan(conn, seen, frontier)
             nxt: list[str] = []
             for i in range(0, len(frontier), 500):
                 chunk = frontier[i : i + 500]
+                lookups += 1
                 for row in conn.execute(sa.select(S.blobs.c.zipped, S.blobs.c.data).where(S.blobs.c.hash.in_(chunk))):
-                    data = bytes(row.data)
-                    if b'"$b"' not in data and not row.zipped:
-                        continue
-                    for h in collect_refs(unpack(b"z" + data if row.zipped else b"j" + data)):
+                    for h in _blob_refs(row.zipped, row.data):
                         if h not in seen:
                             seen.add(h)
                             nxt.append(h)
             frontier = nxt
+        return seen
+
+    def _closure_by_scan(self, conn: Any, seen: set[str], frontier: list[str]) -> set[str]:
+        """``seen`` and every blob reachable from ``frontier``, read in one pass over the blobs
+        table: the references each blob holds, then followed in memory."""
+        holds: dict[str, set[str]] = {}
+        for row in conn.execute(sa.select(S.blobs.c.hash, S.blobs.c.zipped, S.blobs.c.data).execution_options(yield_per=2000)):
+            found = _blob_refs(row.zipped, row.data)
+            if found:
+                holds[row.hash] = found
+        while frontier:
+            for h in holds.get(frontier.pop(), ()):
+                if h not in seen:
+                    seen.add(h)
+                    frontier.append(h)
         return seen
 
     def _unreferenced_blobs(self, skip: set[str], progress: Progress) -> tuple[set[str], int]:
@@ -223,6 +246,17 @@ class GarbageCollection:
                 self._blob_cache.pop(h, None)
         self._known_blobs.difference_update(unused)
         return unused, size
+
+
+CLOSURE_LOOKUPS = 64  # statements that follow blob references by hash before one pass over the table does the rest
+
+
+def _blob_refs(zipped: Any, data: Any) -> set[str]:
+    """The blobs a stored blob refers to (none for most: a plain blob without ``"$b"`` is not parsed)."""
+    data = bytes(data)
+    if not zipped and b'"$b"' not in data:
+        return set()
+    return collect_refs(unpack(b"z" + data if zipped else b"j" + data))
 
 
 class Progress(Protocol):
