@@ -153,7 +153,68 @@ def unified_diff(recorded: Any, actual: Any, labels: tuple[str, str] = ("recorde
     lines = list(difflib.unified_diff(a, b, labels[0], labels[1], lineterm="", n=2))
     if len(lines) > MAX_DIFF_LINES:
         lines = lines[:MAX_DIFF_LINES] + [f"... {len(lines) - MAX_DIFF_LINES} more diff lines"]
-    return "\n".join(lines)
+    return "\n".join(_cut_long_lines(lines))
+
+
+def _cut_long_lines(lines: list[str]) -> list[str]:
+    """``lines`` of a unified diff with each line longer than ``MAX_LINE`` cut to where it differs.
+
+    A state holding a 3 MB text printed it whole, twice, for a difference in its first
+    characters. A removed line and the added line in its place are cut around the first
+    character where they differ; a context line keeps its start.
+    """
+    out = list(lines)
+    removed: list[int] = []
+    added: list[int] = []
+
+    def pair_up() -> None:
+        for i, j in zip(removed, added):
+            at = _first_difference(out[i][1:], out[j][1:])
+            out[i], out[j] = _window(out[i], at), _window(out[j], at)
+        for k in removed[len(added) :] + added[len(removed) :]:
+            out[k] = _window(out[k], 0)
+        removed.clear()
+        added.clear()
+
+    for k, line in enumerate(lines):
+        if line.startswith("-") and not line.startswith("---"):
+            if added:
+                pair_up()
+            removed.append(k)
+        elif line.startswith("+") and not line.startswith("+++"):
+            added.append(k)
+        else:
+            pair_up()
+            out[k] = _window(line, 0)
+    pair_up()
+    return out
+
+
+MAX_LINE = 400  # characters of a diff line shown around where it differs
+
+
+def _first_difference(x: str, y: str) -> int:
+    """Where ``x`` and ``y`` first differ (their shared prefix's length), in O(log n) slice compares."""
+    lo, hi = 0, min(len(x), len(y))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if x[:mid] == y[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _window(line: str, at: int) -> str:
+    """``line`` (its mark, then text) cut to ``MAX_LINE`` characters of text from a little before ``at``."""
+    text = line[1:]
+    if len(text) <= MAX_LINE:
+        return line
+    start = max(0, min(at - MAX_LINE // 4, len(text) - MAX_LINE))
+    end = start + MAX_LINE
+    head = f"[{start:,} chars]…" if start else ""
+    tail = f"…[{len(text) - end:,} more chars]" if end < len(text) else ""
+    return f"{line[:1]}{head}{text[start:end]}{tail}"
 
 
 def _short(value: Any, limit: int = 160) -> str:

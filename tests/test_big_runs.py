@@ -128,3 +128,27 @@ def test_a_preview_of_many_messages_says_how_many_and_the_last(tmp_path, capsys)
     assert shown[-1]["content"] == "line 39"
     assert main(["show", run_id, "--db", str(db)]) == 0
     assert '40 messages, last ai: "line 39"' in capsys.readouterr().out
+
+
+def _one_text(text: str):
+    b = StateGraph(Doc)
+    b.add_node("write", lambda s: {"text": text, "n": 1})
+    b.add_edge(START, "write")
+    return b.compile()
+
+
+def test_diff_of_runs_whose_long_texts_differ_shows_where_not_the_whole_texts(tmp_path, capsys):
+    db = tmp_path / "gt.db"
+    base = "x" * SIZE
+    changed = base[:2_000_000] + "CHANGED" + base[2_000_007:]
+    ids = []
+    with Recorder(db) as rec:
+        for text in (base, changed):
+            rec.attach(_one_text(text), name="writer").invoke({"text": "", "n": 0})
+            ids.append(rec.last_run_id)
+    assert main(["diff", *ids, "--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert "state key 'text' differs" in out
+    assert len(out) < 10_000  # the texts are 3 MB each
+    removed, added = (line.strip() for line in out.splitlines() if line.strip()[:1] in "-+" and line.strip()[:3] not in ("---", "+++"))
+    assert "CHANGED" in added and "CHANGED" not in removed and "[1,999," in added and "more chars]" in added
