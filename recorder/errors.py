@@ -15,6 +15,11 @@ class ReadOnlyStore(StoreError):
     """The store can be read but not written (a read-only file, folder, mount or database role)."""
 
 
+class ReadTooLarge(StoreError):
+    """One read would inflate and build more than its budget (``store.read_guard``): a damaged
+    or crafted store, or an honest run too large to be read whole (read a part of it)."""
+
+
 class SchemaVersionError(StoreError):
     """The database was written by a schema this graphtape does not understand."""
 

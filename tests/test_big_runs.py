@@ -152,3 +152,15 @@ def test_diff_of_runs_whose_long_texts_differ_shows_where_not_the_whole_texts(tm
     assert len(out) < 10_000  # the texts are 3 MB each
     removed, added = (line.strip() for line in out.splitlines() if line.strip()[:1] in "-+" and line.strip()[:3] not in ("---", "+++"))
     assert "CHANGED" in added and "CHANGED" not in removed and "[1,999," in added and "more chars]" in added
+
+
+def test_exporting_the_whole_big_run_says_to_export_fewer_steps_and_a_window_exports(big_run, tmp_path, capsys):
+    db, run_id = big_run
+    out = tmp_path / "big.json"
+    assert main(["export", run_id, "--db", db, "-o", str(out), "--graph", "big:graph"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "export fewer steps with --steps A:B" in err and "damaged" not in err
+    assert not out.exists()
+    assert main(["export", run_id, "--db", db, "-o", str(out), "--graph", "big:graph", "--steps", "5:9"]) == 0
+    fixture = json.loads(out.read_bytes())
+    assert [s["step"] for s in fixture["steps"]] == [5, 6, 7, 8, 9]

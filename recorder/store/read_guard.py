@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Iterator
 from typing import Any
 
-from graphtape.recorder.errors import GraphtapeError, RunNotFound, StoreError
+from graphtape.recorder.errors import GraphtapeError, ReadTooLarge, RunNotFound, StoreError
 from graphtape.recorder.lone_surrogates import has_lone_surrogate
 from graphtape.recorder.store.connection import _one_line
 
@@ -37,7 +37,7 @@ class ReadBudget:
     def spend(self, n: int) -> None:
         self.left -= n
         if self.left < 0:
-            raise StoreError(f"this read would inflate and build more than {self.limit // (1024 * 1024)} MB from stored data (a damaged or crafted store?); refusing it")
+            raise ReadTooLarge(f"this read would inflate and build more than {self.limit // (1024 * 1024)} MB from stored data (a damaged or crafted store?); refusing it")
 
 
 _READ_BUDGET: contextvars.ContextVar[ReadBudget | None] = contextvars.ContextVar("graphtape_read_budget", default=None)
