@@ -164,3 +164,42 @@ def test_exporting_the_whole_big_run_says_to_export_fewer_steps_and_a_window_exp
     assert main(["export", run_id, "--db", db, "-o", str(out), "--graph", "big:graph", "--steps", "5:9"]) == 0
     fixture = json.loads(out.read_bytes())
     assert [s["step"] for s in fixture["steps"]] == [5, 6, 7, 8, 9]
+
+
+class Shapes(TypedDict, total=False):
+    cube: list
+    deep: dict
+
+
+def _values(x) -> int:
+    if isinstance(x, list):
+        return len(x) + sum(_values(i) for i in x)
+    if isinstance(x, dict):
+        return len(x) + sum(_values(v) for v in x.values())
+    return 0
+
+
+def test_a_preview_of_nested_long_lists_and_a_deep_value_stays_small(tmp_path, capsys):
+    from graphtape.recorder.store.previews import PREVIEW_DEPTH, PREVIEW_VALUES
+
+    deep: dict = {"end": 1}
+    for _ in range(3 * PREVIEW_DEPTH):
+        deep = {"a": deep}
+    b = StateGraph(Shapes)
+    b.add_node("make", lambda s: {"cube": [[[k for k in range(20)] for _ in range(20)] for _ in range(20)], "deep": deep})
+    b.add_edge(START, "make")
+    db = tmp_path / "gt.db"
+    with Recorder(db) as rec:
+        rec.attach(b.compile(), name="shapes").invoke({})
+        run_id = rec.last_run_id
+    store = open_store(db)
+    try:
+        (make,) = [t for d in store.step_previews(run_id) for t in d.tasks if t.node == "make"]
+        assert store.step_detail(run_id, 1).tasks[0].writes["deep"] == deep  # the step itself reads whole
+    finally:
+        store.close()
+    cube, shown_deep = make.writes["cube"], make.writes["deep"]
+    assert _values(cube) <= 2 * PREVIEW_VALUES and "…" in json.dumps(cube, ensure_ascii=False)  # cut ends count too; uncut, 1,600
+    assert _values(shown_deep) <= PREVIEW_DEPTH + 2 and "…" in json.dumps(shown_deep, ensure_ascii=False)
+    assert main(["show", run_id, "--db", str(db)]) == 0
+    assert "make" in capsys.readouterr().out

@@ -5,7 +5,7 @@ The text renderer and ``--json`` print the same dicts, so the two never drift.
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any
 
 from graphtape.recorder import RunInfo, StepDetail, StepInfo
@@ -40,12 +40,18 @@ def _check_ns(store: RunStore, run_id: str, ns: str) -> list[str]:
     return namespaces
 
 
+def _fields(record: Any) -> dict[str, Any]:
+    """A record's fields as a dict, its values as they are: ``asdict`` deep-copied every value,
+    most of ``show RUN``'s time on a run of 10,000 steps. The values are not changed."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
 def _step_dict(info: StepInfo, rows: list[StepInfo] | None = None) -> dict[str, Any]:
     """A step's fields; ``rows`` are all its recorded rows (an interrupted step resumed later has two)."""
     rows = rows or [info]
     summaries = [r.summary for r in rows if r.summary]
     return {
-        **asdict(info),
+        **_fields(info),
         "summary": summaries[-1] if summaries else "",
         "rows": len(rows),
         "error": any(r.has_error for r in rows),
@@ -57,9 +63,9 @@ def _step_dict(info: StepInfo, rows: list[StepInfo] | None = None) -> dict[str, 
 
 def _detail_dict(detail: StepDetail, routes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {
-        "tasks": [asdict(t) for t in detail.tasks],
-        "routes": [asdict(r) for r in detail.routes] if routes is None else routes,
-        "events": [asdict(e) for e in detail.events],
+        "tasks": [_fields(t) for t in detail.tasks],
+        "routes": [_fields(r) for r in detail.routes] if routes is None else routes,
+        "events": [_fields(e) for e in detail.events],
         "next": list(detail.next),
     }
 
@@ -76,10 +82,12 @@ def _route_summary(store: RunStore, route: RouteInfo, run_id: str, step: int) ->
     elsewhere = f"(recorded messages or long text: graphtape show {run_id[:8]} --step {step} shows it)"
 
     def shown(value: Any) -> Any:
+        if value is None or type(value) in (str, int, float, bool):  # what most routers return: nothing to decode
+            return value
         return elsewhere if collect_refs(value) else store.decode(value)
 
     sends = [{**s, "arg": shown(s.get("arg"))} if isinstance(s, dict) else shown(s) for s in route.sends]
-    return {**asdict(replace(route, returned=None, sends=[])), "returned": shown(route.returned), "sends": sends}
+    return {**_fields(route), "returned": shown(route.returned), "sends": sends}
 
 
 def _returned(state: Any, graph: dict[str, Any]) -> Any:

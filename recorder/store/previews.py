@@ -21,6 +21,9 @@ from graphtape.recorder.string_chunks import SCAT
 PREVIEW_CHARS = 300  # characters of a string a preview keeps (a listing shows fewer)
 PREVIEW_HEAD = 8  # first items of a long list or mapping kept
 PREVIEW_TAIL = 2  # last items of a long list kept (a history's last message is what the step said)
+PREVIEW_DEPTH = 16  # levels of a value a preview keeps (deeper ones show as "…")
+PREVIEW_VALUES = 400  # values one preview keeps at most: nested long lists cannot multiply past it
+CUT = "…"  # what stands for a part cut for depth or size
 MORE = "more"  # the ``__type__`` of the mark standing for the items a preview left out
 
 Fetch = Callable[[set[str]], dict[str, Any]]  # blob hashes -> their encoded trees (those found)
@@ -56,7 +59,7 @@ def clip_trees(trees: list[Any], fetch: Fetch) -> list[Any]:
     absent: set[str] = set()
     for _ in range(MAX_DEPTH + 1):
         clipper = _Clipper(raw, absent)
-        out = [clipper.clip(t, 0) for t in trees]
+        out = [clipper.preview(t) for t in trees]
         if not clipper.needed:
             return out
         found = fetch(clipper.needed)
@@ -73,10 +76,17 @@ class _Clipper:
         self.absent = absent
         self.needed: set[str] = set()
         self._done: dict[str, Any] = {}  # blob -> its preview, this pass (a message shared by many updates is cut once)
+        self._left = PREVIEW_VALUES
+
+    def preview(self, tree: Any) -> Any:
+        """One value's preview: at most ``PREVIEW_VALUES`` values, ``PREVIEW_DEPTH`` levels deep."""
+        self._left = PREVIEW_VALUES
+        return self.clip(tree, 0)
 
     def clip(self, x: Any, depth: int) -> Any:
-        if depth > MAX_DEPTH:
-            raise StoreError(f"a recorded value is nested more than {MAX_DEPTH} levels deep (a damaged or crafted store?)")
+        self._left -= 1
+        if depth > PREVIEW_DEPTH or self._left < 0:
+            return CUT
         t = type(x)
         if t is str:
             return cut_text(x)
