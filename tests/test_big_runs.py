@@ -113,8 +113,8 @@ def _chatty():
     return b.compile()
 
 
-def test_a_preview_of_many_messages_says_how_many_and_the_last(tmp_path, capsys):
-    db = tmp_path / "gt.db"
+def test_a_preview_of_many_messages_says_how_many_and_the_last(store_url, capsys):
+    db = store_url
     with Recorder(db) as rec:
         rec.attach(_chatty(), name="chatty").invoke({"messages": [HumanMessage("go")]})
         run_id = rec.last_run_id
