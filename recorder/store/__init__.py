@@ -14,7 +14,8 @@ One module per concern; ``sql_store`` puts them together:
   write failures pass (kept and retried by the recorder's writer). ``column_text``: any
   string in a text column (NUL, lone surrogates), reversibly.
 - ``read_runs``: one run and its details. ``listing``: runs listed, filtered, counted.
-- ``read_steps``: supersteps (tasks, routes, events). ``read_state``: the state
+- ``read_steps``: supersteps (tasks, routes, events); ``previews`` cuts what a listing shows
+  of their values before it is read. ``read_state``: the state
   and the checkpoint at a step. ``read_calls``: tool and model calls.
 - ``blobs``: content-addressed values, read, cached and decoded.
 - ``payloads``: the bytes of payloads and blobs. ``quick_listing``: ``list_runs`` of a SQLite file

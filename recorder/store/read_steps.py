@@ -283,9 +283,12 @@ class StepReads:
             nodes_by_step.setdefault(r.step, {}).update(dict.fromkeys(n for n in (r.nodes or "").split(",") if n))
             slots += [(t, k) for t in payload.get("t", []) for k in ("w", "i", "cw") if k in t]
             slots += [(e, "v") for e in payload.get("e", []) if "v" in e]
-        # Decoded in one call: a call per value cost a run of 10,000 steps seconds of set-up.
-        for (holder, key), value in zip(slots, self.decode(clip_trees([h[k] for h, k in slots], self._stored_blobs))):
-            holder[key] = value
+        # Decoded a thousand at a time: a call per value cost a run of 10,000 steps seconds of
+        # set-up, and one call for all would meet the decoder's bound on values per call.
+        cut = clip_trees([h[k] for h, k in slots], self._stored_blobs)
+        for i in range(0, len(cut), 1000):
+            for (holder, key), value in zip(slots[i : i + 1000], self.decode(cut[i : i + 1000])):
+                holder[key] = value
         out = []
         for i, info in enumerate(infos):
             nxt = list(nodes_by_step.get(infos[i + 1].step, ())) if i + 1 < len(infos) else []
