@@ -60,7 +60,6 @@ def _export_options(p: argparse.ArgumentParser, graph_required: bool = False) ->
 def _export(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     from graphtape.recorder import open_store
     from graphtape.recorder.errors import ReadTooLarge
-    from graphtape.recorder.store import MAX_READ_BYTES
     from graphtape.replay.fixture import MAX_FILE_BYTES, FixtureError, export_fixture
     from graphtape.replay.loading import check_ref
 
@@ -73,12 +72,12 @@ def _export(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
             fixture = export_fixture(store, run.id, graph=args.graph, steps=args.steps, redact_patterns=args.redact, redact_keys=args.redact_key)
         except ValueError as exc:  # a bad --redact pattern
             raise FixtureError(str(exc)) from None
-        except ReadTooLarge:
-            # An honest long run with a large state says so: the budget's own line blames the store.
+        except ReadTooLarge as exc:
+            # The budget's own line blames the store; an honest long run with a large state meets it too.
             which = f"steps {args.steps} of run {run.id}" if args.steps else f"run {run.id}"
             raise FixtureError(
-                f"{which} holds more than {MAX_READ_BYTES // (1024 * 1024)} MB of values to write into one fixture "
-                f"(a test reads at most {MAX_FILE_BYTES // (1024 * 1024)} MB): export fewer steps with --steps A:B"
+                f"{exc}; if {which} is honest, it is too large for one fixture (a test reads at most "
+                f"{MAX_FILE_BYTES // (1024 * 1024)} MB): export fewer steps with --steps A:B"
             ) from None
     finally:
         store.close()
