@@ -580,3 +580,43 @@ def test_a_later_turns_fixture_counts_remaining_steps_from_its_own_input(tmp_pat
         assert not result.diverged, result.report()
     finally:
         store.close()
+
+
+def test_exporting_a_long_conversation_walks_each_message_once_not_each_step(tmp_path, monkeypatch):
+    """A history one message longer at each of 300 steps: each step's state is exported from
+    where it grew. Walking it whole at every step cost the square of the run's length (a
+    10,000-step run took two minutes); the fixture is the same, and replays."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    from graphtape.replay import fixture_export
+
+    steps = 300
+    b = StateGraph(MessagesState)
+    b.add_node("talk", lambda s: {"messages": [AIMessage(f"turn {len(s['messages'])}")]})
+    b.add_edge(START, "talk")
+    b.add_conditional_edges("talk", lambda s: "talk" if len(s["messages"]) < steps else END, ["talk", END])
+    db = str(tmp_path / "long.db")
+    with Recorder(db) as rec:
+        rec.attach(b.compile(), name="long").invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": steps + 10})
+        run_id = rec.last_run_id
+    walked = 0
+    walk = fixture_export._Exporter._walk
+
+    def counting(self, x, depth):
+        nonlocal walked
+        walked += 1
+        return walk(self, x, depth)
+
+    monkeypatch.setattr(fixture_export._Exporter, "_walk", counting)
+    store = SqlStore(db)
+    try:
+        fixture = export_fixture(store, run_id)
+    finally:
+        store.close()
+    assert walked < 30 * steps, walked  # about ten per step; whole histories each step: ~45,000
+    appended = [m for s in fixture["steps"] for m in (s.get("state") or {}).get("append", {}).get("messages", [])]
+    assert len(appended) == steps - 1  # one new message per step, exported as an append
+    run = imported(str(tmp_path / "again.db"), fixture)
+    result = replay(run, b.compile(), db=str(tmp_path / "again.db"), mode="strict")
+    assert not result.diverged and len(result.final_state["messages"]) == steps
