@@ -307,17 +307,33 @@ def test_async_durability_writes_while_the_graph_waits_on_a_call(tmp_path, monke
 
 def test_async_durability_writes_when_the_graph_waits_between_steps(tmp_path, monkeypatch):
     """Steps that come PAUSE_S or more apart tell a graph that waits on something no call shows
-    (a sleep, a database): the writer goes while it waits again."""
+    (a sleep, a database): the writer goes while it waits again.
+
+    The first two nodes wait a little over PAUSE_S (the gap that rings the writer's bell); the
+    third waits, as long as it takes (up to 10 s, not a fixed slice), for the store to show the
+    input, START and step 1. Nothing else wakes the writer before the run ends (BUSY_MAX_S is out
+    of reach and no call starts), so that wait ends early only if the pauses woke it."""
     from graphtape.recorder import writer
 
     monkeypatch.setattr(writer, "BUSY_MAX_S", 60.0)
+    db = str(tmp_path / "between.db")
+    seen: list[int] = []
+    gap = writer.PAUSE_S * 4
 
     def waits(state: S):
-        time.sleep(0.05)
+        seen.append(_stored_steps(db))  # each node counts before it waits
+        if state["n"] < 2:
+            time.sleep(gap)
+        else:
+            deadline = time.monotonic() + 10
+            while _stored_steps(db) < 3 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            seen.append(_stored_steps(db))
         return {"n": state["n"] + 1}
 
-    seen, rec = _steps_seen_by_a_node(str(tmp_path / "between.db"), "async", length=4, node=waits)
-    assert seen[2] >= 3 and seen == sorted(seen)  # each node counts before it waits: by the third, input, START and step 1 at least
+    rec = Recorder(db, durability="async")
+    rec.attach(chain(3, node=waits)).invoke({"n": 0, "notes": []})
+    assert seen[-1] >= 3 and seen == sorted(seen), seen  # written while the run went on, without a flush
     rec.close()
 
 
