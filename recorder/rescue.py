@@ -1,4 +1,4 @@
-"""Runs the store never took, saved to a SQLite file of their own instead of dropped at close.
+"""Rows the store never took, saved to a SQLite file of their own instead of dropped at close.
 
 A store that cannot be opened at all (a PostgreSQL database or role that does not exist, a
 password it refuses, a server down until the program ends) leaves every run recorded in the
@@ -7,13 +7,18 @@ whose every row is still waiting (their run row included, so nothing of them is 
 written to ``graphtape-rescued-<time>-<pid>.db`` in ``$GRAPHTAPE_RESCUE_DIR``, else the working
 folder, else the temp folder: ``graphtape --db`` opens it like any store.
 
-A run the store holds part of (a disk that filled mid-run) is not split: its rows left are no run
-on their own (their states are deltas on steps the store holds, their blobs may be there), and
-half a run in each place would read as two broken runs. The store is asked once more for that
-run's own rows alone, with the blobs they use (:func:`blobs_used`): far less than everything kept,
-so a disk with a little room left (the space a failed transaction took in the write-ahead log)
-may take them. Failing that, the run's last update alone (its status, and the fault that says
-which steps are missing: :func:`describe_rows`), so that it does not read as killed.
+A run the store holds part of (a disk that filled mid-run, a file made read-only, a server
+restarted for good) is not split into two runs: its rows left are no run on their own (their
+states are deltas on steps the store holds, their blobs may be there). The store is asked once
+more for that run's own rows alone, with the blobs they use (:func:`blobs_used`): far less than
+everything kept, so a disk with a little room left may take them. Failing that, those rows go to
+the same rescue file, apart: its steps, calls and blobs in its tables (no run row: listing the
+file shows only whole runs), the run and call updates under the ``rescued_rows`` key of its
+``graphtape_meta``, with the store they belong to. ``graphtape --db STORE import-rescue FILE``
+(:func:`import_rescue`) puts them, and any whole runs, into the store once it takes writes again;
+importing twice adds nothing twice. The run's last update alone (its status, and the fault that
+says where the rest is: :func:`describe_rows`) is offered to the store too, so that it does not
+read as killed meanwhile.
 
 A server that answered and refused (the database or role does not exist, the password is wrong)
 will not change its mind within the close's wait: :func:`refused_for_good` tells the writer not
@@ -156,8 +161,13 @@ def _split(items: list[Any], belongs: Callable[[Any], bool]) -> tuple[list[Any],
     return inside, outside
 
 
-def rescue(batch: Batch) -> Path | None:
-    """Write ``batch`` (whole runs) to a new SQLite store; its path, or ``None`` if no folder takes it."""
+_MAX_UPDATES_TEXT = 256 * 2**20  # what an import reads of that key at most
+
+
+def rescue(batch: Batch, *, rest: Batch | None = None, pool: dict[str, tuple[bool, bytes]] | None = None, target: str = "") -> Path | None:
+    """Write ``batch`` (whole runs) and ``rest`` (rows of runs store ``target`` holds part of, with
+    the blobs of ``pool`` they use) to a new SQLite store; its path, or ``None`` if no folder takes it."""
+    from graphtape.recorder.store.rescue_file import note_rescued_rows
     from graphtape.recorder.store.sql_store import open_for_writing
 
     name = f"graphtape-rescued-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.db"
@@ -169,7 +179,12 @@ def rescue(batch: Batch) -> Path | None:
         except Exception:  # noqa: BLE001 - this folder will not do: the next one
             continue
         try:
-            store.write(batch)
+            if batch:
+                store.write(batch)
+            if rest:
+                store.write(Batch(steps=rest.steps, calls=rest.calls, blobs=blobs_used(rest, pool or {})))
+                note = {"for": target, "runs": sorted(_run_ids_of(rest)), "runs_update": rest.runs_update, "calls_update": rest.calls_update}
+                note_rescued_rows(store, orjson.dumps(note).decode())
             return path
         except Exception:  # noqa: BLE001 - nothing half-written is left behind
             pass
@@ -178,3 +193,75 @@ def rescue(batch: Batch) -> Path | None:
         for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
             leftover.unlink(missing_ok=True)
     return None
+
+
+def _run_ids_of(batch: Batch) -> set[str]:
+    ids = {row["run_id"] for row in batch.steps} | {row["run_id"] for row in batch.calls}
+    return ids | {run_id for run_id, _ in batch.runs_update}
+
+
+class RescueImport:
+    """What ``import_rescue`` put into the store."""
+
+    def __init__(self, whole: list[str], completed: list[str], steps: int, calls: int, target: str) -> None:
+        self.whole = whole  # runs the rescue file held whole, added (or already there)
+        self.completed = completed  # runs the store held part of, given the rest
+        self.steps = steps
+        self.calls = calls
+        self.target = target  # the store the rescued rows were recorded for, as it may be shown
+
+
+def import_rescue(store: Any, path: str | os.PathLike) -> RescueImport:
+    """Put a rescue file's rows into ``store``: its whole runs, and the rows left of runs ``store``
+    holds part of (``StoreError`` naming the store they belong to if it holds none of such a run).
+    Rows ``store`` holds already are left out, so importing twice adds nothing twice."""
+    from graphtape.recorder.errors import StoreError
+    from graphtape.recorder.store.rescue_file import read_rescue_file
+
+    text, runs, steps, calls, blobs = read_rescue_file(path)
+    note = _rescued_rows(text, path)
+    whole = [row["id"] for row in runs]
+    partial = [r for r in note["runs"] if r not in set(whole)]
+    missing = [r for r in partial if not store.has_run(r)]
+    if missing:
+        where = f" (they were recorded into {note['for']})" if note["for"] else ""
+        raise StoreError(f"{path} holds the rest of run {missing[0]}{' and ' + str(len(missing) - 1) + ' more' if len(missing) > 1 else ''}, which this store does not hold{where}: import it into that store (pass --db)")
+    batch = Batch(runs_new=runs, steps=steps, calls=calls, blobs=blobs, runs_update=_fields(note["runs_update"], "runs", "id"), calls_update=_fields(note["calls_update"], "calls", "call_id"))
+    store.write(batch, again=True)
+    return RescueImport(whole, partial, len(steps), len(calls), note["for"])
+
+
+def _rescued_rows(text: str | None, path: str | os.PathLike) -> dict[str, Any]:
+    """The ``rescued_rows`` note of a rescue file (none: a file of whole runs), checked for shape."""
+    from graphtape.recorder.errors import StoreError
+
+    empty: dict[str, Any] = {"for": "", "runs": [], "runs_update": [], "calls_update": []}
+    if text is None:
+        return empty
+    bad = StoreError(f"{path} is not a rescue file as graphtape writes it (its rescued_rows note is damaged)")
+    if len(text) > _MAX_UPDATES_TEXT:
+        raise bad
+    try:
+        note = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise bad from None
+    if not isinstance(note, dict):
+        raise bad
+    out = {**empty, **{k: note[k] for k in empty if k in note}}
+    if not isinstance(out["for"], str) or not isinstance(out["runs"], list) or not all(isinstance(r, str) for r in out["runs"]):
+        raise bad
+    for key in ("runs_update", "calls_update"):
+        items = out[key]
+        if not isinstance(items, list) or not all(isinstance(i, list) and len(i) == 2 and isinstance(i[0], str) and isinstance(i[1], dict) for i in items):
+            raise bad
+    return out
+
+
+def _fields(items: list[list[Any]], table: str, key: str) -> list[tuple[str, dict]]:
+    """Updates read from a rescue file: only the table's own columns (never its key), with plain values."""
+    from graphtape.recorder.store.rescue_file import columns
+
+    names = columns(table) - {key}
+    plain = (str, int, float, bool, type(None))
+    out = [(row_id, {k: v for k, v in fields.items() if k in names and isinstance(v, plain)}) for row_id, fields in items]
+    return [(row_id, fields) for row_id, fields in out if fields]

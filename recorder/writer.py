@@ -287,36 +287,47 @@ class Writer:
         _live_writers.discard(self)
 
     def _rescue(self, left_over: Batch, *, deadline: float) -> None:
-        """Whole runs the store never took go to a rescue file (``rescue``); the store is asked
-        once more for what is left of the runs it holds part of (``_last_try``); the rest is lost,
-        and the line that says so names its runs and steps."""
+        """What the store never took goes to a rescue file (``rescue``): whole runs, and what is
+        left of the runs it holds part of once the store is asked for those once more
+        (``_last_try``); the rest is lost, and the line that says so names its runs and steps."""
         whole, rest = whole_runs(left_over)
         why = _why(self._failing or self.open_error)
         if rest and self._last_try(rest, left_over.blobs, deadline):
             rest = Batch()
+        target = getattr(self.store, "url", "") or ""
         try:
-            path = rescue(whole) if whole.runs_new else None
+            path = rescue(whole, rest=rest, pool=left_over.blobs, target=_shown(target)) if whole.runs_new or rest else None
         except Exception:  # noqa: BLE001 - a rescue that fails is the loss it was to prevent, no worse
             path = None
         if path is not None:
-            runs = len(whole.runs_new)
             shown = shlex.quote(str(path))
-            self._fault(StoreError(f"the store never took {runs} run{'s' * (runs != 1)} ({why}): saved to {shown} instead (graphtape --db {shown} runs)"), whole, lost=False)
+            if whole.runs_new:
+                runs = len(whole.runs_new)
+                self._fault(StoreError(f"the store never took {runs} run{'s' * (runs != 1)} ({why}): saved to {shown} instead (graphtape --db {shown} runs)"), whole, lost=False)
+            if rest:
+                into = shlex.quote(_shown(target)) if target else "STORE"
+                self._fault(
+                    StoreError(f"{_counted(_rows(rest), 'row')} could not be written before the recorder closed ({describe_rows(rest)}): {why}; saved to {shown} (once the store takes writes again: graphtape --db {into} import-rescue {shown})"),
+                    Batch(steps=rest.steps, calls=rest.calls, runs_update=rest.runs_update),
+                    lost=False,
+                )
+                self._dispatch()
         else:
             rest.merge(whole)
         if not rest:
             return
         # The last updates of runs the store holds (their end: status, faults) are offered to it
-        # alone, once what is lost of those runs is noted on them (the handler adds it to the
-        # updates, waiting here): a run then reads as it ended, with the fault that says which of
-        # its steps are missing, rather than as killed.
+        # alone, once what is lost (or rescued) of those runs is noted on them (the handler adds it
+        # to the updates, waiting here): a run then reads as it ended, with the fault that says
+        # which of its steps are missing and where they are, rather than as killed.
         never_taken = {row["id"] for row in rest.runs_new}  # a rescue that failed: no row to update
         updates = [u for u in rest.runs_update if u[0] not in never_taken]
-        lost = Batch(runs_new=rest.runs_new, steps=rest.steps, calls=rest.calls, calls_update=rest.calls_update, runs_update=[u for u in rest.runs_update if u[0] in never_taken])
-        if lost:
-            self._fault(StoreError(f"{_counted(_rows(lost), 'row')} could not be written before the recorder closed ({describe_rows(lost)}): {why}"), Batch(runs_new=lost.runs_new, steps=lost.steps, calls=lost.calls, runs_update=rest.runs_update), lost=True)
-            self._dispatch()
-        if updates and not self._last_try(Batch(runs_update=updates), {}, deadline):
+        if path is None:
+            lost = Batch(runs_new=rest.runs_new, steps=rest.steps, calls=rest.calls, calls_update=rest.calls_update, runs_update=[u for u in rest.runs_update if u[0] in never_taken])
+            if lost:
+                self._fault(StoreError(f"{_counted(_rows(lost), 'row')} could not be written before the recorder closed ({describe_rows(lost)}): {why}"), Batch(runs_new=lost.runs_new, steps=lost.steps, calls=lost.calls, runs_update=rest.runs_update), lost=True)
+                self._dispatch()
+        if updates and not self._last_try(Batch(runs_update=updates), {}, deadline) and path is None:
             ends = Batch(runs_update=updates)
             self._fault(StoreError(f"{_counted(_rows(ends), 'row')} could not be written before the recorder closed ({describe_rows(ends)}): {why}"), ends, lost=True)
 
@@ -752,6 +763,16 @@ def _size(batch: Batch) -> int:
                 if isinstance(v, (bytes, str)):
                     n += len(v)
     return n + 200 * _rows(batch)
+
+
+def _shown(url: str) -> str:
+    """A store URL as a message may show it (no password)."""
+    from graphtape.recorder.store.urls import shown_url
+
+    try:
+        return shown_url(url)
+    except Exception:  # noqa: BLE001 - a message never fails on the URL
+        return "the store"
 
 
 def _counted(n: int, what: str) -> str:

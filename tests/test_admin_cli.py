@@ -222,8 +222,8 @@ def test_bash_completion_follows_the_parser(capsys):
     code, script, _ = run(capsys, "completion", "bash")
     assert code == 0
     assert bash_complete(script, "graphtape ru") == ["runs"]
-    assert bash_complete(script, "graphtape im") == ["import", "import-langgraph"]
-    assert bash_complete(script, "graphtape import-") == ["import-langgraph"]
+    assert bash_complete(script, "graphtape im") == ["import", "import-langgraph", "import-rescue"]
+    assert bash_complete(script, "graphtape import-") == ["import-langgraph", "import-rescue"]
     assert set(bash_complete(script, "graphtape runs --t")) == {"--tag", "--tool"}
     assert bash_complete(script, "graphtape runs --status e") == ["error"]
     assert bash_complete(script, "graphtape --db x.db gc --o") == ["--older-than"]

@@ -150,25 +150,30 @@ def test_full_disk_mid_run_is_counted_on_the_run(tmp_path: Path, durability: str
 
 
 @pytest.mark.parametrize("fault", ["disk full", "read-only"])
-def test_a_store_failing_until_close_leaves_the_partly_stored_run_marked_and_says_which(tmp_path: Path, durability: str, fault: str, monkeypatch, caplog) -> None:
+def test_a_store_failing_until_close_leaves_the_partly_stored_run_marked_and_its_rest_rescued(tmp_path: Path, durability: str, fault: str, monkeypatch, caplog, capsys) -> None:
     """The store stops taking rows mid-run and never takes them again. The run's first steps
     are in the store, its last ones and its end are not: at close it must not be left reading
-    as killed with no fault, and the closing line names the run and the steps it lost. A full
-    disk still takes the run's end alone (a row the store holds already): the run reads as it
-    ended, its fault log saying which steps are missing. A read-only store takes nothing, and a
-    second line says the run's end is lost too. A run the store never took any of is rescued
-    whole."""
+    as killed with no fault, the closing line names the run and the steps the store did not take,
+    and those rows are saved to a rescue file, not lost. A full disk still takes the run's end
+    alone (a row the store holds already): the run reads as it ended, its fault log saying which
+    steps are missing and where they are. A read-only store takes nothing (the run reads as
+    running). A run the store never took any of is rescued whole, in the same file. Once the
+    store takes writes again, ``graphtape import-rescue`` puts every rescued row in: the run
+    reads whole, every step as the graph had it; importing again adds nothing twice."""
+    from graphtape.tui.cli import main
+
     monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
     db = tmp_path / "failing.db"
     rec = Recorder(db, durability=durability)
+    undo: list[Callable[[], None]] = []
 
     def fail() -> None:
         if fault == "read-only":
-            make_read_only(rec, db)
+            undo.append(make_read_only(rec, db))
             return
         with rec.store.engine.connect() as conn:
             pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
-        with_pragma(rec, f"PRAGMA max_page_count = {pages}")  # never undone: full until the end
+        with_pragma(rec, f"PRAGMA max_page_count = {pages}")  # the recorder's connections: full until the end
 
     out = rec.attach(looping({4: fail}, bulk=6000), name="partly").invoke(START_STATE)
     partly = rec.last_run_id
@@ -176,28 +181,70 @@ def test_a_store_failing_until_close_leaves_the_partly_stored_run_marked_and_say
     assert rec.attach(looping(bulk=6000), name="never").invoke(START_STATE) == out
     with caplog.at_level(logging.WARNING, logger="graphtape"):
         rec.close()
+    (rescued,) = tmp_path.glob("graphtape-rescued-*.db")
     said = [r.getMessage() for r in caplog.records if "could not be written before the recorder closed" in r.getMessage()]
-    assert said and f"(run {partly}: steps " in said[0] and "its end" not in said[0], caplog.text
+    assert len(said) == 1 and f"(run {partly}: steps " in said[0] and f"saved to {rescued}" in said[0] and "import-rescue" in said[0], said
     store = open_store(db)
     try:
         run = store.get_run(partly)
         assert set(range(4)) <= set(check_steps(store, run.id)) and run.step_count < NODES + 1
         assert [r.name for r in store.list_runs()] == ["partly"]
         if fault == "disk full":
-            assert len(said) == 1 and "full" in said[0], said
-            assert run.status == "ok" and run.faults >= 2  # the disk filling, then the rows it kept out for good
+            assert "full" in said[0]
+            assert run.status == "ok" and run.faults >= 2  # the disk filling, then the rows it kept out
             log = store.run_detail(run.id).fault_log
-            assert any(f"(run {partly}: steps " in line for line in log), log
+            assert any(f"(run {partly}: steps " in line and str(rescued) in line for line in log), log
         else:
-            assert len(said) == 2 and f"(run {partly}: its end)" in said[1] and "readonly" in said[1], said
+            assert "readonly" in said[0]
             assert run.status == "running"  # as the store last heard (this process is alive: not marked killed)
     finally:
         store.close()
-    (rescued,) = tmp_path.glob("graphtape-rescued-*.db")
-    store = open_store(rescued)
+    store = open_store(rescued)  # the rescue file opens as a store: its whole run, alone
     try:
         (run,) = store.list_runs()
         assert (run.name, run.status, check_steps(store, run.id)) == ("never", "ok", list(range(NODES + 1)))
+        whole_count, whole_steps = run.step_count, len(store.list_steps(run.id))
+    finally:
+        store.close()
+    if fault == "read-only":
+        undo.pop()()  # writable again (the disk-full limit was the recorder's connections' own)
+    capsys.readouterr()
+    assert main(["--db", str(db), "import-rescue", str(rescued)]) == 0
+    assert "the rest of 1 run" in capsys.readouterr().out
+    for again in (False, True):
+        if again:
+            assert main(["--db", str(db), "import-rescue", str(rescued)]) == 0
+        store = open_store(db)
+        try:
+            run = store.get_run(partly)
+            assert (run.status, run.step_count) == ("ok", whole_count)
+            assert check_steps(store, partly) == list(range(NODES + 1))
+            assert len(store.list_steps(partly)) == whole_steps  # as many as the run recorded whole: each once
+            assert sorted(r.name for r in store.list_runs()) == ["never", "partly"]
+        finally:
+            store.close()
+
+
+def test_a_rescue_file_for_another_store_is_refused_in_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The rest of a partly stored run belongs to the store that holds its start: importing it
+    anywhere else is refused, naming that store, and adds nothing."""
+    from graphtape.tui.cli import main
+
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
+    db = tmp_path / "failing.db"
+    rec = Recorder(db, durability="sync")
+    rec.attach(looping({4: lambda: make_read_only(rec, db)}), name="partly").invoke(START_STATE)
+    rec.close()
+    (rescued,) = tmp_path.glob("graphtape-rescued-*.db")
+    other = tmp_path / "other.db"
+    Recorder(other).close()
+    capsys.readouterr()
+    assert main(["--db", str(other), "import-rescue", str(rescued)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "which this store does not hold" in err and str(db) in err and "Traceback" not in err, err
+    store = open_store(other)
+    try:
+        assert store.list_runs() == []
     finally:
         store.close()
 
@@ -442,6 +489,39 @@ def test_lock_held_past_the_timeout_is_counted_not_raised(tmp_path: Path, durabi
     store.close()
 
 
+def test_lock_held_until_after_close_loses_no_row_once_the_rescue_is_imported(tmp_path: Path, durability: str, monkeypatch, capsys) -> None:
+    """Another process holds the write lock from mid-run until after the recorder has closed:
+    what the store did not take is saved to a rescue file; imported once the lock is gone, the
+    run reads whole."""
+    from graphtape.tui.cli import main
+
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
+    db = tmp_path / "held.db"
+    rec = Recorder(db, durability=durability, lock_wait=0.2)
+    held: list[Locker] = []
+
+    def lock() -> None:
+        rec.flush()
+        held.append(Locker(db, hold=600.0))
+
+    try:
+        assert rec.attach(looping({3: lock})).invoke(START_STATE) == plain_result()
+        run_id = rec.last_run_id
+        rec.close(timeout=1.0)
+    finally:
+        for locker in held:
+            locker.proc.kill()
+            locker.proc.wait(30)
+    (rescued,) = tmp_path.glob("graphtape-rescued-*.db")
+    assert main(["--db", str(db), "import-rescue", str(rescued)]) == 0, capsys.readouterr().err
+    store = open_store(db)
+    try:
+        run = store.get_run(run_id)
+        assert run.status == "ok" and check_steps(store, run_id) == list(range(NODES + 1))
+    finally:
+        store.close()
+
+
 def test_sync_waits_for_a_lock_only_up_to_its_bound(tmp_path: Path) -> None:
     """Past ``lock_wait`` the graph goes on: its rows wait for the lock in the background, not on the graph's thread."""
     db = tmp_path / "patient.db"
@@ -516,6 +596,51 @@ def test_postgres_connection_killed_mid_run(pg_url: str, durability: str) -> Non
     assert run.faults == rec.fault_count <= 1
     assert check_steps(store, run.id) == list(range(NODES + 1))
     store.close()
+
+
+def test_postgres_refusing_writes_until_close_after_a_killed_connection_loses_no_row(pg_url: str, durability: str, tmp_path: Path, monkeypatch, caplog, capsys) -> None:
+    """Mid-run the recorder's connection is killed (pg_terminate_backend from another connection)
+    and the server refuses every write after it, until the recorder has closed (a trigger raising
+    PostgreSQL's read-only error: what a standby or a revoked grant says). The run's first steps
+    are in the server, the rest is saved to a rescue file, and ``graphtape import-rescue`` puts
+    it in once the server takes writes again: the run reads whole."""
+    from graphtape.tui.cli import main
+
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
+    app = f"graphtape-refused-{durability}"
+    rec = Recorder(pg_url + f"&application_name={app}", durability=durability)
+    admin = sa.create_engine(pg_url)
+
+    def refuse() -> None:
+        rec.flush()
+        with admin.begin() as conn:
+            conn.execute(sa.text("CREATE FUNCTION gt_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'cannot execute % in a read-only transaction', TG_OP USING ERRCODE = '25006'; END $$"))
+            for table in ("runs", "steps", "calls"):
+                conn.execute(sa.text(f"CREATE TRIGGER gt_refuse BEFORE INSERT OR UPDATE ON {table} FOR EACH ROW EXECUTE FUNCTION gt_refuse()"))
+        assert _terminate(pg_url, app) >= 1
+
+    try:
+        assert rec.attach(looping({4: refuse}), name="refused").invoke(START_STATE) == plain_result()
+        run_id = rec.last_run_id
+        with caplog.at_level(logging.WARNING, logger="graphtape"):
+            rec.close(timeout=2.0)
+        (rescued,) = tmp_path.glob("graphtape-rescued-*.db")
+        assert any(f"(run {run_id}: steps " in r.getMessage() and str(rescued) in r.getMessage() for r in caplog.records), caplog.text
+        store = open_store(pg_url)
+        try:
+            assert store.get_run(run_id).status == "running" and set(range(4)) <= set(check_steps(store, run_id)) and len(check_steps(store, run_id)) < NODES + 1
+        finally:
+            store.close()
+        with admin.begin() as conn:
+            conn.execute(sa.text("DROP FUNCTION gt_refuse() CASCADE"))
+        assert main(["--db", pg_url, "import-rescue", str(rescued)]) == 0, capsys.readouterr().err
+        store = open_store(pg_url)
+        try:
+            assert store.get_run(run_id).status == "ok" and check_steps(store, run_id) == list(range(NODES + 1))
+        finally:
+            store.close()
+    finally:
+        admin.dispose()
 
 
 def _terminate(pg_url: str, application_name: str) -> int:

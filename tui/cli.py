@@ -116,12 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("run", metavar="RUN", nargs="?", help=f"run to open: {RUN_HELP}")
     add_web_flags(tui)
 
-    from graphtape.tui import cli_admin, cli_diff, cli_fixtures, cli_replay
+    from graphtape.tui import cli_admin, cli_diff, cli_fixtures, cli_replay, cli_rescue
 
     cli_replay.register(command)
     cli_diff.register(command)
     cli_fixtures.register(command)
     cli_admin.register(command)
+    cli_rescue.register(command)
     parser.set_defaults(root_parser=parser)  # completion reads the whole tree without importing this module
     return parser
 
