@@ -55,6 +55,9 @@ LOCK_WAIT_S = 2.0
 KEEP_BYTES = 256 * 2**20
 # How long ``close`` (and interpreter exit) keeps trying to write kept rows.
 CLOSE_WAIT_S = 10.0
+# How much longer ``close`` waits for a writer still encoding what was submitted (CPU work that
+# ends, bounded by the encoder's budgets) before it gives up on it.
+ENCODE_WAIT_S = 60.0
 _MAX_GROUP = 400
 # A group of queued work is committed once encoding it took this long, whatever its size: a run
 # of large states is written as it goes, not held for one transaction at its end.
@@ -124,6 +127,7 @@ class Writer:
         self._queue: queue.SimpleQueue[Work | None | threading.Event] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._encoding = False  # the writer's thread is running a work item (encoding values)
         self._file: tuple[str, tuple[int, int]] | None = None
         self._gone = False
         self._bounded = BoundedWrites()  # sync commits to a server store (bounded_write)
@@ -246,7 +250,14 @@ class Writer:
             return
         limit = CLOSE_WAIT_S if timeout is None else timeout
         deadline = time.monotonic() + limit
-        self.flush(limit)
+        flushed = self.flush(limit)
+        # A writer still encoding (a very large state on a busy machine) is doing work that ends,
+        # unlike a store that stopped answering: it is given up to ENCODE_WAIT_S more, else the
+        # run it encodes would be lost for want of a few seconds.
+        more = time.monotonic() + ENCODE_WAIT_S
+        while not flushed and self._encoding and time.monotonic() < more:
+            flushed = self.flush(max(0.1, more - time.monotonic()))
+            deadline = max(deadline, time.monotonic() + 1.0)
         self._closed = True
         if self._thread is not None:
             self._queue.put(None)
@@ -676,7 +687,11 @@ class Writer:
                 events.append(item)
             else:
                 t0 = time.perf_counter()
-                got = self._run(item)
+                self._encoding = True
+                try:
+                    got = self._run(item)
+                finally:
+                    self._encoding = False
                 self._item_s += (time.perf_counter() - t0 - self._item_s) * 0.2
                 if got:
                     group.merge(got)

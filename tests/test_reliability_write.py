@@ -606,3 +606,41 @@ def test_a_graph_faster_than_its_encoding_waits_for_the_writer_and_loses_no_step
         assert len(store.list_steps(run.id)) == steps + 2
     finally:
         store.close()
+
+
+class _SlowToShow:
+    """A value the encoder can only show by its repr, which takes a while (a big object on a busy machine)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __repr__(self) -> str:
+        time.sleep(self.seconds)
+        return "SlowToShow()"
+
+
+def test_close_waits_for_a_writer_still_encoding_rather_than_lose_the_run(tmp_path: Path, caplog) -> None:
+    """Encoding is work that ends (bounded by the encoder's budgets), unlike a store that stopped
+    answering: a close whose wait runs out while the writer still encodes waits for it, and the
+    run is stored whole rather than said lost to a store that did not answer."""
+    from langgraph.graph import END, START, StateGraph
+
+    class Slow(TypedDict, total=False):
+        value: Any
+
+    b = StateGraph(Slow)
+    b.add_node("a", lambda s: {"value": _SlowToShow(1.0)})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    db = tmp_path / "slow.db"
+    rec = Recorder(db, durability="async")
+    rec.attach(b.compile()).invoke({})
+    with caplog.at_level(logging.WARNING, logger="graphtape"):
+        rec.close(timeout=0.5)
+    assert "did not answer" not in caplog.text, caplog.text
+    store = open_store(db)
+    try:
+        run = store.get_run(rec.last_run_id)
+        assert run.status == "ok" and [s.step for s in store.list_steps(run.id)] == [-1, 0, 1]
+    finally:
+        store.close()
