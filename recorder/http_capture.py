@@ -52,6 +52,7 @@ from unittest import mock
 from graphtape.recorder.call_scope import current_call
 from graphtape.recorder.http_errors import AIOHTTP, HTTP_CLIENT, HTTPX_LIKE, error_name, rebuilt, refused
 from graphtape.recorder.http_exchange import HTTP, call_name, request_record, response_record, vcr_response
+from graphtape.recorder.http_stream import KeptBody, passed_through
 from graphtape.recorder.running_task import session_of, site_of, task_config
 
 _log = logging.getLogger("graphtape")
@@ -194,8 +195,9 @@ def _install(stack: contextlib.ExitStack) -> None:
             httpx = importlib.import_module(name)
         except ImportError:  # a client that is not installed is not patched
             continue
-        enter(mock.patch.object(httpx.HTTPTransport, "handle_request", _sync_entry(name, httpx.HTTPTransport.handle_request)))
-        enter(mock.patch.object(httpx.AsyncHTTPTransport, "handle_async_request", _async_entry(name, httpx.AsyncHTTPTransport.handle_async_request)))
+        sync_send, async_send = _httpx_streaming(httpx)
+        enter(mock.patch.object(httpx.HTTPTransport, "handle_request", _sync_entry(name, sync_send or httpx.HTTPTransport.handle_request)))
+        enter(mock.patch.object(httpx.AsyncHTTPTransport, "handle_async_request", _async_entry(name, async_send or httpx.AsyncHTTPTransport.handle_async_request)))
     try:
         import aiohttp
     except ImportError:  # pragma: no cover
@@ -203,6 +205,72 @@ def _install(stack: contextlib.ExitStack) -> None:
     else:
         enter(mock.patch.object(aiohttp.ClientSession, "_request", _async_entry(AIOHTTP, aiohttp.ClientSession._request)))
     _patchers = built
+
+
+# -- httpx: a live body streamed to the caller ------------------------------------------------
+
+
+def _httpx_streaming(httpx: Any) -> tuple[Any, Any]:
+    """The transports' send for ``httpx`` (or ``httpx2``) as vcrpy's, except that a live response
+    goes back to the caller at once, its body passed through as it comes (``http_stream``), where
+    vcrpy would read it whole first (for ever, from a server that streams without end). A request
+    outside any run is sent untouched. ``(None, None)`` if this vcrpy keeps the originals elsewhere."""
+    import vcr.patch as vcr_patch
+    from vcr.stubs.httpx_stubs import _make_vcr_request, _play_responses
+
+    prefix = {"httpx": "_Httpx", "httpx2": "_Httpx2"}.get(httpx.__name__, "")
+    send = getattr(vcr_patch, f"{prefix}HttpTransport_handle_request", None)
+    async_send = getattr(vcr_patch, f"{prefix}AsyncHttpTransport_handle_async_request", None)
+    if send is None or async_send is None:
+        return None, None
+
+    def asked(real_request: Any, body: bytes) -> tuple[Any, Any]:
+        real_request.stream = httpx.ByteStream(body)
+        vcr_request = _make_vcr_request(real_request, body)
+        cassette = _dispatcher()
+        return vcr_request, (_play_responses(cassette, vcr_request, httpx) if cassette.can_play_response_for(vcr_request) else None)
+
+    @functools.wraps(send)
+    def handle_request(self: Any, real_request: Any) -> Any:
+        vcr_request, played = asked(real_request, b"".join(real_request.stream))
+        if played is not None:
+            return played
+        return _streamed(httpx, vcr_request, send(self, real_request), is_async=False)
+
+    @functools.wraps(async_send)
+    async def handle_async_request(self: Any, real_request: Any) -> Any:
+        vcr_request, played = asked(real_request, b"".join([part async for part in real_request.stream]))
+        if played is not None:
+            return played
+        return _streamed(httpx, vcr_request, await async_send(self, real_request), is_async=True)
+
+    return handle_request, handle_async_request
+
+
+def _streamed(httpx: Any, vcr_request: Any, response: Any, *, is_async: bool) -> Any:
+    """``response`` with its body passed through; its call recorded when the body ends or is closed."""
+    pending = getattr(vcr_request, "_graphtape", None)
+    if pending is None or pending.session is None or pending.done:
+        return response  # not a run's request (or already answered for): nothing to keep
+    headers: dict[str, list[str]] = {}
+    for name, value in response.headers.multi_items():
+        headers.setdefault(name, []).append(value)
+    status = {"code": response.status_code, "message": response.reason_phrase}
+
+    def ended(kept: KeptBody, complete: bool) -> None:
+        try:
+            output = response_record({"status": status, "headers": headers, "body": {"string": kept.body()}})
+            if kept.truncated:
+                output["body_truncated"] = kept.total  # what the caller read; the copy is its start
+            elif not complete:
+                output["body_incomplete"] = True  # the caller stopped reading before the end
+        except Exception as exc:  # noqa: BLE001 - the body reached the caller whatever happens here
+            _fault(pending.session, exc)
+            return
+        _finish(pending, output=output)
+
+    response.stream = passed_through(httpx, response.stream, ended, is_async=is_async)
+    return response
 
 
 # -- one request -------------------------------------------------------------------------------

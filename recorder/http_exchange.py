@@ -99,6 +99,8 @@ def vcr_response(output: Any) -> dict[str, Any]:
         raise ValueError(f"the recorded status {status!r:.40} is not an HTTP status code")
     if output.get("body_omitted"):
         raise ValueError(f"the recorded response body ({output['body_omitted']} bytes) was too large to keep")
+    if output.get("body_truncated"):
+        raise ValueError(f"the recorded response body was streamed past what graphtape keeps ({output['body_truncated']!r:.20} bytes read; the start of it kept)")
     body = body_bytes(output.get("body"))
     headers: dict[str, list[str]] = {}
     for name, value in (output.get("headers") or {}).items() if isinstance(output.get("headers"), Mapping) else ():

@@ -9,6 +9,7 @@ to a port: the proof that a replay sent nothing, below any client.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import sys
 import threading
@@ -16,8 +17,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+STREAM_SAFETY_BYTES = 256 * 2**20
+
+
+def stream_chunk(i: int) -> bytes:
+    """The ``i``-th event of ``/stream``: its bytes tell where in the stream a reader is."""
+    return b"data: {\"n\": %d, \"pad\": \"%s\"}\n\n" % (i, b"x" * (i % 37))
+
+
+def stream_start(n: int) -> bytes:
+    """The first ``n`` bytes of ``/stream``."""
+    out = bytearray()
+    for i in itertools.count():
+        if len(out) >= n:
+            return bytes(out[:n])
+        out += stream_chunk(i)
+    raise AssertionError  # unreachable
+
+
 class EchoService:
-    """``POST /charge`` and friends: answers ``{"path", "method", "body", "n"}``; ``/gzip/...`` compresses."""
+    """``POST /charge`` and friends: answers ``{"path", "method", "body", "n"}``; ``/gzip/...`` compresses;
+    ``/stream`` sends events without end."""
 
     def __init__(self) -> None:
         self.requests = 0
@@ -41,6 +61,9 @@ class EchoService:
                 pass
 
             def _answer(self) -> None:
+                if self.path.startswith("/stream"):
+                    self._stream()
+                    return
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
                 with owner._lock:
                     owner.requests += 1
@@ -61,6 +84,29 @@ class EchoService:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self) -> None:
+                """Server-sent events without end (``stream_chunk(0)``, ``stream_chunk(1)``, ...) until
+                the client goes away (or ``STREAM_SAFETY_BYTES``, so a client that reads for ever ends)."""
+                with owner._lock:
+                    owner.requests += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                sent = 0
+                try:
+                    for i in itertools.count():
+                        chunk = stream_chunk(i)
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                        sent += len(chunk)
+                        if sent > STREAM_SAFETY_BYTES:
+                            break
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:  # the client stopped reading and closed
+                    pass
+                self.close_connection = True
 
             do_GET = do_POST = do_PUT = _answer
 

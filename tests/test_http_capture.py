@@ -569,3 +569,80 @@ def test_a_request_from_a_functional_task_is_attributed_to_the_task_and_replayed
         result = replay(run_id, build(), db=db)
     assert not result.diverged, result.report()
     assert result.served["http"] == 1 and connects.count == 0
+
+
+# -- a body that never ends -----------------------------------------------------------------------
+
+
+def _read_stream(url: str, client: str, stop_after: int) -> bytes:
+    """What a node's own code reads of ``/stream`` before it stops reading and closes the response."""
+    got = bytearray()
+    if client == "httpx":
+        with httpx.stream("GET", f"{url}/stream", timeout=5) as r:
+            for chunk in r.iter_bytes():
+                got += chunk
+                if len(got) >= stop_after:
+                    break
+    else:
+        import asyncio
+
+        async def read() -> None:
+            async with httpx.AsyncClient(timeout=5) as c, c.stream("GET", f"{url}/stream") as r:
+                async for chunk in r.aiter_bytes():
+                    got.extend(chunk)
+                    if len(got) >= stop_after:
+                        break
+
+        asyncio.run(read())
+    return bytes(got)
+
+
+@pytest.mark.parametrize("client", ["httpx", "httpx-async"])
+@pytest.mark.parametrize("stop_after", [10_000, 1_000_000])
+def test_an_endless_stream_reaches_the_node_as_it_comes_and_its_recording_is_bounded(db, service, monkeypatch, client, stop_after):
+    """A server that streams without end (server-sent events): the node's code reads it as it
+    would without graphtape, byte for byte, stops after ``stop_after`` bytes, and the run goes
+    on. The call keeps at most the cap of what was read: all of it, marked incomplete, when the
+    node stopped under the cap (a replay plays it back to the node); the start of it, marked
+    truncated with the count read, when it read past the cap."""
+    import threading
+
+    from graphtape.recorder import http_stream
+    from http_server import stream_start
+
+    cap = 64 * 1024
+    monkeypatch.setattr(http_stream, "MAX_BODY_BYTES", cap)
+
+    class St(TypedDict, total=False):
+        read: bytes
+
+    def listen(state: St) -> dict:
+        return {"read": _read_stream(service.url, client, stop_after)}
+
+    b = StateGraph(St)
+    b.add_node("listen", listen)
+    b.add_edge(START, "listen")
+    b.add_edge("listen", END)
+    out: list = []
+    rec = Recorder(db)
+    graph = rec.attach(b.compile(), name="stream")
+    worker = threading.Thread(target=lambda: out.append(graph.invoke({})), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "the node's read of an endless stream never returned"
+    read = out[0]["read"]
+    assert len(read) >= stop_after and read == stream_start(len(read))  # every byte, in order, as sent
+    rec.close()
+    (call,) = http_calls(db, rec.last_run_id)
+    body = call.output["body"].encode()
+    assert body == stream_start(len(body))
+    if stop_after < cap:
+        assert len(body) >= len(read) and call.output["body_incomplete"] is True and "body_truncated" not in call.output
+        service.stop()  # a replay answers from the recording
+        with Connects(service.port) as connects:
+            result = replay(rec.last_run_id, b.compile(), db=db, require_all_used=True)
+        assert not result.diverged, result.report()
+        assert connects.count == 0 and result.served["http"] == 1
+        assert result.final_state["read"] == read
+    else:
+        assert len(body) == cap and call.output["body_truncated"] >= len(read)
