@@ -203,18 +203,20 @@ def _run_ids_of(batch: Batch) -> set[str]:
 class RescueImport:
     """What ``import_rescue`` put into the store."""
 
-    def __init__(self, whole: list[str], completed: list[str], steps: int, calls: int, target: str) -> None:
+    def __init__(self, whole: list[str], completed: list[str], steps: int, calls: int, target: str, unplaced: str = "") -> None:
         self.whole = whole  # runs the rescue file held whole, added (or already there)
         self.completed = completed  # runs the store held part of, given the rest
         self.steps = steps
         self.calls = calls
         self.target = target  # the store the rescued rows were recorded for, as it may be shown
+        self.unplaced = unplaced  # why some rows were left out: the runs they belong to are not in this store
 
 
 def import_rescue(store: Any, path: str | os.PathLike) -> RescueImport:
     """Put a rescue file's rows into ``store``: its whole runs, and the rows left of runs ``store``
-    holds part of (``StoreError`` naming the store they belong to if it holds none of such a run).
-    Rows ``store`` holds already are left out, so importing twice adds nothing twice."""
+    holds part of. The rest of a run ``store`` does not hold is left out (``unplaced`` says so,
+    naming the store it belongs to; ``StoreError`` if nothing else is there to import). Rows
+    ``store`` holds already are left out, so importing twice adds nothing twice."""
     from graphtape.recorder.errors import StoreError
     from graphtape.recorder.store.rescue_file import read_rescue_file
 
@@ -222,13 +224,27 @@ def import_rescue(store: Any, path: str | os.PathLike) -> RescueImport:
     note = _rescued_rows(text, path)
     whole = [row["id"] for row in runs]
     partial = [r for r in note["runs"] if r not in set(whole)]
-    missing = [r for r in partial if not store.has_run(r)]
+    missing = {r for r in partial if not store.has_run(r)}
+    where = f" (they were recorded into {note['for']})" if note["for"] else ""
+    unplaced = ""
     if missing:
-        where = f" (they were recorded into {note['for']})" if note["for"] else ""
-        raise StoreError(f"{path} holds the rest of run {missing[0]}{' and ' + str(len(missing) - 1) + ' more' if len(missing) > 1 else ''}, which this store does not hold{where}: import it into that store (pass --db)")
-    batch = Batch(runs_new=runs, steps=steps, calls=calls, blobs=blobs, runs_update=_fields(note["runs_update"], "runs", "id"), calls_update=_fields(note["calls_update"], "calls", "call_id"))
+        first = sorted(missing)[0]
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        unplaced = f"{path} holds the rest of run {first}{more}, which this store does not hold{where}: import it into that store (pass --db)"
+        if not whole and len(missing) == len(partial):
+            raise StoreError(unplaced)
+    keep = lambda run_id: run_id not in missing  # noqa: E731
+    left_calls = {row["call_id"] for row in calls if not keep(row["run_id"])}
+    batch = Batch(
+        runs_new=runs,
+        steps=[row for row in steps if keep(row["run_id"])],
+        calls=[row for row in calls if keep(row["run_id"])],
+        blobs=blobs,
+        runs_update=[u for u in _fields(note["runs_update"], "runs", "id") if keep(u[0])],
+        calls_update=[u for u in _fields(note["calls_update"], "calls", "call_id") if u[0] not in left_calls],
+    )
     store.write(batch, again=True)
-    return RescueImport(whole, partial, len(steps), len(calls), note["for"])
+    return RescueImport(whole, [r for r in partial if r not in missing], len(batch.steps), len(batch.calls), note["for"], unplaced)
 
 
 def _rescued_rows(text: str | None, path: str | os.PathLike) -> dict[str, Any]:

@@ -129,7 +129,7 @@ class Writer:
         self._closed = False
         self._encoding = False  # the writer's thread is running a work item (encoding values)
         self._file: tuple[str, tuple[int, int]] | None = None
-        self._gone = False
+        self._gone: str = ""  # why the SQLite file is no longer the one recorded into (deleted, replaced)
         self._bounded = BoundedWrites()  # sync commits to a server store (bounded_write)
         self.store: RunStore | None = None
         if store is not None:
@@ -290,10 +290,8 @@ class Writer:
             delay = min(delay * 2, _RETRY_MAX_S)
         with self._lock:
             left_over, self._kept, self._kept_bytes = self._kept, Batch(), 0
-        if left_over and not self._gone:
+        if left_over:
             self._rescue(left_over, deadline=deadline)
-        elif left_over:
-            self._fault(StoreError(f"{_rows(left_over)} rows could not be written before the recorder closed: {_why(self._failing)}"), left_over, lost=True)
         self._dispatch()
         _live_writers.discard(self)
 
@@ -346,7 +344,7 @@ class Writer:
         """One more write at close of rows of runs the store holds part of (with the blobs of
         ``blobs`` they use): ``True`` if the store took them. Never waits on a write under way."""
         store = self.store
-        if not batch or store is None or self.held_by_the_store or not self._io.acquire(timeout=0.5):
+        if not batch or store is None or self._gone or self.held_by_the_store or not self._io.acquire(timeout=0.5):
             return False
         budget = max(0.5, min(self.lock_wait, deadline - time.monotonic()))
 
@@ -440,11 +438,12 @@ class Writer:
             store = self._ensure_store()
             if store is None:
                 raise self.open_error or StoreError("the store cannot be opened")
-            gone = self._file_gone()
+            gone = self._gone or self._file_gone()
             if gone:
-                self._gone = True
-                self._fault(StoreError(gone), inflight, lost=True)
-                return True
+                # Kept like any other fault (bounded by keep_bytes), never written there again:
+                # at close they go to a rescue file, not into a deleted inode or someone else's file.
+                self._gone = gone
+                raise StoreError(gone)
             self._write(store, inflight, budget, again=again)
         except Exception as exc:  # noqa: BLE001 - kept and counted, never raised into the graph
             with self._lock:

@@ -259,26 +259,42 @@ def remove_db(db: Path) -> None:
         p.unlink()
 
 
-def test_database_deleted_mid_run(tmp_path: Path, durability: str, caplog) -> None:
+def test_database_deleted_mid_run(tmp_path: Path, durability: str, caplog, monkeypatch, capsys) -> None:
+    """The file is deleted mid-run: nothing more is written into the deleted inode, the graph
+    never notices, and what the recorder was given after it (the rest of that run, whole later
+    runs) is saved to a rescue file at close, not dropped: its whole runs import into a new store
+    (the rest of the first run has no store to go to, and the import says so)."""
+    from graphtape.tui.cli import main
+
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
     db = tmp_path / "gone.db"
     rec = Recorder(db, durability=durability)
     graph = rec.attach(looping({5: lambda: remove_db(db)}))
     with caplog.at_level(logging.WARNING, logger="graphtape"):
         assert graph.invoke(START_STATE) == plain_result()
+        first = rec.last_run_id
         rec.flush()
         # The recorder noticed its file is gone instead of writing into a deleted inode.
         assert rec.fault_count > 0
         assert any("deleted" in r.getMessage() for r in caplog.records)
-        # Still no error for the graph on the next run; nothing is written anywhere.
+        # Still no error for the graph on the next run.
         assert graph.invoke(START_STATE) == plain_result()
-    rec.close()
+        later = rec.last_run_id
+        rec.close()
     assert not db.exists()
+    (rescued,) = tmp_path.glob("graphtape-rescued-*.db")
+    assert any("never took 1 run" in r.getMessage() and str(rescued) in r.getMessage() for r in caplog.records), caplog.text
     # A new recorder at the same path starts a fresh store.
     with Recorder(db, durability=durability) as again:
         again.attach(looping()).invoke(START_STATE)
+    capsys.readouterr()
+    assert main(["--db", str(db), "import-rescue", str(rescued)]) == 0
+    err = capsys.readouterr().err
+    assert f"the rest of run {first}" in err and "which this store does not hold" in err, err
     store = open_store(db)
-    assert [r.status for r in store.list_runs()] == ["ok"]
+    assert [r.status for r in store.list_runs()] == ["ok", "ok"]
     assert check_steps(store, store.resolve_run("last")) == list(range(NODES + 1))
+    assert check_steps(store, later) == list(range(NODES + 1)) and not store.has_run(first)
     store.close()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 
 Command = Callable[[str, str, Callable[[argparse.Namespace], int]], argparse.ArgumentParser]
@@ -41,8 +42,10 @@ def cmd_import_rescue(args: argparse.Namespace) -> int:
         url = shown_url(store.url)
     finally:
         store.close()
+    if done.unplaced:
+        print(f"graphtape: warning: {done.unplaced}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"whole_runs": done.whole, "completed_runs": done.completed, "steps": done.steps, "calls": done.calls, "db": url}, indent=2))
+        print(json.dumps({"whole_runs": done.whole, "completed_runs": done.completed, "steps": done.steps, "calls": done.calls, "db": url, "left_out": done.unplaced or None}, indent=2))
         return 0
     parts = []
     if done.whole:
