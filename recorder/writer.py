@@ -142,6 +142,7 @@ class Writer:
         _live_writers.add(self)
         if background:
             self._start_thread(self._loop)
+            _flush_on_sigterm()
 
     # -- public ----------------------------------------------------------------
     def submit(self, work: Work, *, with_next: bool = False) -> None:
@@ -211,6 +212,23 @@ class Writer:
         ok = self._bounded.run(commit, self.lock_wait + 1.0) if getattr(self.store, "is_sqlite", True) is False else commit()
         if not ok:
             self._start_retry()
+
+    def flush_before_dying(self, timeout: float) -> None:
+        """Like ``flush``, from a signal handler: it may run on a thread that is inside ``submit``,
+        so no lock is waited on for long, and whatever is not written within ``timeout`` is left."""
+        if not (self.background and self._thread is not None and self._thread.is_alive()):
+            return
+        if self._hold_lock.acquire(timeout=0.2):
+            try:
+                held, self._held = self._held, []
+                for work in held:
+                    self._queue.put(work)
+            finally:
+                self._hold_lock.release()
+        done = threading.Event()
+        self._queue.put(done)
+        self._bell.set()
+        done.wait(timeout)
 
     def _write_kept_then_release(self) -> bool:
         """A sync commit (on the bounded thread for a server store): it holds ``_io`` until the store answers."""
@@ -878,6 +896,42 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
+
+
+# SIGTERM (``docker stop``, systemd, Kubernetes, a supervisor) ends a Python program at once, with
+# no exit hook: the runs it finished but the writer had not written yet would be lost. While the
+# signal has its default meaning, graphtape's handler first writes what the background writers
+# hold (at most SIGTERM_WAIT_S), then lets the signal end the program as it would have.
+SIGTERM_WAIT_S = 5.0
+_sigterm_installed = False
+
+
+def _flush_on_sigterm() -> None:
+    """Install ``_on_sigterm`` once, from the main thread, if SIGTERM still has its default meaning."""
+    global _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    import signal
+
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+            _sigterm_installed = True
+    except (AttributeError, ValueError, OSError):  # no SIGTERM here, or not the interpreter's main thread
+        pass
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the program at once
+    deadline = time.monotonic() + SIGTERM_WAIT_S
+    for w in list(_live_writers):
+        try:
+            w.flush_before_dying(max(0.0, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001 - the signal ends the program whatever happens here
+            pass
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 @atexit.register

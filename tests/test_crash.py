@@ -256,3 +256,69 @@ def test_sigkill_at_random_steps_never_damages_the_store(tmp_path: Path, durabil
     finally:
         server.close()
     assert trials == TRIALS_PER_MODE
+
+
+SIGTERMED = textwrap.dedent(
+    """
+    import operator, os, signal, sys, time
+    from typing import Annotated, TypedDict
+    from langgraph.graph import END, START, StateGraph
+    from graphtape.recorder import Recorder
+
+    class S(TypedDict):
+        n: int
+        notes: Annotated[list, operator.add]
+        slow: object
+
+    class SlowToShow:
+        # The writer shows it by its repr, slowly: it is still encoding when the signal comes.
+        def __repr__(self):
+            time.sleep(1.0)
+            return "SlowToShow()"
+
+    def work(state):
+        n = state["n"]
+        if second and n == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)  # the signal ends the program here
+        return {"n": n + 1, "notes": [f"note {n}"], "slow": SlowToShow() if n == 0 else None}
+
+    b = StateGraph(S)
+    b.add_node("work", work)
+    b.add_edge(START, "work")
+    b.add_conditional_edges("work", lambda s: "work" if s["n"] < 6 else END)
+    second = False
+    rec = Recorder(sys.argv[1], durability="async")
+    graph = rec.attach(b.compile(), name="finished")
+    graph.invoke({"n": 0, "notes": [], "slow": None})
+    print("first run returned", flush=True)
+    second = True
+    rec.attach(b.compile(), name="terminated").invoke({"n": 0, "notes": [], "slow": None})
+    """
+)
+
+
+def test_sigterm_writes_what_the_writer_holds_then_ends_the_program_as_sigterm_does(tmp_path: Path) -> None:
+    """SIGTERM (docker stop, a supervisor) ends Python with no exit hook. A run that returned
+    before it, but that the background writer was still encoding, is stored whole; the run under
+    way keeps the steps it made; the program still ends by SIGTERM; the CLI lists both runs."""
+    db = tmp_path / "term.db"
+    script = tmp_path / "agent.py"
+    script.write_text(SIGTERMED)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(script), str(db)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert "first run returned" in proc.stdout and "Traceback" not in proc.stderr, proc.stderr
+    store = open_store(db)
+    try:
+        runs = {r.name: r for r in store.list_runs()}
+        assert runs["finished"].status == "ok"
+        assert [s.step for s in store.list_steps(runs["finished"].id)] == list(range(-1, 7))
+        assert store.state_at(runs["finished"].id, 6)["notes"] == [f"note {k}" for k in range(6)]
+        cut = runs["terminated"]
+        assert (cut.status, cut.status_reason) == ("interrupted", "killed")
+        assert [s.step for s in store.list_steps(cut.id)][:4] == [-1, 0, 1, 2]
+    finally:
+        store.close()
+    listed = subprocess.run([sys.executable, "-m", "graphtape.tui", "--db", str(db), "runs"], capture_output=True, text=True, timeout=60, env=env)
+    assert listed.returncode == 0 and "finished" in listed.stdout and "interrupted (killed)" in listed.stdout, listed.stderr
