@@ -34,7 +34,7 @@ def cmd_import_rescue(args: argparse.Namespace) -> int:
     from graphtape.recorder.store import shown_url
 
     if not Path(args.file).is_file():
-        raise GraphtapeError(f"{args.file}: no such file (give the graphtape-rescued-*.db path the recorder named)")
+        raise GraphtapeError(f"{args.file}: not a file (give the graphtape-rescued-*.db path the recorder named when it closed)")
     store = open_store(args.db, create=True)
     try:
         store.require_writable("import-rescue adds the rescued rows")
