@@ -52,7 +52,7 @@ from unittest import mock
 from graphtape.recorder.call_scope import current_call
 from graphtape.recorder.http_errors import AIOHTTP, HTTP_CLIENT, HTTPX_LIKE, error_name, rebuilt, refused
 from graphtape.recorder.http_exchange import HTTP, call_name, request_record, response_record, vcr_response
-from graphtape.recorder.http_stream import KeptBody, passed_through
+from graphtape.recorder.http_stream import KeptBody, passed_through, tee_reads
 from graphtape.recorder.running_task import session_of, site_of, task_config
 
 _log = logging.getLogger("graphtape")
@@ -189,7 +189,8 @@ def _install(stack: contextlib.ExitStack) -> None:
     for patcher in CassettePatcherBuilder(_dispatcher()).build():
         enter(patcher)
     # Ours go on top of vcrpy's (entered after, so removed first; built with vcrpy's in place).
-    enter(mock.patch.object(VCRConnection, "getresponse", _sync_entry(HTTP_CLIENT, VCRConnection.getresponse)))
+    enter(mock.patch.object(VCRConnection, "request", _remembering_options(VCRConnection.request)))
+    enter(mock.patch.object(VCRConnection, "getresponse", _sync_entry(HTTP_CLIENT, _streaming_getresponse(VCRConnection.getresponse))))
     for name in HTTPX_LIKE:
         try:
             httpx = importlib.import_module(name)
@@ -258,19 +259,91 @@ def _streamed(httpx: Any, vcr_request: Any, response: Any, *, is_async: bool) ->
     status = {"code": response.status_code, "message": response.reason_phrase}
 
     def ended(kept: KeptBody, complete: bool) -> None:
-        try:
-            output = response_record({"status": status, "headers": headers, "body": {"string": kept.body()}})
-            if kept.truncated:
-                output["body_truncated"] = kept.total  # what the caller read; the copy is its start
-            elif not complete:
-                output["body_incomplete"] = True  # the caller stopped reading before the end
-        except Exception as exc:  # noqa: BLE001 - the body reached the caller whatever happens here
-            _fault(pending.session, exc)
-            return
-        _finish(pending, output=output)
+        _record_streamed(pending, status, headers, kept, complete)
 
     response.stream = passed_through(httpx, response.stream, ended, is_async=is_async)
     return response
+
+
+# -- http.client, urllib3, requests: a live body streamed to the caller -------------------------
+
+# What the client asked of the response besides the request (urllib3's preload_content,
+# decode_content): vcrpy's stub connection keeps only the request, and sends it with none.
+_PASSED_ON = ("preload_content", "decode_content", "enforce_content_length")
+
+
+def _remembering_options(request: Any) -> Any:
+    @functools.wraps(request)
+    def remembering(self: Any, method: Any, url: Any, body: Any = None, headers: Any = None, *args: Any, **kwargs: Any) -> Any:
+        self._graphtape_options = {k: v for k, v in kwargs.items() if k in _PASSED_ON}
+        return request(self, method, url, body, headers, *args, **kwargs)
+
+    return remembering
+
+
+def _streaming_getresponse(vcr_getresponse: Any) -> Any:
+    """vcrpy's stub connection's ``getresponse``, except that for a request a run records, the
+    live response goes back to the caller at once, its body passed through as the caller reads
+    it (``http_stream.tee_reads``), where vcrpy would read it whole first."""
+    from vcr.patch import force_reset
+
+    @functools.wraps(vcr_getresponse)
+    def getresponse(self: Any, _: Any = False, **kwargs: Any) -> Any:
+        vcr_request = getattr(self, "_vcr_request", None)
+        if vcr_request is None or self.cassette.can_play_response_for(vcr_request):
+            return vcr_getresponse(self, _, **kwargs)
+        pending = getattr(vcr_request, "_graphtape", None)
+        if pending is None or pending.session is None or pending.done:
+            return vcr_getresponse(self, _, **kwargs)  # not a run's request: as vcrpy does
+        with force_reset():
+            if self.__dict__.get("_deferred_connect"):
+                args, kw = self._deferred_connect
+                self._deferred_connect = None
+                self.real_connection.connect(*args, **kw)
+            options = getattr(self, "_graphtape_options", None) or {}
+            self.real_connection.request(method=vcr_request.method, url=self._url(vcr_request.uri), body=vcr_request.body_bytes, headers=vcr_request.headers, **options)
+        response = self.real_connection.getresponse()
+        headers: dict[str, list[str]] = {}
+        for name, value in _header_pairs(response):
+            headers.setdefault(name, []).append(value)
+        status = {"code": response.status, "message": response.reason}
+
+        def ended(kept: KeptBody, complete: bool) -> None:
+            _record_streamed(pending, status, headers, kept, complete)
+
+        preloaded = getattr(response, "_body", None)  # urllib3 read it whole already (preload_content)
+        if isinstance(preloaded, bytes):
+            kept = KeptBody()
+            kept.add(preloaded)
+            ended(kept, True)
+        else:
+            tee_reads(response, ended, generators=("read_chunked",))
+        return response
+
+    return getresponse
+
+
+def _header_pairs(response: Any) -> list[tuple[str, str]]:
+    msg = getattr(response, "msg", None)
+    if msg is not None and hasattr(msg, "items"):
+        return list(msg.items())
+    headers = getattr(response, "headers", None)
+    items = getattr(headers, "items", None)
+    return list(items()) if callable(items) else []
+
+
+def _record_streamed(pending: _Pending, status: dict[str, Any], headers: dict[str, list[str]], kept: KeptBody, complete: bool) -> None:
+    """A streamed response's call, once its body ended or was closed: what was kept, and how it ended."""
+    try:
+        output = response_record({"status": status, "headers": headers, "body": {"string": kept.body()}})
+        if kept.truncated:
+            output["body_truncated"] = kept.total  # what the caller read; the copy is its start
+        elif not complete:
+            output["body_incomplete"] = True  # the caller stopped reading before the end
+    except Exception as exc:  # noqa: BLE001 - the body reached the caller whatever happens here
+        _fault(pending.session, exc)
+        return
+    _finish(pending, output=output)
 
 
 # -- one request -------------------------------------------------------------------------------

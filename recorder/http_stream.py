@@ -2,9 +2,11 @@
 
 vcrpy reads a live response whole before the client sees any of it: a server that streams
 without end (server-sent events, a long poll) would hold the node's read for ever while the
-copy grew without bound. For the clients graphtape sees a streamed body through (``httpx`` and
-its fork ``httpx2``, sync and async), the response goes back to the caller at once and each chunk
-is passed on as it arrives; a copy of at most ``MAX_BODY_BYTES`` is kept. The call is recorded
+copy grew without bound. For ``httpx`` and its fork ``httpx2`` (sync and async: their response
+stream is wrapped, ``passed_through``) and for ``http.client``, ``urllib3`` and ``requests`` (the
+response's reads are, ``tee_reads``), the response goes back to the caller at once and each piece
+is passed on as it is read; a copy of at most ``MAX_BODY_BYTES`` is kept. (aiohttp is still read
+whole by vcrpy.) The call is recorded
 when the body ends or the caller closes it: a body the caller stopped reading is marked
 ``body_incomplete`` (a replay plays what was read), one longer than the copy ``body_truncated``
 (with how many bytes the caller read; a replay cannot play it).
@@ -111,3 +113,85 @@ def _async_class(httpx: Any) -> type:
                 self._end(False)
 
     return AsyncBody
+
+
+def tee_reads(response: Any, ended: Ended, *, generators: tuple[str, ...] = ()) -> None:
+    """Make ``response`` (an ``http.client`` or ``urllib3`` response, read by the caller) keep a
+    bounded copy of what its reads return, and call ``ended`` once: at the end of the body, or
+    when it is closed first. Only the outermost read of a call counts (``read(n)`` reads through
+    ``readinto``); ``generators`` name methods that yield the body in pieces (urllib3's
+    ``read_chunked``)."""
+    kept = KeptBody()
+    depth = 0
+    done = False
+
+    def end(complete: bool) -> None:
+        nonlocal done
+        if not done:
+            done = True
+            ended(kept, complete)
+
+    def teed(name: str) -> Callable[..., Any]:
+        inner = getattr(response, name)
+
+        def read(*args: Any, **kwargs: Any) -> Any:
+            nonlocal depth
+            depth += 1
+            try:
+                out = inner(*args, **kwargs)
+            finally:
+                depth -= 1
+            if depth == 0 and not done:
+                data = bytes(memoryview(args[0])[:out]) if name == "readinto" and isinstance(out, int) else out
+                if isinstance(data, (bytes, bytearray)) and data:
+                    kept.add(data)
+                if _over(response):
+                    end(True)
+            return out
+
+        return read
+
+    def teed_generator(name: str) -> Callable[..., Any]:
+        inner = getattr(response, name)
+
+        def pieces(*args: Any, **kwargs: Any) -> Iterator[bytes]:
+            complete = False
+            try:
+                for piece in inner(*args, **kwargs):
+                    if not done:
+                        kept.add(piece)
+                        if _over(response):
+                            end(True)
+                    yield piece
+                complete = True
+            finally:
+                if complete:
+                    end(True)
+
+        return pieces
+
+    closing = response.close
+
+    def close(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return closing(*args, **kwargs)
+        finally:
+            end(False)
+
+    for name in ("read", "read1", "readinto", "readline"):
+        if callable(getattr(response, name, None)):
+            setattr(response, name, teed(name))
+    for name in generators:
+        if callable(getattr(response, name, None)):
+            setattr(response, name, teed_generator(name))
+    response.close = close
+
+
+def _over(response: Any) -> bool:
+    """Whether the body of ``response`` was read to its end: ``http.client`` lets go of the
+    connection then (urllib3's response reads through one)."""
+    fp = getattr(response, "_fp", None)
+    if fp is not None and callable(getattr(fp, "isclosed", None)):
+        return bool(fp.isclosed())
+    isclosed = getattr(response, "isclosed", None)
+    return bool(isclosed()) if callable(isclosed) else False

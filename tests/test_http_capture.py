@@ -583,6 +583,27 @@ def _read_stream(url: str, client: str, stop_after: int) -> bytes:
                 got += chunk
                 if len(got) >= stop_after:
                     break
+    elif client == "requests":
+        with requests.get(f"{url}/stream", stream=True, timeout=5) as r:
+            for chunk in r.iter_content(chunk_size=None):
+                got += chunk
+                if len(got) >= stop_after:
+                    break
+    elif client == "urllib3":
+        r = urllib3.PoolManager().request("GET", f"{url}/stream", preload_content=False, timeout=5)
+        try:
+            for chunk in r.stream(4096):
+                got += chunk
+                if len(got) >= stop_after:
+                    break
+        finally:
+            r.close()
+    elif client == "urllib":
+        import urllib.request
+
+        with urllib.request.urlopen(f"{url}/stream", timeout=5) as r:
+            while len(got) < stop_after:
+                got += r.read(4096)
     else:
         import asyncio
 
@@ -597,7 +618,7 @@ def _read_stream(url: str, client: str, stop_after: int) -> bytes:
     return bytes(got)
 
 
-@pytest.mark.parametrize("client", ["httpx", "httpx-async"])
+@pytest.mark.parametrize("client", ["httpx", "httpx-async", "requests", "urllib3", "urllib"])
 @pytest.mark.parametrize("stop_after", [10_000, 1_000_000])
 def test_an_endless_stream_reaches_the_node_as_it_comes_and_its_recording_is_bounded(db, service, monkeypatch, client, stop_after):
     """A server that streams without end (server-sent events): the node's code reads it as it
