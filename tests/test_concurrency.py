@@ -92,7 +92,7 @@ SERVER = textwrap.dedent(
             t.join()
         rec.close()
         with open(os.path.join(out_dir, f"proc-{p}.json"), "w") as f:
-            json.dump({"results": results, "errors": errors, "faults": rec.fault_count}, f)
+            json.dump({"results": results, "errors": errors, "faults": rec.fault_count, "warned": sorted(rec._warned)}, f)
 
     pids = []
     for p in range(procs):
@@ -202,7 +202,7 @@ def test_processes_and_threads_record_into_one_store(backend: str, tmp_path: Pat
 
     errors = [e for r in reports for e in r["errors"]]
     assert errors == [], errors[:5]  # no "database is locked" (or anything else) reached a graph
-    assert [r["faults"] for r in reports] == [0] * PROCESSES  # and no recorder gave up on a write
+    assert [r["faults"] for r in reports] == [0] * PROCESSES, [r["warned"] for r in reports]  # and no recorder gave up on a write
     results = [res for r in reports for res in r["results"]]
     assert len(results) == PROCESSES * THREADS * RUNS_PER_THREAD
 
