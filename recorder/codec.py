@@ -362,11 +362,13 @@ class Encoder:
                         return self._blocks.encode(done) if len(done) >= BLOCK_AT else done
                 if len(v) == 2 and self._secret_pair(v):
                     return [self._enc(v[0], depth + 1, key), self.redactor.mark()]
-                return [self._enc(x, depth + 1, key) for x in v]
+                argv = self.redactor.scrub_argv(v)  # a command line as a list: ["mysql", "-p", "S3cret!pw"]
+                return [self._enc(x, depth + 1, key) for x in (v if argv is None else argv)]
             if t is tuple:
                 if len(v) == 2 and self._secret_pair(v):
                     return {ENVELOPE: "tuple", "v": [self._enc(v[0], depth + 1, key), self.redactor.mark()]}
-                return {ENVELOPE: "tuple", "v": [self._enc(x, depth + 1, key) for x in v]}
+                argv = self.redactor.scrub_argv(v)
+                return {ENVELOPE: "tuple", "v": [self._enc(x, depth + 1, key) for x in (v if argv is None else argv)]}
             # The innermost mapping or object whose reading raises is marked alone (try costs nothing until it catches).
             if t is dict or isinstance(v, Mapping) and not _is_special(v):
                 return self._enc_dict(v, depth)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from graphtape.recorder.codec import ENCODE_BUDGET
+from graphtape.recorder.redaction import may_be_argv
 
 MAX_CHAIN = 256
 # A keyframe is written once the deltas since the last one add up to this many
@@ -61,7 +62,9 @@ class FrameBuilder:
             prev = self._objs.get(ch, _MISSING)
             if prev is v and ch not in updated:
                 continue
-            if type(v) is list and len(v) <= ENCODE_BUDGET:  # longer: one value, marked whole by the encoder's budget
+            # (longer: one value, marked whole by the encoder's budget; a command line is encoded
+            # whole too, its arguments read together: the password after "-p" is known by the "-p")
+            if type(v) is list and len(v) <= ENCODE_BUDGET and not may_be_argv(v):
                 items = self._items.get(ch)
                 if items is not None:
                     k = common_prefix(items, v)

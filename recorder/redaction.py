@@ -19,6 +19,7 @@ linear in its length, whatever the text (``benchmarks/bench_redaction.py``).
 from __future__ import annotations
 
 import functools
+import json
 import re
 import threading
 from collections.abc import Collection, Iterable, Iterator
@@ -141,6 +142,15 @@ _TOKEN_COUNT_WORDS = frozenset(
         "logprobs",
     }
 )
+# A key whose last word is one of these says something about a secret (a form's password_field,
+# token_type, a Kubernetes secret_name, where a key file lies) and holds no secret itself.
+_ABOUT_WORDS = frozenset(
+    {
+        "field", "fields", "label", "hint", "placeholder", "selector", "policy", "length", "strength", "rules",
+        "requirements", "expiry", "expiration", "expires", "ttl", "type", "name", "names", "file", "path", "env",
+        "var", "prompt", "format", "algorithm", "algo", "scheme", "provider", "endpoint", "required", "enabled",
+    }
+)
 # These name a personal or one-time code only as a key's last word (pin, user_pin, userPin, cvv2)
 # or before one of _CODE_NOUNS (pin_code, otp_number); elsewhere they say something about the
 # code (pin_length, otp_attempts) or are another word (pin_memory, otp_app, erlang-otp-...).
@@ -183,6 +193,8 @@ def _key_kind(key: str) -> str | None:
         prev = w
     if secret and only_token and not _TOKEN_COUNT_WORDS.isdisjoint(words):
         secret = False
+    if secret and len(words) > 1 and words[-1] in _ABOUT_WORDS:
+        secret = False  # password_field, token_type, secret_name, api_key_file: about a secret, not one
     return "secret" if secret else "code" if code else None
 
 
@@ -322,7 +334,7 @@ _COMMAND_SECRET = compile_linear(
     _CMD_START
     + r"(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlslap|mysqlpump|mysqlsh"
     + r"|mariadb|mariadb-dump|mariadb-admin|mariadb-import|mariadb-check|mariadb-show|mariadb-slap)"
-    + rf"{_CMD_ARGS}-p(?P<mysql>{_CMD_VALUE})"
+    + rf"{_CMD_ARGS}-p(?:(?P<mysql>{_CMD_VALUE})|[ \t]+(?P<mysql_spaced>{_CMD_VALUE}))"
     + rf"|sshpass(?:[ \t]+(?:-[fdP][ \t]*{_ARG}+|-[ev]+))*[ \t]+-p[ \t]*(?P<sshpass>{_CMD_VALUE})"
     + r"|(?:(?:docker|podman|buildah|skopeo|nerdctl|oras|helm[ \t]+registry|az(?:[ \t]+acr)?|oc|cf)[ \t]+login"
     + r"|mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport|mongostat|mongotop|mongofiles)"
@@ -330,7 +342,10 @@ _COMMAND_SECRET = compile_linear(
     + rf"|(?:redis-cli|valkey-cli|keydb-cli){_CMD_ARGS}-a[ \t]+(?P<redis>{_CMD_VALUE})"
     + rf"|curl{_CMD_ARGS}(?:-[uU][ \t]*|--(?:proxy-)?user(?:[ \t]+|=)){_USER_PASS})"
 )
-_COMMAND_GROUPS = tuple(_COMMAND_SECRET.groupindex[g] for g in ("mysql", "sshpass", "login", "redis", "c1", "c2", "c3", "c4"))
+_COMMAND_GROUPS = tuple(_COMMAND_SECRET.groupindex[g] for g in ("mysql", "mysql_spaced", "sshpass", "login", "redis", "c1", "c2", "c3", "c4"))
+# mysql's "-p db" asks for the password and names a database; a word there that reads as a
+# password ("-p S3cret!pw", as an agent writes it) is taken for one all the same.
+_MYSQL_SPACED = _COMMAND_SECRET.groupindex["mysql_spaced"]
 _COMMAND_WORDS = (b"mysql", b"mariadb", b"sshpass", b"login", b"mongo", b"-cli", b"curl")
 _COMMAND_FRAGMENTS = ("mysql", "mariadb", "login", "mongo", "-cli")  # sshpass and curl hold pass and url, key fragments
 
@@ -340,8 +355,11 @@ _COMMAND_FRAGMENTS = ("mysql", "mariadb", "login", "mongo", "-cli")  # sshpass a
 # "the password is incorrect" and "the token is valid" are not even matched) and _told_secret
 # finds no quantity, version, file or term of the trade in it ("the token is 2048 bits").
 _PROSE = compile_linear(
-    r"(?i:\b(?P<noun>password|passphrase|passcode|passwd|pin(?:[ \t]+code)?|(?:api|secret|access|private)[ \t_\-]?key"
-    r"|(?:access[ \t_\-]|refresh[ \t_\-]|auth[ \t_\-]|bearer[ \t_\-])?token|secret)[ \t]+(?:is|was)[ \t]*:?[ \t]+)(?P<v>[^\s]*[0-9!@#$%^&*+=~][^\s]*)"
+    r"(?i:\b(?P<noun>password|passphrase|passcode|passwd|pass|pin(?:[ \t]+code)?|(?:api|secret|access|private)[ \t_\-]?key"
+    r"|(?:access[ \t_\-]|refresh[ \t_\-]|auth[ \t_\-]|bearer[ \t_\-])?token|secret)(?:[ \t]+(?:is|was)[ \t]*:?|'s)[ \t]+)"
+    # A word with a digit or a symbol, or a long word of letters (a password of words:
+    # "correcthorsebatterystaple", told from "incorrect" by _told_secret).
+    r"(?P<v>'[^'\r\n\\]{6,80}'|\"[^\"\r\n\\]{6,80}\"|[^\s]*[0-9!@#$%^&*+=~][^\s]*|[\"'`]?[A-Za-z][A-Za-z_\-]{5,}[^\s]*)"
 )
 _PROSE_NOUN, _PROSE_VALUE = _PROSE.groupindex["noun"], _PROSE.groupindex["v"]
 # Secrets with no separator before them: a flag that may take one and a word after it, a
@@ -434,7 +452,46 @@ def _told_secret(noun: bytes, value: bytes, after: bytes) -> tuple[int, int] | N
         return None
     if digits or any(c in _SYMBOLS for c in word):
         return start, end
+    quoted = start > 0 and value[start - 1 : start] in (b"'", b'"', b"`")
+    if noun[:4].lower() == b"pass" and _a_password_of_letters(low, after.lower(), quoted, end < len(value)):
+        return start, end
     return None
+
+
+# Words that say what a password is like, or how it is kept, rather than what it is: eight
+# letters or more, and none of the endings below ("the password is incorrect", "is plaintext").
+_PASSWORD_STATES = frozenset(
+    w.encode()
+    for w in (
+        "incorrect", "whatever", "therefore", "lowercase", "uppercase", "plaintext", "cleartext", "somewhere",
+        "elsewhere", "anywhere", "nowhere", "however", "moreover", "otherwise", "nonempty", "overwritten",
+        "forgotten", "hardcoded", "alphanumeric", "whitespace", "unicode", "ascii", "anything", "something", "different", "mandatory", "complex", "together", "obsolete",
+        "outdated", "unsafe", "insecure", "too", "short", "strong", "correct", "secure", "username",
+    )
+)
+# Endings of adjectives, participles and adverbs: "is expired", "is protected", "is typically".
+_STATE_ENDINGS = tuple(
+    e.encode()
+    for e in (
+        "ed", "ly", "ing", "able", "ible", "ive", "ent", "ant", "ory", "ary", "ful", "less", "ous", "al", "ic",
+        "ure", "ise", "ize", "en", "ion", "ity", "ness", "ment", "ate", "ish", "est", "er", "ward", "wards",
+    )
+)
+
+
+def _a_password_of_letters(low: bytes, after: bytes, quoted: bool, closed: bool) -> bool:
+    """Whether ``low``, a word of letters told as a password ("the password is
+    correcthorsebatterystaple"), reads as one: quoted (words too: "is 'blue sky river'"), or eight
+    letters or more, last in its sentence (``closed``: punctuation after it), and not a word that
+    says what the password is like (incorrect, expired, stored)."""
+    letters = low.replace(b"-", b"").replace(b"_", b"")
+    if quoted:
+        letters = letters.replace(b" ", b"")
+    if not letters.isalpha() or low in _PASSWORD_STATES or names_secret(low.decode()):
+        return False
+    if quoted:
+        return True
+    return len(low) >= 8 and (closed or after in _NUMBER_FOLLOWERS) and not low.endswith(_STATE_ENDINGS)
 
 
 # A multipart form field: its name in the part's header (its quotes escaped too, in JSON text),
@@ -457,10 +514,17 @@ _SEPARATORS = frozenset(b":=")
 # or an unquoted word (an authorization scheme and its credential: "Token abc").
 _NUMBER = r"-?[0-9][0-9A-Za-z.\-]*"
 _SQ = r"'(?P<sq>(?:[^'\\\n]|\\.)*)'"
-_BARE = r"(?P<bare>(?:(?i:basic|bearer|token|digest|apikey|key)[ \t]+)?[^\s\"',;&}\])\\]+)"
+_BARE = r"(?P<bare>(?:(?i:basic|bearer|token|digest|api[\-_]?key|key|ssws|oauth|negotiate|sharedkey|hmac)[ \t]+)?[^\s\"',;&}\])\\]+)"
 _SINGLE_QUOTED = compile_linear(rf"{_SQ}|(?P<num>{_NUMBER})")
 _UNQUOTED = compile_linear(rf"{_SQ}|{_BARE}")
 _QUOTE_AHEAD = compile_linear(r'\\*"')
+# A name written where a secret key's value is expected, then a separator: the value is a scheme
+# or the next key's name ("password: Api-Key = x9F...", "password: X-Api-Key: abc"), and the
+# word after the separator is the secret.
+_NAME_THEN_SEPARATOR = compile_linear(rb"[A-Za-z][A-Za-z0-9_.\-]*:?[ \t]*(?:[:=]>?|=>)[ \t]*")
+# The words after a bare key's first word on its own line ("passphrase: blue sky river mountain").
+_MORE_WORDS = compile_linear(rb"(?:[ \t]+[^\s\"',;&}\])\\:=#]+)+")
+_LINE_LEAD = frozenset(b" \t")
 _MAX_ESCAPES = 15  # a quote after at most this many backslashes is read (JSON in JSON, four deep)
 
 
@@ -666,6 +730,28 @@ class Redactor:
             self._key_cache[key] = hit
         return hit
 
+    def scrub_argv(self, items: list | tuple) -> list[str] | None:
+        """``items`` with its secrets marked (counted) when it is a command line given as a list of
+        arguments that hands one over (``["mysql", "-p", "S3cret!pw"]``, ``["gh", "--token", "x"]``,
+        ``["curl", "-u", "user:pass"]``), else None. Each argument alone says too little: a
+        password is known by the flag or the command before it. The arguments are read as the
+        command line they make, by the rules for command lines in text."""
+        if not may_be_argv(items):
+            return None
+        found = _argv_spans(items, self._keyed_values)
+        if not found:
+            return None
+        out = list(items)
+        for i, cuts in found.items():
+            data = items[i].encode(errors="surrogatepass")
+            parts, last = [], 0
+            for start, end in cuts:
+                parts += [data[last:start], _MARK_BYTES]
+                last = end
+            out[i] = b"".join([*parts, data[last:]]).decode(errors="surrogatepass")
+            self._bump(len(cuts))
+        return out
+
     def scrub_key(self, key: str) -> str:
         """:meth:`scrub` for a mapping key: the same result, remembered (keys repeat a lot).
 
@@ -695,7 +781,7 @@ class Redactor:
         except UnicodeEncodeError:
             text = displayable(text)
             found = self._format_spans(text)
-        if self._may_hold_keys(text) or _LOOSE.search(text) is not None:
+        if self._may_hold_keys(text) or _may_hold_argv(text) or _LOOSE.search(text) is not None:
             data = text.encode()
             chars = 0  # byte offsets to character offsets, counted forward once
             seen = 0
@@ -722,7 +808,7 @@ class Redactor:
             # text: most text holds none, and then the two substituting passes need not run (nor,
             # without a secret key's name and its separator, the scan for keys).
             found = self._either is None or self._either.search(text) is not None
-            keys = self._may_hold_keys(text)
+            keys = self._may_hold_keys(text) or _may_hold_argv(text)
         except UnicodeEncodeError:
             found = keys = True  # lone surrogates: the passes below read it as displayable text
         if not found and not keys:
@@ -738,7 +824,7 @@ class Redactor:
                 new, n = self._tokens.subn(_mark_token, scanned)
             new, k = self._text.subn(_mark_match, new)
             n += k
-            keys = self._may_hold_keys(new) or _LOOSE.search(new) is not None
+            keys = self._may_hold_keys(new) or _may_hold_argv(new) or _LOOSE.search(new) is not None
         if keys:
             new, k = self._scrub_keyed(new)
             n += k
@@ -793,7 +879,9 @@ class Redactor:
             forms += [m.span(_XML_VALUE) for m in _XML_ELEMENT.finditer(data) if self._names_a_secret_element(m.group(_XML_OPEN), m.group(_XML_CLOSE), m.group(_XML_VALUE))]
         if b"-" in data and any(map(low.__contains__, _COMMAND_WORDS)):
             forms += _command_spans(data)
-        if b" is" in low or b" was" in low or b"\tis " in low or b"\twas " in low:
+        if b"[" in data and (b'"-' in data or b"'-" in data):
+            forms += _array_spans(data, self._keyed_values)
+        if b" is" in low or b" was" in low or b"\tis " in low or b"\twas " in low or b"'s " in low:
             forms += _prose_spans(data)
         if not forms:
             yield from self._key_value_spans(data)
@@ -837,7 +925,7 @@ class Redactor:
             # The match is short: its style and key are read from its text, not through group
             # lookups (each costs the RE2 wrapper more than the rest of this loop).
             core = data[start:at].rstrip(_SPACE)
-            flag = False
+            flag = own_line = False
             if core[-1] not in _SEPARATORS:
                 # A flag (-token, --db-password): its value after = or : (as a bare key's), or
                 # after spaces when the flag is one that takes a secret so.
@@ -864,8 +952,10 @@ class Redactor:
                 key = core[escapes + 1 :].rstrip(b'"').rstrip(b"\\")
                 value = _double_quoted(escapes)
             else:
-                key = _BARE_NAME.search(core).group(0)
+                bare = _BARE_NAME.search(core)
+                key = bare.group(0)
                 value = None
+                own_line = _starts_its_line(data, start + bare.start())
                 while data[at : at + 1] in (b" ", b"\t"):
                     at += 1
             if b"\\" in key:
@@ -884,6 +974,10 @@ class Redactor:
                     yield at + 1, close
                     done = close
                 continue
+            if data[at : at + 1] in (b"=", b">") and data[at - 1 : at] in (b":", b"="):
+                at += 1  # "password := x", "password => x", "password == x"
+                while data[at : at + 1] in (b" ", b"\t"):
+                    at += 1
             if value is None:
                 quote = _QUOTE_AHEAD.match(data, at)
                 if quote is not None:
@@ -903,17 +997,119 @@ class Redactor:
                 continue  # a variable ("$TOKEN"), or not a secret: prose about the flag, a metavar
             if not self._code_value(name, data[vstart:vend]):
                 continue
-            if data[vend - 1 : vend] == b":" and value is _UNQUOTED:
-                # What looked like the value is the next key's name ("password: X-Api-Key: abc" with
-                # the first value left out): that key's value goes with it.
-                nxt = vend
-                while data[nxt : nxt + 1] in (b" ", b"\t"):
-                    nxt += 1
-                more = _UNQUOTED.match(data, nxt) if nxt > vend else None
-                if more is not None and more.end() > nxt:
-                    vend = more.end()
+            if value is _UNQUOTED and vstart == at and data[vstart : vstart + 1] != b"'":
+                vend = self._unquoted_end(data, vstart, vend, own_line)
             yield vstart, vend
             done = vend
+
+    @staticmethod
+    def _unquoted_end(data: bytes, vstart: int, vend: int, own_line: bool) -> int:
+        """Where an unquoted value read up to ``vend`` really ends: past the next key's value
+        when the word read is a scheme or a key name followed by a separator ("password: X-Api-Key:
+        abc", "password: Api-Key = x9F..."), past the rest of its line when its key starts the
+        line and the words after it read as a passphrase, not as prose."""
+        named = _NAME_THEN_SEPARATOR.match(data, vstart)
+        if named is not None and named.end() >= vend and named.end() < len(data):
+            more = _UNQUOTED.match(data, named.end())
+            if more is not None and more.end() > named.end():
+                return more.end()
+        if own_line and data[vend : vend + 1] in (b" ", b"\t"):
+            more = _MORE_WORDS.match(data, vend)
+            if more is not None and not any(w.lower() in _FLAG_PROSE for w in more.group(0).split()):
+                end = more.end()
+                if data[end : end + 1] in (b"", b"\n", b"\r", b"#") or data.startswith((b"\\n", b"\\r"), end) or data[end : end + 2] in (b" #", b"\t#"):
+                    return end  # the line holds nothing else: it is the value (YAML, .env, INI)
+        return vend
+
+
+def _starts_its_line(data: bytes, at: int) -> bool:
+    """Whether the key at ``at`` starts its line (after indentation, a YAML list's dash, ``export``)."""
+    i = at
+    while i > 0 and data[i - 1] in _LINE_LEAD:
+        i -= 1
+    lead = b"-" if data[i - 1 : i] == b"-" else b"export" if data[i - 6 : i] == b"export" and i < at else b""
+    if lead:
+        i -= len(lead)
+        while i > 0 and data[i - 1] in _LINE_LEAD:
+            i -= 1
+    return i == 0 or data[i - 1 : i] in (b"\n", b"\r") or (data[i - 2 : i] in (b"\\n", b"\\r") and data[i - 3 : i - 2] != b"\\")
+
+
+_ARGV_MAX = 256  # arguments of a list read as a command line (a longer list is data)
+_ARGV_PLAIN = bytes.maketrans(b"\"'\\\n\r;|&`", b"_" * 9)  # bytes that would end or quote an argument
+
+
+def may_be_argv(items: list | tuple) -> bool:
+    """Whether ``items`` may be a command line: two to ``_ARGV_MAX`` strings, one of them a flag."""
+    if not 2 <= len(items) <= _ARGV_MAX:
+        return False
+    flag = False
+    for x in items:
+        if type(x) is not str:
+            return False
+        flag = flag or x[:1] == "-"
+    return flag
+
+
+def _argv_spans(items: list | tuple, keyed_values: Any) -> dict[int, list[tuple[int, int]]]:
+    """The secrets ``keyed_values`` finds in the command line ``items`` make, as byte spans of
+    each argument's UTF-8 text, by argument. Each argument is written in one word (quoted when
+    it holds spaces; quotes, backslashes and shell signs in it read as ``_``, one byte each, so
+    its bytes keep their places)."""
+    words, where, at = [], [], 0
+    for x in items:
+        data = x.encode(errors="surrogatepass").translate(_ARGV_PLAIN)
+        quote = not data or any(c in _SPACE for c in data)
+        word = b"'" + data + b"'" if quote else data
+        where.append((at + quote, at + quote + len(data)))
+        words.append(word)
+        at += len(word) + 1
+    line = b" ".join(words)
+    found: dict[int, list[tuple[int, int]]] = {}
+    for start, end in keyed_values(line):
+        for i, (first, last) in enumerate(where):
+            if start < last and end > first:
+                found.setdefault(i, []).append((max(start, first) - first, min(end, last) - first))
+    return found
+
+
+def _may_hold_argv(text: str) -> bool:
+    """Whether ``text`` may hold a command line written as a list of quoted strings."""
+    return "[" in text and ('"-' in text or "'-" in text)
+
+
+# A list of quoted strings in text (JSON, a Python repr): ["mysql", "-p", "S3cret!pw"].
+_ITEM_DQ = r'"(?:[^"\\\r\n]|\\.)*"'
+_ITEM_SQ = r"'(?:[^'\\\r\n]|\\.)*'"
+_GAP = r"[ \t\r\n]*"
+_STRING_ARRAY = compile_linear(
+    rf"\[{_GAP}(?:{_ITEM_DQ}{_GAP},{_GAP})+{_ITEM_DQ}{_GAP},?{_GAP}\]|\[{_GAP}(?:{_ITEM_SQ}{_GAP},{_GAP})+{_ITEM_SQ}{_GAP},?{_GAP}\]"
+)
+_ARRAY_ITEM = compile_linear(rf"{_ITEM_DQ}|{_ITEM_SQ}")
+
+
+def _array_spans(data: bytes, keyed_values: Any) -> list[tuple[int, int]]:
+    """Byte spans of the secrets in lists of quoted strings in ``data`` that make a command line
+    (read by ``_argv_spans``); an argument written with escapes goes whole."""
+    spans = []
+    for array in _STRING_ARRAY.finditer(data):
+        raws = [(m.start() + 1, m.end() - 1) for m in _ARRAY_ITEM.finditer(data, array.start(), array.end())]
+        items = []
+        for start, end in raws:
+            raw = data[start:end]
+            try:
+                items.append(json.loads(b'"' + raw + b'"') if b"\\" in raw and data[start - 1] == 0x22 else raw.decode())
+            except ValueError:
+                items.append(raw.decode(errors="replace"))
+        if not may_be_argv(items):
+            continue
+        for i, cuts in _argv_spans(items, keyed_values).items():
+            start, end = raws[i]
+            if items[i].encode(errors="surrogatepass") != data[start:end]:
+                spans.append((start, end))  # escaped: its bytes are not the argument's
+            else:
+                spans += [(start + a, start + b) for a, b in cuts]
+    return spans
 
 
 def _command_spans(data: bytes) -> list[tuple[int, int]]:
@@ -927,6 +1123,8 @@ def _command_spans(data: bytes) -> list[tuple[int, int]]:
         quotes = len(data[start:end]) - len(data[start:end].lstrip(b"\\"))
         if data[start + quotes : start + quotes + 1] in (b"'", b'"'):  # a quoted value: what is inside
             start, end = start + quotes + 1, end - quotes - 1
+        if group == _MYSQL_SPACED and _told_secret(b"password", data[start:end], b"") is None:
+            continue  # a database's name
         if end > start and data[start : start + 1] != b"$" and not data.startswith(_MARK_BYTES[:-1], start):
             spans.append((start, end))
     return spans

@@ -36,15 +36,39 @@ OWN_TOKENS = (
     # A scheme and its credential are on one line: spaces or tabs between them, never a line break,
     # or "token_type: bearer" took the next line's key name for a credential and hid its value.
     r"(?i:bearer)(?:[ \t]+|%20|\+)[A-Za-z0-9._~+/\-]{12,}" + NOT_A_KEY,
-    r"(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?(?i:basic)[ \t]+[A-Za-z0-9+/]{8,}" + NOT_A_KEY,
+    # (also a header as a pair: ('Authorization', 'Basic ...') in a repr, ["Authorization", "Basic ..."] in JSON)
+    r"(?i:authorization)[\"']?[ \t]*(?:[:=]|,[ \t]*b?[\"'])[ \t]*[\"']?(?i:basic)[ \t]+[A-Za-z0-9+/]{8,}" + NOT_A_KEY,
     # Any other scheme (SSWS, OAuth, Token, a vendor's own): the credential is one long word.
-    r"(?i:authori[sz]ation|authentication)[\"']?[ \t]*[:=][ \t]*[\"']?[A-Za-z][A-Za-z0-9_\-]*[ \t]+[A-Za-z0-9._~+/\-]{16,}" + NOT_A_KEY,
+    r"(?i:authori[sz]ation|authentication)[\"']?[ \t]*(?:[:=]|,[ \t]*b?[\"'])[ \t]*[\"']?[A-Za-z][A-Za-z0-9_\-]*[ \t]+[A-Za-z0-9._~+/\-]{16,}" + NOT_A_KEY,
     r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|ABIA|ACCA)[0-9A-Z]{16}",  # AWS key ids
     r"gh[pousr]_[A-Za-z0-9]{30,}",
     r"github_pat_[A-Za-z0-9_]{22,}",
     r"glpat-[A-Za-z0-9_\-]{20,}",
     r"hf_[A-Za-z0-9]{30,}",  # Hugging Face
     r"(?:sk|rk|pk)_live_[A-Za-z0-9]{16,}",  # Stripe live keys
+    r"(?:sk|rk)_test_[A-Za-z0-9]{16,}",  # Stripe test keys: they still act on the account
+    r"whsec_[A-Za-z0-9+/=]{24,}",  # Stripe (and Svix) webhook signing secrets
+    r"npm_[A-Za-z0-9]{36}",  # npm access tokens
+    r"xapp-\d-[A-Za-z0-9]+-\d+-[A-Za-z0-9]{20,}",  # Slack app-level tokens
+    r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]{20,}",
+    r"dop_v1_[a-f0-9]{64}|do[or]_v1_[a-f0-9]{64}",  # DigitalOcean
+    r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}",  # Shopify
+    r"dapi[a-f0-9]{32}(?:-\d)?",  # Databricks
+    r"ATATT3[A-Za-z0-9_\-=]{100,}",  # Atlassian API tokens
+    r"lin_(?:api|oauth)_[A-Za-z0-9]{32,}",  # Linear
+    r"ntn_[A-Za-z0-9]{40,}|secret_[A-Za-z0-9]{43}",  # Notion
+    r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}",  # Postman
+    r"key-[a-f0-9]{32}",  # Mailgun
+    r"xai-[A-Za-z0-9]{40,}",  # xAI
+    r"gl(?:sa|c)_[A-Za-z0-9_+/=\-]{32,}",  # Grafana service accounts and cloud tokens
+    r"gl(?:rt|dt|ptt|ft|soat|agent|imt|cbt)-[A-Za-z0-9_\-]{20,}",  # GitLab's other tokens
+    r"dp\.(?:st|ct|sa|scim|audit|pt)\.[A-Za-z0-9_.\-]{32,}",  # Doppler
+    r"hv[sbr]\.[A-Za-z0-9_\-]{24,}",  # HashiCorp Vault
+    r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=\-]{60,}",  # Terraform Cloud
+    r"pul-[a-f0-9]{40}",  # Pulumi
+    r"sntr[ys]s?_[A-Za-z0-9+/=_\-]{40,}|sntryu_[a-f0-9]{64}",  # Sentry
+    r"NRAK-[A-Z0-9]{27}",  # New Relic user keys
+    r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",  # age
     r"xox[abprs]-[A-Za-z0-9\-]{10,}",
     r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9_/\-]{20,}",
     r"AIza[0-9A-Za-z_\-]{35}",
@@ -66,6 +90,10 @@ OWN_TEXT_PATTERNS = (
     # A private key block; without its END line (a value cut short), everything after BEGIN (a
     # key name after it too: one cut in two, "refresh" taken and "_token: X" left, kept X).
     r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,._\\\-]*)",  # (escaped newlines, as in a repr, count as body)
+    # A PEM private key in base64 (a Kubernetes secret's tls.key, a CI variable): "-----BEGIN "
+    # encoded, then "PRIVATE KEY-" encoded at one of its three alignments, and the rest of the run
+    # (a certificate, public, has no PRIVATE); wrapped lines too.
+    r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*(?:UFJJVkFURSBLRVkt|BSSVZBVEUgS0VZL|QUklWQVRFIEtFWS0)[A-Za-z0-9+/=]*(?:(?:\r?\n|\\r?\\n)[A-Za-z0-9+/=]+)*",
     # The password of a URL: postgresql://user:PASSWORD@host, mysql://, redis://, amqp://...
     # (no user name: redis://:PASSWORD@host; an unescaped @ in the password: up to the last @ of the authority)
     # (the scheme unbounded: a counted {1,20} made RE2's automaton track 20 starts at once and

@@ -118,9 +118,44 @@ class Planted:
             "key-url-encoded": lambda b: f"text=%20sk-proj-{b}",
             "key-glued-to-a-digit": lambda b: f"order 5sk-proj-{b}",
             "multipart-password": lambda b: f'--x\r\nContent-Disposition: form-data; name="password"\r\n\r\n{b}\r\n--x--',
+            # formats added after an outside probe found them stored
+            "stripe-test": lambda b: f"sk_test_{b}",
+            "stripe-webhook": lambda b: f"whsec_{b}",
+            "npm": lambda b: f"//registry.npmjs.org/ npm_{b[:36]}",
+            "slack-app": lambda b: f"xapp-1-A0123ABCD-4567890123-{b}",
+            "discord-webhook": lambda b: f"https://discord.com/api/webhooks/123456789012345678/{b}",
+            "digitalocean": lambda b: f"dop_v1_{b}{b[:24]}",
+            "shopify": lambda b: f"shpat_{b[:32]}",
+            "databricks": lambda b: f"dapi{b[:32]}",
+            "atlassian": lambda b: f"ATATT3{b}{b}{b}",
+            "linear": lambda b: f"lin_api_{b}",
+            "notion": lambda b: f"ntn_{b}",
+            "postman": lambda b: f"PMAK-{b[:24]}-{b[:34]}",
+            "mailgun": lambda b: f"key-{b[:32]}",
+            "xai": lambda b: f"xai-{b}",
+            "grafana": lambda b: f"glsa_{b}",
+            "gitlab-runner": lambda b: f"glrt-{b}",
+            "doppler": lambda b: f"dp.st.prd.{b}",
+            "vault": lambda b: f"hvs.{b}",
+            "terraform-cloud": lambda b: f"AbCdEf01234567.atlasv1.{b}{b}",
+            "pulumi": lambda b: f"pul-{b}",
+            "sentry": lambda b: f"sntrys_{b}",
+            "new-relic": lambda b: f"NRAK-{b[:27]}",
+            "age": lambda b: f"AGE-SECRET-KEY-1{b}{b[:18]}",
+            "pem-in-base64": lambda b: "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQp" + b,
         }.items():
-            body = _rand(40, up if kind.startswith("aws-a") else b64 if kind == "basic-auth" else string.ascii_letters + string.digits)
-            shown = body[:16].upper() if kind.startswith("aws-a") else body[:12] if kind == "jwt" else body[:20] if kind == "gitlab" else body[:35] if kind == "google" else body
+            alphabet = string.ascii_letters + string.digits
+            if kind.startswith("aws-a") or kind == "new-relic":
+                alphabet = up
+            elif kind in ("basic-auth", "pem-in-base64"):
+                alphabet = b64
+            elif kind in ("digitalocean", "shopify", "databricks", "postman", "mailgun", "pulumi"):
+                alphabet = "0123456789abcdef"
+            elif kind == "age":
+                alphabet = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
+            body = _rand(40, alphabet)
+            cut = {"jwt": 12, "gitlab": 20, "google": 35, "npm": 36, "shopify": 32, "databricks": 32, "postman": 24, "mailgun": 32, "new-relic": 27}
+            shown = body[:16].upper() if kind.startswith("aws-a") else body[: cut.get(kind, 40)]
             parts.append(self.keep(f"{kind}@{where}", shown, make(body)))
         return "\n".join(parts)
 

@@ -1,0 +1,295 @@
+"""Secrets in the shapes an outside probe found stored, recorded through a real graph.
+
+A compiled LangGraph graph (a scripted chat model bound to tools, a ``ToolNode``, a node that
+posts over HTTP) is recorded with secrets written the ways agents write them: a scheme word
+between a key and its secret, a password told in prose that is only letters, a command line
+given as a list of arguments, token formats of more vendors, a private key in base64. No
+secret's bytes may reach the store's files or the run's exported fixture, and the ordinary
+text around each must survive.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import string
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import httpx
+import pytest
+from conftest import exported, load_agent
+from http_server import EchoService
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from test_redaction_e2e import everything_stored
+
+from graphtape.recorder import Recorder, open_store
+from graphtape.recorder.redaction import MARK, Redactor
+
+ScriptedChatModel = load_agent("scripted_model").ScriptedChatModel
+
+
+def _rand(n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def _word(n: int) -> str:
+    """Random lowercase letters that end as no adjective or participle does."""
+    return _rand(n - 1, "bcdfghjkmnpqrstvwxz") + "q"
+
+
+class Secrets:
+    """One random secret per shape, with the text that carries it."""
+
+    def __init__(self) -> None:
+        s = self.s = {
+            "scheme-between": _rand(24),
+            "token-scheme": _rand(24),
+            "walrus": _rand(20),
+            "prose-letters": _word(22),
+            "prose-pass": _rand(6, string.ascii_lowercase) + "2" + _rand(6, string.ascii_lowercase),
+            "passphrase": " ".join(_word(7) for _ in range(4)),
+            "argv-mysql": _rand(10) + "!pw",
+            "argv-curl": _rand(16),
+            "argv-token": _rand(24),
+            "argv-in-text": _rand(18),
+            "npm": _rand(36),
+            "stripe-test": _rand(24),
+            "vault": _rand(30),
+            "basic-pair": base64.b64encode(f"bob:{_rand(14)}".encode()).decode(),
+            "b64-credentials": base64.b64encode(f"svc:{_rand(14)}".encode()).decode(),
+            "b64-pem": base64.b64encode(f"-----BEGIN RSA PRIVATE KEY-----\nMIIE{_rand(60)}\n-----END RSA PRIVATE KEY-----\n".encode()).decode(),
+            "error-prose": _word(18),
+            "http-body": _rand(24),
+            "model-said": _word(20),
+        }
+        self.notes = (
+            f"password: Api-Key = {s['scheme-between']} (kept: see the vault)\n"
+            f"db_password = Token {s['token-scheme']}\n"
+            f'api_key := "{s["walrus"]}"\n'
+            f"The password is {s['prose-letters']}.\n"
+            f"my pass is {s['prose-pass']} and it works\n"
+            f"passphrase: {s['passphrase']}\n"
+            f"npm token npm_{s['npm']} for the registry\n"
+            f"stripe sk_test_{s['stripe-test']} in the sandbox\n"
+            f"vault hvs.{s['vault']} expires soon\n"
+            f"credentials: {s['b64-credentials']}\n"
+        )
+
+    def bodies(self) -> dict[str, str]:
+        """The distinctive bytes of each secret (a passphrase's words, each)."""
+        out = {k: v for k, v in self.s.items() if k != "passphrase"}
+        out.update({f"passphrase-{i}": w for i, w in enumerate(self.s["passphrase"].split())})
+        return out
+
+
+class State(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    notes: str
+    argv: list
+    echoed: dict
+
+
+def build(sec: Secrets, url: str) -> Any:
+    s = sec.s
+
+    @tool
+    def run_command(argv: list[str]) -> str:
+        """Run a command (here: say what would run)."""
+        return json.dumps({"ran": ["curl", "-u", f"bob:{s['argv-in-text']}", "https://api.example.com"], "pem": s["b64-pem"], "status": "ok"})
+
+    @tool
+    def log_in(user: str) -> str:
+        """Log a user in."""
+        raise ValueError(f"login failed for {user}: the password is {s['error-prose']}, try again")
+
+    script = [
+        AIMessage(
+            content=f"I will run it. For the record, the password is {s['model-said']}.",
+            tool_calls=[
+                {"name": "run_command", "args": {"argv": ["curl", "-u", f"bob:{s['argv-curl']}", "https://api.example.com"]}, "id": "c1"},
+                {"name": "run_command", "args": {"argv": ["gh", "auth", "login", "--token", s["argv-token"]]}, "id": "c2"},
+                {"name": "log_in", "args": {"user": "bob"}, "id": "c3"},
+            ],
+        ),
+        AIMessage(content="Done."),
+    ]
+    model = ScriptedChatModel(script=lambda messages: script[sum(isinstance(m, AIMessage) for m in messages)], model_name="scripted").bind_tools([run_command, log_in])
+
+    def prepare(state: State) -> dict:
+        return {"notes": sec.notes, "argv": ["mysql", "-u", "root", "-p", s["argv-mysql"], "shop"]}
+
+    def post(state: State) -> dict:
+        headers = [("Authorization", f"Basic {s['basic-pair']}"), ("X-Trace", "trace-7")]
+        r = httpx.post(f"{url}/notes", content=f"password: Api-Key = {s['http-body']}\nuser: bob", headers=headers, timeout=5)
+        return {"echoed": {"status": r.status_code}}
+
+    def agent(state: State) -> dict:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    b = StateGraph(State)
+    b.add_node("prepare", prepare)
+    b.add_node("post", post)
+    b.add_node("agent", agent)
+    b.add_node("tools", ToolNode([run_command, log_in], handle_tool_errors=True))
+    b.add_edge(START, "prepare")
+    b.add_edge("prepare", "post")
+    b.add_edge("post", "agent")
+    b.add_conditional_edges("agent", lambda st: "tools" if st["messages"][-1].tool_calls else END, ["tools", END])
+    b.add_edge("tools", "agent")
+    return b.compile()
+
+
+@pytest.fixture
+def service():
+    svc = EchoService().start()
+    yield svc
+    svc.stop()
+
+
+def test_secrets_in_the_shapes_agents_write_them_never_reach_the_store_or_a_fixture(tmp_path: Path, service: EchoService) -> None:
+    sec = Secrets()
+    db = tmp_path / "shapes.db"
+    with Recorder(db) as rec:
+        rec.attach(build(sec, service.url), name="shapes").invoke({"messages": [HumanMessage("log bob in and fetch the orders")]})
+        run_id = rec.last_run_id
+    assert service.requests == 1  # the request went out as the node wrote it
+    stored = everything_stored(db)
+    fixture = json.dumps(exported(str(db), run_id)).encode()
+    for name, body in sec.bodies().items():
+        assert body.encode() not in stored, f"{name} is in the store"
+        assert body.encode() not in fixture, f"{name} is in the fixture"
+
+    # What is around each secret is kept.
+    store = open_store(db)
+    try:
+        state = store.state_at(run_id, store.list_steps(run_id)[-1].step)
+        calls = store.calls(run_id)
+    finally:
+        store.close()
+    notes = state["notes"]
+    assert notes.splitlines() == [
+        f"password: {MARK} (kept: see the vault)",  # the scheme goes with its secret, as "Token abc" does
+        f"db_password = {MARK}",
+        f'api_key := "{MARK}"',
+        f"The password is {MARK}.",
+        f"my pass is {MARK} and it works",
+        f"passphrase: {MARK}",
+        f"npm token {MARK} for the registry",
+        f"stripe {MARK} in the sandbox",
+        f"vault {MARK} expires soon",
+        f"credentials: {MARK}",
+    ]
+    assert state["argv"] == ["mysql", "-u", "root", "-p", MARK, "shop"]
+    assert [c.inputs for c in calls if c.name == "run_command"] == [
+        {"argv": ["curl", "-u", f"bob:{MARK}", "https://api.example.com"]},
+        {"argv": ["gh", "auth", "login", "--token", MARK]},
+    ]
+    failed = next(c for c in calls if c.name == "log_in")
+    assert failed.error_message == f"login failed for bob: the password is {MARK}, try again"
+    tool_texts = [m["content"] for m in state["messages"] if m["type"] == "tool"]
+    assert f'{{"ran": ["curl", "-u", "bob:{MARK}", "https://api.example.com"], "pem": "{MARK}", "status": "ok"}}' in tool_texts, tool_texts
+    assert any(f"login failed for bob: the password is {MARK}, try again" in t for t in tool_texts), tool_texts
+    http = next(c for c in calls if c.kind == "http")
+    assert http.inputs["body"] == f"password: {MARK}\nuser: bob", http.inputs
+    said = next(m["content"] for m in state["messages"] if m["type"] == "ai")
+    assert said == f"I will run it. For the record, the password is {MARK}."
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("password: Api-Key = x9Fq2mZ7pLk3Rt8W", "x9Fq2mZ7pLk3Rt8W"),  # a scheme word between the key and its secret
+        ("password: ApiKey x9Fq2mZ7pLk3Rt8W", "x9Fq2mZ7pLk3Rt8W"),
+        ("db_password = Token abcQ7d9Lk2mP4xZ", "abcQ7d9Lk2mP4xZ"),
+        ("password => 'Pa55w0rdX'", "Pa55w0rdX"),  # Ruby, PHP
+        ('password := "Pa55w0rdX"', "Pa55w0rdX"),  # Go, Pascal
+        ("the password is correcthorsebatterystaple", "correcthorsebatterystaple"),  # a password of letters
+        ("The password is: correcthorsebatterystaple.", "correcthorsebatterystaple"),
+        ("our wifi password is pineapplepizza, enjoy", "pineapplepizza"),
+        ("my pass is hunter2hunter2", "hunter2hunter2"),
+        ("my password's hunter2hunter2", "hunter2hunter2"),
+        ("the passphrase is 'blue sky river'", "blue sky river"),
+        ("passphrase: blue sky river mountain", "sky river mountain"),  # a key on its own line: the rest of the line
+        ("  - passphrase: blue sky river mountain\n  - user: bob", "sky river mountain"),
+        ("export DB_PASSWORD=correct horse battery staple", "horse battery staple"),
+        ("[('Authorization', 'Basic Ym9iOmh1bnRlcjJodW50ZXIy')]", "Ym9iOmh1bnRlcjJodW50ZXIy"),  # a header pair in a repr
+        ('[["Authorization", "Basic Ym9iOmh1bnRlcjJodW50ZXIy"]]', "Ym9iOmh1bnRlcjJodW50ZXIy"),
+        ('{"argv": ["mysql", "-p", "S3cret!pw"]}', "S3cret!pw"),  # a command line as a JSON list in text
+        ("['curl', '-u', 'bob:hunter2x', 'https://x']", "hunter2x"),
+        ('{"cmd": ["gh", "auth", "login", "--token", "abc123def456x"]}', "abc123def456x"),
+        ("mysql -u root -p S3cret!pw shop", "S3cret!pw"),  # "-p" and a word that reads as a password
+    ],
+)
+def test_secrets_written_as_agents_write_them_are_found(text: str, secret: str) -> None:
+    r = Redactor()
+    out = r.scrub(text)
+    assert secret not in out and MARK in out, out
+    assert r.scrub(out) == out  # scrubbing again changes nothing
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password_field",
+        "token_count: 512",
+        "max_tokens: 1024",
+        '{"max_tokens": 512, "token_count": 42, "password_field": "pw"}',
+        "def check_password(password_field):",
+        "the password is incorrect",
+        "The password is required.",
+        "the password is stored in the vault",
+        "your password is compromised",
+        "The password is case-sensitive",
+        "the password is plaintext",
+        "my pass is expired",
+        "the boarding pass is attached",
+        "The mountain pass is closed today",
+        "the password is something only you know",
+        "The password's strength is weak",
+        "Set the password to something long.",
+        "passphrase_hint: the name of my first pet",  # a line of prose: only its first word could be a value
+        '["pip", "install", "-U", "requests"]',
+        '["git", "push", "-u", "origin", "main"]',
+        '["mysql", "-p", "shop"]',  # -p asks for the password; shop is the database
+        "mysql -u app -p shop",
+        "ssh -p 2222 host",
+        "npm_config_cache=/srv/cache",
+    ],
+)
+def test_ordinary_text_and_code_identifiers_survive(text: str) -> None:
+    out = Redactor().scrub(text)
+    if text.startswith("passphrase_hint"):
+        assert out.endswith("the name of my first pet"), out  # (the words of prose after the first stay)
+    else:
+        assert out == text
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["mysql", "-p", "S3cret!pw"], ["mysql", "-p", MARK]),
+        (["mysql", "-u", "root", "-pS3cret!pw", "shop"], ["mysql", "-u", "root", f"-p{MARK}", "shop"]),
+        (["curl", "-u", "user:pass1234", "https://x"], ["curl", "-u", f"user:{MARK}", "https://x"]),
+        (["tool", "--token", "abc123def456", "--verbose"], ["tool", "--token", MARK, "--verbose"]),
+        (["tool", "--password", "two words 9"], ["tool", "--password", MARK]),
+        (["docker", "login", "-u", "bob", "-p", "Pa55w0rdX"], ["docker", "login", "-u", "bob", "-p", MARK]),
+        (["redis-cli", "-a", "r3d1spass", "ping"], ["redis-cli", "-a", MARK, "ping"]),
+        (["tool", "--api-key", "pa\"ss'wo\\rd9"], ["tool", "--api-key", MARK]),
+        (["ls", "-la", "/srv"], None),
+        (["ssh", "-p", "2222", "host"], None),
+        (["mysql", "-p", "shop"], None),
+        (["git", "push", "-u", "origin", "main"], None),
+        (["a", "b"], None),
+    ],
+)
+def test_a_command_line_given_as_a_list_loses_its_secrets(argv: list, expected: list | None) -> None:
+    r = Redactor()
+    assert r.scrub_argv(argv) == expected
+    assert r.scrub_argv(tuple(argv)) == expected
+    assert r.count == (0 if expected is None else 2)
