@@ -42,7 +42,7 @@ from graphtape.recorder.history_blocks import BLOCK_AT, CAT, HistoryBlocks
 from graphtape.recorder.lone_surrogates import displayable, has_lone_surrogate, json_bytes
 from graphtape.recorder.prefix_memo import MIN_LENGTH as HISTORY_MIN
 from graphtape.recorder.prefix_memo import PrefixMemo
-from graphtape.recorder.redaction import MARK, Redactor
+from graphtape.recorder.redaction import MARK, Redactor, named_secret
 from graphtape.recorder.store.column_text import from_column, to_column
 from graphtape.recorder.string_chunks import CHUNKED_AT, SCAT, StringChunks, joined
 
@@ -398,11 +398,12 @@ class Encoder:
             min_len = redactor.min_length
             clean = self._clean_keys
             scrubbed: list[list[Any]] | None = None
+            named = named_secret(v, is_secret) if len(v) <= 8 else None  # {"name": "DB_PASSWORD", "value": ...}
             for k, x in v.items():
                 if not k.isascii() and has_lone_surrogate(k):
                     return self._enc_pairs(v, d)  # a key JSON cannot hold: every key encoded, as pairs
                 # An empty secret is not a secret; "x != ''" is not asked of arbitrary objects (numpy).
-                if is_secret(k) and x is not None and (type(x) is not str or x):
+                if (is_secret(k) or k == named) and x is not None and (type(x) is not str or x):
                     val = redactor.mark()
                 else:
                     val = enc(x, d, k)

@@ -220,11 +220,12 @@ _BARE_KEY = r"[A-Za-z][A-Za-z0-9_.\-]*"
 _FRAGMENT = "(?i:" + "|".join(_KEY_FRAGMENTS) + ")"
 _FLAG_NAME = rf"(?:{_FRAGMENT}|[A-Za-z][A-Za-z0-9_.\-]*{_FRAGMENT})[A-Za-z0-9_.\-]*"
 _KEY_AT = compile_linear(
-    rf'(?P<esc>\\*)"(?P<k1>{_KEY})\\*"\s*[:=]\s*'
-    rf"|'(?P<k2>{_KEY})'\s*[:=]\s*"
+    # (a quoted key may be an index: os.environ["API_KEY"] = "...", settings['token'] = ...)
+    rf'(?P<esc>\\*)"(?P<k1>{_KEY})\\*"\]?\s*[:=]\s*'
+    rf"|'(?P<k2>{_KEY})'\]?\s*[:=]\s*"
     # The spaces after a bare key's separator are left to the next match: in "error: token=x" they
-    # are the delimiter before the next key.
-    rf"|(?:^|[\s?&;,{{(\[\"'/\-]|\\[nrt])(?P<k4>{_BARE_KEY})[ \t]*[:=]"
+    # are the delimiter before the next key. (PowerShell's $env:API_KEY = "..." too.)
+    rf"|(?:^|[\s?&;,{{(\[\"'/\-]|\\[nrt]|(?i:\$env:))(?P<k4>{_BARE_KEY})[ \t]*[:=]"
     rf"|(?:^|[\s\"'`(\[]|\\[nrt])--?(?P<k5>{_FLAG_NAME})"
 )
 _BARE_NAME = compile_linear(rf"{_BARE_KEY}$")  # the key at the end of a bare match (after its delimiter)
@@ -360,8 +361,13 @@ _PROSE = compile_linear(
     # A word with a digit or a symbol, or a long word of letters (a password of words:
     # "correcthorsebatterystaple", told from "incorrect" by _told_secret).
     r"(?P<v>'[^'\r\n\\]{6,80}'|\"[^\"\r\n\\]{6,80}\"|[^\s]*[0-9!@#$%^&*+=~][^\s]*|[\"'`]?[A-Za-z][A-Za-z_\-]{5,}[^\s]*)"
+    # With no verb ("user bob and password hunter2hunter2", "api key Zq9Lk2mP4xZ8w..."): only a
+    # word with a digit or a symbol, read more strictly (_told_secret's ``verb``).
+    r"|(?i:\b(?P<bare_noun>password|passphrase|passcode|passwd|(?:api|secret|access|private)[ \t_\-]?key"
+    r"|(?:access[ \t_\-]|refresh[ \t_\-]|auth[ \t_\-]|bearer[ \t_\-])?token)[ \t]+)(?P<bare_v>[^\s<>\"'=]*[0-9!@#$%^&*+~][^\s<>\"'=]*)(?:[\s.,;:!?)]|$)"
 )
 _PROSE_NOUN, _PROSE_VALUE = _PROSE.groupindex["noun"], _PROSE.groupindex["v"]
+_PROSE_BARE_NOUN, _PROSE_BARE_VALUE = _PROSE.groupindex["bare_noun"], _PROSE.groupindex["bare_v"]
 # Secrets with no separator before them: a flag that may take one and a word after it, a
 # command's short flag, one told in prose, a key's name spelt with an escaped letter. Text
 # without one of these needs no scan for keys unless it holds = or :, and most text has none.
@@ -418,9 +424,11 @@ def _quantity(word: bytes) -> bool:
     return len(number) - len(digits) <= 6 and digits.replace(b".", b"").replace(b",", b"").isdigit()
 
 
-def _told_secret(noun: bytes, value: bytes, after: bytes) -> tuple[int, int] | None:
+def _told_secret(noun: bytes, value: bytes, after: bytes, *, verb: bool = True) -> tuple[int, int] | None:
     """Where the secret is in ``value``, the word after "<noun> is" (``after``: the word after
-    that), or None when the word reads as prose, a quantity or a name, not as a secret.
+    that), or None when the word reads as prose, a quantity or a name, not as a secret. Without
+    the verb ("password hunter2hunter2") the word must mix letters with digits or symbols, and a
+    key's or a token's be 16 characters or more.
 
     A secret mixes letters with digits or symbols (hunter2, P@ssw0rd, x9Kq2mZ7pL) and is 6
     characters or more; a PIN, passcode or password told as digits is 4 of them or more, last or
@@ -442,6 +450,8 @@ def _told_secret(noun: bytes, value: bytes, after: bytes) -> tuple[int, int] | N
     if low in _TECHNICAL or (b"-" in low and low.rsplit(b"-", 1)[1].isalpha()) or _names_a_file(low):
         return None
     digits = sum(c in _DIGITS for c in word)
+    if not verb and (len(word) < (8 if noun[:4].lower() == b"pass" else 16) or not any(c in _LETTERS for c in word)):
+        return None
     if digits and digits + word.count(b"-") == len(word):  # a number, or digits in groups (0000-1111)
         told = noun[:3].lower() == b"pin" or noun[:5].lower() in (b"passc", b"passw")
         date = len(word) == 10 and word[4:5] == word[7:8] == b"-"
@@ -781,7 +791,7 @@ class Redactor:
         except UnicodeEncodeError:
             text = displayable(text)
             found = self._format_spans(text)
-        if self._may_hold_keys(text) or _may_hold_argv(text) or _LOOSE.search(text) is not None:
+        if self._may_hold_keys(text) or self._may_hold_lists(text) or _LOOSE.search(text) is not None:
             data = text.encode()
             chars = 0  # byte offsets to character offsets, counted forward once
             seen = 0
@@ -808,7 +818,7 @@ class Redactor:
             # text: most text holds none, and then the two substituting passes need not run (nor,
             # without a secret key's name and its separator, the scan for keys).
             found = self._either is None or self._either.search(text) is not None
-            keys = self._may_hold_keys(text) or _may_hold_argv(text)
+            keys = self._may_hold_keys(text) or self._may_hold_lists(text)
         except UnicodeEncodeError:
             found = keys = True  # lone surrogates: the passes below read it as displayable text
         if not found and not keys:
@@ -824,7 +834,7 @@ class Redactor:
                 new, n = self._tokens.subn(_mark_token, scanned)
             new, k = self._text.subn(_mark_match, new)
             n += k
-            keys = self._may_hold_keys(new) or _may_hold_argv(new) or _LOOSE.search(new) is not None
+            keys = self._may_hold_keys(new) or self._may_hold_lists(new) or _LOOSE.search(new) is not None
         if keys:
             new, k = self._scrub_keyed(new)
             n += k
@@ -856,6 +866,18 @@ class Redactor:
         low = text.lower()
         return any(map(low.__contains__, self._fragments)) or ("\\u" in low and _ASCII_ESCAPES.search(low) is not None)
 
+    def _may_hold_lists(self, text: str) -> bool:
+        """Whether ``text`` may hold a list of quoted strings that gives a secret with no separator
+        before it: a command line (["mysql", "-p", "x"]) or a pair (("X-Api-Key", "x"))."""
+        if "[" not in text and "(" not in text:
+            return False
+        if "[" in text and ('"-' in text or "'-" in text):
+            return True
+        if '["' not in text and "['" not in text and '("' not in text and "('" not in text and "(b'" not in text:
+            return False
+        low = text.lower()
+        return any(map(low.__contains__, self._fragments))
+
     def _scrub_keyed(self, text: str) -> tuple[str, int]:
         """Redact the values of secret keys written into ``text``."""
         data = text.encode()
@@ -879,9 +901,11 @@ class Redactor:
             forms += [m.span(_XML_VALUE) for m in _XML_ELEMENT.finditer(data) if self._names_a_secret_element(m.group(_XML_OPEN), m.group(_XML_CLOSE), m.group(_XML_VALUE))]
         if b"-" in data and any(map(low.__contains__, _COMMAND_WORDS)):
             forms += _command_spans(data)
+        if b"value" in low or b"," in data and (b'["' in data or b"['" in data or b'("' in data or b"('" in data or b"(b'" in data):
+            forms += self._named_value_spans(data)
         if b"[" in data and (b'"-' in data or b"'-" in data):
             forms += _array_spans(data, self._keyed_values)
-        if b" is" in low or b" was" in low or b"\tis " in low or b"\twas " in low or b"'s " in low:
+        if b"pass" in low or b"pin" in low or b"key" in low or b"token" in low or b"secret" in low:
             forms += _prose_spans(data)
         if not forms:
             yield from self._key_value_spans(data)
@@ -891,6 +915,38 @@ class Redactor:
             if start >= done:
                 yield start, end
                 done = end
+
+    def _named_value_spans(self, data: bytes) -> list[tuple[int, int]]:
+        """Byte spans of values a mapping or a pair names as secrets beside them: {"name":
+        "DB_PASSWORD", "value": "x"} (a Kubernetes env entry, a HAR header, a form field, in
+        JSON, a repr or YAML) and ("X-Api-Key", "x") (a header as a pair, a list of them)."""
+        spans = []
+        for m in _NAMED_PAIR.finditer(data):
+            pair = m.group(0)[:1] in (b"[", b"(")
+            key = next((g for g in m.groups() if g is not None), b"")
+            if not self.is_secret_key(key.decode(errors="replace")):
+                continue
+            at = m.end()
+            first = data[at : at + 1]
+            if first == b'"':
+                v, group = _double_quoted(0).match(data, at), "dq"
+            elif first == b"'":
+                v, group = _SINGLE_QUOTED.match(data, at), "sq"
+            elif pair:
+                continue
+            else:
+                v, group = _UNQUOTED.match(data, at), "bare"
+            index = v.re.groupindex[group] if v is not None else 0
+            if v is None or v.start(index) < 0:
+                continue
+            start, end = v.span(index)
+            value = data[start:end]
+            if start == end or value.startswith(_MARK_BYTES[:-1]):
+                continue
+            if pair and not _pair_value(value):
+                continue  # ["password", "email"]: a list of two names
+            spans.append((start, end))
+        return spans
 
     def _names_a_secret_element(self, opening: bytes, closing: bytes, value: bytes) -> bool:
         if opening != closing:
@@ -942,7 +998,7 @@ class Redactor:
                 value = None
                 while data[at : at + 1] in (b" ", b"\t"):
                     at += 1
-            elif (core := core[:-1].rstrip(_SPACE))[-1:] == b"'":  # the match without its separator
+            elif (core := core[:-1].rstrip(_SPACE).removesuffix(b"]"))[-1:] == b"'":  # the match without its separator
                 key = core[1:-1]
                 value = _SINGLE_QUOTED
             elif core[-1:] == b'"':
@@ -956,6 +1012,7 @@ class Redactor:
                 key = bare.group(0)
                 value = None
                 own_line = _starts_its_line(data, start + bare.start())
+                key_at = start + bare.start()
                 while data[at : at + 1] in (b" ", b"\t"):
                     at += 1
             if b"\\" in key:
@@ -998,16 +1055,20 @@ class Redactor:
             if not self._code_value(name, data[vstart:vend]):
                 continue
             if value is _UNQUOTED and vstart == at and data[vstart : vstart + 1] != b"'":
-                vend = self._unquoted_end(data, vstart, vend, own_line)
+                vend = self._unquoted_end(data, vstart, vend, key_at if own_line else -1)
             yield vstart, vend
             done = vend
 
     @staticmethod
-    def _unquoted_end(data: bytes, vstart: int, vend: int, own_line: bool) -> int:
+    def _unquoted_end(data: bytes, vstart: int, vend: int, key_at: int) -> int:
         """Where an unquoted value read up to ``vend`` really ends: past the next key's value
         when the word read is a scheme or a key name followed by a separator ("password: X-Api-Key:
-        abc", "password: Api-Key = x9F..."), past the rest of its line when its key starts the
-        line and the words after it read as a passphrase, not as prose."""
+        abc", "password: Api-Key = x9F..."); when its key starts its line (at ``key_at``, else -1),
+        past the rest of the line when the words after it read as a passphrase, not as prose, and
+        past a YAML block scalar's lines ("password: |" and the lines indented under it)."""
+        own_line = key_at >= 0
+        if own_line and _BLOCK_SCALAR.fullmatch(data[vstart:vend]) is not None:
+            return _block_end(data, vend, key_at, vend)
         named = _NAME_THEN_SEPARATOR.match(data, vstart)
         if named is not None and named.end() >= vend and named.end() < len(data):
             more = _UNQUOTED.match(data, named.end())
@@ -1020,6 +1081,27 @@ class Redactor:
                 if data[end : end + 1] in (b"", b"\n", b"\r", b"#") or data.startswith((b"\\n", b"\\r"), end) or data[end : end + 2] in (b" #", b"\t#"):
                     return end  # the line holds nothing else: it is the value (YAML, .env, INI)
         return vend
+
+
+_BLOCK_SCALAR = compile_linear(rb"[|>][+\-]?[1-9]?[+\-]?")
+
+
+def _block_end(data: bytes, after: int, key_at: int, default: int) -> int:
+    """The end of a YAML block scalar's text: the lines after ``after``'s line indented deeper
+    than the line of the key at ``key_at`` (blank lines between them too); ``default`` if none."""
+    line_start = data.rfind(b"\n", 0, key_at) + 1
+    base = len(data[line_start:key_at]) - len(data[line_start:key_at].lstrip(b" \t-"))
+    at = data.find(b"\n", after)
+    end = default
+    while at >= 0:
+        nxt = data.find(b"\n", at + 1)
+        line = data[at + 1 : nxt if nxt >= 0 else len(data)].rstrip(b"\r")
+        if line.strip():
+            if len(line) - len(line.lstrip(b" \t")) <= base:
+                break
+            end = at + 1 + len(line)
+        at = nxt
+    return end
 
 
 def _starts_its_line(data: bytes, at: int) -> bool:
@@ -1037,6 +1119,41 @@ def _starts_its_line(data: bytes, at: int) -> bool:
 
 _ARGV_MAX = 256  # arguments of a list read as a command line (a longer list is data)
 _ARGV_PLAIN = bytes.maketrans(b"\"'\\\n\r;|&`", b"_" * 9)  # bytes that would end or quote an argument
+
+
+# A value named by the key beside it, or the first item of a pair (see _named_value_spans).
+_NAMED_PAIR = compile_linear(
+    r'"(?:name|key|Name|Key)"[ \t]*:[ \t]*"(?P<k1>[A-Za-z0-9_.\- ]+)"[ \t\r\n]*,[ \t\r\n]*"(?:value|Value)"[ \t]*:[ \t]*'
+    r"|'(?:name|key|Name|Key)'[ \t]*:[ \t]*'(?P<k2>[A-Za-z0-9_.\- ]+)'[ \t\r\n]*,[ \t\r\n]*'(?:value|Value)'[ \t]*:[ \t]*"
+    r"|(?:^|[\s\-])(?:name|key):[ \t]*[\"']?(?P<k3>[A-Za-z0-9_.\-]+)[\"']?[ \t]*(?:\r?\n|\\n)[ \t]*value:[ \t]*"
+    r"|[\[(][ \t]*\"(?P<k4>[A-Za-z0-9_.\- ]+)\"[ \t]*,[ \t]*"
+    r"|[\[(][ \t]*b?'(?P<k5>[A-Za-z0-9_.\- ]+)'[ \t]*,[ \t]*b?"
+)
+
+
+def _pair_value(value: bytes) -> bool:
+    """Whether the second item of a pair named like a secret reads as one: not a word or a
+    name (["password", "email"] lists two fields), but a word with a digit or a sign, or a
+    long one."""
+    if any(c in _SPACE for c in value) or names_secret(value.decode(errors="replace")):
+        return False
+    return len(value) >= 16 or (len(value) >= 6 and any(c in _DIGITS or c in _SYMBOLS for c in value))
+
+
+def named_secret(mapping: Any, is_secret_key: Any) -> str | None:
+    """The key of ``mapping``'s value when the mapping names that value a secret beside it:
+    ``{"name": "DB_PASSWORD", "value": "x"}`` (a Kubernetes env entry, a HAR header, a form
+    field), else None."""
+    for value_key in ("value", "Value"):
+        if value_key in mapping:
+            break
+    else:
+        return None
+    for name_key in ("name", "key", "Name", "Key"):
+        name = mapping.get(name_key)
+        if type(name) is str and is_secret_key(name):
+            return value_key
+    return None
 
 
 def may_be_argv(items: list | tuple) -> bool:
@@ -1073,9 +1190,6 @@ def _argv_spans(items: list | tuple, keyed_values: Any) -> dict[int, list[tuple[
     return found
 
 
-def _may_hold_argv(text: str) -> bool:
-    """Whether ``text`` may hold a command line written as a list of quoted strings."""
-    return "[" in text and ('"-' in text or "'-" in text)
 
 
 # A list of quoted strings in text (JSON, a Python repr): ["mysql", "-p", "S3cret!pw"].
@@ -1135,9 +1249,12 @@ def _prose_spans(data: bytes) -> list[tuple[int, int]]:
     spans = []
     for m in _PROSE.finditer(data):
         start, end = m.span(_PROSE_VALUE)
+        verb = start >= 0
+        if not verb:
+            start, end = m.span(_PROSE_BARE_VALUE)
         after = data[end : end + 24].split(None, 1) if data[end : end + 1].isspace() else ()
         after = after[0] if after else b""
-        told = _told_secret(m.group(_PROSE_NOUN), data[start:end], after.rstrip(b".,;:!?"))
+        told = _told_secret(m.group(_PROSE_NOUN if verb else _PROSE_BARE_NOUN), data[start:end], after.rstrip(b".,;:!?"), verb=verb)
         if told is not None:
             spans.append((start + told[0], start + told[1]))
     return spans
@@ -1156,7 +1273,7 @@ def _mark_match(m: Any) -> str:
 # aws_secret_access_key = '...') keeps that name, its separator and quotes: the text then reads
 # as the mapping it came from reads once its secret key is redacted ('key': '[REDACTED]'), so a
 # replay that hands back the redacted mapping and a node that writes it out as text agree.
-_NAMED = re.compile(r"""([A-Za-z_][\w\-]*)(["']?\s*[:=]\s*)(["']?)""")
+_NAMED = re.compile(r"""([A-Za-z_][\w\-]*)(["']?\s*(?:[:=]|,)\s*b?)(["']?)""")  # (a pair: "Authorization", "Basic ...")
 
 
 def _mark_keeping_key(found: str) -> str:

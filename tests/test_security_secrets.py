@@ -224,6 +224,20 @@ def test_secrets_in_the_shapes_agents_write_them_never_reach_the_store_or_a_fixt
         ("['curl', '-u', 'bob:hunter2x', 'https://x']", "hunter2x"),
         ('{"cmd": ["gh", "auth", "login", "--token", "abc123def456x"]}', "abc123def456x"),
         ("mysql -u root -p S3cret!pw shop", "S3cret!pw"),  # "-p" and a word that reads as a password
+        # shapes found by playing attacker
+        ("env:\n  - name: DB_PASSWORD\n    value: hunter2hunter2\n  - name: LOG_LEVEL\n    value: debug", "hunter2hunter2"),  # Kubernetes
+        ('{"headers": [{"name": "Authorization", "value": "Token abc123def456"}]}', "abc123def456"),  # a HAR entry
+        ("{'name': 'api_key', 'value': 'sk9x8c7v6b5n'}", "sk9x8c7v6b5n"),
+        ('[("X-Api-Key", "abcdefabcdefabcdef"), ("Accept", "text/html")]', "abcdefabcdefabcdef"),  # headers as pairs
+        ("headers=[(b'x-api-key', b'Zq9Lk2mP4xZ8wrrr')]", "Zq9Lk2mP4xZ8wrrr"),
+        ("db:\n  password: |\n    line1Pa55\n\n    line2Pa55\n  user: bob", "line2Pa55"),  # a YAML block scalar
+        ("- name: x\n  password: >-\n    Pa55w0rdX\n- name: y", "Pa55w0rdX"),
+        ("os.environ['API_KEY'] = 'Zq9Lk2mP4xZ8wqqqq'", "Zq9Lk2mP4xZ8wqqqq"),  # code a tool runs
+        ('settings["db_password"] = "Pa55w0rdX"', "Pa55w0rdX"),
+        ("$env:API_KEY = 'Zq9Lk2mP4xZ8wqqqq'", "Zq9Lk2mP4xZ8wqqqq"),  # PowerShell
+        ("connect with user admin and password S3cr3t!x please", "S3cr3t!x"),  # no verb, no separator
+        ("api key Zq9Lk2mP4xZ8wqqqq", "Zq9Lk2mP4xZ8wqqqq"),
+        ("npm_" + "AbCdEf0123456789AbCdEf0123456789AbCd", "AbCdEf0123456789AbCdEf0123456789AbCd"),
     ],
 )
 def test_secrets_written_as_agents_write_them_are_found(text: str, secret: str) -> None:
@@ -239,7 +253,7 @@ def test_secrets_written_as_agents_write_them_are_found(text: str, secret: str) 
         "password_field",
         "token_count: 512",
         "max_tokens: 1024",
-        '{"max_tokens": 512, "token_count": 42, "password_field": "pw"}',
+        '{"max_tokens": 512, "token_count": 42, "password_field": "pw"}',  # a form's field, named
         "def check_password(password_field):",
         "the password is incorrect",
         "The password is required.",
@@ -260,6 +274,16 @@ def test_secrets_written_as_agents_write_them_are_found(text: str, secret: str) 
         "mysql -u app -p shop",
         "ssh -p 2222 host",
         "npm_config_cache=/srv/cache",
+        'required: ["password", "email"]',  # a schema's list of two field names, not a pair
+        '["token", "abc"]',
+        '{"name": "LOG_LEVEL", "value": "debug"}',
+        '{"password_field": "#pwd-input", "token_type": "bearer", "secret_name": "db-creds"}',
+        "password reset link sent to bob2@example.com",
+        "the api key v1beta2 endpoint",
+        "token 2048 limit",
+        "password sha256 hash",
+        "the password policy v2.3.1 says",
+        '<wsse:Password Type="PasswordText">',
     ],
 )
 def test_ordinary_text_and_code_identifiers_survive(text: str) -> None:
@@ -293,3 +317,47 @@ def test_a_command_line_given_as_a_list_loses_its_secrets(argv: list, expected: 
     assert r.scrub_argv(argv) == expected
     assert r.scrub_argv(tuple(argv)) == expected
     assert r.count == (0 if expected is None else 2)
+
+
+class Deploy(TypedDict, total=False):
+    manifest: dict
+    log: str
+
+
+def test_secrets_named_beside_their_values_and_in_code_never_reach_the_store(tmp_path: Path) -> None:
+    """A Kubernetes env entry as a mapping ({"name": "DB_PASSWORD", "value": ...}), a tool's
+    answer holding YAML with a block scalar, headers as pairs and code that sets a key."""
+    pw, token, block, code_key = _rand(20), _rand(24), _rand(18), _rand(22)
+
+    @tool
+    def render(service: str) -> str:
+        """Render a service's config."""
+        return f"service: {service}\ndb:\n  password: |\n    {block}\n  user: app\nheaders: [('X-Api-Key', '{token}'), ('Accept', 'text/html')]"
+
+    def deploy(state: Deploy) -> dict:
+        rendered = render.invoke({"service": "shop"})
+        manifest = {"env": [{"name": "DB_PASSWORD", "value": pw}, {"name": "LOG_LEVEL", "value": "debug"}]}
+        return {"manifest": manifest, "log": rendered + f"\nos.environ['OPENAI_API_KEY'] = '{code_key}'"}
+
+    b = StateGraph(Deploy)
+    b.add_node("deploy", deploy)
+    b.add_edge(START, "deploy")
+    b.add_edge("deploy", END)
+    db = tmp_path / "deploy.db"
+    with Recorder(db) as rec:
+        rec.attach(b.compile()).invoke({})
+        run_id = rec.last_run_id
+    stored = everything_stored(db)
+    fixture = json.dumps(exported(str(db), run_id)).encode()
+    for secret in (pw, token, block, code_key):
+        assert secret.encode() not in stored and secret.encode() not in fixture
+    store = open_store(db)
+    try:
+        state = store.state_at(run_id, store.list_steps(run_id)[-1].step)
+    finally:
+        store.close()
+    assert state["manifest"] == {"env": [{"name": "DB_PASSWORD", "value": MARK}, {"name": "LOG_LEVEL", "value": "debug"}]}
+    assert state["log"] == (
+        f"service: shop\ndb:\n  password: {MARK}\n  user: app\nheaders: [('X-Api-Key', '{MARK}'), ('Accept', 'text/html')]"
+        f"\nos.environ['OPENAI_API_KEY'] = '{MARK}'"
+    )
