@@ -325,6 +325,9 @@ def _flag_value(value: bytes) -> bool:
 # -u/-U/--user user:password (the password, or a key given as the user: "-u sk_test_...:").
 _ARG = r"[^\s\"'`;|&\\]"  # a character of an unquoted argument
 _CMD_VALUE = rf"(?:'[^'\r\n]*'|\\*\"[^\"\\\r\n]*\\*\"|[^\s\"'`;|&\\\-]{_ARG}*)"
+# After mysql's "-p" and a space, only a word that may be a password (a digit or a sign in it):
+# "mysql -p shop" names a database and is not read further.
+_CMD_SECRET_WORD = rf"(?:'[^'\r\n]*'|\\*\"[^\"\\\r\n]*\\*\"|[^\s\"'`;|&\\\-]{_ARG}*[0-9!@#$%^*+=~]{_ARG}*)"
 _CMD_START = r"(?:^|[\s\"'`(;|&/=]|\\[nrt])"
 _CMD_ARGS = r"(?:[ \t][^\r\n;|&\\]*?)?[ \t]"  # the command's arguments before the flag
 _USER_PASS = (
@@ -335,7 +338,7 @@ _COMMAND_SECRET = compile_linear(
     _CMD_START
     + r"(?:(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlslap|mysqlpump|mysqlsh"
     + r"|mariadb|mariadb-dump|mariadb-admin|mariadb-import|mariadb-check|mariadb-show|mariadb-slap)"
-    + rf"{_CMD_ARGS}-p(?:(?P<mysql>{_CMD_VALUE})|[ \t]+(?P<mysql_spaced>{_CMD_VALUE}))"
+    + rf"{_CMD_ARGS}-p(?:(?P<mysql>{_CMD_VALUE})|[ \t]+(?P<mysql_spaced>{_CMD_SECRET_WORD}))"
     + rf"|sshpass(?:[ \t]+(?:-[fdP][ \t]*{_ARG}+|-[ev]+))*[ \t]+-p[ \t]*(?P<sshpass>{_CMD_VALUE})"
     + r"|(?:(?:docker|podman|buildah|skopeo|nerdctl|oras|helm[ \t]+registry|az(?:[ \t]+acr)?|oc|cf)[ \t]+login"
     + r"|mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport|mongostat|mongotop|mongofiles)"
@@ -360,14 +363,21 @@ _PROSE = compile_linear(
     r"|(?:access[ \t_\-]|refresh[ \t_\-]|auth[ \t_\-]|bearer[ \t_\-])?token|secret)(?:[ \t]+(?:is|was)[ \t]*:?|'s)[ \t]+)"
     # A word with a digit or a symbol, or a long word of letters (a password of words:
     # "correcthorsebatterystaple", told from "incorrect" by _told_secret).
-    r"(?P<v>'[^'\r\n\\]{6,80}'|\"[^\"\r\n\\]{6,80}\"|[^\s]*[0-9!@#$%^&*+=~][^\s]*|[\"'`]?[A-Za-z][A-Za-z_\-]{5,}[^\s]*)"
+    r"(?P<v>'[^'\r\n\\]{6}[^'\r\n\\]*'|\"[^\"\r\n\\]{6}[^\"\r\n\\]*\"|[^\s]*[0-9!@#$%^&*+=~][^\s]*|[\"'`]?[A-Za-z][A-Za-z_\-]{5,}[^\s]*)"
     # With no verb ("user bob and password hunter2hunter2", "api key Zq9Lk2mP4xZ8w..."): only a
     # word with a digit or a symbol, read more strictly (_told_secret's ``verb``).
+    # Set to a value: "set the password to Pa55w0rdX", "changed my passphrase to 'blue sky'".
+    r"|(?i:\b(?:set|change|changed|reset|update|updated)[ \t]+(?:the[ \t]+|my[ \t]+|your[ \t]+|our[ \t]+|its[ \t]+|their[ \t]+)?"
+    r"(?P<to_noun>password|passphrase|passcode|passwd)[ \t]+to[ \t]+)"
+    r"(?P<to_v>'[^'\r\n\\]{6}[^'\r\n\\]*'|\"[^\"\r\n\\]{6}[^\"\r\n\\]*\"|[^\s]*[0-9!@#$%^&*+=~][^\s]*|[\"'`]?[A-Za-z][A-Za-z_\-]{5,}[^\s]*)"
     r"|(?i:\b(?P<bare_noun>password|passphrase|passcode|passwd|(?:api|secret|access|private)[ \t_\-]?key"
     r"|(?:access[ \t_\-]|refresh[ \t_\-]|auth[ \t_\-]|bearer[ \t_\-])?token)[ \t]+)(?P<bare_v>[^\s<>\"'=]*[0-9!@#$%^&*+~][^\s<>\"'=]*)(?:[\s.,;:!?)]|$)"
 )
 _PROSE_NOUN, _PROSE_VALUE = _PROSE.groupindex["noun"], _PROSE.groupindex["v"]
 _PROSE_BARE_NOUN, _PROSE_BARE_VALUE = _PROSE.groupindex["bare_noun"], _PROSE.groupindex["bare_v"]
+_PROSE_TO_NOUN, _PROSE_TO_VALUE = _PROSE.groupindex["to_noun"], _PROSE.groupindex["to_v"]
+# Text holding none of these holds no secret told in prose (a verb, or a noun then a space).
+_PROSE_HINTS = (b" is", b" was", b"\tis ", b"\twas ", b"'s ", b" to ", b"password ", b"passphrase ", b"passcode ", b"passwd ", b"key ", b"token ", b"password\t", b"key\t", b"token\t")
 # Secrets with no separator before them: a flag that may take one and a word after it, a
 # command's short flag, one told in prose, a key's name spelt with an escaped letter. Text
 # without one of these needs no scan for keys unless it holds = or :, and most text has none.
@@ -556,9 +566,9 @@ def _bracket_end(data: bytes, at: int) -> int | None:
                 quote = 0
         elif c in (0x22, 0x27):
             quote = c
-        elif c in (0x7B, 0x5B):
+        elif c in (0x7B, 0x5B, 0x28):
             depth += 1
-        elif c in (0x7D, 0x5D):
+        elif c in (0x7D, 0x5D, 0x29):
             depth -= 1
             if depth == 0:
                 return i
@@ -901,11 +911,11 @@ class Redactor:
             forms += [m.span(_XML_VALUE) for m in _XML_ELEMENT.finditer(data) if self._names_a_secret_element(m.group(_XML_OPEN), m.group(_XML_CLOSE), m.group(_XML_VALUE))]
         if b"-" in data and any(map(low.__contains__, _COMMAND_WORDS)):
             forms += _command_spans(data)
-        if b"value" in low or b"," in data and (b'["' in data or b"['" in data or b'("' in data or b"('" in data or b"(b'" in data):
+        if b"value" in low or (b'",' in data or b"'," in data) and (b'["' in data or b"['" in data or b'("' in data or b"('" in data or b"(b'" in data):
             forms += self._named_value_spans(data)
         if b"[" in data and (b'"-' in data or b"'-" in data):
             forms += _array_spans(data, self._keyed_values)
-        if b"pass" in low or b"pin" in low or b"key" in low or b"token" in low or b"secret" in low:
+        if any(map(low.__contains__, _PROSE_HINTS)):
             forms += _prose_spans(data)
         if not forms:
             yield from self._key_value_spans(data)
@@ -981,7 +991,8 @@ class Redactor:
             # The match is short: its style and key are read from its text, not through group
             # lookups (each costs the RE2 wrapper more than the rest of this loop).
             core = data[start:at].rstrip(_SPACE)
-            flag = own_line = False
+            flag = False
+            key_at = -1
             if core[-1] not in _SEPARATORS:
                 # A flag (-token, --db-password): its value after = or : (as a bare key's), or
                 # after spaces when the flag is one that takes a secret so.
@@ -1008,11 +1019,9 @@ class Redactor:
                 key = core[escapes + 1 :].rstrip(b'"').rstrip(b"\\")
                 value = _double_quoted(escapes)
             else:
-                bare = _BARE_NAME.search(core)
-                key = bare.group(0)
+                key = _BARE_NAME.search(core).group(0)
                 value = None
-                own_line = _starts_its_line(data, start + bare.start())
-                key_at = start + bare.start()
+                key_at = start + len(core) - len(key)  # where its line starts is asked only of a secret key's
                 while data[at : at + 1] in (b" ", b"\t"):
                     at += 1
             if b"\\" in key:
@@ -1023,9 +1032,9 @@ class Redactor:
             if flag:
                 if data[at : at + 1] == b"\\" and _QUOTE_AHEAD.match(data, at) is None:
                     continue  # an escaped line end: the flag ends its line
-            elif data[at : at + 1] in (b"{", b"["):
+            elif data[at : at + 1] in (b"{", b"[", b"("):
                 # An object or list under a secret key ({"password": {"current": ...}} in a tool's
-                # JSON text): everything inside its brackets goes.
+                # JSON text, auth=("bob", "hunter2") in code): everything inside its brackets goes.
                 close = _bracket_end(data, at)
                 if close is not None and close > at + 1 and not data.startswith(_MARK_BYTES[:-1], at + 1) and not data.startswith(_MARK_BYTES, at):
                     yield at + 1, close
@@ -1055,7 +1064,7 @@ class Redactor:
             if not self._code_value(name, data[vstart:vend]):
                 continue
             if value is _UNQUOTED and vstart == at and data[vstart : vstart + 1] != b"'":
-                vend = self._unquoted_end(data, vstart, vend, key_at if own_line else -1)
+                vend = self._unquoted_end(data, vstart, vend, key_at if key_at >= 0 and _starts_its_line(data, key_at) else -1)
             yield vstart, vend
             done = vend
 
@@ -1069,7 +1078,10 @@ class Redactor:
         own_line = key_at >= 0
         if own_line and _BLOCK_SCALAR.fullmatch(data[vstart:vend]) is not None:
             return _block_end(data, vend, key_at, vend)
-        named = _NAME_THEN_SEPARATOR.match(data, vstart)
+        nxt = vend
+        while data[nxt : nxt + 1] in (b" ", b"\t"):
+            nxt += 1
+        named = _NAME_THEN_SEPARATOR.match(data, vstart) if data[vend - 1 : vend] in (b":", b"=") or data[nxt : nxt + 1] in (b":", b"=") else None
         if named is not None and named.end() >= vend and named.end() < len(data):
             more = _UNQUOTED.match(data, named.end())
             if more is not None and more.end() > named.end():
@@ -1248,13 +1260,13 @@ def _prose_spans(data: bytes) -> list[tuple[int, int]]:
     """Byte spans of secrets told in prose ("my password is hunter2"), read by ``_told_secret``."""
     spans = []
     for m in _PROSE.finditer(data):
-        start, end = m.span(_PROSE_VALUE)
-        verb = start >= 0
-        if not verb:
-            start, end = m.span(_PROSE_BARE_VALUE)
+        for noun, value, verb in ((_PROSE_NOUN, _PROSE_VALUE, True), (_PROSE_TO_NOUN, _PROSE_TO_VALUE, True), (_PROSE_BARE_NOUN, _PROSE_BARE_VALUE, False)):
+            start, end = m.span(value)
+            if start >= 0:
+                break
         after = data[end : end + 24].split(None, 1) if data[end : end + 1].isspace() else ()
         after = after[0] if after else b""
-        told = _told_secret(m.group(_PROSE_NOUN if verb else _PROSE_BARE_NOUN), data[start:end], after.rstrip(b".,;:!?"), verb=verb)
+        told = _told_secret(m.group(noun), data[start:end], after.rstrip(b".,;:!?"), verb=verb)
         if told is not None:
             spans.append((start + told[0], start + told[1]))
     return spans

@@ -105,7 +105,9 @@ OWN_TEXT_PATTERNS = (
     r"(?i:cookie)[\"']?[ \t]*:[ \t]*[\"']?[^\s;=\"'\\]+(?:=[^;\s\"'\\]*)?(?:;[ \t]*[^\s;=\"'\\]+(?:=[^;\s\"'\\]*)?)*",
     # Credentials in a query string: signed URLs (Azure SAS sig=, S3's X-Amz-Signature and
     # X-Amz-Security-Token, GCS's X-Goog-Signature), API keys (key=), tokens.
-    r"[?&](?:[A-Za-z0-9]+-)*(?i:key|sig|signature|security-token|access_token|id_token|refresh_token|token|auth|apikey|api_key|client_secret)=[^&\s\"'#<>\[\]]{8,}",  # ([ ] not: a value already scrubbed stays as it is)
+    # (after # too: an OAuth implicit flow's redirect, cb#access_token=...; and percent-encoded, a URL
+    # inside another URL's query: redirect=https%3A%2F%2Fapp%2Fcb%3Fclient_secret%3D...)
+    r"(?:[?&#]|%3[Ff]|%26|%23)(?:[A-Za-z0-9]+-)*(?i:key|sig|signature|security-token|access_token|id_token|refresh_token|token|auth|apikey|api_key|client_secret|password)(?:=|%3[Dd])[^&\s\"'#<>\[\]]{8,}",  # ([ ] not: a value already scrubbed stays as it is)
 )
 OWN_PATTERNS = OWN_TOKENS + OWN_TEXT_PATTERNS
 

@@ -238,6 +238,11 @@ def test_secrets_in_the_shapes_agents_write_them_never_reach_the_store_or_a_fixt
         ("connect with user admin and password S3cr3t!x please", "S3cr3t!x"),  # no verb, no separator
         ("api key Zq9Lk2mP4xZ8wqqqq", "Zq9Lk2mP4xZ8wqqqq"),
         ("npm_" + "AbCdEf0123456789AbCdEf0123456789AbCd", "AbCdEf0123456789AbCdEf0123456789AbCd"),
+        ("https://app.example/cb#access_token=ya2Zq9Lk2mP4xZ8w&token_type=bearer", "ya2Zq9Lk2mP4xZ8w"),  # OAuth's implicit flow
+        ("login?next=https%3A%2F%2Fapp%2Fcb%3Fclient_secret%3DZq9Lk2mP4xZ8wqqqq", "Zq9Lk2mP4xZ8wqqqq"),  # a URL in a URL
+        ("I set the password to Pa55w0rdX for you", "Pa55w0rdX"),
+        ("changed my passphrase to 'blue sky river'", "blue sky river"),
+        ('requests.post(url, auth=("bob", "hunter2hunter2"))', "hunter2hunter2"),
     ],
 )
 def test_secrets_written_as_agents_write_them_are_found(text: str, secret: str) -> None:
@@ -284,6 +289,9 @@ def test_secrets_written_as_agents_write_them_are_found(text: str, secret: str) 
         "password sha256 hash",
         "the password policy v2.3.1 says",
         '<wsse:Password Type="PasswordText">',
+        "pass the token to the client",
+        "the password to the database is in the vault",
+        "https://docs.example/page#section-2",
     ],
 )
 def test_ordinary_text_and_code_identifiers_survive(text: str) -> None:
