@@ -45,7 +45,7 @@ DEFAULT_PATTERNS = OWN_PATTERNS
 # "passage" or "num_tokens" are not secrets while "dbPassword" and "x-api-key" are.
 
 # A word that is, or ends with, one of these names a secret: "pwd", "clientsecret", "JSESSIONID".
-_SECRET_WORDS = frozenset({"pass", "pwd", "auth", "jwt", "bearer", "dsn", "pgpassword"})
+_SECRET_WORDS = frozenset({"pass", "pwd", "pw", "pword", "passw", "privkey", "auth", "jwt", "bearer", "dsn", "pgpassword"})
 _SECRET_ENDINGS = (
     "password",
     "passwords",
@@ -159,7 +159,7 @@ _CODE_NOUNS = frozenset({"code", "codes", "number", "num", "no", "value"})
 # Every built-in secret key holds one of these (see names_secret): text without any
 # of them cannot hold a secret key, and the key/value scan is skipped.
 _KEY_FRAGMENTS = (
-    "pass", "pwd", "auth", "secret", "token", "key", "credential", "cookie", "session", "jwt", "bearer", "dsn", "url", "string",
+    "pass", "pw", "auth", "secret", "token", "key", "credential", "privkey", "cookie", "session", "jwt", "bearer", "dsn", "url", "string",
     "pin", "otp", "cvv", "cvc", "ssn", "security", "verification", "mfa",
 )
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
@@ -377,7 +377,7 @@ _PROSE_NOUN, _PROSE_VALUE = _PROSE.groupindex["noun"], _PROSE.groupindex["v"]
 _PROSE_BARE_NOUN, _PROSE_BARE_VALUE = _PROSE.groupindex["bare_noun"], _PROSE.groupindex["bare_v"]
 _PROSE_TO_NOUN, _PROSE_TO_VALUE = _PROSE.groupindex["to_noun"], _PROSE.groupindex["to_v"]
 # Text holding none of these holds no secret told in prose (a verb, or a noun then a space).
-_PROSE_HINTS = (b" is", b" was", b"\tis ", b"\twas ", b"'s ", b" to ", b"password ", b"passphrase ", b"passcode ", b"passwd ", b"key ", b"token ", b"password\t", b"key\t", b"token\t")
+_PROSE_HINTS = (b" is", b" was", b"'s ", b" to ", b"pass", b"key ", b"token ")
 # Secrets with no separator before them: a flag that may take one and a word after it, a
 # command's short flag, one told in prose, a key's name spelt with an escaped letter. Text
 # without one of these needs no scan for keys unless it holds = or :, and most text has none.
@@ -911,7 +911,9 @@ class Redactor:
             forms += [m.span(_XML_VALUE) for m in _XML_ELEMENT.finditer(data) if self._names_a_secret_element(m.group(_XML_OPEN), m.group(_XML_CLOSE), m.group(_XML_VALUE))]
         if b"-" in data and any(map(low.__contains__, _COMMAND_WORDS)):
             forms += _command_spans(data)
-        if b"value" in low or (b'",' in data or b"'," in data) and (b'["' in data or b"['" in data or b'("' in data or b"('" in data or b"(b'" in data):
+        if b"value" in low or (b'", "' in data or b"', '" in data or b'","' in data or b"','" in data or b"', b'" in data) and (
+            b'["' in data or b"['" in data or b'("' in data or b"('" in data or b"(b'" in data
+        ):
             forms += self._named_value_spans(data)
         if b"[" in data and (b'"-' in data or b"'-" in data):
             forms += _array_spans(data, self._keyed_values)
@@ -1147,8 +1149,10 @@ def _pair_value(value: bytes) -> bool:
     """Whether the second item of a pair named like a secret reads as one: not a word or a
     name (["password", "email"] lists two fields), but a word with a digit or a sign, or a
     long one."""
-    if any(c in _SPACE for c in value) or names_secret(value.decode(errors="replace")):
+    if any(c in _SPACE for c in value):
         return False
+    if value.replace(b"_", b"").replace(b"-", b"").isalpha() and names_secret(value.decode(errors="replace")):
+        return False  # a name: ["password", "confirm_password"]
     return len(value) >= 16 or (len(value) >= 6 and any(c in _DIGITS or c in _SYMBOLS for c in value))
 
 

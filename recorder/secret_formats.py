@@ -40,6 +40,9 @@ OWN_TOKENS = (
     r"(?i:authorization)[\"']?[ \t]*(?:[:=]|,[ \t]*b?[\"'])[ \t]*[\"']?(?i:basic)[ \t]+[A-Za-z0-9+/]{8,}" + NOT_A_KEY,
     # Any other scheme (SSWS, OAuth, Token, a vendor's own): the credential is one long word.
     r"(?i:authori[sz]ation|authentication)[\"']?[ \t]*(?:[:=]|,[ \t]*b?[\"'])[ \t]*[\"']?[A-Za-z][A-Za-z0-9_\-]*[ \t]+[A-Za-z0-9._~+/\-]{16,}" + NOT_A_KEY,
+    # An AWS key id and the secret key written after it (the console's credentials CSV, a table,
+    # "AKIA... / wJalr..."): both go. Then a key id alone.
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}[ \t]*(?:[,;|:/\t]|\\t)[ \t\"']*[A-Za-z0-9/+]{40}",
     r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|ABIA|ACCA)[0-9A-Z]{16}",  # AWS key ids
     r"gh[pousr]_[A-Za-z0-9]{30,}",
     r"github_pat_[A-Za-z0-9_]{22,}",
@@ -99,6 +102,8 @@ OWN_TEXT_PATTERNS = (
     # (the scheme unbounded: a counted {1,20} made RE2's automaton track 20 starts at once and
     # fall back to its slow engine, 0.2 s per MB of base64)
     r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@\"'<>]*:[^\s/\"'<>]+@",
+    # A token given as the user of a URL, without a password (git's https://<token>@github.com/...).
+    r"[A-Za-z][A-Za-z0-9+.\-]*://[A-Za-z0-9_\-]{24}[A-Za-z0-9_\-]*@",
     # A Cookie or Set-Cookie header's name=value pairs, all of them (a session id rarely comes first).
     # (a backslash ends it: in a repr or JSON text, the next line starts with an escaped newline)
     # (on its own line: an empty "Cookie:" does not take the next header's name for a cookie)

@@ -143,6 +143,8 @@ class Planted:
             "new-relic": lambda b: f"NRAK-{b[:27]}",
             "age": lambda b: f"AGE-SECRET-KEY-1{b}{b[:18]}",
             "pem-in-base64": lambda b: "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQp" + b,
+            "aws-key-pair": lambda b: f"Access key ID,Secret access key\nAKIAIOSFODNN7EXAMPLE,{b}",
+            "url-token-user": lambda b: f"git clone https://{b}@github.com/org/repo.git",
         }.items():
             alphabet = string.ascii_letters + string.digits
             if kind.startswith("aws-a") or kind == "new-relic":

@@ -35,7 +35,10 @@ ScriptedChatModel = load_agent("scripted_model").ScriptedChatModel
 
 
 def _rand(n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
-    return "".join(secrets.choice(alphabet) for _ in range(n))
+    """Random characters; with the default alphabet, always a digit among them (a random word of
+    letters alone could read as a key's name)."""
+    body = "".join(secrets.choice(alphabet) for _ in range(n))
+    return body[:-1] + secrets.choice(string.digits) if alphabet == string.ascii_letters + string.digits else body
 
 
 def _word(n: int) -> str:
@@ -243,6 +246,9 @@ def test_secrets_in_the_shapes_agents_write_them_never_reach_the_store_or_a_fixt
         ("I set the password to Pa55w0rdX for you", "Pa55w0rdX"),
         ("changed my passphrase to 'blue sky river'", "blue sky river"),
         ('requests.post(url, auth=("bob", "hunter2hunter2"))', "hunter2hunter2"),
+        ("Access key ID,Secret access key\nAKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n", "wJalrXUtnFEMI/K7MDENG"),  # the console's CSV
+        ("git clone https://0123456789abcdef0123456789abcdef01234567@github.com/org/repo.git", "0123456789abcdef0123"),  # a token as the URL's user
+        ('{"user": "bob", "pw": "hunter2"}', "hunter2"),  # a password's short name
     ],
 )
 def test_secrets_written_as_agents_write_them_are_found(text: str, secret: str) -> None:
@@ -292,6 +298,9 @@ def test_secrets_written_as_agents_write_them_are_found(text: str, secret: str) 
         "pass the token to the client",
         "the password to the database is in the vault",
         "https://docs.example/page#section-2",
+        "https://bob@example.com/x",
+        "the npw value and the pwm signal",
+        "Access key ID,Secret access key",
     ],
 )
 def test_ordinary_text_and_code_identifiers_survive(text: str) -> None:
