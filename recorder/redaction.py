@@ -534,10 +534,18 @@ _SEPARATORS = frozenset(b":=")
 # or an unquoted word (an authorization scheme and its credential: "Token abc").
 _NUMBER = r"-?[0-9][0-9A-Za-z.\-]*"
 _SQ = r"'(?P<sq>(?:[^'\\\n]|\\.)*)'"
-_BARE = r"(?P<bare>(?:(?i:basic|bearer|token|digest|api[\-_]?key|key|ssws|oauth|negotiate|sharedkey|hmac)[ \t]+)?[^\s\"',;&}\])\\]+)"
+_BARE = r"(?P<bare>(?:(?i:basic|bearer|token|digest|apikey|key)[ \t]+)?[^\s\"',;&}\])\\]+)"
 _SINGLE_QUOTED = compile_linear(rf"{_SQ}|(?P<num>{_NUMBER})")
 _UNQUOTED = compile_linear(rf"{_SQ}|{_BARE}")
 _QUOTE_AHEAD = compile_linear(r'\\*"')
+# Type names written after a key and a colon in code: "api_key: str | None = None".
+_TYPE_NAMES = frozenset(
+    w.encode()
+    for w in (
+        "str", "bytes", "int", "float", "bool", "Any", "None", "dict", "list", "tuple", "set", "object", "SecretStr",
+        "SecretBytes", "Optional[str]", "str|None", "Optional[SecretStr]", "string", "String", "number", "boolean",
+    )
+)
 # A name written where a secret key's value is expected, then a separator: the value is a scheme
 # or the next key's name ("password: Api-Key = x9F...", "password: X-Api-Key: abc"), and the
 # word after the separator is the secret.
@@ -1034,7 +1042,7 @@ class Redactor:
             if flag:
                 if data[at : at + 1] == b"\\" and _QUOTE_AHEAD.match(data, at) is None:
                     continue  # an escaped line end: the flag ends its line
-            elif data[at : at + 1] in (b"{", b"[", b"("):
+            elif data[at : at + 1] in (b"{", b"[") or (data[at : at + 1] == b"(" and data[at + 1 : at + 2] in (b'"', b"'")):
                 # An object or list under a secret key ({"password": {"current": ...}} in a tool's
                 # JSON text, auth=("bob", "hunter2") in code): everything inside its brackets goes.
                 close = _bracket_end(data, at)
@@ -1042,8 +1050,10 @@ class Redactor:
                     yield at + 1, close
                     done = close
                 continue
-            if data[at : at + 1] in (b"=", b">") and data[at - 1 : at] in (b":", b"="):
-                at += 1  # "password := x", "password => x", "password == x"
+            if data[at : at + 1] == b"=" and data[at - 1 : at] == b"=":
+                continue  # "password == x": code that compares, not a value
+            if (data[at : at + 1] == b"=" and data[at - 1 : at] == b":") or (data[at : at + 1] == b">" and data[at - 1 : at] == b"="):
+                at += 1  # "password := x", "password => x"
                 while data[at : at + 1] in (b" ", b"\t"):
                     at += 1
             if value is None:
@@ -1064,6 +1074,8 @@ class Redactor:
             if flag and (data[vstart : vstart + 1] == b"$" or (vstart == at and not _flag_value(data[vstart:vend]))):
                 continue  # a variable ("$TOKEN"), or not a secret: prose about the flag, a metavar
             if not self._code_value(name, data[vstart:vend]):
+                continue
+            if value is _UNQUOTED and vstart == at and _code_not_a_secret(data[vstart:vend], data[at - 1 : at]):
                 continue
             if value is _UNQUOTED and vstart == at and data[vstart : vstart + 1] != b"'":
                 vend = self._unquoted_end(data, vstart, vend, key_at if key_at >= 0 and _starts_its_line(data, key_at) else -1)
@@ -1095,6 +1107,20 @@ class Redactor:
                 if data[end : end + 1] in (b"", b"\n", b"\r", b"#") or data.startswith((b"\\n", b"\\r"), end) or data[end : end + 2] in (b" #", b"\t#"):
                     return end  # the line holds nothing else: it is the value (YAML, .env, INI)
         return vend
+
+
+_IDENTIFIER = compile_linear(rb"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*")
+
+
+def _code_not_a_secret(value: bytes, separator: bytes) -> bool:
+    """Whether ``value``, unquoted after a secret key in text, is code rather than a secret: a
+    type annotation ("api_key: str = ..."), an expression in brackets ("auth = (url.user, ...)",
+    or one already redacted), a variable named like a secret ("secret = self.api_key")."""
+    if value.rstrip(b",") in _TYPE_NAMES and separator != b"=":
+        return True
+    if value[:1] in (b"(", b"[", b"{"):
+        return True
+    return (b"_" in value or b"." in value) and _IDENTIFIER.fullmatch(value) is not None and names_secret(value.decode())
 
 
 _BLOCK_SCALAR = compile_linear(rb"[|>][+\-]?[1-9]?[+\-]?")

@@ -301,6 +301,13 @@ def test_secrets_written_as_agents_write_them_are_found(text: str, secret: str) 
         "https://bob@example.com/x",
         "the npw value and the pwm signal",
         "Access key ID,Secret access key",
+        # code that reads or compares a secret, or annotates its type
+        "if token == (\"end\", key):",
+        'if isinstance(v, dict) and prev_key == "properties":',
+        "auth = (url.username, url.password)",
+        "secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)",
+        "api_key: str | None = None,",
+        "resolved_api_key: Any = api_key",
     ],
 )
 def test_ordinary_text_and_code_identifiers_survive(text: str) -> None:
