@@ -269,7 +269,13 @@ def test_database_deleted_mid_run(tmp_path: Path, durability: str, caplog, monke
     monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
     db = tmp_path / "gone.db"
     rec = Recorder(db, durability=durability)
-    graph = rec.attach(looping({5: lambda: remove_db(db)}))
+    # The steps before are written first (in the background a fast run's first steps may still
+    # be queued when the file goes, and the store then never took that run at all).
+    def flush_then_delete() -> None:
+        rec.flush()
+        remove_db(db)
+
+    graph = rec.attach(looping({5: flush_then_delete}))
     with caplog.at_level(logging.WARNING, logger="graphtape"):
         assert graph.invoke(START_STATE) == plain_result()
         first = rec.last_run_id

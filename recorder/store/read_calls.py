@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 
 import sqlalchemy as sa
 
@@ -32,7 +33,7 @@ class CallReads:
         q = _RUN_CALLS  # a whole run's (replay, export, the TUI), or narrowed here
         below: tuple[str, float, float] | None = None
         if with_subgraphs and step is not None:
-            span = _step_spans(self._step_ends(run_id, ns or "")).get(step)
+            span = self._step_span(run_id, ns or "", step)
             if span is not None:
                 below = (_below(ns or ""), *span)
         if below is not None:
@@ -131,7 +132,7 @@ class CallReads:
         ends = self._step_ends(run_id, ns)
         if not ends:
             return
-        steps, times = [s for s, _ in ends], [t for _, t in ends]
+        steps, times = [s for s, _ in ends], list(itertools.accumulate((t for _, t in ends), max))  # in step order, as spans are
         for call_ns, kind, started, error in rows:
             if not call_ns.startswith(prefix):
                 continue
@@ -141,14 +142,31 @@ class CallReads:
             if error is not None and error not in NOT_FAILURES:
                 counts["failed"] = counts.get("failed", 0) + 1
 
-    def _step_ends(self, run_id: str, ns: str) -> list[tuple[int, float]]:
-        """``(step, when its last row was written)`` for the steps of ``ns``, in order of time.
+    _STEP_ENDS = sa.select(S.steps.c.step, sa.func.max(S.steps.c.created_at)).group_by(S.steps.c.step).order_by(S.steps.c.step)
+
+    def _step_ends(self, run_id: str, ns: str, *, steps: tuple[int, ...] | None = None) -> list[tuple[int, float]]:
+        """``(step, when its last row was written)`` for the steps of ``ns`` (or only ``steps``), in order.
 
         A call starts while its step runs: after the step before was written and before its
         own step is (a step interrupted, then resumed, is written again when it completes).
         """
-        rows = self._read(sa.select(S.steps.c.step, sa.func.max(S.steps.c.created_at)).where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step >= 0).group_by(S.steps.c.step))
-        return sorted(((int(step), float(at)) for step, at in rows), key=lambda x: (x[1], x[0]))
+        q = self._STEP_ENDS.where(S.steps.c.run_id == run_id, S.steps.c.ns == ns, S.steps.c.step >= 0)
+        if steps is not None:
+            q = q.where(S.steps.c.step.in_(steps))
+        return [(int(step), float(at)) for step, at in self._read(q)]
+
+    def _step_span(self, run_id: str, ns: str, step: int) -> tuple[float, float] | None:
+        """The times the calls of ``step`` of ``ns`` may start in: after the step before it was
+        written, up to its own writing (the last step's stays open: a run cut short wrote no
+        later step). Read from that step and its neighbours' rows alone: one step of a long run
+        costs what one of a short run does."""
+        where = (S.steps.c.run_id == run_id, S.steps.c.ns == ns)
+        before = self._read(sa.select(sa.func.max(S.steps.c.step)).where(*where, S.steps.c.step >= 0, S.steps.c.step < step))[0][0]
+        later = self._read(sa.select(S.steps.c.step).where(*where, S.steps.c.step > step).limit(1))
+        ends = dict(self._step_ends(run_id, ns, steps=(step,) if before is None else (before, step)))
+        if step not in ends:
+            return None
+        return (ends[before] if before in ends else float("-inf"), ends[step] if later else float("inf"))
 
     @_damage_is_a_store_error
     def call_totals(self, run_id: str) -> tuple[dict[str, int], int]:
@@ -169,13 +187,3 @@ def _below(ns: str) -> str:
     """What the namespaces below ``ns`` start with."""
     return f"{ns}|" if ns else ""
 
-
-def _step_spans(ends: list[tuple[int, float]]) -> dict[int, tuple[float, float]]:
-    """Per step, the times its calls may start in: after the step before it was written, up to
-    its own writing (the last step's span stays open: a run cut short wrote no later step)."""
-    spans: dict[int, tuple[float, float]] = {}
-    before = float("-inf")
-    for i, (step, at) in enumerate(ends):
-        spans[step] = (before, at if i + 1 < len(ends) else float("inf"))
-        before = at
-    return spans
