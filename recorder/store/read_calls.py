@@ -129,13 +129,14 @@ class CallReads:
         own = sa.or_(S.calls.c.kind.not_in(PART_OF_A_CALL), S.calls.c.parent_call_id.is_(None))
         rows = self._read(sa.select(S.calls.c.ns, S.calls.c.kind, S.calls.c.started_at, S.calls.c.error_type).where(S.calls.c.run_id == run_id, S.calls.c.ns != ns, own))
         prefix = _below(ns)
+        rows = [r for r in rows if r[0].startswith(prefix)]
+        if not rows:
+            return  # no subgraph made a call: the steps are not read
         ends = self._step_ends(run_id, ns)
         if not ends:
             return
         steps, times = [s for s, _ in ends], list(itertools.accumulate((t for _, t in ends), max))  # in step order, as spans are
-        for call_ns, kind, started, error in rows:
-            if not call_ns.startswith(prefix):
-                continue
+        for _ns, kind, started, error in rows:
             step = steps[min(bisect.bisect_left(times, started), len(steps) - 1)]
             counts = out.setdefault(step, {})
             counts[kind] = counts.get(kind, 0) + 1
