@@ -31,29 +31,21 @@ class CallReads:
         ran, as ``call_counts(..., with_subgraphs=True)`` counts them.
         """
         q = _RUN_CALLS  # a whole run's (replay, export, the TUI), or narrowed here
-        below: tuple[str, float, float] | None = None
-        if with_subgraphs and step is not None:
-            span = self._step_span(run_id, ns or "", step)
-            if span is not None:
-                below = (_below(ns or ""), *span)
-        if below is not None:
-            mine = S.calls.c.ns == (ns or "")
-            if step is not None:
-                mine = sa.and_(mine, S.calls.c.step == step)
-            nested = [S.calls.c.ns != (ns or "")]
-            if below[1] != float("-inf"):
-                nested.append(S.calls.c.started_at > below[1])
-            if below[2] != float("inf"):
-                nested.append(S.calls.c.started_at <= below[2])
-            q = q.where(sa.or_(mine, sa.and_(*nested)))
+        span = self._step_span(run_id, ns or "", step) if with_subgraphs and step is not None else None
+        if span is not None:
+            here = ns or ""
+            nested = [S.calls.c.ns != here]
+            nested += [S.calls.c.started_at > span[0]] if span[0] is not None else []
+            nested += [S.calls.c.started_at <= span[1]] if span[1] is not None else []
+            q = q.where(sa.or_(sa.and_(S.calls.c.ns == here, S.calls.c.step == step), sa.and_(*nested)))
         else:
             if ns is not None:
                 q = q.where(S.calls.c.ns == ns)
             if step is not None:
                 q = q.where(S.calls.c.step == step)
         rows = self._read(q, {"run_id": run_id})
-        if below is not None:
-            rows = [r for r in rows if r.ns == (ns or "") or r.ns.startswith(below[0])]
+        if span is not None:
+            rows = [r for r in rows if r.ns == here or r.ns.startswith(_below(here))]
         if encoded:
             trees = [(_strict_json(r.inputs), _strict_json(r.output)) for r in rows]
             stored_outputs = [o for _, o in trees]
@@ -156,18 +148,18 @@ class CallReads:
             q = q.where(S.steps.c.step.in_(steps))
         return [(int(step), float(at)) for step, at in self._read(q)]
 
-    def _step_span(self, run_id: str, ns: str, step: int) -> tuple[float, float] | None:
+    def _step_span(self, run_id: str, ns: str, step: int) -> tuple[float | None, float | None] | None:
         """The times the calls of ``step`` of ``ns`` may start in: after the step before it was
-        written, up to its own writing (the last step's stays open: a run cut short wrote no
-        later step). Read from that step and its neighbours' rows alone: one step of a long run
-        costs what one of a short run does."""
+        written, up to its own writing (None: open; the last step's end stays open, as a run cut
+        short wrote no later step). Read from that step and its neighbours' rows alone: one step
+        of a long run costs what one of a short run does. None if there is no such step."""
         where = (S.steps.c.run_id == run_id, S.steps.c.ns == ns)
         before = self._read(sa.select(sa.func.max(S.steps.c.step)).where(*where, S.steps.c.step >= 0, S.steps.c.step < step))[0][0]
         later = self._read(sa.select(S.steps.c.step).where(*where, S.steps.c.step > step).limit(1))
         ends = dict(self._step_ends(run_id, ns, steps=(step,) if before is None else (before, step)))
         if step not in ends:
             return None
-        return (ends[before] if before in ends else float("-inf"), ends[step] if later else float("inf"))
+        return ends.get(before), ends[step] if later else None
 
     @_damage_is_a_store_error
     def call_totals(self, run_id: str) -> tuple[dict[str, int], int]:
