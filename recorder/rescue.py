@@ -183,7 +183,7 @@ def rescue(batch: Batch, *, rest: Batch | None = None, pool: dict[str, tuple[boo
                 store.write(batch)
             if rest:
                 store.write(Batch(steps=rest.steps, calls=rest.calls, blobs=blobs_used(rest, pool or {})))
-                note = {"for": target, "runs": sorted(_run_ids_of(rest)), "runs_update": rest.runs_update, "calls_update": rest.calls_update}
+                note = {"for": target, "runs": sorted(rest.run_ids()), "runs_update": rest.runs_update, "calls_update": rest.calls_update}
                 note_rescued_rows(store, orjson.dumps(note).decode())
             return path
         except Exception:  # noqa: BLE001 - nothing half-written is left behind
@@ -193,11 +193,6 @@ def rescue(batch: Batch, *, rest: Batch | None = None, pool: dict[str, tuple[boo
         for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
             leftover.unlink(missing_ok=True)
     return None
-
-
-def _run_ids_of(batch: Batch) -> set[str]:
-    ids = {row["run_id"] for row in batch.steps} | {row["run_id"] for row in batch.calls}
-    return ids | {run_id for run_id, _ in batch.runs_update}
 
 
 class RescueImport:

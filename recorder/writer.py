@@ -441,7 +441,7 @@ class Writer:
             self._kept_bytes = _size(self._kept)
             why = f"{_rows(dropped)} rows dropped: more than {_mib(self.keep_bytes)} waited for the store ({_why(self._failing)})"
             # The runs' last updates ride along (not written here): a run that ended already carries the fault.
-            ids = _run_ids(dropped)
+            ids = dropped.run_ids()
             self._fault(StoreError(why), Batch(steps=dropped.steps, calls=dropped.calls, runs_update=[u for u in self._kept.runs_update if u[0] in ids]), lost=True)
 
     def _write_kept(self, budget: float) -> bool:
@@ -550,7 +550,7 @@ class Writer:
 
     def _tell(self, batch: Batch) -> None:
         """Count the episode's fault once for each run whose rows it holds back (under ``_lock``)."""
-        new = _run_ids(batch) - self._told
+        new = batch.run_ids() - self._told
         if not new or self._failing is None:
             return
         self._told |= new
@@ -736,14 +736,6 @@ class Writer:
 
 
 _RETRY = object()
-
-
-def _run_ids(batch: Batch) -> set[str]:
-    ids = {r["id"] for r in batch.runs_new}
-    ids.update(r["run_id"] for r in batch.steps)
-    ids.update(r["run_id"] for r in batch.calls)
-    ids.update(rid for rid, _ in batch.runs_update)
-    return ids
 
 
 def _only_runs(batch: Batch, ids: set[str]) -> Batch:

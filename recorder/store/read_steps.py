@@ -8,7 +8,7 @@ The state after a step is read by ``read_state``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -247,21 +247,12 @@ class StepReads:
         reads and decodes only what differs).
         """
         infos = [i for i in self.list_steps(run_id, ns) if after is None or i.step > after]
-        rows = self._read(_DETAIL_ROWS if after is None else _DETAIL_ROWS_AFTER, {"run_id": run_id, "ns": ns, "after": after})
-        by_step: dict[int, list[dict]] = {}
-        nodes_by_step: dict[int, dict[str, None]] = {}  # every row's nodes, as step_detail's next reads them
+        by_step, nodes_by_step = _grouped(self._read(_DETAIL_ROWS if after is None else _DETAIL_ROWS_AFTER, {"run_id": run_id, "ns": ns, "after": after}))
         refs: set[str] = set()
-        for r in rows:
-            payload = expand_payload(unpack(r.payload), r.created_at)
-            by_step.setdefault(r.step, []).append(payload)
-            nodes_by_step.setdefault(r.step, {}).update(dict.fromkeys(n for n in (r.nodes or "").split(",") if n))
+        for payload in (p for payloads in by_step.values() for p in payloads):
             collect_refs([payload.get("t") if writes else None, None if encoded_routes else payload.get("r"), payload.get("e")], refs)
         self.blobs(refs)  # one read for the whole namespace; the steps below decode from the cache
-        out = []
-        for i, info in enumerate(infos):
-            nxt = list(nodes_by_step.get(infos[i + 1].step, ())) if i + 1 < len(infos) else []
-            out.append(self._detail(info, by_step.get(info.step, []), nxt, typed, writes, encoded_routes))
-        return out
+        return [self._detail(info, by_step.get(info.step, []), _next_nodes(infos, i, nodes_by_step), typed, writes, encoded_routes) for i, info in enumerate(infos)]
 
     @_damage_is_a_store_error
     def step_previews(self, run_id: str, ns: str = "") -> list[StepDetail]:
@@ -274,13 +265,9 @@ class StepReads:
         the 750 MB its updates hold (``step_detail`` reads one step's in full).
         """
         infos = self.list_steps(run_id, ns)
-        by_step: dict[int, list[dict]] = {}
-        nodes_by_step: dict[int, dict[str, None]] = {}
+        by_step, nodes_by_step = _grouped(self._read(_DETAIL_ROWS, {"run_id": run_id, "ns": ns}))
         slots: list[tuple[dict, str]] = []  # every value shown, as (holder, key): cut together, a level of blobs per read
-        for r in self._read(_DETAIL_ROWS, {"run_id": run_id, "ns": ns}):
-            payload = expand_payload(unpack(r.payload), r.created_at)
-            by_step.setdefault(r.step, []).append(payload)
-            nodes_by_step.setdefault(r.step, {}).update(dict.fromkeys(n for n in (r.nodes or "").split(",") if n))
+        for payload in (p for payloads in by_step.values() for p in payloads):
             slots += [(t, k) for t in payload.get("t", []) for k in ("w", "i", "cw") if k in t]
             slots += [(e, "v") for e in payload.get("e", []) if "v" in e]
         # Decoded a thousand at a time: a call per value cost a run of 10,000 steps seconds of
@@ -289,11 +276,7 @@ class StepReads:
         for i in range(0, len(cut), 1000):
             for (holder, key), value in zip(slots[i : i + 1000], self.decode(cut[i : i + 1000])):
                 holder[key] = value
-        out = []
-        for i, info in enumerate(infos):
-            nxt = list(nodes_by_step.get(infos[i + 1].step, ())) if i + 1 < len(infos) else []
-            out.append(self._detail(info, by_step.get(info.step, []), nxt, encoded_routes=True, decoded=True))
-        return out
+        return [self._detail(info, by_step.get(info.step, []), _next_nodes(infos, i, nodes_by_step), encoded_routes=True, decoded=True) for i, info in enumerate(infos)]
 
     @_damage_is_a_store_error
     def step_rows(self, run_id: str, ns: str = "") -> list[StepRow]:
@@ -329,3 +312,19 @@ def cache_key_of(t: dict) -> tuple[str | None, bool]:
     if isinstance(ck, list) and len(ck) == 2 and isinstance(ck[0], str) and isinstance(ck[1], bool):
         return ck[0], ck[1]
     return None, True
+
+
+def _grouped(rows: Iterable[Any]) -> tuple[dict[int, list[dict]], dict[int, dict[str, None]]]:
+    """Detail rows (in seq order) as each step's expanded payloads, and each step's nodes from
+    every row of it (as ``step_detail``'s next reads them)."""
+    by_step: dict[int, list[dict]] = {}
+    nodes_by_step: dict[int, dict[str, None]] = {}
+    for r in rows:
+        by_step.setdefault(r.step, []).append(expand_payload(unpack(r.payload), r.created_at))
+        nodes_by_step.setdefault(r.step, {}).update(dict.fromkeys(n for n in (r.nodes or "").split(",") if n))
+    return by_step, nodes_by_step
+
+
+def _next_nodes(infos: Sequence[StepInfo], i: int, nodes_by_step: dict[int, dict[str, None]]) -> list[str]:
+    """The nodes the step after ``infos[i]`` ran (none after the last)."""
+    return list(nodes_by_step.get(infos[i + 1].step, ())) if i + 1 < len(infos) else []

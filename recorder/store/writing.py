@@ -47,6 +47,14 @@ class Batch:
         self.calls_update.extend(other.calls_update)
         self.blobs.update(other.blobs)
 
+    def run_ids(self) -> set[str]:
+        """The runs whose rows or updates this batch holds."""
+        ids = {r["id"] for r in self.runs_new}
+        ids.update(r["run_id"] for r in self.steps)
+        ids.update(r["run_id"] for r in self.calls)
+        ids.update(rid for rid, _ in self.runs_update)
+        return ids
+
 
 class Writing:
     """Applies batches through the store's one writing connection."""
