@@ -39,6 +39,7 @@ from graphtape.recorder.writer import Writer
 HEARTBEAT_S = 30.0
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
 BRANCH = "branch:to:"
+JOIN = "join:"
 TASKS = "__pregel_tasks"
 INTERRUPT = "__interrupt__"
 RESUME = "__resume__"
@@ -821,6 +822,9 @@ class RunSession:
         enc = self.encoder.encode
         node = acc.node or "?"
         branch_dests = [ch[len(BRANCH) :] for ch, _ in acc.writes if ch.startswith(BRANCH)]
+        # An edge from several nodes (``add_edge(["a", "b"], "c")``) is LangGraph's ``join:a+b:c``
+        # channel: each source writes its name there, and the target runs once all have.
+        branch_dests += [ch.split(":", 2)[2] for ch, _ in acc.writes if ch.startswith(JOIN) and ch.count(":") >= 2]
         sends = [v for ch, v in acc.writes if ch == TASKS]
         explained: set[str] = set()
         send_ids: set[int] = set()
