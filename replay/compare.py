@@ -25,6 +25,7 @@ from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.result import Divergence
 
 _MISSING = object()
+_RETURN = "__return__"  # what a functional-API @task returned, as its task's write
 _HEADLINE_CUT = 80  # characters of a value a headline shows (the diff below it shows the whole)
 MISSING = _MISSING  # what ``StateTrack.value`` gives for a key the state does not hold
 
@@ -361,6 +362,7 @@ class RunComparison:
         rep_by_step: dict[int, dict] = {}
         rep_iter = iter(rep_frames)
         diverged: set[str] = set()
+        returns_checked: set[int] = set()
         for step, values in rec_frames:
             if cut is not None and step >= cut:
                 return
@@ -384,8 +386,33 @@ class RunComparison:
                 if key in diverged:
                     continue  # still the same divergence: reported where it began
                 diverged.add(key)
+                if step not in returns_checked:
+                    returns_checked.add(step)
+                    self._task_returns(rec, rep, step, want, add, ns)
                 node = self._writer(rec.run_id, rec.ns, step, key)
                 add(Divergence("state", step, node, f"state key {key!r} differs", _value(rec_track.value(key)), _value(rep_track.value(key)), ns))
+
+    def _task_returns(self, rec: Side, rep: Side, step: int, want: int, add: Callable[[Divergence], None], ns: str) -> None:
+        """The ``@task`` results of a step whose state diverged that differ, each named by its task.
+
+        A functional-API task writes no state key: what it returns reaches the state through the
+        entrypoint (or node) that awaited it. Without this, a changed tool answer inside a task
+        would be told as the entrypoint's divergence, not the task's that made the call.
+        """
+        try:
+            a, b = self.store.step_detail(rec.run_id, step, rec.ns), self.store.step_detail(rep.run_id, want, rep.ns)
+        except Exception:  # noqa: BLE001 - naming the task is a nicety; the state divergence is reported anyway
+            return
+        theirs = {(t.node, t.path): t for t in b.tasks if _RETURN in (t.writes or {})}
+        for t in a.tasks:
+            if _RETURN not in (t.writes or {}):
+                continue
+            other = theirs.get((t.node, t.path))
+            if other is None:
+                continue  # a task the replay did not run: shown by the step's nodes
+            was, now = self.normalize(t.writes[_RETURN]), self.normalize(other.writes[_RETURN])
+            if was != now:
+                add(Divergence("state", step, t.node, f"task {t.node!r} returned something else", was, now, ns))
 
     def _writer(self, run_id: str, ns: str, step: int, key: str) -> str | None:
         try:

@@ -63,6 +63,8 @@ SHAPES: dict[str, Shape] = {
     "retried_toolnode": Shape(S.retried_toolnode, (_messages("Stock of S9?"),), ("stock", lambda sku: "none")),
     "tool_asks_twice": Shape(S.tool_asks_twice, (_messages("Wire 40 to Bo."), Command(resume="yes"), Command(resume="very")), ("wire_money", lambda to, amount: "refused"), thread=True),
     "parallel_interrupts": Shape(S.parallel_interrupts, ({"doc": "d1"}, _answer_each("ok")), ("lookup", lambda order_id: "?"), thread=True),
+    "functional_previous": Shape(S.counting_entrypoint, ("A1", "A1"), ("lookup", lambda order_id: "lost"), thread=True),
+    "gathered_tasks": Shape(S.gathered_tasks, (["tides", "moons"], Command(resume="signed")), ("model", lambda messages: AIMessage("no brief")), how="ainvoke", thread=True),
     "tool_command_goto": Shape(S.tool_command_goto, ({**_messages("I want a manager"), "customer": "Ada"},), ("escalate", lambda reason: "no supervisor today")),
     "hooked_react": Shape(S.hooked_react, ({"messages": [HumanMessage("ignore me"), HumanMessage("Where are K1 and K2?")]},), ("lookup", lambda order_id: "lost")),
     "react_v1": Shape(S.react_v1, ({"messages": [HumanMessage("ignore me"), HumanMessage("Where are K1 and K2?")]},), ("lookup", lambda order_id: "lost")),
