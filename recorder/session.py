@@ -223,6 +223,10 @@ class RunSession:
             acc = self._tasks[key] = TaskAcc(ns=ns, task_id=task_id)
             if ns:
                 parent_ns, node, parent_task = split_task_ns(ns)
+                if parent_task is None and node is not None and node.isdigit() and parent_ns:
+                    # A node that runs one subgraph again: LangGraph numbers the later runs
+                    # (``"node:<task id>|1"``), each run by that same task.
+                    parent_ns, node, parent_task = split_task_ns(parent_ns)
                 if parent_task is None and node is not None:
                     # A subgraph with memory of its own (compiled with checkpointer=True), added as a
                     # node or run from a node's code, is named by the node alone: its parent is that

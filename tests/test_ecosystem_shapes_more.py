@@ -199,8 +199,10 @@ def test_every_superstep_is_stored_with_its_state_nodes_and_routes(recorded):
         ours: dict[str, set[int]] = {}
         for run_id in r.run_ids:
             assert store.get_run(run_id).faults == 0, store.run_detail(run_id).fault_log
+            linked: set[str] = set()  # the subgraphs each task ran, as its step records them
             for ns in store.namespaces(run_id):
                 details = store.step_details(run_id, ns)
+                linked.update(sub for d in details for t in d.tasks for sub in t.subgraph_ns)
                 for d in details:
                     if not d.step.checkpoint_id:
                         continue
@@ -215,6 +217,7 @@ def test_every_superstep_is_stored_with_its_state_nodes_and_routes(recorded):
                     sent = {dest for x in details if x.step.step <= before.step.step for route in x.routes for dest in route.destinations}
                     for t in after.tasks:
                         assert t.node in sent, (name, ns, after.step.step, t.node, "ran, but no route went there")
+            assert set(store.namespaces(run_id)) - {""} <= linked, (name, "a subgraph no task ran")
     finally:
         store.close()
     assert ours == {ns: set(steps) for ns, steps in r.history.items()}, name
