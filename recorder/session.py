@@ -157,7 +157,7 @@ class RunSession:
         self._frames: dict[str, FrameBuilder] = {}
         self._events: dict[tuple[str, int], list[dict]] = {}
         self._loose_events: list[tuple[str, str | None, dict]] = []
-        self._children: dict[tuple[str, str], list[str]] = {}
+        self._children: dict[str, list[str]] = {}  # task id -> the subgraph namespaces it ran
         self._calls: dict[str, dict] = {}
         self._beat = time.time()
         self._unfinished: dict[str, dict] = {}
@@ -234,7 +234,9 @@ class RunSession:
                     running = [a.task_id for (n, _), a in list(self._tasks.items()) if n == parent_ns and a.node == node and a.duration_ms is None]
                     parent_task = running[0] if len(running) == 1 else None
                 if parent_task is not None:
-                    kids = self._children.setdefault((parent_ns, parent_task), [])
+                    # By task id alone: a ``@task`` that runs a graph names its caller in the
+                    # namespace (``"entry:<id>|task:<id>"``) but is a task of its caller's graph.
+                    kids = self._children.setdefault(parent_task, [])
                     if ns not in kids:
                         kids.append(ns)
         return acc
@@ -704,7 +706,7 @@ class RunSession:
     def _kids(self, ns: str, tasks: list[TaskAcc]) -> dict[str, list[str]]:
         out = {}
         for acc in tasks:
-            found = self._children.pop((ns, acc.task_id), None)
+            found = self._children.pop(acc.task_id, None)
             if found:
                 out[acc.task_id] = list(found)
         return out

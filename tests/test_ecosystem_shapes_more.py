@@ -83,6 +83,7 @@ SHAPES: dict[str, Shape] = {
     "batch": Shape(S.hooked_react, ([_messages("Where are K1 and K2?"), _messages("And K3?")],), ("lookup", lambda order_id: "lost"), how="batch"),
     "astream_events": Shape(S.async_tools, (_messages("Where is N4?"),), ("async_lookup", lambda order_id: "lost"), how="astream_events"),
     "send_branches_ask": Shape(S.send_branches_ask, ({"claims": ["X1", "X2"]}, _answer_each("fine")), ("lookup", lambda order_id: "lost"), thread=True),
+    "task_runs_agent": Shape(S.task_runs_agent, ("Where are K1 and K2?",), ("lookup", lambda order_id: "lost")),
     "supervisor_asks": Shape(S.supervisor_asks, (_messages("Refund Z9."), Command(resume="approved")), ("model", lambda messages: AIMessage("no")), thread=True),
     "lcel_nodes": Shape(S.lcel_nodes, ({"text": "please refund order 5"},), ("model", lambda messages: AIMessage("nothing"))),
     "restless_async": Shape(S.restless_async, (_messages("Go."),), ("lookup", lambda order_id: "lost"), how="ainvoke", raises=GraphRecursionError, config={"recursion_limit": 7}),
