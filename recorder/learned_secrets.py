@@ -175,8 +175,11 @@ class RunRedactor(Redactor):
                 text = text.replace(form, MARK)
         return text
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        found = super().spans(text)
+    def _may_hold_secret(self, text: str) -> bool:
+        return super()._may_hold_secret(text) or any(form in text for form in self.learned)
+
+    def _direct_spans(self, text: str) -> list[tuple[int, int]]:
+        found = super()._direct_spans(text)
         if not self.learned:
             return found
         extra = []

@@ -25,7 +25,10 @@ import threading
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
+from graphtape.recorder.encoded_secrets import GATE_PATTERN as HIDDEN_GATE
+from graphtape.recorder.encoded_secrets import hidden_spans
 from graphtape.recorder.linear_regex import compile_linear
+from graphtape.recorder.secret_tables import may_hold_table, table_spans
 from graphtape.recorder.lone_surrogates import displayable
 
 try:  # Python 3.11+
@@ -61,6 +64,8 @@ _SECRET_ENDINGS = (
     "authorisation",
     "credential",
     "credentials",
+    "creds",  # creds, aws_creds, dbCreds
+    "auth",  # oauth, basicauth, HTTPAuth (auth alone is a word of its own above)
     "cookie",
     "cookies",
     "sessionid",
@@ -159,7 +164,7 @@ _CODE_NOUNS = frozenset({"code", "codes", "number", "num", "no", "value"})
 # Every built-in secret key holds one of these (see names_secret): text without any
 # of them cannot hold a secret key, and the key/value scan is skipped.
 _KEY_FRAGMENTS = (
-    "pass", "pw", "auth", "secret", "token", "key", "credential", "privkey", "cookie", "session", "jwt", "bearer", "dsn", "url", "string",
+    "pass", "pw", "auth", "secret", "token", "key", "cred", "privkey", "cookie", "session", "jwt", "bearer", "dsn", "url", "string",
     "pin", "otp", "cvv", "cvc", "ssn", "security", "verification", "mfa",
 )
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
@@ -364,6 +369,9 @@ _PROSE = compile_linear(
     # A word with a digit or a symbol, or a long word of letters (a password of words:
     # "correcthorsebatterystaple", told from "incorrect" by _told_secret).
     r"(?P<v>'[^'\r\n\\]{6}[^'\r\n\\]*'|\"[^\"\r\n\\]{6}[^\"\r\n\\]*\"|[^\s]*[0-9!@#$%^&*+=~][^\s]*|[\"'`]?[A-Za-z][A-Za-z_\-]{5,}[^\s]*)"
+    # A passphrase of three words or more that ends its sentence ("is blue sky river."), read by _passphrase_end.
+    r"|(?i:\b(?P<phrase_noun>password|passphrase|passcode|passwd)(?:[ \t]+(?:is|was)[ \t]*:?|'s)[ \t]+)"
+    r"(?P<phrase_v>[A-Za-z0-9][A-Za-z0-9'\-]*(?:[ \t]+[A-Za-z0-9][A-Za-z0-9'\-]*){2,})(?:[.,;!?)\"'\r\n]|\\[nr]|$)"
     # With no verb ("user bob and password hunter2hunter2", "api key Zq9Lk2mP4xZ8w..."): only a
     # word with a digit or a symbol, read more strictly (_told_secret's ``verb``).
     # Set to a value: "set the password to Pa55w0rdX", "changed my passphrase to 'blue sky'".
@@ -376,6 +384,7 @@ _PROSE = compile_linear(
 _PROSE_NOUN, _PROSE_VALUE = _PROSE.groupindex["noun"], _PROSE.groupindex["v"]
 _PROSE_BARE_NOUN, _PROSE_BARE_VALUE = _PROSE.groupindex["bare_noun"], _PROSE.groupindex["bare_v"]
 _PROSE_TO_NOUN, _PROSE_TO_VALUE = _PROSE.groupindex["to_noun"], _PROSE.groupindex["to_v"]
+_PROSE_PHRASE_NOUN, _PROSE_PHRASE_VALUE = _PROSE.groupindex["phrase_noun"], _PROSE.groupindex["phrase_v"]
 # Text holding none of these holds no secret told in prose (a verb, or a noun then a space).
 _PROSE_HINTS = (b" is", b" was", b"'s ", b" to ", b"pass", b"key ", b"token ")
 # Secrets with no separator before them: a flag that may take one and a word after it, a
@@ -514,6 +523,50 @@ def _a_password_of_letters(low: bytes, after: bytes, quoted: bool, closed: bool)
     return len(low) >= 8 and (closed or after in _NUMBER_FOLLOWERS) and not low.endswith(_STATE_ENDINGS)
 
 
+# A passphrase of words told without quotes ("my password is correct horse battery staple",
+# "passphrase: blue sky river, keep it safe"): the words up to the end of the sentence, when
+# none of them reads as prose (a word of _FLAG_PROSE or _PHRASE_PROSE, an adverb) and the first
+# is no participle ("is stored in the vault", "is rotated every ninety days").
+_PHRASE_WORD = compile_linear(rb"[A-Za-z0-9][A-Za-z0-9'\-]*")
+_PHRASE_MORE = compile_linear(rb"(?:[ \t]+[A-Za-z0-9][A-Za-z0-9'\-]*)+")
+_PHRASE_END = frozenset(b".,;!?)\"'\n\r")
+_PHRASE_PROSE = frozenset(
+    w.encode()
+    for w in (
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "sixteen",
+        "twenty", "thirty", "ninety", "hundred", "characters", "character", "chars", "letters", "letter", "digits",
+        "digit", "words", "long", "short", "please", "thanks", "same", "different", "hidden", "secret", "private",
+        "safe", "unknown", "missing", "wrong", "invalid", "valid", "expired", "empty", "blank", "weak", "strong",
+        "enough", "least", "most", "more", "less", "very", "really", "my", "his", "her", "them", "me", "us", "him",
+        "no", "yet", "already", "soon", "later", "today", "tomorrow", "yesterday", "days", "hours", "minutes", "weeks",
+        "is", "are", "was", "were", "be", "am", "need", "needs", "used", "use", "get", "got", "see", "ask",
+    )
+)
+_PASS_NOUNS = (b"password", b"passphrase", b"passcode", b"passwd")
+
+
+def _passphrase_end(data: bytes, start: int, least: int) -> int | None:
+    """The end of a passphrase of ``least`` words or more (at most 8) starting at ``start``, or
+    None when the words there read as prose or do not end a sentence (see above)."""
+    first = _PHRASE_WORD.match(data, start)
+    if first is None:
+        return None
+    more = _PHRASE_MORE.match(data, first.end())
+    if more is None:
+        return None
+    words = [first.group(0).lower(), *more.group(0).lower().split()]
+    end = more.end()
+    if not least <= len(words) <= 8:
+        return None
+    if not (end == len(data) or data[end] in _PHRASE_END or data.startswith((b"\\n", b"\\r"), end)):
+        return None  # the sentence goes on: "is case sensitive: ..." (a colon), "is 12 chars/long"
+    if words[0].endswith((b"ed", b"ing", b"ly")) or words[0] in _PASSWORD_STATES - {b"correct"}:
+        return None
+    if any(w in _FLAG_PROSE or w in _PHRASE_PROSE or w.endswith(b"ly") for w in words):
+        return None
+    return end
+
+
 # A multipart form field: its name in the part's header (its quotes escaped too, in JSON text),
 # its value after the blank line.
 _EOL = r"(?:\r?\n|\\r\\n|\\n)"  # a line end, also escaped (a repr or JSON text of the body)
@@ -613,6 +666,27 @@ def _double_quoted(escapes: int) -> Any:
 _MARK_BYTES = MARK.encode()
 
 
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, overlapping ones made one."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _marked(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each of ``spans`` (sorted, not overlapping) replaced by the mark."""
+    parts, last = [], 0
+    for start, end in spans:
+        parts += [text[last:start], MARK]
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
+
+
 # -- user patterns -------------------------------------------------------------
 _LEADING_FLAGS = re.compile(r"\(\?([imsU]+)\)")
 # A flag group that turns on verbose mode, (?x) or (?ix:...): flag letters only, so a lookaround
@@ -675,7 +749,7 @@ def _compiled(user: tuple[str, ...]) -> tuple[Any, Any, Any]:
     try:
         # A secret with no separator before it (a flag's, a command's, one told in prose) is
         # found by this pass too: text without one needs no scan for keys unless it holds "=" or ":".
-        either = compile_linear(f"(?:{token_pattern})|(?:{text_pattern})|(?:{_LOOSE_PATTERN})")
+        either = compile_linear(f"(?:{token_pattern})|(?:{text_pattern})|(?:{_LOOSE_PATTERN})|(?:{HIDDEN_GATE})")
     except ValueError:  # the two together beyond RE2's budget (many user patterns): both passes run
         either = None
     return tokens, text, either
@@ -800,8 +874,33 @@ class Redactor:
         return hit[0]
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """Where secrets are in ``text``, in order and not overlapping: credential formats and the
-        values of secret keys (nothing counted or changed)."""
+        """Where secrets are in ``text``, in order and not overlapping: credential formats, the
+        values of secret keys, and either hidden by an encoding (nothing counted or changed)."""
+        if len(text) < self.min_length:
+            return []
+        found = self._direct_spans(text)
+        hidden = self._hidden_spans(text)
+        return _merged(found + hidden) if hidden else found
+
+    def _hidden_spans(self, text: str, *, gated: bool = False) -> list[tuple[int, int]]:
+        """Secrets base64, percent-encoding or a literal in pieces hide from the direct scan."""
+        try:
+            found = hidden_spans(text, self._direct_spans, self._may_hold_secret, gated=gated)
+        except UnicodeEncodeError:  # lone surrogates: read as displayable text (offsets stay)
+            found = hidden_spans(displayable(text), self._direct_spans, self._may_hold_secret, gated=gated)
+        return _merged(found) if found else found
+
+    def _may_hold_secret(self, text: str) -> bool:
+        """Whether the direct scan may find anything in ``text`` (the first pass of :meth:`scrub`)."""
+        if len(text) < self.min_length:
+            return False
+        try:
+            return self._either is None or self._either.search(text) is not None or self._may_hold_keys(text) or self._may_hold_lists(text)
+        except UnicodeEncodeError:
+            return True
+
+    def _direct_spans(self, text: str) -> list[tuple[int, int]]:
+        """:meth:`spans` of the text as written (no encoding undone)."""
         if len(text) < self.min_length:
             return []
         try:
@@ -819,16 +918,13 @@ class Redactor:
                 found.append((chars, chars + value))
                 chars += value
                 seen = end
-        merged: list[tuple[int, int]] = []
-        for start, end in sorted(found):  # a key two formats know (a token found anywhere too) is one span
-            if merged and start < merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-            else:
-                merged.append((start, end))
-        return merged
+        return _merged(found)  # a key two formats know (a token found anywhere too) is one span
 
     def scrub(self, text: str) -> str:
         """Replace credential-looking substrings of ``text`` (in time linear in its length)."""
+        return self._scrub(text, True)
+
+    def _scrub(self, text: str, decode: bool) -> str:
         if len(text) < self.min_length or text in self._known_clean or text in self._found_clean:
             return text
         try:
@@ -842,6 +938,11 @@ class Redactor:
         if not found and not keys:
             self._remember_clean(text)
             return text
+        if found and decode:  # (the first pass looks for what an encoding may hide too: GATE_PATTERN)
+            hidden = self._hidden_spans(text, gated=self._either is not None)
+            if hidden:  # marked first: the passes below would take a piece and leave the rest unread
+                self._bump(len(hidden))
+                return self._scrub(_marked(text, hidden), False)
         scanned = new = text
         n = 0
         if found:
@@ -877,7 +978,7 @@ class Redactor:
         """Whether ``text`` may hold a secret key with its separator (key=value, key: value,
         <key>...</key>): a separator, and a fragment of a key's name (or a command's).
         Secrets without a separator are found by the one pass of ``scrub`` (``_LOOSE``)."""
-        if "=" not in text and ":" not in text and "</" not in text:
+        if "=" not in text and ":" not in text and "</" not in text and not may_hold_table(text):
             return False
         if len(text) > _GATE_LENGTH:  # one pass of RE2 costs less than a scan per fragment
             return self._gate.search(text) is not None
@@ -927,6 +1028,8 @@ class Redactor:
             forms += _array_spans(data, self._keyed_values)
         if any(map(low.__contains__, _PROSE_HINTS)):
             forms += _prose_spans(data)
+        if (b"\t" in data or b"|" in data or b"," in data or b"\\t" in data) and (b"\n" in data or b"\\n" in data):
+            forms += table_spans(data, self._secret_value, self._gate)
         if not forms:
             yield from self._key_value_spans(data)
             return
@@ -1079,6 +1182,8 @@ class Redactor:
                 continue
             if value is _UNQUOTED and vstart == at and data[vstart : vstart + 1] != b"'":
                 vend = self._unquoted_end(data, vstart, vend, key_at if key_at >= 0 and _starts_its_line(data, key_at) else -1)
+                if data[vend : vend + 1] in (b" ", b"\t") and data[m.end() - 1] == 0x3A and name.lower().endswith(("password", "passphrase", "passcode", "passwd")):
+                    vend = _passphrase_end(data, vstart, 2) or vend  # "passphrase: blue sky river, keep it safe"
             yield vstart, vend
             done = vend
 
@@ -1290,13 +1395,22 @@ def _prose_spans(data: bytes) -> list[tuple[int, int]]:
     """Byte spans of secrets told in prose ("my password is hunter2"), read by ``_told_secret``."""
     spans = []
     for m in _PROSE.finditer(data):
-        for noun, value, verb in ((_PROSE_NOUN, _PROSE_VALUE, True), (_PROSE_TO_NOUN, _PROSE_TO_VALUE, True), (_PROSE_BARE_NOUN, _PROSE_BARE_VALUE, False)):
+        for noun, value, verb in (
+            (_PROSE_NOUN, _PROSE_VALUE, True),
+            (_PROSE_TO_NOUN, _PROSE_TO_VALUE, True),
+            (_PROSE_PHRASE_NOUN, _PROSE_PHRASE_VALUE, True),
+            (_PROSE_BARE_NOUN, _PROSE_BARE_VALUE, False),
+        ):
             start, end = m.span(value)
             if start >= 0:
                 break
         after = data[end : end + 24].split(None, 1) if data[end : end + 1].isspace() else ()
         after = after[0] if after else b""
-        told = _told_secret(m.group(noun), data[start:end], after.rstrip(b".,;:!?"), verb=verb)
+        told = None if noun == _PROSE_PHRASE_NOUN else _told_secret(m.group(noun), data[start:end], after.rstrip(b".,;:!?"), verb=verb)
+        if verb and m.group(noun).lower().startswith(_PASS_NOUNS) and data[start : start + 1] not in (b'"', b"'", b"`"):
+            phrase = _passphrase_end(data, start, 3)
+            if phrase is not None and (told is None or phrase > start + told[1]):
+                told = (0, phrase - start)
         if told is not None:
             spans.append((start + told[0], start + told[1]))
     return spans

@@ -600,7 +600,7 @@ def test_secrets_never_reach_the_database(recorder_factory, sqlite_url):
 
     class Secretive(TypedDict):
         messages: Annotated[list, add_messages]
-        creds: dict
+        account: dict
 
     def node(state: Secretive):
         return {"messages": [AIMessage(content=f"using key {planted['openai']} and {planted['bearer']}")]}
@@ -613,7 +613,7 @@ def test_secrets_never_reach_the_database(recorder_factory, sqlite_url):
     graph.invoke(
         {
             "messages": [HumanMessage(content=f"my code is {planted['custom']}")],
-            "creds": {"password": planted["password"], "api": SecretStr(planted["secretstr"]), "token_count": 12},
+            "account": {"password": planted["password"], "api": SecretStr(planted["secretstr"]), "token_count": 12},
         }
     )
     rec.close()
@@ -624,7 +624,7 @@ def test_secrets_never_reach_the_database(recorder_factory, sqlite_url):
     run = store.get_run("last")
     assert run.redactions >= 5
     state = store.state_at(run.id, 1)
-    assert state["creds"]["token_count"] == 12  # counts are not secrets
+    assert state["account"]["token_count"] == 12  # counts are not secrets
     assert "[REDACTED]" in state["messages"][1]["content"]
 
 

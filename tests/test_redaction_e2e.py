@@ -114,7 +114,7 @@ class Planted:
 
 class AgentState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
-    creds: dict
+    account: dict
     notes: list
 
 
@@ -148,7 +148,7 @@ def build(p: Planted, *, model_error: bool = False) -> Any:
     model = ScriptedChatModel(script=scripted, model_name="scripted-secrets").bind_tools([lookup, explode])
 
     def prepare(state: AgentState) -> dict:
-        return {"creds": p.keyed("state"), "notes": [p.every_pattern("state-notes"), {"detail": p.keyed("state-nested")}]}
+        return {"account": p.keyed("state"), "notes": [p.every_pattern("state-notes"), {"detail": p.keyed("state-nested")}]}
 
     def agent(state: AgentState) -> dict:
         return {"messages": [model.invoke(state["messages"])]}
@@ -165,7 +165,7 @@ def build(p: Planted, *, model_error: bool = False) -> Any:
 
 
 def inputs(p: Planted) -> dict:
-    return {"messages": [HumanMessage(f"Please help, my keys: {p.every_pattern('input-message')}")], "creds": p.keyed("input"), "notes": []}
+    return {"messages": [HumanMessage(f"Please help, my keys: {p.every_pattern('input-message')}")], "account": p.keyed("input"), "notes": []}
 
 
 def config(p: Planted, thread: str) -> dict:
@@ -237,7 +237,7 @@ def test_no_planted_secret_reaches_the_database_files(tmp_path: Path, durability
     run_id = runs["invoked"].id
     last = store.list_steps(run_id)[-1].step
     state = store.state_at(run_id, last)
-    assert state["creds"]["max_tokens"] == 256 and state["creds"]["password"] == MARK
+    assert state["account"]["max_tokens"] == 256 and state["account"]["password"] == MARK
     calls = store.calls(run_id)
     assert {c.name for c in calls if c.kind == "tool"} == {"lookup", "explode"}
     failed = next(c for c in calls if c.name == "explode")
@@ -260,11 +260,11 @@ def test_secret_used_as_a_mapping_key_is_redacted(tmp_path: Path) -> None:
     p = Planted()
     key = p.pattern("state-key", "openai-project")
     b = StateGraph(AgentState)
-    b.add_node("cache", lambda s: {"creds": {key: "client for this key"}})
+    b.add_node("cache", lambda s: {"account": {key: "client for this key"}})
     b.add_edge(START, "cache")
     db = tmp_path / "keys.db"
     with Recorder(db, durability="sync") as rec:
-        rec.attach(b.compile()).invoke({"messages": [], "creds": {}, "notes": []})
+        rec.attach(b.compile()).invoke({"messages": [], "account": {}, "notes": []})
     assert leaks(p, everything_stored(db)) == []
 
 

@@ -55,7 +55,7 @@ def test_the_next_line_after_a_credential_is_kept(text: str, kept: str) -> None:
 
 
 class S(TypedDict):
-    creds: str
+    login_reply: str
     tool_out: str
 
 
@@ -66,7 +66,7 @@ def test_an_oauth_response_in_state_and_in_a_tool_result_is_stored_without_its_t
         return f"TOKEN_TYPE=Bearer\nACCESS_TOKEN={SECRET}A\n"
 
     def node(state: S, config) -> dict:
-        return {"creds": f"token_type: bearer\nrefresh_token: {SECRET}B\n", "tool_out": login.invoke({"user": "bob"}, config)}
+        return {"login_reply": f"token_type: bearer\nrefresh_token: {SECRET}B\n", "tool_out": login.invoke({"user": "bob"}, config)}
 
     b = StateGraph(S)
     b.add_node("n", node)
@@ -74,7 +74,7 @@ def test_an_oauth_response_in_state_and_in_a_tool_result_is_stored_without_its_t
     b.add_edge("n", END)
     db = str(tmp_path / "t.db")
     with Recorder(db) as rec:
-        out = rec.attach(b.compile()).invoke({"creds": "", "tool_out": ""})
+        out = rec.attach(b.compile()).invoke({"login_reply": "", "tool_out": ""})
         rec.flush()
         run_id = rec.last_run_id
     assert SECRET + "A" in out["tool_out"]  # the graph's own values are untouched
@@ -85,4 +85,4 @@ def test_an_oauth_response_in_state_and_in_a_tool_result_is_stored_without_its_t
     finally:
         store.close()
     assert SECRET not in repr(final) and SECRET not in repr([c.output for c in calls])
-    assert "refresh_token" in final["creds"] and "ACCESS_TOKEN" in final["tool_out"]
+    assert "refresh_token" in final["login_reply"] and "ACCESS_TOKEN" in final["tool_out"]
