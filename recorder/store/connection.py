@@ -9,6 +9,7 @@ Every failure to open or to read is one ``StoreError`` line, passwords masked.
 
 from __future__ import annotations
 
+
 import importlib.util
 import os
 import sqlite3
@@ -23,7 +24,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.store.compiled_cache import SQLITE_COMPILED
-from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
+from graphtape.recorder.store.sqlite_files import TEXT_FACTORY, read_only_uri, sqlite_cannot_write
 from graphtape.recorder.store.urls import shown_url
 from graphtape.recorder.windows_paths import WINDOWS_HINT, windows_path
 
@@ -142,6 +143,7 @@ def _pg_connect_args(url: str) -> dict[str, Any]:
 def _on_sqlite_open(dbapi_conn: Any, _record: Any) -> None:
     # A store opened, not created: WAL is already the file's own mode (kept in the file since
     # its creation), and a file that is not a store (empty, another app's) is left as it is.
+    dbapi_conn.text_factory = TEXT_FACTORY
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA busy_timeout=10000")
     cur.execute("PRAGMA synchronous=NORMAL")
@@ -168,6 +170,7 @@ def _new_or_ours(cur: Any) -> bool:
 
 def _on_read_only_connect(dbapi_conn: Any, _record: Any) -> None:
     # No journal_mode here: setting it is a write. The file's own mode (WAL) is read as it is.
+    dbapi_conn.text_factory = TEXT_FACTORY
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA busy_timeout=10000")
     cur.execute("PRAGMA query_only=1")

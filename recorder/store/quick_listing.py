@@ -23,7 +23,7 @@ import orjson
 
 from graphtape.recorder.records import RunInfo
 from graphtape.recorder.store.column_text import ESCAPE, from_column, needs_escape, to_column
-from graphtape.recorder.store.sqlite_files import read_only_uri, sqlite_cannot_write
+from graphtape.recorder.store.sqlite_files import TEXT_FACTORY, read_only_uri, sqlite_cannot_write
 from graphtape.recorder.store.sqlite_shape import shape_problem
 
 # The schemas this reader understands; a test holds them equal to ``schema.SCHEMA_VERSION`` and
@@ -115,6 +115,7 @@ def _list_read_only(path: Path, **filters: Any) -> list[RunInfo] | None:
         # created beside it); otherwise ``mode=ro`` reads alongside any writer.
         uri = read_only_uri(path) if sqlite_cannot_write(path) else f"file:{quote(str(path))}?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=10)
+        conn.text_factory = TEXT_FACTORY  # (text that is not UTF-8 reads with U+FFFD, as the full store reads it)
     except sqlite3.Error:
         return None
     try:

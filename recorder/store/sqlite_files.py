@@ -6,9 +6,16 @@ SQLAlchemy) asks the same questions as the full store's ``read_only``.
 
 from __future__ import annotations
 
+import functools
+
 import os
 from pathlib import Path
 from urllib.parse import quote
+
+# Text that is not UTF-8 (graphtape never writes any: a crafted or damaged file) reads with
+# U+FFFD where it is wrong, as a terminal shows it; sqlite3's own decoding refused the whole
+# read, so one such cell made every run of the store unreadable. (str itself, in C: no cost.)
+TEXT_FACTORY = functools.partial(str, encoding="utf-8", errors="replace")
 
 
 def sqlite_cannot_write(path: Path) -> bool:

@@ -1,0 +1,68 @@
+"""A received store crafted by hand: text that is not UTF-8, names that carry line breaks.
+
+Both were found by planting hostile text in every column of a real recording and running every
+command on it: one cell of bytes that are not UTF-8 made every run of the store unreadable, and a
+recorded call's name could start a line of its own in a replay's report.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from graphtape.recorder import Recorder
+from graphtape.replay.result import Divergence
+from graphtape.tui.cli import main
+
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class S(TypedDict):
+    n: int
+
+
+def _recorded(db: Path) -> None:
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    with Recorder(db) as rec:
+        rec.attach(b.compile(), name="kept").invoke({"n": 0})
+        rec.attach(b.compile(), name="crafted").invoke({"n": 1})
+
+
+def test_text_that_is_not_utf8_reads_as_replacement_characters_not_as_a_damaged_store(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "received.db"
+    _recorded(db)
+    conn = sqlite3.connect(db)
+    # Bytes no UTF-8 decoder takes, an escape sequence among them, in the text columns read most.
+    conn.execute(
+        "UPDATE runs SET name = CAST(X'637261667465641BFF5B324A' AS TEXT), thread_id = CAST(X'FF00FE' AS TEXT),"
+        " error_message = CAST(X'C3' AS TEXT) WHERE name = 'crafted'"
+    )
+    conn.execute("UPDATE calls SET name = CAST(X'FFFE' AS TEXT)")
+    conn.execute("UPDATE steps SET summary = CAST(X'FF1B5B324A' AS TEXT)")
+    conn.commit()
+    conn.close()
+    for argv in (["runs"], ["runs", "--json"], ["show", "last"], ["show", "last", "--step", "1"], ["show", "last~1"], ["export", "last", "-o", str(tmp_path / "f.json")]):
+        code = main(["--db", str(db), *argv])
+        out = capsys.readouterr()
+        assert code == 0, (argv, out.err)
+        assert not CONTROL.search(out.out.replace("\n", "").replace("\t", "")), argv
+    main(["--db", str(db), "runs"])
+    listing = capsys.readouterr().out
+    assert "kept" in listing and "crafted?\ufffd[2J" in listing  # the other run is there, this one shown as it reads
+
+
+def test_a_recorded_call_name_cannot_start_a_line_of_a_replay_report() -> None:
+    name = "lookup\r\nFAKE: replay matches the recording"
+    d = Divergence(kind="extra", step=2, node="act", what="tool call 'lookup'", recorded=None, actual={"id": 1}, candidates=[{"name": name, "step": 2, "node": "act", "differs": ["arguments"], "arguments": {}}])
+    lines = d.render().splitlines()
+    assert not any(line.lstrip().startswith("FAKE") for line in lines), lines
+    assert any(repr(name) in line for line in lines)
+    plain = Divergence(kind="extra", step=2, node="act", what="x", recorded=None, actual=1, candidates=[{"name": "POST https://api.example/charge", "step": 1, "node": "n"}])
+    assert "closest recorded call: POST https://api.example/charge at step 1" in plain.render()  # an ordinary name reads as it is
