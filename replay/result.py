@@ -58,7 +58,7 @@ class Divergence:
             lines.extend("  " + line for line in diff.splitlines())
         for c in self.candidates:
             lines.append(
-                f"  closest recorded call: {c.get('name')} at step {c.get('step')} in node {c.get('node')!r} "
+                f"  closest recorded call: {_one_line(c.get('name'))} at step {c.get('step')} in node {c.get('node')!r} "
                 f"(differs in {', '.join(c.get('differs') or []) or 'nothing'}): arguments {_short(c.get('arguments'))}"
             )
         return "\n".join(lines)
@@ -220,3 +220,9 @@ def _window(line: str, at: int) -> str:
 def _short(value: Any, limit: int = 160) -> str:
     text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _one_line(name: Any) -> str:
+    """A recorded call's name as it reads (``POST https://...``), or its ``repr`` when it holds
+    a line break or a control character: a recorded name cannot forge a line of the report."""
+    return name if isinstance(name, str) and name.isprintable() else repr(name)
