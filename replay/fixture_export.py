@@ -9,7 +9,7 @@ gave up waiting for), and the state keys that changed. Values stay in the
 codec's typed envelopes, so messages come back as messages; each message is
 stored once in a ``messages`` table and referred to as ``{"$b": key}``.
 
-The run is read through the store's API as it is stored (``step_rows``,
+The run is read through the store's API as it is stored (``iter_step_rows``,
 ``encoded_inputs``, ``calls(encoded=True)``, ``blobs``): values keep their
 recorded key order (code may depend on it), volatile ids (task, call,
 message and interrupt ids, checkpoint ids, timestamps) are renumbered or
@@ -20,11 +20,12 @@ passes through the recorder's ``Redactor`` again on the way out.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,28 +137,65 @@ class _Step:
     state: tuple[dict, dict, dict] | None  # (values, versions, versions seen) after it, encoded
 
 
-def _read_namespace_or_refuse(store: RunStore, run_id: str, ns: str) -> list[_Step]:
-    """``_read_namespace``, with a row of another shape (a damaged or hand-edited store) refused in one line."""
+@dataclass(frozen=True, slots=True)
+class _Outline:
+    """Where a namespace's steps are, read from its row marks (no payloads): the steps in the
+    order they are listed, which completed, and the row that finishes each."""
+
+    order: list[int]
+    completed: frozenset[int]
+    last_seq: dict[int, int]
+
+
+def _outline(store: RunStore, run_id: str, ns: str) -> _Outline:
+    """A step is listed at its first row, or at its first completed row (as ``list_steps`` lists it)."""
+    place: dict[int, int] = {}
+    completed: set[int] = set()
+    last_seq: dict[int, int] = {}
+    for seq, step, pending in store.step_row_marks(run_id, ns):
+        if step not in place or (not pending and step not in completed):
+            place[step] = seq
+        if not pending:
+            completed.add(step)
+        last_seq[step] = seq
+    return _Outline(sorted(place, key=place.__getitem__), frozenset(completed), last_seq)
+
+
+def _steps_or_refuse(store: RunStore, run_id: str, ns: str, outline: _Outline, *, state: bool = True) -> Iterator[_Step]:
+    """``_steps``, with a row of another shape (a damaged or hand-edited store) refused in one line."""
     try:
-        return _read_namespace(store, run_id, ns)
+        yield from _steps(store, run_id, ns, outline, state=state)
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
         raise FixtureError(f"run {run_id} holds damaged data (its steps: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
 
 
-def _read_namespace(store: RunStore, run_id: str, ns: str) -> list[_Step]:
-    """Every step of ``ns`` in order, with the encoded state after each completed one."""
-    order: dict[int, int] = {}
+def _steps(store: RunStore, run_id: str, ns: str, outline: _Outline, *, state: bool = True) -> Iterator[_Step]:
+    """Every step of ``ns`` in the order listed, with the encoded state after each completed one
+    (``state=False``: without it), each handed out once its last row is read.
+
+    Streamed: a long run is read a page of rows at a time and only the steps not yet handed
+    out are held (a step's rows are nearly always together), so exporting 10,000 steps holds
+    what the fixture needs, not every step's state (1.2 GB for a 10,000-message history).
+    """
+    order = outline.order
     merged: dict[int, dict] = {}
     frames = FrameState()
-    for r in store.step_rows(run_id, ns):
+    i = 0
+
+    def ready(upto: int | None) -> Iterator[_Step]:
+        nonlocal i
+        while i < len(order) and (upto is None or outline.last_seq[order[i]] <= upto):
+            m = merged.pop(order[i])
+            i += 1
+            routes = [d for rs in m["routes"].values() for d in rs]
+            yield _Step(m["step"], m["source"], m["completed"], list(m["tasks"].values()), routes, m["events"], m["state"])
+
+    for r in store.iter_step_rows(run_id, ns):
         payload = r.payload
         pending = r.pending
         m = merged.get(r.step)
         if m is None:
-            m = merged[r.step] = {"tasks": {}, "routes": {}, "events": [], "source": None, "completed": False, "state": None}
-            order[r.step] = r.seq
-        elif not pending and not m["completed"]:
-            order[r.step] = r.seq  # the completed row keeps its place, as list_steps shows it
+            m = merged[r.step] = {"step": r.step, "tasks": {}, "routes": {}, "events": [], "source": None, "completed": False, "state": None}
         for t in payload.get("t", []):
             m["tasks"][t["id"]] = t
         by_task: dict[Any, list[dict]] = {}
@@ -168,16 +206,13 @@ def _read_namespace(store: RunStore, run_id: str, ns: str) -> list[_Step]:
         frame = payload.get("s")
         if frame is not None and not pending:
             frames.apply(frame, bool(r.is_key))
-            m["state"] = (dict(frames.values), dict(frames.versions), {k: dict(v) for k, v in frames.seen.items()})
+            if state:
+                m["state"] = (dict(frames.values), dict(frames.versions), {k: dict(v) for k, v in frames.seen.items()})
         if not pending:
             m["completed"] = True
             m["source"] = r.source
-    out = []
-    for step in sorted(merged, key=lambda s: order[s]):
-        m = merged[step]
-        routes = [d for rs in m["routes"].values() for d in rs]
-        out.append(_Step(step, m["source"], m["completed"], list(m["tasks"].values()), routes, m["events"], m["state"]))
-    return out
+        yield from ready(r.seq)
+    yield from ready(None)
 
 
 def _public(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -423,8 +458,12 @@ def export_fixture(
         raise FixtureError(f"run {run.id} is still recording: export it once it has ended")
     ex = _Exporter(store, Redactor(tuple(redact_patterns) + env_secret_patterns(), tuple(redact_keys)))
 
-    root = _read_namespace_or_refuse(store, run.id, "")
-    done = [s for s in root if s.completed]
+    try:
+        outline = _outline(store, run.id, "")
+    except (TypeError, ValueError) as exc:
+        raise FixtureError(f"run {run.id} holds damaged data (its steps: {type(exc).__name__})") from None
+    listed = outline.order
+    done = [step for step in listed if step in outline.completed]
     if not done:
         raise FixtureError(f"run {run.id} has no completed step to resume from")
     for ns in store.namespaces(run.id):
@@ -435,30 +474,41 @@ def export_fixture(
                     f"run {run.id}: subgraph {ns!r} (compiled with checkpointer=True) remembers earlier runs of its thread, "
                     "which a fixture does not carry: replay the run from the store, or export its thread's first run"
                 )
-    last_recorded = root[-1].step
+    last_recorded = listed[-1]
     sliced_of = [int(t[len(SLICE_TAG):]) for t in run.tags if str(t).startswith(SLICE_TAG) and t[len(SLICE_TAG):].lstrip("-").isdigit()]
     if sliced_of:
         last_recorded = max(last_recorded, sliced_of[0])  # an imported window of a longer run
-    if rng.first is not None and not any(s.step >= rng.first for s in root):
-        raise FixtureError(f"run {run.id} has no step {rng.first} (steps {root[0].step}..{last_recorded})")
+    if rng.first is not None and not any(step >= rng.first for step in listed):
+        raise FixtureError(f"run {run.id} has no step {rng.first} (steps {listed[0]}..{last_recorded})")
     if rng.first is None:
-        start = done[0]
+        start_step = done[0]
     else:
-        before = [s for s in done if s.step < rng.first]
+        before = [step for step in done if step < rng.first]
         if not before:
-            raise FixtureError(f"cannot start at step {rng.first}: run {run.id} has no completed step before it to resume from (its first is {done[0].step})")
-        start = before[-1]
-    last = root[-1].step if rng.last is None else rng.last
-    if rng.last is not None and not any(s.step == rng.last for s in root):
-        raise FixtureError(f"run {run.id} has no step {rng.last} (steps {root[0].step}..{last_recorded})")
-    chosen = [s for s in root if start.step < s.step <= last]
-    if not chosen:
-        raise FixtureError(f"nothing to check: run {run.id} has no step after {start.step}" + (f" up to {last}" if rng.last is not None else ""))
+            raise FixtureError(f"cannot start at step {rng.first}: run {run.id} has no completed step before it to resume from (its first is {done[0]})")
+        start_step = before[-1]
+    last = listed[-1] if rng.last is None else rng.last
+    if rng.last is not None and rng.last not in outline.last_seq:
+        raise FixtureError(f"run {run.id} has no step {rng.last} (steps {listed[0]}..{last_recorded})")
+    if not any(start_step < step <= last for step in listed):
+        raise FixtureError(f"nothing to check: run {run.id} has no step after {start_step}" + (f" up to {last}" if rng.last is not None else ""))
 
     stored_inputs, stored_config = store.encoded_inputs(origin or run.id)
-    config = _export_config(ex, stored_config, start.step - root[0].step)
+    config = _export_config(ex, stored_config, start_step - listed[0])
     inputs = ex.value(stored_inputs)
-    assert start.state is not None
+
+    # The steps are read once, in order, as the file is built: the start's state, then each step.
+    root = _steps_or_refuse(store, run.id, "", outline)
+    early: list[_Step] = []  # a step listed before the start (not seen in practice): checked after it, in order
+    start = None
+    for s in root:
+        if s.step == start_step:
+            start = s
+            break
+        if start_step < s.step <= last:
+            early.append(s)
+    if start is None or start.state is None:
+        raise FixtureError(f"run {run.id} holds damaged data (step {start_step} has no state to resume from)")
     values, versions, seen = start.state
     versions, seen = _stable_versions(versions, seen)
     start_entry = {
@@ -481,7 +531,9 @@ def export_fixture(
     prev = _public(start_entry["values"])
     step_entries = []
     entered: dict[str, int] = {}
-    for s in chosen:
+    for s in itertools.chain(early, root):
+        if not start_step < s.step <= last:
+            continue
         entry, prev = _step_entry(ex, s, prev, calls_by.get(("", s.step), []), holds)
         step_entries.append(entry)
         for t in s.tasks:
@@ -495,7 +547,7 @@ def export_fixture(
             continue
         sub_prev: dict[str, Any] = {}
         sub_steps = []
-        for s in _read_namespace_or_refuse(store, run.id, ns):
+        for s in _steps_or_refuse(store, run.id, ns, _outline(store, run.id, ns)):
             entry, sub_prev = _step_entry(ex, s, sub_prev, calls_by.get((ns, s.step), []), holds)
             sub_steps.append(entry)
         subgraphs.append({"ns": ex.ns(ns), "steps": sub_steps})
@@ -626,7 +678,7 @@ def _holds(store: RunStore, run_id: str, calls: list[CallInfo], run_end: float |
     """
     ends: dict[str, float] = {}
     for ns in store.namespaces(run_id):
-        for s in _read_namespace_or_refuse(store, run_id, ns):
+        for s in _steps_or_refuse(store, run_id, ns, _outline(store, run_id, ns), state=False):
             for t in s.tasks:
                 if t.get("t0") is not None and t.get("ms") is not None:
                     ends[t["id"]] = t["t0"] + t["ms"] / 1000
