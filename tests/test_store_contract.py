@@ -544,6 +544,10 @@ def test_step_rows_and_encoded_inputs_hand_over_the_recording_as_stored(chat_run
     detail = store.run_detail(run_id)
     assert store.decode(inputs) == detail.inputs and store.decode(config_tree) == detail.config
     assert store.step_rows("no-such-run") == []
+    # Read a page at a time (fixture export streams a long run): the same rows, and marks that say where each step's are.
+    assert [(r.seq, r.payload) for r in store.iter_step_rows(run_id, page=2)] == [(r.seq, r.payload) for r in rows]
+    assert store.step_row_marks(run_id) == [(r.seq, r.step, r.pending) for r in rows]
+    assert list(store.iter_step_rows("no-such-run", page=2)) == [] and store.step_row_marks("no-such-run") == []
     with pytest.raises(RunNotFound):
         store.encoded_inputs("no-such-run")
 
