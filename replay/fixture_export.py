@@ -42,7 +42,7 @@ from graphtape.recorder.records import PART_OF_A_CALL, STORE, CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store import RunStore, merge_events, read_budget
 from graphtape.recorder.store.read_guard import _READ_BUDGET
-from graphtape.recorder.store.read_steps import cache_key_of
+from graphtape.recorder.store.read_steps import cache_key_of, listed_order
 from graphtape.recorder.error_fields import KEY as ERROR_FIELDS
 from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
@@ -148,17 +148,8 @@ class _Outline:
 
 
 def _outline(store: RunStore, run_id: str, ns: str) -> _Outline:
-    """A step is listed at its first row, or at its first completed row (as ``list_steps`` lists it)."""
-    place: dict[int, int] = {}
-    completed: set[int] = set()
-    last_seq: dict[int, int] = {}
-    for seq, step, pending in store.step_row_marks(run_id, ns):
-        if step not in place or (not pending and step not in completed):
-            place[step] = seq
-        if not pending:
-            completed.add(step)
-        last_seq[step] = seq
-    return _Outline(sorted(place, key=place.__getitem__), frozenset(completed), last_seq)
+    marks = store.step_row_marks(run_id, ns)
+    return _Outline(listed_order(marks), frozenset(step for _, step, pending in marks if not pending), {step: seq for seq, step, _ in marks})
 
 
 def _steps_or_refuse(store: RunStore, run_id: str, ns: str, outline: _Outline, *, state: bool = True) -> Iterator[_Step]:

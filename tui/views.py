@@ -5,6 +5,7 @@ The text renderer and ``--json`` print the same dicts, so the two never drift.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from graphtape.tui.render import node_waits
 if TYPE_CHECKING:  # the store protocol loads SQLAlchemy: `graphtape runs` on a SQLite file does without
     from graphtape.recorder import RunStore
 
-__all__ = ["ROOT", "run_dict", "run_view", "runs_view", "step_view"]
+__all__ = ["ROOT", "run_dict", "run_view", "run_view_stream", "runs_view", "step_view"]
 
 ROOT = ""
 """The root graph's namespace; subgraph steps live in their own."""
@@ -100,18 +101,20 @@ def _returned(state: Any, graph: dict[str, Any]) -> Any:
 
 def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
     """A run's header and every superstep of one namespace, with its tasks, routes and call counts."""
+    head, steps = run_view_stream(store, ref, ns)
+    return {**head, "steps": list(steps)}
+
+
+def run_view_stream(store: RunStore, ref: str, ns: str = ROOT) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """``run_view`` with its steps still to read: the header (every key but ``steps``), and the
+    steps one by one, read a page at a time while the store stays open (``show --json``
+    writes a run of 10,000 steps as it reads it)."""
     detail = store.run_detail(ref)
     run = detail.run
     namespaces = _check_ns(store, run.id, ns)
     counts = store.call_counts(run.id, ns, with_subgraphs=True)  # a step's calls include its subgraphs'
-    # Every step in one read (a step's own read per step cost a long run a query per step), its
-    # values cut to what a listing shows: a 3 MB text rewritten at every step is read as a line each.
-    steps = [
-        {**_step_dict(s.step), "calls": counts.get(s.step.step, {}), **_detail_dict(s, [_route_summary(store, r, run.id, s.step.step) for r in s.routes])}
-        for s in store.step_previews(run.id, ns)
-    ]
     totals, tokens = store.call_totals(run.id)  # counted, not decoded: a long loop's prompts are not shown
-    return {
+    head = {
         "run": run_dict(run),
         "inputs": detail.inputs,
         "output": _returned(detail.output, detail.graph),
@@ -121,11 +124,16 @@ def run_view(store: RunStore, ref: str, ns: str = ROOT) -> dict[str, Any]:
         "fork_edit": detail.fork_edit,
         "fault_log": detail.fault_log,
         "ns": ns,
-        "namespaces": {n: len(store.list_steps(run.id, n)) if n != ns else len(steps) for n in namespaces},
+        "namespaces": {n: len({step for _, step, _ in store.step_row_marks(run.id, n)}) for n in namespaces},  # steps counted, not listed
         "call_totals": totals,
         "total_tokens": tokens,
-        "steps": steps,
     }
+    # The steps' values cut to what a listing shows: a 3 MB text rewritten at every step is read as a line each.
+    steps = (
+        {**_step_dict(s.step), "calls": counts.get(s.step.step, {}), **_detail_dict(s, [_route_summary(store, r, run.id, s.step.step) for r in s.routes])}
+        for s in store.iter_step_previews(run.id, ns)
+    )
+    return head, steps
 
 
 def step_view(store: RunStore, ref: str, step: int, ns: str = ROOT) -> dict[str, Any]:

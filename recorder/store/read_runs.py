@@ -22,6 +22,7 @@ from graphtape.recorder.records import RunDetail, RunInfo
 from graphtape.recorder.store.listing import _escape_like, may_be_an_id
 from graphtape.recorder.store.payloads import _strict_json, _uj
 from graphtape.recorder.store.read_guard import _damage_is_a_store_error
+from graphtape.recorder.store.read_steps import listed_order
 
 MAX_INT = 2**63 - 1  # the store's integer columns (and so step numbers, offsets, limits) stop here
 
@@ -190,9 +191,11 @@ class RunReads:
         output = (self._typed_decoder if typed else self._plain_decoder)(_uj(stored))
         if output is None:
             # Not stored twice: a run's output is its state after its last completed step.
-            done = [s for s in self.list_steps(run_id) if not s.pending]
+            marks = self.step_row_marks(run_id)  # where the steps are, not the steps: a long run's list is megabytes
+            completed = {step for _, step, pending in marks if not pending}
+            done = [step for step in listed_order(marks) if step in completed]
             if done:
-                output = self.state_at(run_id, done[-1].step, typed=typed)
+                output = self.state_at(run_id, done[-1], typed=typed)
                 if output and output.keys() <= VALUE_CHANNELS:
                     # No named state channels (a functional-API entrypoint, a StateGraph of one
                     # root value): the output is the value itself, as LangGraph returns it.

@@ -21,7 +21,7 @@ from graphtape.recorder.records import FLAG_PENDING, EventInfo, RouteInfo, StepD
 from graphtape.recorder.store.listing import _escape_like
 from graphtape.recorder.store.payloads import expand_payload, merge_events, unpack
 from graphtape.recorder.store.previews import clip_trees
-from graphtape.recorder.store.read_guard import _damage_is_a_store_error
+from graphtape.recorder.store.read_guard import _damage_is_a_store_error, read_budget
 from graphtape.recorder.tracebacks import valid_frames
 
 # Reads made for every step list and detail, built once (see ``_read``).
@@ -43,6 +43,8 @@ _STEP_RANGE = sa.select(
 _STEP_ROW = sa.select(S.steps).where(_c.run_id == _RUN, _c.ns == _NS, _c.step == sa.bindparam("step")).order_by(_c.flags.op("&")(FLAG_PENDING), _c.seq.desc()).limit(1)
 _DETAIL_ROWS = sa.select(_c.step, _c.seq, _c.nodes, _c.payload, _c.created_at).where(_c.run_id == _RUN, _c.ns == _NS).order_by(_c.seq)
 _DETAIL_ROWS_AFTER = _DETAIL_ROWS.where(_c.step > sa.bindparam("after"))
+_STEP_LIST_OF = _STEP_LIST.where(_c.step.in_(sa.bindparam("steps", expanding=True)))
+_DETAIL_ROWS_OF = _DETAIL_ROWS.where(_c.step.in_(sa.bindparam("steps", expanding=True)))
 _ROWS_FIRST = (
     sa.select(_c.seq, _c.step, _c.source, _c.checkpoint_id, _c.created_at, _c.is_key, _c.flags, _c.payload)
     .where(_c.run_id == _RUN, _c.ns == _NS)
@@ -272,19 +274,43 @@ class StepReads:
         that rewrote a 3 MB text at each of 250 steps lists in the kilobytes it shows, not in
         the 750 MB its updates hold (``step_detail`` reads one step's in full).
         """
-        infos = self.list_steps(run_id, ns)
-        by_step, nodes_by_step = _grouped(self._read(_DETAIL_ROWS, {"run_id": run_id, "ns": ns}))
+        return list(self.iter_step_previews(run_id, ns))
+
+    @_damage_is_a_store_error
+    def iter_step_previews(self, run_id: str, ns: str = "", *, page: int = 400) -> Iterator[StepDetail]:
+        """``step_previews`` read ``page`` steps at a time: ``show --json`` of a run of 10,000
+        steps writes each page as it is read, holding the step numbers and a page, not the run.
+
+        Each page is one read of its steps' rows and a few of blobs, and a read of its own budget."""
+        order = listed_order(self.step_row_marks(run_id, ns))
+        for lo in range(0, len(order), page):
+            hi = min(lo + page, len(order))
+            with read_budget():
+                details = self._previews(run_id, ns, order[lo:hi], order[hi] if hi < len(order) else None)
+            yield from details
+
+    def _previews(self, run_id: str, ns: str, steps: list[int], following: int | None) -> list[StepDetail]:
+        """Steps ``steps`` (listed in this order) as previews; ``following`` is the step listed after them (its nodes are their last's next)."""
+        params = {"run_id": run_id, "ns": ns, "steps": steps if following is None else [*steps, following]}
+        infos = self._merged_steps(run_id, ns, self._read(_STEP_LIST_OF, params))
+        by_step, nodes_by_step = _grouped(self._read(_DETAIL_ROWS_OF, params))
+        infos = [i for i in infos if i.step != following]  # listed in the order of the whole: a run's page is a slice of it
         slots: list[tuple[dict, str]] = []  # every value shown, as (holder, key): cut together, a level of blobs per read
-        for payload in (p for payloads in by_step.values() for p in payloads):
-            slots += [(t, k) for t in payload.get("t", []) for k in ("w", "i", "cw") if k in t]
-            slots += [(e, "v") for e in payload.get("e", []) if "v" in e]
+        for info in infos:
+            for payload in by_step.get(info.step, ()):
+                slots += [(t, k) for t in payload.get("t", []) for k in ("w", "i", "cw") if k in t]
+                slots += [(e, "v") for e in payload.get("e", []) if "v" in e]
         # Decoded a thousand at a time: a call per value cost a run of 10,000 steps seconds of
         # set-up, and one call for all would meet the decoder's bound on values per call.
         cut = clip_trees([h[k] for h, k in slots], self._stored_blobs)
         for i in range(0, len(cut), 1000):
             for (holder, key), value in zip(slots[i : i + 1000], self.decode(cut[i : i + 1000])):
                 holder[key] = value
-        return [self._detail(info, by_step.get(info.step, []), _next_nodes(infos, i, nodes_by_step), encoded_routes=True, decoded=True) for i, info in enumerate(infos)]
+        nexts = [i.step for i in infos[1:]] + [following]
+        return [
+            self._detail(info, by_step.get(info.step, []), list(nodes_by_step.get(nxt, ())) if nxt is not None else [], encoded_routes=True, decoded=True)
+            for info, nxt in zip(infos, nexts)
+        ]
 
     @_damage_is_a_store_error
     def step_rows(self, run_id: str, ns: str = "") -> list[StepRow]:
@@ -313,7 +339,7 @@ class StepReads:
     def step_row_marks(self, run_id: str, ns: str = "") -> list[tuple[int, int, bool]]:
         """``(seq, step, pending)`` of every stored row of a namespace in order, payloads unread:
         where each step's rows are, so a reader of ``iter_step_rows`` knows when a step is whole."""
-        return [(r.seq, r.step, bool((r.flags or 0) & FLAG_PENDING)) for r in self._read(_ROW_MARKS, {"run_id": run_id, "ns": ns})]
+        return [_mark(r.seq, r.step, r.flags or 0) for r in self._read(_ROW_MARKS, {"run_id": run_id, "ns": ns})]
 
 
 def _as_stored(tree: Any) -> Any:
@@ -342,6 +368,27 @@ def _grouped(rows: Iterable[Any]) -> tuple[dict[int, list[dict]], dict[int, dict
         by_step.setdefault(r.step, []).append(expand_payload(unpack(r.payload), r.created_at))
         nodes_by_step.setdefault(r.step, {}).update(dict.fromkeys(n for n in (r.nodes or "").split(",") if n))
     return by_step, nodes_by_step
+
+
+def _mark(seq: Any, step: Any, flags: Any) -> tuple[int, int, bool]:
+    """A row's ``(seq, step, pending)``, its columns checked as ``StepInfo`` checks them (a damaged store)."""
+    for name, value in (("seq", seq), ("step", step), ("flags", flags)):
+        if type(value) is not int:
+            raise ValueError(f"StepInfo.{name} holds a {type(value).__name__}")
+    return seq, step, bool(flags & FLAG_PENDING)
+
+
+def listed_order(marks: Iterable[tuple[int, int, bool]]) -> list[int]:
+    """Step numbers in the order ``list_steps`` lists them, from ``step_row_marks``: a step is
+    listed at its first row, or at its first completed row once it has one."""
+    place: dict[int, int] = {}
+    completed: set[int] = set()
+    for seq, step, pending in marks:
+        if step not in place or (not pending and step not in completed):
+            place[step] = seq
+        if not pending:
+            completed.add(step)
+    return sorted(place, key=place.__getitem__)
 
 
 def _next_nodes(infos: Sequence[StepInfo], i: int, nodes_by_step: dict[int, dict[str, None]]) -> list[str]:
