@@ -205,6 +205,8 @@ def _install(stack: contextlib.ExitStack) -> None:
         pass
     else:
         enter(mock.patch.object(aiohttp.ClientSession, "_request", _async_entry(AIOHTTP, aiohttp.ClientSession._request)))
+        for patcher in _aiohttp_streaming():
+            enter(patcher)
     _patchers = built
 
 
@@ -263,6 +265,105 @@ def _streamed(httpx: Any, vcr_request: Any, response: Any, *, is_async: bool) ->
 
     response.stream = passed_through(httpx, response.stream, ended, is_async=is_async)
     return response
+
+
+# -- aiohttp: a live body streamed to the caller ------------------------------------------------
+
+
+@dataclass(slots=True)
+class _AioTee:
+    """The bounded copy of one aiohttp response body, kept as the connection feeds it."""
+
+    reader: Any  # the response's StreamReader (held: its id is the key)
+    kept: KeptBody
+    ended: Any  # (kept, complete) -> None
+
+
+_aio_tees: dict[int, _AioTee] = {}  # id(StreamReader) -> its copy, while its body is live
+
+
+def _aiohttp_streaming() -> list[Any]:
+    """Patchers that make a live aiohttp response reach the caller as it comes, with a bounded copy.
+
+    vcrpy reads a live response whole before the node sees it (for ever, from a server that
+    streams without end). Here its ``record_response`` leaves a run's live body alone, and a
+    copy of at most ``MAX_BODY_BYTES`` is kept as aiohttp's parser feeds the response's
+    ``StreamReader`` (what the caller reads, decompressed); the call is recorded at the end of
+    the body, or when the body fails or is released first (``body_incomplete``)."""
+    from aiohttp import streams
+    from vcr.stubs import aiohttp_stubs
+
+    return [
+        mock.patch.object(aiohttp_stubs, "record_response", _streaming_record_response(aiohttp_stubs.record_response)),
+        mock.patch.object(streams.StreamReader, "feed_data", _teeing_feed(streams.StreamReader.feed_data)),
+        mock.patch.object(streams.StreamReader, "set_exception", _ending_on_failure(streams.StreamReader.set_exception)),
+    ]
+
+
+def _streaming_record_response(vcr_record: Any) -> Any:
+    @functools.wraps(vcr_record)
+    async def record_response(cassette: Any, vcr_request: Any, response: Any) -> None:
+        content = getattr(response, "content", None)
+        if getattr(response, "_released", False) or not callable(getattr(content, "on_eof", None)) or content.is_eof():
+            # A redirect aiohttp let go of, or a body read to its end already: in memory, as vcrpy reads it.
+            await vcr_record(cassette, vcr_request, response)
+            return
+        pending = getattr(vcr_request, "_graphtape", None)
+        if pending is None:
+            pending = _begin(vcr_request)  # the end of a redirect aiohttp followed: recorded as its own request
+        if pending.session is None or pending.done:
+            return  # not a run's request: its body is the caller's alone
+        headers: dict[str, list[str]] = {}
+        for name, value in response.headers.items():
+            headers.setdefault(str(name), []).append(value)
+        status = {"code": response.status, "message": response.reason}
+
+        def ended(kept: KeptBody, complete: bool) -> None:
+            _record_streamed(pending, status, headers, kept, complete)
+
+        kept = KeptBody()
+        # What the parser fed before the response came back (headers and body can share a packet);
+        # nothing of it is read yet. aiohttp keeps it there; a later aiohttp that does not is copied from here on.
+        offset = getattr(content, "_buffer_offset", 0)
+        for i, chunk in enumerate(list(getattr(content, "_buffer", ()))):
+            kept.add(chunk[offset:] if i == 0 else chunk)
+        if content.exception() is not None:
+            ended(kept, False)
+            return
+        _aio_tees[id(content)] = _AioTee(content, kept, ended)
+        content.on_eof(functools.partial(_aio_end, content, True))
+
+    return record_response
+
+
+def _aio_end(reader: Any, complete: bool) -> None:
+    tee = _aio_tees.get(id(reader))
+    if tee is None or tee.reader is not reader:
+        return
+    del _aio_tees[id(reader)]
+    tee.ended(tee.kept, complete)
+
+
+def _teeing_feed(feed_data: Any) -> Any:
+    @functools.wraps(feed_data)
+    def teeing(self: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
+        tee = _aio_tees.get(id(self))
+        if tee is not None and tee.reader is self and data:
+            tee.kept.add(data)
+        return feed_data(self, data, *args, **kwargs)
+
+    return teeing
+
+
+def _ending_on_failure(set_exception: Any) -> Any:
+    @functools.wraps(set_exception)
+    def ending(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return set_exception(self, *args, **kwargs)
+        finally:
+            _aio_end(self, False)  # the connection failed, or the caller let go of the body first
+
+    return ending
 
 
 # -- http.client, urllib3, requests: a live body streamed to the caller -------------------------

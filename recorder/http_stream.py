@@ -5,8 +5,8 @@ without end (server-sent events, a long poll) would hold the node's read for eve
 copy grew without bound. For ``httpx`` and its fork ``httpx2`` (sync and async: their response
 stream is wrapped, ``passed_through``) and for ``http.client``, ``urllib3`` and ``requests`` (the
 response's reads are, ``tee_reads``), the response goes back to the caller at once and each piece
-is passed on as it is read; a copy of at most ``MAX_BODY_BYTES`` is kept. (aiohttp is still read
-whole by vcrpy.) The call is recorded
+is passed on as it is read; ``aiohttp``'s is copied as the connection feeds it (``http_capture``).
+A copy of at most ``MAX_BODY_BYTES`` is kept. The call is recorded
 when the body ends or the caller closes it: a body the caller stopped reading is marked
 ``body_incomplete`` (a replay plays what was read), one longer than the copy ``body_truncated``
 (with how many bytes the caller read; a replay cannot play it).

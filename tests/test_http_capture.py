@@ -604,6 +604,17 @@ def _read_stream(url: str, client: str, stop_after: int) -> bytes:
         with urllib.request.urlopen(f"{url}/stream", timeout=5) as r:
             while len(got) < stop_after:
                 got += r.read(4096)
+    elif client == "aiohttp":
+        import asyncio
+
+        async def read_aiohttp() -> None:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_read=5)) as s, s.get(f"{url}/stream") as r:
+                async for chunk in r.content.iter_any():
+                    got.extend(chunk)
+                    if len(got) >= stop_after:
+                        break
+
+        asyncio.run(read_aiohttp())
     else:
         import asyncio
 
@@ -618,7 +629,7 @@ def _read_stream(url: str, client: str, stop_after: int) -> bytes:
     return bytes(got)
 
 
-@pytest.mark.parametrize("client", ["httpx", "httpx-async", "requests", "urllib3", "urllib"])
+@pytest.mark.parametrize("client", ["httpx", "httpx-async", "requests", "urllib3", "urllib", "aiohttp"])
 @pytest.mark.parametrize("stop_after", [10_000, 1_000_000])
 def test_an_endless_stream_reaches_the_node_as_it_comes_and_its_recording_is_bounded(db, service, monkeypatch, client, stop_after):
     """A server that streams without end (server-sent events): the node's code reads it as it
