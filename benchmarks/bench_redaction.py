@@ -22,8 +22,12 @@ Always exits 0: a report, not a test.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import random
 import statistics
+import string
 import time
+import uuid
 from collections.abc import Callable
 
 from graphtape.recorder.linear_regex import compile_linear
@@ -93,11 +97,27 @@ def scrub_time(text: str, user: bool, reps: int) -> float:
     return median_seconds(lambda: Redactor(patterns=patterns).scrub(text), reps)
 
 
-def values_time(n: int, reps: int) -> float:
-    """Median seconds to scrub ``n`` distinct short values (the lines of ``AGENT_TEXT``, numbered):
-    what a run records most is many short strings, each scanned once."""
+def agent_lines(n: int) -> list[str]:
+    """``n`` distinct short values (the lines of ``AGENT_TEXT``, numbered): what a run records
+    most is many short strings, each scanned once."""
     lines = [line for line in AGENT_TEXT.splitlines() if line]
-    values = [f"{lines[i % len(lines)]} #{i}" for i in range(n)]
+    return [f"{lines[i % len(lines)]} #{i}" for i in range(n)]
+
+
+def ids(n: int) -> list[str]:
+    """``n`` distinct ids as a run records them beside every message and call: UUIDs, hex
+    digests and tool-call ids. Many look like base64 to a first glance, none holds a secret."""
+    rng = random.Random(7)
+    makers = (
+        lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        lambda: hashlib.sha256(rng.randbytes(16)).hexdigest(),
+        lambda: "call_" + "".join(rng.choices(string.ascii_letters + string.digits, k=24)),
+    )
+    return [makers[i % len(makers)]() for i in range(n)]
+
+
+def values_time(values: list[str], reps: int) -> float:
+    """Median seconds to scrub ``values`` with one redactor."""
 
     def run() -> None:
         r = Redactor()
@@ -132,8 +152,8 @@ def main() -> None:
         grows = f"{growth[name]:10.2f}" if name in growth else f"{'':>10}"
         print(f"{name:40} {seconds:9.4f} {seconds * 1_000_000 / size:9.4f} {seconds / plain:8.0f} {seconds / prose:8.1f} {grows}")
     n = 20_000 if not args.quick else 5_000
-    per_value = values_time(n, reps)
-    print(f"{'short values (agent text lines)':40} {per_value * 1e6 / n:9.2f} µs per value, {n:,} distinct values")
+    for label, values in (("short values (agent text lines)", agent_lines(n)), ("ids (UUIDs, hex digests, call ids)", ids(n))):
+        print(f"{label:40} {values_time(values, reps) * 1e6 / n:9.2f} µs per value, {n:,} distinct values")
     worst = max(results, key=results.get)
     print(f"\nworst case: {worst}: {results[worst] * 1_000_000 / size:.3f} s per MB ({results[worst] / plain:.0f}x a plain scan, {results[worst] / prose:.0f}x prose)")
     if growth:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import string
 from collections.abc import Callable
 from typing import Any
 
@@ -35,12 +36,12 @@ _MAX_DECODED = 4 << 20  # a longer base64 run is a file (an image, an archive), 
 _PROBE = 48  # characters of a run decoded first: base64 of binary data is refused on them
 
 # Whether any finder has work: a base64 run, a percent escape, two string literals side by
-# side (with something between them: "" is an empty string). The redactor folds this into its
-# one first pass over a text (``GATE_PATTERN``), so text holding none costs nothing more.
+# side (with something between them: "" is an empty string). One search of every text the
+# redactor scrubs, apart from its first pass: ids and hashes pass this gate (a finder then
+# drops them), and in that pass they would send the text through its substituting passes.
 # Base64 of ASCII text starts each group of four with one of A-Z or a-f (a byte's top six bits
 # under 0x80): three such groups in a row are asked for, which paths, ids and words seldom make.
-GATE_PATTERN = r"(?:[A-Za-f][A-Za-z0-9+/]{3}){3}|(?:[A-Za-f][A-Za-z0-9_\-]{3}){4}|%[0-9A-Fa-f]{2}|[\"'](?:[ \t]+|[ \t]*\+|[ \t]*(?:\r?\n|\\n))[ \t]*\+?[ \t]*[rbfuRBFU]{0,2}[\"']"
-_GATE = compile_linear(GATE_PATTERN)
+_GATE = compile_linear(r"(?:[A-Za-f][A-Za-z0-9+/]{3}){3}|(?:[A-Za-f][A-Za-z0-9_\-]{3}){4}|%[0-9A-Fa-f]{2}|[\"'](?:[ \t]+|[ \t]*\+|[ \t]*(?:\r?\n|\\n))[ \t]*\+?[ \t]*[rbfuRBFU]{0,2}[\"']")
 # A run of either base64 alphabet (standard, URL-safe), its padding, and its wrapped lines
 # (``base64`` wraps at 76; each line is joined to the next by _runs).
 _BASE64_RUN = compile_linear(r"[A-Za-z0-9+/]{12,}={0,2}|[A-Za-z0-9_\-]{16,}={0,2}")
@@ -57,17 +58,29 @@ _CONTROLS = str.maketrans("", "", "\t\n\r")
 _ASCII_HEADS = str.maketrans("", "", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef")
 
 
-def hidden_spans(text: str, direct: DirectSpans, quick: Quick, *, gated: bool = False) -> Spans:
+def hidden_spans(text: str, direct: DirectSpans, quick: Quick) -> Spans:
     """Where secrets hidden by an encoding are in ``text``, as character spans, sorted (they may
     overlap what ``direct``, the redactor's scan of text as written, finds there itself).
-    ``quick`` says whether a decoded text may hold one at all (``direct`` runs only then);
-    ``gated``: the caller's own search for ``GATE_PATTERN`` found it in ``text``."""
-    if len(text) < MIN_TEXT or (not gated and _GATE.search(text) is None):
+    ``quick`` says whether a decoded text may hold one at all (``direct`` runs only then)."""
+    if len(text) < MIN_TEXT:
         return []
-    found = _base64_spans(text, direct, quick)
-    if "%" in text:
+    # Base64 of text mixes the cases, so text of one case holds none (a UUID, a hex digest: most
+    # of the ids a run records), and the others need their sign: asked first, at C speed.
+    mixed = text.lower() != text and text.upper() != text
+    percent = "%" in text
+    quoted = '"' in text or "'" in text
+    if not (mixed or percent or quoted):
+        return []
+    if not (percent or quoted) and _one_token(text):
+        # A single token of either alphabet (a call id, a key, base64 alone): its own run.
+        decoded = _base64_text(text)
+        return [(0, len(text))] if decoded is not None and quick(decoded) and direct(decoded) else []
+    if _GATE.search(text) is None:
+        return []
+    found = _base64_spans(text, direct, quick) if mixed else []
+    if percent:
         found += _percent_spans(text, direct, quick)
-    if '"' in text or "'" in text:
+    if quoted:
         found += _literal_spans(text, direct, quick)
     return sorted(found)
 
@@ -123,6 +136,19 @@ def _decode(chars: str, alt: bytes | None, *, partial: bool) -> str | None:
             return None  # (a probe may cut a character in two at its end)
         out = data[: exc.start].decode("utf-8")
     return out if out.translate(_CONTROLS).isprintable() else None
+
+
+_NOT_STANDARD = str.maketrans("", "", string.ascii_letters + string.digits + "+/")
+_NOT_URL_SAFE = str.maketrans("", "", string.ascii_letters + string.digits + "-_")
+
+
+def _one_token(text: str) -> bool:
+    """Whether ``text`` is one run of one base64 alphabet, as long as ``_runs`` asks (a short
+    text without spaces or other signs: most ids), so that it needs no search for its runs."""
+    core = text.rstrip("=")
+    if len(text) - len(core) > 2:
+        return False
+    return (len(core) >= 12 and not core.translate(_NOT_STANDARD)) or (len(core) >= 16 and not core.translate(_NOT_URL_SAFE))
 
 
 def _base64_spans(text: str, direct: DirectSpans, quick: Quick) -> Spans:

@@ -25,7 +25,6 @@ import threading
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
-from graphtape.recorder.encoded_secrets import GATE_PATTERN as HIDDEN_GATE
 from graphtape.recorder.encoded_secrets import hidden_spans
 from graphtape.recorder.linear_regex import compile_linear
 from graphtape.recorder.secret_tables import may_hold_table, table_spans
@@ -749,7 +748,7 @@ def _compiled(user: tuple[str, ...]) -> tuple[Any, Any, Any]:
     try:
         # A secret with no separator before it (a flag's, a command's, one told in prose) is
         # found by this pass too: text without one needs no scan for keys unless it holds "=" or ":".
-        either = compile_linear(f"(?:{token_pattern})|(?:{text_pattern})|(?:{_LOOSE_PATTERN})|(?:{HIDDEN_GATE})")
+        either = compile_linear(f"(?:{token_pattern})|(?:{text_pattern})|(?:{_LOOSE_PATTERN})")
     except ValueError:  # the two together beyond RE2's budget (many user patterns): both passes run
         either = None
     return tokens, text, either
@@ -882,12 +881,12 @@ class Redactor:
         hidden = self._hidden_spans(text)
         return _merged(found + hidden) if hidden else found
 
-    def _hidden_spans(self, text: str, *, gated: bool = False) -> list[tuple[int, int]]:
+    def _hidden_spans(self, text: str) -> list[tuple[int, int]]:
         """Secrets base64, percent-encoding or a literal in pieces hide from the direct scan."""
         try:
-            found = hidden_spans(text, self._direct_spans, self._may_hold_secret, gated=gated)
+            found = hidden_spans(text, self._direct_spans, self._may_hold_secret)
         except UnicodeEncodeError:  # lone surrogates: read as displayable text (offsets stay)
-            found = hidden_spans(displayable(text), self._direct_spans, self._may_hold_secret, gated=gated)
+            found = hidden_spans(displayable(text), self._direct_spans, self._may_hold_secret)
         return _merged(found) if found else found
 
     def _may_hold_secret(self, text: str) -> bool:
@@ -935,14 +934,16 @@ class Redactor:
             keys = self._may_hold_keys(text) or self._may_hold_lists(text)
         except UnicodeEncodeError:
             found = keys = True  # lone surrogates: the passes below read it as displayable text
+        # What an encoding may hide has a search of its own (``encoded_secrets``' gate), not a part
+        # of the first pass: ids and hashes pass that gate, and must not send text through the two
+        # substituting passes for it.
+        hidden = self._hidden_spans(text) if decode else []
+        if hidden:  # marked first: the passes below would take a piece and leave the rest unread
+            self._bump(len(hidden))
+            return self._scrub(_marked(text, hidden), False)
         if not found and not keys:
             self._remember_clean(text)
             return text
-        if found and decode:  # (the first pass looks for what an encoding may hide too: GATE_PATTERN)
-            hidden = self._hidden_spans(text, gated=self._either is not None)
-            if hidden:  # marked first: the passes below would take a piece and leave the rest unread
-                self._bump(len(hidden))
-                return self._scrub(_marked(text, hidden), False)
         scanned = new = text
         n = 0
         if found:
