@@ -6,6 +6,8 @@ that came from a recording, which may be hostile.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 # C0 controls (but newline and tab), DEL, C1 controls and the bidirectional overrides: a
 # recorded string carrying them could move the cursor, set the clipboard (OSC 52), retitle
 # the terminal or reorder what is shown. So could the direction marks (U+200E, U+200F,
@@ -22,3 +24,15 @@ _UNSAFE = {c: "?" for c in [*_CONTROLS, *_BIDI, *_INVISIBLE]}
 def printable(text: str) -> str:
     """``text`` safe for a terminal: control characters, bidi overrides and invisible characters shown as ``?``."""
     return text.translate(_UNSAFE)
+
+
+def one_line(text: str) -> str:
+    """``text`` kept to one line: a line break shows as ``⏎``. A line of a report or a view is
+    built from recorded names (a node, a state key, a step's summary), and a hostile store's
+    name holding a line break must not start a line of its own there."""
+    return text.replace("\n", "⏎") if "\n" in text else text
+
+
+def joined_lines(lines: Iterable[str]) -> str:
+    """A report's or a view's lines, each kept to one (see ``one_line``), joined."""
+    return "\n".join(map(one_line, lines))

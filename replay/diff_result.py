@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graphtape.recorder.records import RunInfo
+from graphtape.recorder.terminal_text import joined_lines, one_line
 
 from graphtape.replay.result import Divergence, unified_diff
 
@@ -73,7 +74,7 @@ class RunDifference(Divergence):
         diff = self.diff if self.recorded is not None and self.actual is not None else ""
         if diff:
             lines.extend("  " + line for line in diff.splitlines())
-        return "\n".join(lines)
+        return joined_lines(lines)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -139,11 +140,11 @@ class RunDiff:
 
     def report(self) -> str:
         """The verdict, the first difference, the graph changes, then every difference with both sides and a diff."""
-        out = [self.verdict(), self.summary()]
-        out.extend(f"graph: {line}" for line in self.graph_changes)
+        out = [one_line(self.verdict()), one_line(self.summary())]
+        out.extend(one_line(f"graph: {line}") for line in self.graph_changes)
         if self.ignore:
             out.append(f"ignored paths: {', '.join(self.ignore)}")
-        out.extend(d.render() for d in self.differences)
+        out.extend(d.render() for d in self.differences)  # each kept to its lines by render()
         return "\n".join(out)
 
     def to_dict(self) -> dict[str, Any]:

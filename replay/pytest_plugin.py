@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from graphtape.recorder.terminal_text import printable
+from graphtape.recorder.terminal_text import one_line, printable
 from graphtape.replay.record_mode import RecordMode, in_ci
 from graphtape.replay.wrong_graph import wrong_graph
 
@@ -347,14 +347,14 @@ def _failure(spec: _Spec, result: Any, wrong: str | None = None) -> str:
     lines = [f"graphtape: the replay of {spec.shown} diverged from the recording ({n} divergence{'s' if n != 1 else ''}):"]
     if wrong:
         lines.append(f"{wrong} Check graph= in the marker: --graphtape-record=rewrite would overwrite the fixture with this graph's behaviour.")
-    lines.append(result.divergences[0].render())
+    lines.append(result.divergences[0].render())  # kept to its lines by render()
     rest = result.divergences[1:]
     for d in rest[:MAX_MORE]:
-        lines.append(f"then {d.headline()}")
+        lines.append(one_line(f"then {d.headline()}"))
     if len(rest) > MAX_MORE:
         lines.append(f"... and {len(rest) - MAX_MORE} more")
     if result.error:
-        lines.append(f"the replay ended with {result.error}")
+        lines.append(one_line(f"the replay ended with {result.error}"))
     if not wrong:
         lines.append(f'if the new behaviour is intended, re-record the fixture: pytest --graphtape-record=rewrite "{spec.nodeid}"')
     return "\n".join(lines)

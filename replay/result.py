@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from graphtape.recorder.terminal_text import joined_lines
+
 KINDS = ("route", "call", "arguments", "state", "error", "missing", "extra")
 # Within one step, causes before effects: what a call was asked and answered, then errors, state, routes.
 _CAUSE_RANK = {"arguments": 0, "extra": 1, "call": 2, "missing": 3, "error": 4, "state": 5, "route": 6}
@@ -61,7 +63,7 @@ class Divergence:
                 f"  closest recorded call: {_one_line(c.get('name'))} at step {c.get('step')} in node {c.get('node')!r} "
                 f"(differs in {', '.join(c.get('differs') or []) or 'nothing'}): arguments {_short(c.get('arguments'))}"
             )
-        return "\n".join(lines)
+        return joined_lines(lines)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -108,7 +110,7 @@ class ReplayResult:
         if not self.divergences:
             return head + "matches the recording" + (f" ({served} answered from the recording)" if served else "") + raised
         out = [head + f"{len(self.divergences)} divergence{'s' if len(self.divergences) != 1 else ''}" + raised]
-        out.extend(d.render() for d in self.divergences)
+        out.extend(d.render() for d in self.divergences)  # each kept to its lines by render()
         return "\n".join(out)
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphtape.recorder.terminal_text import one_line
+
 START = "__start__"
 SHOWN = 8  # node names listed per side; more are counted
 
@@ -41,7 +43,7 @@ def wrong_graph(fixture: dict[str, Any], graph: Any, given: str) -> str | None:
     missing = [n for n in recorded if n not in ours]
     if not recorded or not ours or 2 * len(missing) <= len(recorded):
         return None
-    return f"this fixture was recorded from a graph with nodes {_names(recorded)}; the graph given ({given}) has {_names(ours)}: wrong graph?"
+    return one_line(f"this fixture was recorded from a graph with nodes {_names(recorded)}; the graph given ({given}) has {_names(ours)}: wrong graph?")
 
 
 def _names(nodes: list[str]) -> str:

@@ -15,6 +15,7 @@ from typing import TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from graphtape.recorder import Recorder
+from graphtape.recorder.store.payloads import pack, unpack
 from graphtape.replay.result import Divergence
 from graphtape.tui.cli import main
 
@@ -66,3 +67,36 @@ def test_a_recorded_call_name_cannot_start_a_line_of_a_replay_report() -> None:
     assert any(repr(name) in line for line in lines)
     plain = Divergence(kind="extra", step=2, node="act", what="x", recorded=None, actual=1, candidates=[{"name": "POST https://api.example/charge", "step": 1, "node": "n"}])
     assert "closest recorded call: POST https://api.example/charge at step 1" in plain.render()  # an ordinary name reads as it is
+
+
+def _forge_names(db: Path) -> None:
+    """Every recorded name of the newest run's step 1 (its node, summary, route) carries a line
+    break and a line of its own; state keys too."""
+    conn = sqlite3.connect(db)
+    run_id = conn.execute("SELECT id FROM runs WHERE name = 'crafted'").fetchone()[0]
+    forged = "bump\nFORGED: all checks passed"
+    for row_id, payload in conn.execute("SELECT id, payload FROM steps WHERE run_id = ? AND step = 1", (run_id,)).fetchall():
+        tree = unpack(payload)
+        for task in tree.get("t") or []:
+            task["node"] = forged
+            task["w"] = {"n\nFORGED: key": 2}
+        for route in tree.get("r") or []:
+            route["src"] = forged
+            route["dest"] = ["__end__\nFORGED: went nowhere"]
+        conn.execute(
+            "UPDATE steps SET payload = ?, nodes = ?, summary = ? WHERE id = ?",
+            (pack(tree), forged, f"{forged} → __end__", row_id),
+        )
+    conn.commit()
+    conn.close()
+
+
+def test_a_recorded_name_cannot_start_a_line_of_show_or_diff(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "received.db"
+    _recorded(db)
+    _forge_names(db)
+    for argv in (["show", "last"], ["show", "last", "--step", "1"], ["diff", "last~1", "last"]):
+        main(["--db", str(db), *argv])
+        out = capsys.readouterr().out
+        assert "FORGED" in out, argv  # the names are shown...
+        assert not [line for line in out.splitlines() if line.lstrip().startswith("FORGED")], (argv, out)  # ...each on its own line's end

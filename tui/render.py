@@ -14,6 +14,7 @@ from typing import Any
 from graphtape.recorder.terminal_text import printable  # noqa: F401  (re-exported: the TUI imports it from here)
 from graphtape.recorder.tracebacks import format_frames
 from graphtape.recorder.waiting_subgraphs import node_path
+from graphtape.recorder.terminal_text import joined_lines
 from graphtape.tui import http_view
 
 __all__ = ["fold", "run_text", "runs_table", "short", "step_text"]
@@ -275,10 +276,10 @@ def runs_table(runs: list[dict[str, Any]], width: int = 120) -> str:
     for shown_ids, time_format, dropped in attempts:
         lines = _runs_lines(runs, shown_ids, time_format, dropped, 40)
         if max(len(line) for line in lines) <= width:
-            return "\n".join(lines)
+            return joined_lines(lines)
     over = max(len(line) for line in lines) - width
     name_width = max(8, max([len(r["name"]) for r in runs] or [4]) - over)
-    return "\n".join(_runs_lines(runs, short_ids, short_time, zero | {"source"}, min(40, name_width)))
+    return joined_lines(_runs_lines(runs, short_ids, short_time, zero | {"source"}, min(40, name_width)))
 
 
 def _unique_prefix(run_id: str, ids: list[str], length: int = 8) -> str:
@@ -418,7 +419,7 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
     out.append("")
     if not steps:
         out.append("  no steps recorded" + (f" in namespace {view['ns']!r}" if view["ns"] else ""))
-        return "\n".join(out)
+        return joined_lines(out)
     rows = [
         [
             str(s["step"]),
@@ -450,7 +451,7 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
     focus = next((s["step"] for s in steps if s["error"] or s["interrupt"]), steps[-1]["step"])
     ns_arg = f" --ns {view['ns']}" if view["ns"] else ""
     out += ["", f"one step in full (update, routes, calls, state): graphtape show {run['id'][:8]} --step {focus}{ns_arg}"]
-    return "\n".join(out)
+    return joined_lines(out)
 
 
 # -- one step -----------------------------------------------------------------
@@ -607,7 +608,7 @@ def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str
         nav.append(f"--step {step['step'] + 1}")
     if nav:
         out += ["", f"neighbours: graphtape show {run['id'][:8]} {' / '.join(nav)}"]
-    return "\n".join(out)
+    return joined_lines(out)
 
 
 ABANDONED = "Unfinished"  # the recorder's marker for a call still running when its run ended, or cancelled by its caller
