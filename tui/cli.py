@@ -69,10 +69,47 @@ def _global_options(parser: argparse.ArgumentParser, *, on_subcommand: bool) -> 
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming what to fix and where help is (not the usage dump)."""
+    """argparse, but a usage error is one line naming what to fix, the closest valid word, and
+    where help is (not the usage dump)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}{_meant_choice(self, message)} (see {self.prog} --help)\n")
+
+    def unrecognized(self, extra: Sequence[str]) -> NoReturn:
+        """Words no option of this command takes: said by this command (whose --help lists its
+        options), with the option a mistyped flag was closest to."""
+        self.error("unrecognized arguments: " + " ".join(extra) + _meant_flag(self, extra))
+
+
+def _meant_choice(parser: argparse.ArgumentParser, message: str) -> str:
+    """``; did you mean 'show'?`` for an invalid choice close to a valid one (a command, a mode)."""
+    import ast
+    import difflib
+    import re
+
+    found = re.search(r"invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", message)
+    if found is None:
+        return ""
+    try:
+        value = ast.literal_eval(found.group(1))
+    except (ValueError, SyntaxError):
+        return ""
+    choices = [str(c) for action in parser._actions if action.choices for c in action.choices]
+    close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.7)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _meant_flag(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """``; did you mean --search?`` for the first mistyped flag close to one the command takes."""
+    import difflib
+
+    flags = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    for word in extra:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.partition("=")[0], flags, n=1, cutoff=0.7)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_admin.register(command)
     cli_rescue.register(command)
     parser.set_defaults(root_parser=parser)  # completion reads the whole tree without importing this module
+    parser.commands = dict(sub.choices)  # type: ignore[attr-defined] - _main says an unknown word by its command
     return parser
 
 
@@ -367,7 +405,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the command they were given to, not by `graphtape`
+            getattr(parser, "commands", {}).get(getattr(args, "command", None), parser).unrecognized(extra)
     except SystemExit as exc:  # --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_ERROR)
     if args.command is None:
