@@ -78,6 +78,8 @@ def check_ref(ref: str) -> None:
 def _require_file(file: Path) -> None:
     if not file.is_file():
         where = "it is a directory" if file.is_dir() else "no such file"
+        if where == "no such file" and not file.is_absolute():
+            where += f" in {Path.cwd()} (a relative path is read from the working directory)"
         raise GraphLoadError(f"cannot load {file}: {where}")
 
 

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from graphtape.tui.cli_args import RUN_HELP, step_number
@@ -68,6 +69,12 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
 
         why = "was imported from a fixture, whose graph reference is not trusted" if FIXTURE_TAG in run.tags else "was recorded without a graph reference"
         raise GraphLoadError(f"run {run.id} {why}: pass --graph module:attr or path/to/file.py:attr")
+    if not args.graph and _elsewhere(ref):
+        store.close()
+        raise GraphLoadError(
+            f"run {run.id} names its graph by a path relative to the folder it was recorded in ({_shown(ref)}), "
+            f"and {Path.cwd()} has no such file: run this from that folder, or pass --graph with the file's path from here"
+        )
     if not args.graph and not args.trust_recorded_graph and not _agreed(run.id, ref):
         store.close()
         raise GraphLoadError(f"not loading the graph recorded with run {run.id} ({_shown(ref)}): loading runs its code; pass --graph {_shown(ref)} (or --trust-recorded-graph) to run it")
@@ -84,6 +91,19 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
         store.close()
         raise
     return store, run.id, graph, overrides
+
+
+def _elsewhere(ref: str) -> bool:
+    """Whether a recorded ``path.py:attr`` is relative and names no file from here (the run was
+    recorded in another working directory): said before any prompt offers to load it."""
+    from graphtape.replay.loading import GraphLoadError, split_ref
+
+    try:
+        target, _attr = split_ref(ref)
+    except GraphLoadError:
+        return False  # the loader says what is wrong with it
+    path = Path(target).expanduser()
+    return target.endswith(".py") and not path.is_absolute() and not path.exists()
 
 
 def _shown(ref: str) -> str:
