@@ -127,6 +127,8 @@ _log = logging.getLogger("graphtape")
 _STREAM_KW_DURABILITY = "durability"
 _STREAM_KW_CONTEXT = "context"
 _TASK_KEYS = ("__pregel_task_id", "__pregel_scratchpad")
+# Said once with a store Recorder() cannot open: the run goes on, and this is how to record elsewhere.
+OPEN_HINT = " (runs are kept and written once it opens; to record elsewhere, pass Recorder(PATH_OR_URL) or set $GRAPHTAPE_DB)"
 
 
 class Recorder:
@@ -210,7 +212,7 @@ class Recorder:
             if strict or is_not_a_store(exc):
                 raise
             open_error = exc
-            self._write_fault(exc, None, False)
+            self._write_fault(exc, None, False, hint=OPEN_HINT)
         self.writer = Writer(
             store,
             background=self.durability is not Durability.SYNC,
@@ -325,14 +327,15 @@ class Recorder:
         else:
             _log.warning("graphtape: %s", message)
 
-    def _write_fault(self, exc: Exception, batch: Batch | None, lost: bool) -> None:
-        """Count a write fault and note it on the runs it concerns (their fault log, shown by the TUI's ``i``)."""
+    def _write_fault(self, exc: Exception, batch: Batch | None, lost: bool, hint: str = "") -> None:
+        """Count a write fault and note it on the runs it concerns (their fault log, shown by the TUI's ``i``);
+        ``hint`` (what to do) goes on its warning only."""
         self.fault_count += 1
         line = str(exc).splitlines()[0] if str(exc) else ""
         message = f"store write failed: {type(exc).__name__}: {line}"
         if message not in self._warned and len(self._warned) < 100:
             self._warned.add(message)  # one warning per distinct problem, not one per retry
-            self._warn(f"{type(exc).__name__}: {line}")
+            self._warn(f"{type(exc).__name__}: {line}{hint}")
         run_ids: set[str] = set()
         if batch is not None:
             run_ids.update(r["run_id"] for r in batch.steps)
