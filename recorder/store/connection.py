@@ -51,6 +51,16 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
     return "sqlite:///" + str(Path(db).expanduser().resolve())
 
 
+def _named_by_env(url: str) -> str:
+    """``; $GRAPHTAPE_DB names it`` when the store came from there: a variable set long ago (a shell
+    profile, a .env) is the one cause a missing store's path alone does not show."""
+    env = os.environ.get(ENV_DB)
+    try:
+        return f"; ${ENV_DB} names it" if env and resolve_url(env) == url else ""
+    except StoreError:
+        return ""
+
+
 def _sqlite_path(url: str) -> Path | None:
     try:
         parsed = sa.engine.make_url(url)
@@ -226,7 +236,7 @@ class Connection:
                 if path.parent.exists():
                     raise StoreError(f"cannot open database {path}: {path.parent} is not a folder")
                 if not create:
-                    raise StoreError(f"cannot open database {path}: directory {path.parent} does not exist")
+                    raise StoreError(f"cannot open database {path}: directory {path.parent} does not exist{_named_by_env(self.url)}")
                 try:
                     path.parent.mkdir(parents=True)  # a store to record into: its folder is made, as the file is
                 except FileExistsError:
@@ -237,7 +247,7 @@ class Connection:
                 raise StoreError(f"cannot open database {path}: it is a directory")
             if not path.exists():
                 if not create:
-                    raise StoreError(f"no database at {path} (record a run first, or pass --db)")
+                    raise StoreError(f"no database at {path} (record a run first, or pass --db){_named_by_env(self.url)}")
                 try:
                     fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
                     os.close(fd)
