@@ -43,8 +43,13 @@ from graphtape.recorder.store.payloads import unpack
 _REF = f'"{BLOB_REF}"'
 _RUNS_NAMED = 5  # runs a line about lost rows names one by one
 
-# What a PostgreSQL server says when it answered and will go on refusing (lower-cased).
-_REFUSALS = ("does not exist", "password authentication failed", "no pg_hba.conf entry", "is not installed", "role \"")
+# What a PostgreSQL server says when it answered and will go on refusing, and what opening a
+# SQLite file says when its place cannot hold one (under a file, a folder it may not write, a
+# read-only mount): waiting out the close's 10 s will not change it (lower-cased).
+_REFUSALS = (
+    "does not exist", "password authentication failed", "no pg_hba.conf entry", "is not installed", "role \"",
+    "is not a folder", "permission denied", "read-only file system",
+)
 
 
 def refused_for_good(exc: BaseException | None) -> bool:
