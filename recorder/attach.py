@@ -38,6 +38,7 @@ from graphtape.recorder.capture import CaptureHandler
 from graphtape.recorder.choices import Choice
 from graphtape.recorder.env_secrets import env_secret_patterns
 from graphtape.recorder.errors import GraphtapeError, RecorderFault, SchemaVersionError, StoreError
+from graphtape.recorder.fault_hints import fault_hint
 from graphtape.recorder.graph_info import GraphInfo, describe
 from graphtape.recorder.graph_origin import Origin, display_name, origin_of
 from graphtape.recorder.learned_secrets import RunRedactor
@@ -335,7 +336,7 @@ class Recorder:
         message = f"store write failed: {type(exc).__name__}: {line}"
         if message not in self._warned and len(self._warned) < 100:
             self._warned.add(message)  # one warning per distinct problem, not one per retry
-            self._warn(f"{type(exc).__name__}: {line}{hint}")
+            self._warn(f"{type(exc).__name__}: {line}{hint or fault_hint(exc)}")
         run_ids: set[str] = set()
         if batch is not None:
             run_ids.update(r["run_id"] for r in batch.steps)
