@@ -112,3 +112,14 @@ def format_frames(frames: list[Frame], *, last: int | None = None) -> list[str]:
         if code:
             lines.append(f"    {code}")
     return lines
+
+
+def raised_at(frames: list[Frame]) -> Frame:
+    """The frame to point at: the innermost outside installed packages and Python's own modules."""
+    own = [f for f in frames if not f[0].startswith(("site-packages/", "stdlib/", "…"))]
+    return (own or frames)[-1]
+
+
+def frame_text(frame: Frame) -> str:
+    """``agent.py:12 in act: raise X``: one frame on one line."""
+    return f"{frame[0]}:{frame[1]} in {frame[2]}" + (f": {frame[3]}" if frame[3] else "")

@@ -33,6 +33,7 @@ from graphtape.recorder.session import INTERRUPT, task_path
 from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store_capture import is_write, unwrapped
 from graphtape.recorder.thread_keys import run_thread
+from graphtape.recorder.tracebacks import frame_text, frames_of, raised_at
 from graphtape.recorder.waiting_subgraphs import node_path, waiting_subgraphs
 from graphtape.recorder.writer import CLOSE_WAIT_S, flush_writers_into
 from graphtape.recorder.http_exchange import HTTP
@@ -517,7 +518,9 @@ class _Run:
                 nodes = []
             if len(nodes) > 1:
                 return f"cannot apply the edit at step {step}: {', '.join(nodes)} all ran in it; say which node the edit is from (as_node, or --as-node)"
-        return f"cannot apply the edit at step {step}: {type(exc).__name__}: {first}"
+        frames = frames_of(exc)
+        where = f" (raised at {frame_text(raised_at(frames))})" if frames else ""
+        return f"cannot apply the edit at step {step}: {type(exc).__name__}: {first}{where}"
 
     def _carry_over(self, graph: Any, saver: Any, config: dict, restored: Restored) -> tuple[Carried, ...]:
         """Hand LangGraph the writes of the tasks the recording carried over from an earlier run.

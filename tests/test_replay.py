@@ -1127,6 +1127,25 @@ def test_fork_with_a_bad_edit_is_a_clear_error(db):
         fork(run_id, G.cmd_graph(), 0, {"x": 1}, as_node="no_such_node", db=db)
 
 
+def _share_of(state: Loops) -> str:
+    return "work" if 10 // state["n"] > 1 else END
+
+
+def test_a_fork_whose_edit_fails_in_the_users_router_says_where(db):
+    """An edit applied as a node runs that node's routers on the edited state: one that raises
+    is the user's own code, and the error points at it, not only at what it raised."""
+    b = StateGraph(Loops)
+    b.add_node("work", lambda s: {"n": s["n"] - 1})
+    b.add_edge(START, "work")
+    b.add_conditional_edges("work", _share_of)
+    run_id = record(db, b.compile(), {"n": 4})
+    with pytest.raises(ReplayError) as caught:
+        fork(run_id, b.compile(), 0, {"n": 0}, as_node="work", db=db)
+    said = str(caught.value)
+    assert said.startswith("cannot apply the edit at step 0: ZeroDivisionError: integer division or modulo by zero"), said
+    assert "(raised at " in said and " in _share_of: " in said and "test_replay.py:" in said, said
+
+
 # -- inputs and helpers ------------------------------------------------------------------------------
 
 

@@ -11,10 +11,9 @@ import json
 import time
 from typing import Any
 
-from graphtape.recorder.terminal_text import printable  # noqa: F401  (re-exported: the TUI imports it from here)
-from graphtape.recorder.tracebacks import format_frames
+from graphtape.recorder.terminal_text import joined_lines, printable  # noqa: F401  (printable re-exported: the TUI imports it from here)
+from graphtape.recorder.tracebacks import format_frames, frame_text, raised_at
 from graphtape.recorder.waiting_subgraphs import node_path
-from graphtape.recorder.terminal_text import joined_lines
 from graphtape.tui import http_view
 
 __all__ = ["fold", "run_text", "runs_table", "short", "step_text"]
@@ -688,15 +687,6 @@ def _failed_at(view: dict[str, Any]) -> tuple[int, list] | None:
     return None
 
 
-def raised_at(frames: list) -> list:
-    """The frame to point at: the innermost outside installed packages and Python's own modules."""
-    own = [f for f in frames if not f[0].startswith(("site-packages/", "stdlib/", "…"))]
-    return (own or frames)[-1]
-
-
-def frame_text(frame: list) -> str:
-    """``agent.py:12 in act: raise X``: one frame on one line."""
-    return f"{frame[0]}:{frame[1]} in {frame[2]}" + (f": {frame[3]}" if frame[3] else "")
 
 
 def describe_edit(edit: Any) -> str:
@@ -709,4 +699,3 @@ def describe_edit(edit: Any) -> str:
     changes = ", ".join(f"{k}={short(v)}" for k, v in update.items()) if isinstance(update, dict) else short(update)
     where = f" as node {edit['as_node']}" if edit.get("as_node") else ""
     return f"fork ({edit.get('mode') or '?'}): {changes}{where}" + (f" in {edit['ns']}" if edit.get("ns") else "")
-

@@ -12,9 +12,10 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from graphtape.recorder.records import CallInfo, RouteInfo
+from graphtape.recorder.tracebacks import frame_text, raised_at
 from graphtape.tui import http_view
 from graphtape.tui.data import fold, short, to_json
-from graphtape.tui.render import call_outcome, call_place, frame_text, node_waits, plural, printable, raised_at, traceback_lines
+from graphtape.tui.render import call_outcome, call_place, node_waits, plural, printable, traceback_lines
 
 _KIND_STYLE = {"conditional": "bold magenta", "static": "dim", "send": "bold cyan", "command": "bold yellow", "parent-command": "bold yellow"}
 
