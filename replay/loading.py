@@ -241,7 +241,7 @@ def load_callable(ref: str) -> Any:
     """A function named by ``module:attr`` or ``path.py:attr`` (a replay override, given by the user)."""
     obj, _module, _target = _resolve(ref)
     if not callable(obj):
-        raise GraphLoadError(f"{ref} is a {type(obj).__name__}, not a function")
+        raise GraphLoadError(f"{ref} is {_a(type(obj).__name__)}, not a function")
     return obj
 
 
@@ -256,7 +256,7 @@ def load_graph(ref: str, base: str | os.PathLike | None = None) -> Any:
     if not _looks_compiled(obj):
         if hasattr(obj, "compile"):
             raise GraphLoadError(f"{ref} is an uncompiled {type(obj).__name__}: point at the result of .compile()")
-        raise GraphLoadError(f"{ref} is a {type(obj).__name__}, not a compiled LangGraph graph")
+        raise GraphLoadError(f"{ref} is {_a(type(obj).__name__)}, not a compiled LangGraph graph")
     return obj
 
 
@@ -271,3 +271,8 @@ def _graph_like_names(module: ModuleType) -> list[str]:
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+def _a(name: str) -> str:
+    """``a dict``, ``an int``: a type's name with its article."""
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

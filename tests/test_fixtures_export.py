@@ -469,7 +469,7 @@ def test_test_gen_refuses_a_graph_that_replay_would_refuse(tmp_path, react, caps
         "graph = StateGraph(S).add_node('a', lambda s: s).set_entry_point('a').compile()\n"
     )
     refused = {
-        "notgraph.py:x": "notgraph.py:x is a int, not a compiled LangGraph graph",
+        "notgraph.py:x": "notgraph.py:x is an int, not a compiled LangGraph graph",
         "tg_agentmod:nosuch": "tg_agentmod has no attribute 'nosuch'; graph-like names there: graph",
         "nosuchmod_graphtape:graph": "no module named 'nosuchmod_graphtape'",
         "boom.py:graph": "boom.py failed: RuntimeError: import boom",

@@ -21,7 +21,7 @@ def _runs(cwd: Path, env_db: str | None, *argv: str) -> subprocess.CompletedProc
 def test_a_missing_store_named_by_the_environment_says_so(tmp_path):
     done = _runs(tmp_path, "graphtape-prod.db")
     assert done.returncode == 2
-    assert done.stderr == f"graphtape: error: no database at {tmp_path / 'graphtape-prod.db'} (record a run first, or pass --db); $GRAPHTAPE_DB names it\n"
+    assert done.stderr == f"graphtape: error: no database at {tmp_path / 'graphtape-prod.db'} (record a run first, or pass --db, db= in Python); $GRAPHTAPE_DB names it\n"
     folder = _runs(tmp_path, "prod/graphtape.db")
     assert folder.returncode == 2
     assert folder.stderr.endswith(f"directory {tmp_path / 'prod'} does not exist; $GRAPHTAPE_DB names it\n"), folder.stderr

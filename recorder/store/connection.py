@@ -247,7 +247,7 @@ class Connection:
                 raise StoreError(f"cannot open database {path}: it is a directory")
             if not path.exists():
                 if not create:
-                    raise StoreError(f"no database at {path} (record a run first, or pass --db){_named_by_env(self.url)}")
+                    raise StoreError(f"no database at {path} (record a run first, or pass --db, db= in Python){_named_by_env(self.url)}")
                 try:
                     fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
                     os.close(fd)

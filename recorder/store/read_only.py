@@ -45,7 +45,7 @@ def is_read_only_error(exc: BaseException) -> bool:
 
 def read_only_message(where: str, what: str) -> str:
     """One line: the store is read-only, what needed to write to it, and what to try."""
-    return f"the store {where} is read-only: {what}, so it needs a store it can write to (pass --db, or get write access)"
+    return f"the store {where} is read-only: {what}, so it needs a store it can write to (pass --db, db= in Python, or get write access)"
 
 
 class ReadOnlyAccess:

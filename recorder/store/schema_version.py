@@ -62,7 +62,7 @@ class SchemaGate:
                     )
                 if not self.is_sqlite:
                     # A server's database takes graphtape's tables beside others: it is empty of runs, not another's.
-                    raise StoreError(f"no graphtape runs in {self._safe_url()} yet (no graphtape_meta table): record a run into it first, or pass --db")
+                    raise StoreError(f"no graphtape runs in {self._safe_url()} yet (no graphtape_meta table): record a run into it first, or pass --db (db= in Python)")
                 raise StoreError(f"{self._safe_url()} is not a graphtape database (no graphtape_meta table): point graphtape at a different file")
             try:
                 self._create_schema()
