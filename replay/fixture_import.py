@@ -353,10 +353,12 @@ def import_fixture(store: RunStore, fixture: dict[str, Any], *, label: str = "fi
     graph explicitly.
     """
     run_id = fixture_run_id(fixture)
-    steps = len(fixture["steps"])
     n_calls = sum(len(s.get("calls") or []) for s in fixture["steps"])
     if store.has_run(run_id):
-        return ImportedFixture(run_id, fixture["name"], fixture.get("graph"), steps, n_calls, already=True)
-    batch, steps, n_calls = _Importer(fixture, run_id, label).batch()
-    written = store.add_run(batch)
+        written = False
+    else:
+        batch, _steps, n_calls = _Importer(fixture, run_id, label).batch()
+        written = store.add_run(batch)
+    # Counted as `runs` and `show` count the run (its input step too), not as the file lists them.
+    steps = store.step_counts([run_id]).get(run_id, len(fixture["steps"]))
     return ImportedFixture(run_id, fixture["name"], fixture.get("graph"), steps, n_calls, already=not written)

@@ -287,6 +287,8 @@ def test_importing_twice_finds_the_same_run(tmp_path, react):
         second = import_fixture(store, fixture)
         assert second.run_id == first.run_id and second.already and not first.already
         assert store.count_runs() == 1
+        # Counted as `runs` counts the run (its input step too), both times.
+        assert first.steps == second.steps == store.get_run(first.run_id).step_count
     finally:
         store.close()
 
