@@ -20,10 +20,8 @@ _MEANINGS = (
     (("file too large",), "the file reached the largest size this process may write"),
     (("attempt to write a readonly database", "read-only file system", "cannot execute insert in a read-only transaction"), "the store is read-only"),
     (("disk i/o error",), "the disk refused a write (full, removed or failing)"),
-    (
-        ("server closed the connection", "terminating connection", "connection already closed", "could not connect to server", "connection refused", "the connection is closed", "consuming input failed"),
-        "the connection to the database server was lost",
-    ),
+    (("server closed the connection", "terminating connection", "connection already closed", "the connection is closed", "consuming input failed"), "the connection to the database server was lost"),
+    (("connection refused", "could not connect to server", "connection failed", "timeout expired", "could not translate host name"), "the database server cannot be reached"),
 )
 
 

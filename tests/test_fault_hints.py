@@ -52,5 +52,6 @@ def test_a_locked_store_is_said_as_a_lock_the_run_outlives(tmp_path, caplog):
 def test_only_a_drivers_error_gets_a_meaning():
     assert fault_hint(OSError(28, "No space left on device")).startswith(": the disk is full; the run goes on")
     assert fault_hint(RuntimeError("server closed the connection unexpectedly")).startswith(": the connection to the database server was lost")
+    assert fault_hint(RuntimeError('connection to server at "127.0.0.1", port 5433 failed: Connection refused')).startswith(": the database server cannot be reached")
     assert fault_hint(StoreError("the store never took 1 run (database is locked): saved to x.db")) == ""  # says it itself
     assert fault_hint(ValueError("something else")) == ""
