@@ -66,7 +66,7 @@ def hidden_spans(text: str, direct: DirectSpans, quick: Quick) -> Spans:
         return []
     # Base64 of text mixes the cases, so text of one case holds none (a UUID, a hex digest: most
     # of the ids a run records), and the others need their sign: asked first, at C speed.
-    mixed = text.lower() != text and text.upper() != text
+    mixed = not text.islower() and not text.isupper()  # (no copy, and prose answers at its first capital)
     percent = "%" in text
     quoted = '"' in text or "'" in text
     if not (mixed or percent or quoted):
@@ -138,6 +138,7 @@ def _decode(chars: str, alt: bytes | None, *, partial: bool) -> str | None:
     return out if out.translate(_CONTROLS).isprintable() else None
 
 
+_ONE_TOKEN_MAX = 4096  # longer single tokens (a base64 file) take the runs' search
 _NOT_STANDARD = str.maketrans("", "", string.ascii_letters + string.digits + "+/")
 _NOT_URL_SAFE = str.maketrans("", "", string.ascii_letters + string.digits + "-_")
 
@@ -145,6 +146,8 @@ _NOT_URL_SAFE = str.maketrans("", "", string.ascii_letters + string.digits + "-_
 def _one_token(text: str) -> bool:
     """Whether ``text`` is one run of one base64 alphabet, as long as ``_runs`` asks (a short
     text without spaces or other signs: most ids), so that it needs no search for its runs."""
+    if len(text) > _ONE_TOKEN_MAX or " " in text:
+        return False  # (asked in C before a copy of a long text is made)
     core = text.rstrip("=")
     if len(text) - len(core) > 2:
         return False
