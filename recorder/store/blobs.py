@@ -27,6 +27,69 @@ from graphtape.recorder.store.read_guard import _READ_BUDGET, read_budget
 _BLOBS = sa.select(S.blobs).where(S.blobs.c.hash.in_(sa.bindparam("hashes", expanding=True)))
 
 
+class _Resolution:
+    """One ``blobs`` read resolving the references inside the trees it read (see ``blobs``).
+
+    A hand-edited store could loop, chain or multiply references without end. Loops are
+    refused; depth is counted across blobs; resolved blobs are shared, so each costs one walk;
+    and the values each expands to are counted, so that a few blobs that each reference the
+    next twice are refused rather than handed on. An object, not two closures calling each
+    other: those make a reference cycle that keeps every tree read until a full collection.
+    """
+
+    def __init__(self, reads: BlobReads, trees: dict[str, Any], nesting: dict[str, set[str]]) -> None:
+        self.reads = reads
+        self.trees = trees
+        self.nesting = nesting  # blob -> the blobs it references
+        self.resolved: dict[str, Any] = {}
+        self.weights: dict[str, int] = {}
+        self.holders: set[str] = set()  # blobs whose resolved tree holds history blocks (as references)
+
+    def resolve(self, h: str, seen: tuple[str, ...], depth: int) -> int:
+        resolved, weights = self.resolved, self.weights
+        if h not in resolved:
+            if h in self.nesting:
+                resolved[h], weights[h] = self.inline(self.trees[h], (*seen, h), depth)
+                if weights[h] > MAX_VALUES:
+                    raise StoreError(f"{self.reads._safe_url()} holds damaged data (blob {h:.16} expands to more than {MAX_VALUES:,} values through the blobs it references)")
+            else:
+                resolved[h] = self.trees[h]
+                weights[h] = self.reads._blob_weights.get(h) or count_values(self.trees[h])
+        return weights[h]
+
+    def inline(self, x: Any, seen: tuple[str, ...], depth: int) -> tuple[Any, int]:
+        if depth > 3 * MAX_DEPTH:  # an envelope nests up to three JSON levels for one of the decoder's
+            raise StoreError(f"{self.reads._safe_url()} holds damaged data (blob {seen[0]:.16} nests blobs deeper than {3 * MAX_DEPTH} levels)")
+        t = type(x)
+        if t is list:
+            out, n = [], len(x)
+            for i in x:
+                v, w = self.inline(i, seen, depth + 1)
+                out.append(v)
+                n += w
+            return out, n
+        if t is not dict:
+            return x, 0
+        if is_cat(x):  # a history's blocks stay references: neighbouring histories share them, decoded once
+            self.holders.update(seen)
+            return x, count_values(x)
+        ref = x.get(BLOB_REF)
+        if type(ref) is str and len(x) == 1:
+            if ref in seen:  # content addressing makes a loop impossible in honest data
+                raise StoreError(f"{self.reads._safe_url()} holds damaged data (blob {ref:.16} refers back to itself through {len(seen) - seen.index(ref)} blobs)")
+            if ref not in self.trees:
+                return x, 1
+            w = self.resolve(ref, seen, depth + 1)
+            if ref in self.holders or ref in self.reads._blob_blocks:
+                self.holders.update(seen)
+            return self.resolved[ref], 1 + w
+        d, n = {}, len(x)
+        for k, v in x.items():
+            d[k], w = self.inline(v, seen, depth + 1)
+            n += w
+        return d, n
+
+
 class BlobReads:
     """Reads, caches and decodes blobs."""
 
@@ -81,70 +144,20 @@ class BlobReads:
                         nesting[r.hash] = collect_refs(tree)
             todo = list({ref for h in missing for ref in nesting.get(h, ()) if ref not in trees})
 
-        # A hand-edited store could loop, chain or multiply references without end. Loops
-        # are refused; depth is counted across blobs; resolved blobs are shared, so each
-        # costs one walk; and the values each expands to are counted, so that a few blobs
-        # that each reference the next twice are refused rather than handed on.
-        resolved: dict[str, Any] = {}
-        weights: dict[str, int] = {}
-        holders: set[str] = set()  # blobs whose resolved tree holds history blocks (as references)
-
-        def resolve(h: str, seen: tuple[str, ...], depth: int) -> int:
-            if h not in resolved:
-                if h in nesting:
-                    resolved[h], weights[h] = inline(trees[h], (*seen, h), depth)
-                    if weights[h] > MAX_VALUES:
-                        raise StoreError(f"{self._safe_url()} holds damaged data (blob {h:.16} expands to more than {MAX_VALUES:,} values through the blobs it references)")
-                else:
-                    resolved[h] = trees[h]
-                    weights[h] = self._blob_weights.get(h) or count_values(trees[h])
-            return weights[h]
-
-        def inline(x: Any, seen: tuple[str, ...], depth: int) -> tuple[Any, int]:
-            if depth > 3 * MAX_DEPTH:  # an envelope nests up to three JSON levels for one of the decoder's
-                raise StoreError(f"{self._safe_url()} holds damaged data (blob {seen[0]:.16} nests blobs deeper than {3 * MAX_DEPTH} levels)")
-            t = type(x)
-            if t is list:
-                out, n = [], len(x)
-                for i in x:
-                    v, w = inline(i, seen, depth + 1)
-                    out.append(v)
-                    n += w
-                return out, n
-            if t is not dict:
-                return x, 0
-            if is_cat(x):  # a history's blocks stay references: neighbouring histories share them, decoded once
-                holders.update(seen)
-                return x, count_values(x)
-            ref = x.get(BLOB_REF)
-            if type(ref) is str and len(x) == 1:
-                if ref in seen:  # content addressing makes a loop impossible in honest data
-                    raise StoreError(f"{self._safe_url()} holds damaged data (blob {ref:.16} refers back to itself through {len(seen) - seen.index(ref)} blobs)")
-                if ref not in trees:
-                    return x, 1
-                w = resolve(ref, seen, depth + 1)
-                if ref in holders or ref in self._blob_blocks:
-                    holders.update(seen)
-                return resolved[ref], 1 + w
-            d, n = {}, len(x)
-            for k, v in x.items():
-                d[k], w = inline(v, seen, depth + 1)
-                n += w
-            return d, n
-
+        res = _Resolution(self, trees, nesting)
         for h in fresh:
-            resolve(h, (), 0)
+            res.resolve(h, (), 0)
         with self._blob_lock:
             for h in fresh:
-                self._blob_cache[h] = resolved[h]
+                self._blob_cache[h] = res.resolved[h]
                 if h in nesting:
-                    self._blob_weights[h] = weights[h]
-            self._blob_blocks.update(holders)
+                    self._blob_weights[h] = res.weights[h]
+            self._blob_blocks.update(res.holders)
             while len(self._blob_cache) > 50_000:
                 old, _ = self._blob_cache.popitem(last=False)
                 self._blob_weights.pop(old, None)
                 self._blob_blocks.discard(old)
-        return {h: resolved.get(h, trees[h]) for h in wanted if h in trees}
+        return {h: res.resolved.get(h, trees[h]) for h in wanted if h in trees}
 
     def _stored_blobs(self, hashes: set[str]) -> dict[str, Any]:
         """Blob trees by hash as stored: the blobs they refer to unread (``blobs`` reads them all).
