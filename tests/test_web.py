@@ -222,3 +222,27 @@ def test_twenty_concurrent_connections_start_no_more_processes_than_the_cap(tmp_
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def test_a_token_no_ascii_comparison_takes_is_refused_like_any_wrong_token(tmp_path):
+    """Any page can make the browser ask for ``/?token=é`` (an image needs no Origin): it was a
+    500 and a traceback on the user's terminal per request; it is a 403 like any wrong token."""
+    db = tmp_path / "g.db"
+    open_store(db, create=True).close()
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
+    proc = subprocess.Popen(
+        [str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        token = re.search(r"token=([\w-]+)", proc.stdout.readline()).group(1)
+        base = f"http://localhost:{port}"
+        assert asyncio.run(_get(f"{base}/?token=%C3%A9"))[0] == 403
+        assert asyncio.run(_get(f"{base}/?token={token}%C3%A9"))[0] == 403
+        assert asyncio.run(_ws_status(f"ws://localhost:{port}/ws/%C3%A9", base)) == 403
+        assert asyncio.run(_get(f"{base}/?token={token}"))[0] == 200
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=15)
+    assert "Traceback" not in err, err

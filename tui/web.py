@@ -62,7 +62,8 @@ class GuardedServer(Server):
         return app
 
     def _token_ok(self, given: str | None) -> bool:
-        return bool(given) and hmac.compare_digest(str(given), self.token)
+        # As bytes: compare_digest raises on a str with non-ASCII in it, and any page may send one.
+        return bool(given) and hmac.compare_digest(str(given).encode("utf-8", "surrogatepass"), self.token.encode())
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
