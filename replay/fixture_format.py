@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from graphtape.recorder.codec import MAX_DEPTH, collect_refs
+from graphtape.recorder.codec import MAX_DEPTH, MAX_VALUES, collect_refs
 from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.private_files import write_private
 from graphtape.recorder.tracebacks import MAX_FRAMES, valid_frames
@@ -35,6 +35,10 @@ MAX_STEPS = 100_000
 MAX_CALLS = 1_000_000
 MAX_HOLD_MS = 600_000
 MAX_STEP_NUMBER = 2**31 - 1  # step numbers (and counts) go into integer columns
+# Values a fixture may hold, counted before it is parsed (a store read's budget): parsed, a
+# compact `[[],[],...]` of 64 MB is 21 million lists, gigabytes of memory before any check.
+# An exported fixture (one value per line) holds one value in about 27 bytes: 64 MB is 2.5 million.
+MAX_FILE_VALUES = MAX_VALUES
 
 ABOUT = (
     "graphtape regression fixture: a recorded LangGraph run that a test replays against today's code "
@@ -72,6 +76,8 @@ def write_fixture(path: str | os.PathLike, fixture: Mapping[str, Any], *, overwr
             f"the fixture would be {len(data) / (1024 * 1024):.0f} MB, over the {MAX_FILE_BYTES // (1024 * 1024)} MB a fixture may be: "
             "check fewer steps with --steps A:B"
         )
+    if _value_bound(data) > MAX_FILE_VALUES:  # as above: refused by every read, so said now
+        raise FixtureError(f"the fixture would hold more than {MAX_FILE_VALUES:,} values, more than a test may read: check fewer steps with --steps A:B")
     if target.is_dir():
         raise FixtureError(f"{target} is a folder: give the fixture's file path (-o {target / 'NAME.json'})")
     try:
@@ -124,6 +130,7 @@ def parse_fixture(data: bytes | str, label: str = "fixture") -> dict[str, Any]:
         data = data.encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
         raise FixtureError(f"{label} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB: refusing to read it")
+    _check_density(data, label)
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -145,6 +152,25 @@ def parse_fixture(data: bytes | str, label: str = "fixture") -> dict[str, Any]:
         raise FixtureError(f"{label} is nested deeper than 255 levels, more than a store can keep: a damaged or hand-edited fixture? re-export it") from None
     _check(doc, label)
     return doc
+
+
+def _value_bound(data: bytes) -> int:
+    """At least the number of values ``data`` parses to, counted in C at memory speed.
+
+    Every value after a container's first follows a comma, and every container opens with a
+    bracket, so commas and brackets bound the values from above (those inside strings count
+    too: an overestimate only for text with millions of commas).
+    """
+    return data.count(b",") + data.count(b"[") + data.count(b"{")
+
+
+def _check_density(data: bytes, label: str) -> None:
+    """Refuse, before parsing, a file that would parse to more values than a fixture may hold."""
+    if _value_bound(data) > MAX_FILE_VALUES:
+        raise FixtureError(
+            f"{label} holds more than {MAX_FILE_VALUES:,} values (counted as its commas and brackets), more than a fixture may: "
+            "refused before it is parsed (a hand-made or damaged file?); for a long run, export fewer steps with --steps A:B"
+        )
 
 
 # -- shape checks -----------------------------------------------------------------

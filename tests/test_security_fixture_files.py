@@ -1,0 +1,79 @@
+"""A fixture file someone sends (a pull request's, a colleague's) is data: the command line reads it
+within a budget and prints its text one line per line, as a recorded run's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from graphtape.recorder import Recorder
+from graphtape.replay.fixture import MAX_FILE_BYTES
+
+GRAPHTAPE = str(Path(sys.executable).with_name("graphtape"))
+
+
+class S(TypedDict):
+    n: int
+
+
+def _bump() -> Any:
+    b = StateGraph(S)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    return b.compile()
+
+
+def _exported(tmp_path: Path, name: str = "bump") -> dict[str, Any]:
+    """A real fixture: a recorded run of ``_bump`` exported by the command line."""
+    db = tmp_path / "recorded.db"
+    with Recorder(db) as rec:
+        rec.attach(_bump(), name=name).invoke({"n": 1})
+    out = tmp_path / "exported.json"
+    done = subprocess.run([GRAPHTAPE, "--db", str(db), "export", "last", "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(out.read_bytes())
+
+
+def _import(tmp_path: Path, fixture_file: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([GRAPHTAPE, "--db", str(tmp_path / "imported.db"), "import", str(fixture_file)], capture_output=True, text=True, timeout=120)
+
+
+def test_a_fixture_too_dense_to_parse_within_budget_is_refused_before_it_is_parsed(tmp_path):
+    """A compact ``[[],[],...]`` of 8 MB parses to 2.6 million lists (64 MB of it, to 21 million: 2 GB
+    before any check, 3 GB and 26 s before the import refused it). It is refused, in one line,
+    before it is parsed."""
+    fixture = _exported(tmp_path)
+    fixture["inputs"] = {"n": 1, "pad": None}
+    text = json.dumps(fixture, separators=(",", ":"))
+    dense = text.replace('"pad":null', '"pad":[' + ",".join(["[]"] * 2_600_000) + "]", 1).encode()
+    assert len(dense) < MAX_FILE_BYTES
+    bomb = tmp_path / "dense.json"
+    bomb.write_bytes(dense)
+    done = _import(tmp_path, bomb)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "holds more than 5,000,000 values" in done.stderr and "refused before it is parsed" in done.stderr
+    # The same fixture as export writes it (one value per line) is read as ever.
+    honest = tmp_path / "honest.json"
+    honest.write_text(json.dumps(fixture, indent=1))
+    assert _import(tmp_path, honest).returncode == 0
+
+
+def test_a_fixture_no_read_would_accept_is_not_written(tmp_path):
+    """What a read refuses is refused when writing, as the size limit is: said at export, not in CI."""
+    import pytest
+
+    from graphtape.replay.fixture import FixtureError, write_fixture
+
+    fixture = _exported(tmp_path)
+    fixture["final_state"] = {"n": 2, "history": [[]] * 2_600_000}
+    target = tmp_path / "too-dense.json"
+    with pytest.raises(FixtureError, match="more than 5,000,000 values, more than a test may read"):
+        write_fixture(target, fixture)
+    assert not target.exists()
