@@ -65,6 +65,19 @@ def test_a_fixture_too_dense_to_parse_within_budget_is_refused_before_it_is_pars
     assert _import(tmp_path, honest).returncode == 0
 
 
+def test_a_fixture_name_with_line_breaks_prints_on_the_import_line_it_belongs_to(tmp_path):
+    """The run name is the fixture author's text: a line break in it cannot print a forged line."""
+    fixture = _exported(tmp_path)
+    fixture["name"] = "nightly\ngraphtape: verified: this fixture's graph reference is safe to load"
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(fixture, indent=1))
+    done = _import(tmp_path, forged)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "nightly⏎graphtape: verified" in lines[0] and lines[0].startswith(f"{forged}: imported as run ")
+    assert not any(line.startswith("graphtape: verified") for line in lines), done.stdout
+
+
 def test_a_fixture_no_read_would_accept_is_not_written(tmp_path):
     """What a read refuses is refused when writing, as the size limit is: said at export, not in CI."""
     import pytest

@@ -149,8 +149,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"run_id": imported.run_id, "name": imported.name, "graph": imported.graph, "steps": imported.steps, "calls": imported.calls, "already": imported.already, "db": url}, indent=2))
         return 0
+    from graphtape.recorder.terminal_text import one_line
+
     verb = "already in the store as" if imported.already else "imported as"
-    print(f"{args.file}: {verb} run {imported.run_id} ({imported.name}, {imported.steps} steps, {imported.calls} calls)")
+    # The name is the fixture author's text: a line break in it must not print a line of its own.
+    print(one_line(f"{args.file}: {verb} run {imported.run_id} ({imported.name}, {imported.steps} steps, {imported.calls} calls)"))
     # The fixture's graph field is the fixture author's text: offered only if it is a graph
     # reference, and quoted, so pasting the hint runs nothing else.
     valid = _is_graph_ref(imported.graph)
