@@ -12,13 +12,29 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = ROOT / "fixtures" / "agents"
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+class Count(TypedDict):
+    n: int
+
+
+def bump_graph() -> Any:
+    """A one-node graph (n -> n + 1): what a test that is about the store, not the graph, records."""
+    b = StateGraph(Count)
+    b.add_node("bump", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "bump")
+    b.add_edge("bump", END)
+    return b.compile()
 
 
 def load_agent(name: str):

@@ -5,32 +5,19 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import TypedDict
 
-from langgraph.graph import END, START, StateGraph
+from conftest import bump_graph
 
 from graphtape import Recorder, open_store
 from graphtape.recorder.errors import StoreError
 from graphtape.recorder.fault_hints import fault_hint
 
 
-class S(TypedDict):
-    n: int
-
-
-def _graph():
-    b = StateGraph(S)
-    b.add_node("bump", lambda s: {"n": s["n"] + 1})
-    b.add_edge(START, "bump")
-    b.add_edge("bump", END)
-    return b.compile()
-
-
 def test_a_locked_store_is_said_as_a_lock_the_run_outlives(tmp_path, caplog):
     db = tmp_path / "g.db"
     caplog.set_level(logging.WARNING, logger="graphtape")
     rec = Recorder(db, durability="sync", lock_wait=0.2)
-    graph = rec.attach(_graph())
+    graph = rec.attach(bump_graph())
     graph.invoke({"n": 0})
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")

@@ -4,8 +4,12 @@ says what to do about it: the rows wait for the store, or record elsewhere."""
 from __future__ import annotations
 
 import logging
+import time
+
+from conftest import bump_graph
 
 from graphtape import Recorder
+from graphtape.recorder.writer import CLOSE_WAIT_S
 
 
 def test_a_store_recorder_cannot_open_warns_once_with_how_to_record_elsewhere(tmp_path, caplog):
@@ -23,24 +27,10 @@ def test_a_store_recorder_cannot_open_warns_once_with_how_to_record_elsewhere(tm
 def test_a_store_that_cannot_be_made_there_is_rescued_at_close_without_waiting(tmp_path, monkeypatch):
     """A path under a file will not hold a store within the close's 10 s of retries: the run goes
     to the rescue file at once (a close that waits out that window for nothing is a wall)."""
-    import time
-    from typing import TypedDict
-
-    from langgraph.graph import END, START, StateGraph
-
-    from graphtape.recorder.writer import CLOSE_WAIT_S
-
-    class S(TypedDict):
-        n: int
-
-    b = StateGraph(S)
-    b.add_node("bump", lambda s: {"n": s["n"] + 1})
-    b.add_edge(START, "bump")
-    b.add_edge("bump", END)
     (tmp_path / "app.py").write_text("")
     monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
     rec = Recorder(tmp_path / "app.py" / "graphtape.db")
-    rec.attach(b.compile()).invoke({"n": 0})
+    rec.attach(bump_graph()).invoke({"n": 0})
     started = time.monotonic()
     rec.close()
     waited = time.monotonic() - started
