@@ -335,29 +335,6 @@ def _silence_stdout() -> None:
         pass
 
 
-def _printable(text: str) -> str:
-    from graphtape.tui.render import printable
-
-    return printable(text)
-
-
-_SAFE_CHECK: Any = None
-
-
-def _all_printable(text: str) -> bool:
-    """Whether ``printable`` would leave ``text`` as it is, found by one regular-expression scan:
-    ``str.translate`` with one non-ASCII character in the text costs ten times more (a run's
-    ``show --json`` spent a third of its time there)."""
-    global _SAFE_CHECK
-    if _SAFE_CHECK is None:
-        import re
-
-        from graphtape.recorder.terminal_text import _UNSAFE  # one table of what is unsafe
-
-        _SAFE_CHECK = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(_UNSAFE)) + "]").search
-    return _SAFE_CHECK(text) is None
-
-
 class _TerminalSafe(io.TextIOBase):
     """A text stream that passes everything on with control characters shown as ``?``.
 
@@ -370,7 +347,9 @@ class _TerminalSafe(io.TextIOBase):
         self.inner = inner
 
     def write(self, text: str) -> int:
-        self.inner.write(text if _all_printable(text) else _printable(text))
+        from graphtape.recorder.terminal_text import printable
+
+        self.inner.write(printable(text))
         return len(text)
 
     def flush(self) -> None:
