@@ -1,0 +1,220 @@
+"""The harness that records a graph shape as a user runs it and checks what was stored and replayed.
+
+A ``Shape`` says how to build the graph and how a user runs it (invoke, ainvoke, a stream, turns
+on a thread answering interrupts). ``record`` runs it with a Recorder attached, and beside it on a
+copy with LangGraph's own saver; the checks then hold, for every run the turns made:
+
+- every superstep of every namespace is stored, as LangGraph numbered its checkpoints, with the
+  state LangGraph checkpointed there, the nodes that ran and the routes that sent them;
+- every tool and model call the run made live is recorded, with its inputs and its output;
+- a strict replay (tools and models answered from the recording) reproduces the run;
+- a replay whose tool or model answers otherwise (an override) diverges at the step and in the
+  node (or ``@task``) and namespace that made the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from graphtape import Recorder, open_store, replay
+from graphtape.recorder.codec import to_plain
+from graphtape.recorder.session import ns_names
+from graphtape.replay.normalize import Normalizer
+
+
+def answer_each(value: Any) -> Callable[[Any], Any]:
+    """A turn answering every interrupt the last one showed, each by its id."""
+    return lambda out: Command(resume={i.id: value for i in out["__interrupt__"]})
+
+
+@dataclass(frozen=True)
+class Shape:
+    build: Callable[[], Any]
+    turns: tuple  # the first input, then each payload (or a function of the last result) to go on with
+    override: tuple[str, Callable[..., Any]]  # a tool (or "model", every model) and its stand-in
+    how: str = "invoke"  # invoke | ainvoke | stream | astream
+    stream_mode: Any = None
+    subgraphs: bool = False  # stream the subgraphs' chunks too
+    thread: bool = False
+    raises: type[BaseException] | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def messages(text: str) -> dict[str, Any]:
+    return {"messages": [HumanMessage(text)]}
+
+
+class _Calls(BaseCallbackHandler):
+    """Counts the tool and chat-model calls a run makes live (LangChain's own callbacks)."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[tuple[str, str]] = Counter()
+
+    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        self.seen["tool", kwargs.get("name") or (serialized or {}).get("name")] += 1
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.seen["model", "model"] += 1
+
+
+def _turns(graph: Any, shape: Shape, config: dict[str, Any]) -> list[Any]:
+    """Run the shape's turns; what each ended with (a result, the chunks, or the error)."""
+    outs: list[Any] = []
+    last: Any = None
+    for turn in shape.turns:
+        payload = turn(last) if callable(turn) else copy.deepcopy(turn)
+        try:
+            last = _once(graph, shape, payload, config)
+        except Exception as exc:  # noqa: BLE001 - a run that fails is a shape too
+            last = exc
+        outs.append(last)
+    return outs
+
+
+def _once(graph: Any, shape: Shape, payload: Any, config: dict[str, Any]) -> Any:
+    if shape.how == "invoke":
+        return graph.invoke(payload, config)
+    if shape.how == "stream":
+        return list(graph.stream(payload, config, stream_mode=shape.stream_mode, subgraphs=shape.subgraphs))
+    if shape.how == "batch":  # each input a run of its own (on a thread of its own, where there is one)
+        thread = (config.get("configurable") or {}).get("thread_id")
+        configs = [{**config, "configurable": {"thread_id": f"{thread}-{i}"}} if thread else config for i in range(len(payload))]
+        return graph.batch(payload, configs)
+
+    async def go() -> Any:
+        if shape.how == "astream":
+            return [c async for c in graph.astream(payload, config, stream_mode=shape.stream_mode, subgraphs=shape.subgraphs)]
+        if shape.how == "astream_events":
+            return [e["event"] async for e in graph.astream_events(payload, config, version="v2")]
+        return await graph.ainvoke(payload, config)
+
+    return asyncio.run(go())
+
+
+def _config(shape: Shape, thread: str | None, callbacks: list[Any] | None = None) -> dict[str, Any]:
+    config: dict[str, Any] = dict(shape.config)
+    if thread is not None:
+        config["configurable"] = {"thread_id": thread}
+    if callbacks:
+        config["callbacks"] = callbacks
+    return config
+
+
+@dataclass
+class Recorded:
+    db: str
+    run_ids: list[str]
+    outs: list[Any]
+    history: dict[str, dict[int, list[Any]]]  # LangGraph's own checkpoints: namespace -> step -> values (one per run there)
+    live: Counter  # the calls the runs made, as LangChain's callbacks saw them
+
+
+def record(name: str, shape: Shape, tmp_path_factory: Any) -> Recorded:
+    """Run the shape's turns with a Recorder attached, and again on a copy with LangGraph's own saver."""
+    db = str(tmp_path_factory.mktemp("eco") / f"{name}.db")
+    with Recorder(db) as rec:
+        app = rec.attach(shape.build(), name=name)
+        outs = _turns(app, shape, _config(shape, "rec" if shape.thread else None))
+        rec.flush()
+    store = open_store(db)
+    try:  # every run the turns made (a resumed interrupt goes on in the run that asked), oldest first
+        run_ids = [run.id for run in sorted(store.list_runs(), key=lambda run: run.started_at)]
+    finally:
+        store.close()
+    # The same turns on a copy with LangGraph's own saver: its history, and the calls it makes.
+    graph = shape.build()
+    saver = graph.checkpointer if graph.checkpointer not in (None, False, True) else InMemorySaver()
+    counted = _Calls()
+    _turns(graph.copy(update={"checkpointer": saver}), shape, _config(shape, "own", [counted]))
+    history: dict[str, dict[int, list[Any]]] = {}
+    for cp in saver.list(None):
+        ns = ns_names(cp.config["configurable"].get("checkpoint_ns", ""))
+        history.setdefault(ns, {}).setdefault(cp.metadata["step"], []).append(_plain(cp.checkpoint["channel_values"]))
+    return Recorded(db, run_ids, outs, history, counted.seen)
+
+
+
+
+_PLUMBING = ("branch:", "join:", "__start__", "__pregel_", "__interrupt__", "__resume__")  # LangGraph's, not the state's
+
+
+def _plain(values: dict[str, Any]) -> Any:
+    """A state as compared: its channels (a functional entrypoint's ``__end__`` and ``__previous__``
+    among them), without LangGraph's plumbing and the ids every run draws afresh."""
+    return Normalizer()(to_plain({k: v for k, v in values.items() if not k.startswith(_PLUMBING)}))
+
+
+def every_superstep_is_stored_with_its_state_nodes_and_routes(name: str, shape: Shape, r: Recorded) -> None:
+    if shape.raises is not None:
+        assert isinstance(r.outs[-1], shape.raises), r.outs[-1]
+    store = open_store(r.db)
+    try:
+        ours: dict[str, set[int]] = {}
+        for run_id in r.run_ids:
+            assert store.get_run(run_id).faults == 0, store.run_detail(run_id).fault_log
+            linked: set[str] = set()  # the subgraphs each task ran, as its step records them
+            for ns in store.namespaces(run_id):
+                details = store.step_details(run_id, ns)
+                linked.update(sub for d in details for t in d.tasks for sub in t.subgraph_ns)
+                for d in details:
+                    if not d.step.checkpoint_id:
+                        continue
+                    ours.setdefault(ns_names(ns), set()).add(d.step.step)
+                    # The state LangGraph checkpointed at that step (a subgraph entered twice: one of its runs').
+                    theirs = r.history.get(ns_names(ns), {}).get(d.step.step, [])
+                    assert _plain(store.state_at(run_id, d.step.step, ns, typed=True)) in theirs, (name, ns, d.step.step)
+                done = [d for d in details if d.step.checkpoint_id and d.tasks]
+                for before, after in zip(done, done[1:]):
+                    if after.step.step != before.step.step + 1:
+                        continue
+                    sent = {dest for x in details if x.step.step <= before.step.step for route in x.routes for dest in route.destinations}
+                    for t in after.tasks:
+                        assert t.node in sent, (name, ns, after.step.step, t.node, "ran, but no route went there")
+            assert set(store.namespaces(run_id)) - {""} <= linked, (name, "a subgraph no task ran")
+    finally:
+        store.close()
+    assert ours == {ns: set(steps) for ns, steps in r.history.items()}, name
+
+
+def every_call_is_recorded_with_its_inputs_and_output(name: str, shape: Shape, r: Recorded) -> None:
+    store = open_store(r.db)
+    try:
+        calls = [c for run_id in r.run_ids for c in store.calls(run_id) if c.kind in ("tool", "model")]
+    finally:
+        store.close()
+    assert r.live, (name, "the shape made no call")
+    for c in calls:
+        assert c.inputs is not None and (c.output is not None or c.error_type), (name, c)
+    got = Counter(("model", "model") if c.kind == "model" else ("tool", c.name) for c in calls if c.error_type != "GraphInterrupt")
+    asked = Counter(("model", "model") if c.kind == "model" else ("tool", c.name) for c in calls)
+    assert got == r.live or asked == r.live, (name, got, r.live)
+
+
+def a_strict_replay_reproduces_every_run(name: str, shape: Shape, r: Recorded) -> None:
+    for run_id in r.run_ids:
+        result = replay(run_id, shape.build(), db=r.db)
+        assert not result.diverged, result.report()
+
+
+def a_changed_answer_diverges_where_the_call_was_made(name: str, shape: Shape, r: Recorded) -> None:
+    called, stand_in = shape.override
+    store = open_store(r.db)
+    try:
+        made = [(run_id, c) for run_id in r.run_ids for c in store.calls(run_id) if c.kind in ("tool", "model") and called in (c.name, c.kind)]
+    finally:
+        store.close()
+    run_id, recorded_call = made[0]
+    result = replay(run_id, shape.build(), db=r.db, overrides={called: stand_in})
+    first = result.first_divergence
+    assert first is not None, result.report()
+    assert (ns_names(first.ns), first.step, first.node) == (ns_names(recorded_call.ns), recorded_call.step, recorded_call.node), result.report()
