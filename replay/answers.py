@@ -90,13 +90,28 @@ class RecordingAnswerer:
         """Whether calls to ``model`` are answered here (the recording or an override), not live."""
         if self.mode.answers("model") or "model" in self.overrides or type(model).__name__ in self.overrides:
             return True
-        return any(name.startswith(type(model).__name__ + ":") for name in self.overrides)
+        if not self.overrides:
+            return False
+        try:
+            params = dict(model._get_invocation_params())
+        except Exception:  # noqa: BLE001 - a model that cannot say its params is overridden by class only
+            return any(name.startswith(type(model).__name__ + ":") for name in self.overrides)
+        return self._model_override(model_label(type(model).__name__, params, None), type(model).__name__) is not None
+
+    def _model_override(self, label: str, cls: str) -> Callable[..., Any] | None:
+        """The override for a model call named ``label``: by that label, by the model's own name
+        (``gpt-4o``, the part after ``Class:``), by its class, or ``"model"`` for every model."""
+        bare = label.split(":", 1)[1] if label.startswith(cls + ":") else None
+        for key in (label, bare, cls, "model"):
+            if key is not None and key in self.overrides:
+                return self.overrides[key]
+        return None
 
     def answer_model(self, model: Any, messages: list[Any], stop: Any, run_manager: Any, kwargs: dict) -> Answer | None:
         metadata = {**(getattr(run_manager, "inheritable_metadata", None) or {}), **(getattr(run_manager, "metadata", None) or {})}
         params = dict(model._get_invocation_params(stop=stop, **kwargs))
         name = model_label(type(model).__name__, params, metadata)
-        override = self.overrides.get(name) or self.overrides.get(type(model).__name__) or self.overrides.get("model")
+        override = self._model_override(name, type(model).__name__)
         if override is not None:
             return Answer(value=message_from_plain(self._plain(override(messages))))
         if not self.mode.answers("model"):

@@ -1,7 +1,7 @@
 """Which names a replay's ``overrides`` may use: those the recorded calls answer to.
 
 An override is looked up by the name of the call it answers (a tool's name; a
-model's label, its class, or ``"model"`` for every model: see
+model's label ``Class:model``, its class, its model's own name, or ``"model"`` for every model: see
 ``RecordingAnswerer``). A key no recorded call answers to replaces nothing,
 and a replay that accepted it would pass without the function ever running:
 a misspelt tool name is refused instead, naming the ones the run recorded.
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from graphtape.recorder.records import CallInfo
 
-__all__ = ["unknown_overrides"]
+__all__ = ["overridden", "unknown_overrides"]
 
 _SHOWN = 12
 
@@ -27,7 +27,7 @@ def unknown_overrides(names: Iterable[str], calls: Iterable[CallInfo]) -> str | 
             tools.add(call.name)
         elif call.kind == "model":
             models.add(call.name)
-    known = tools | models | {m.split(":", 1)[0] for m in models} | ({"model"} if models else set())
+    known = tools | models | {part for m in models for part in m.split(":", 1)} | ({"model"} if models else set())
     unknown = sorted(n for n in dict.fromkeys(names) if n not in known)
     if not unknown:
         return None
@@ -35,6 +35,14 @@ def unknown_overrides(names: Iterable[str], calls: Iterable[CallInfo]) -> str | 
     if models:
         recorded += f"; its models: {_listed(models)} (or 'model' for all)"
     return f"cannot override {', '.join(map(repr, unknown))}: no recorded tool or model call has that name; {recorded}"
+
+
+def overridden(names: Iterable[str], kind: str, name: str) -> bool:
+    """Whether a recorded ``kind`` call named ``name`` is answered by one of the override ``names``."""
+    names = set(names)
+    if kind != "model":
+        return name in names
+    return bool(names & {name, "model", *name.split(":", 1)})
 
 
 def _listed(names: set[str]) -> str:

@@ -53,7 +53,7 @@ from graphtape.replay.limits import Limits, lowered_limit, recorded_limits
 from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_persistent, ns_path
-from graphtape.replay.override_names import unknown_overrides
+from graphtape.replay.override_names import overridden, unknown_overrides
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
 from graphtape.replay.restore import Memory, Restored, hold_untracked, replay_saver, restore, restore_edit, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
@@ -415,7 +415,7 @@ class _Run:
         unused = [
             {"call_id": r.call.call_id, "kind": r.call.kind, "name": r.call.name, "step": r.call.step, "node": r.call.node}
             for r in [*book.unused(), *http.unused(), *memory.unused()]
-            if self.mode.answers(r.call.kind) and r.call.name not in self.overrides and (to_step is None or (r.call.step is not None and r.call.step <= to_step))
+            if self.mode.answers(r.call.kind) and not overridden(self.overrides, r.call.kind, r.call.name) and (to_step is None or (r.call.step is not None and r.call.step <= to_step))
         ]
         if require_all_used:
             # Calls after the point where a miss stopped the replay were never reached, not skipped.
