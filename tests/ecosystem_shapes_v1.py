@@ -470,3 +470,148 @@ class LetterEmbeddings(Embeddings):
 def memory_agent() -> Any:
     store = InMemoryStore(index={"dims": 16, "embed": LetterEmbeddings(), "fields": ["text"]})
     return create_agent(scripted("memory-model", _memory_model), [remember, recall], checkpointer=InMemorySaver(), store=store, name="memory")
+
+
+# -- 16. HumanInTheLoopMiddleware per call: two gated calls, an interrupt each, answered by id -------
+
+
+def _two_refunds(messages: list[BaseMessage]) -> AIMessage:
+    seen = _tools_seen(messages)
+    if seen:
+        return AIMessage(" | ".join(sorted(str(m.content) for m in seen)))
+    return AIMessage("", tool_calls=[call("refund", "rf1", order_id="R7", amount=30), call("refund", "rf2", order_id="R8", amount=5)])
+
+
+def human_per_call() -> Any:
+    gate = HumanInTheLoopMiddleware(interrupt_on={"refund": True}, interrupt_mode="per_call")
+    return create_agent(scripted("refunds-model", _two_refunds), [refund], middleware=[gate], checkpointer=InMemorySaver(), name="per_call")
+
+
+# -- 17. ModelFallbackMiddleware: the first model is down, the fallback answers ---------------------
+
+
+def model_fallback() -> Any:
+    from langchain.agents.middleware import ModelFallbackMiddleware
+
+    def down(messages: list[BaseMessage]) -> AIMessage:
+        raise _Overloaded("primary is down")
+
+    backup = scripted("backup-model", _looks_up("B1"))
+    return create_agent(scripted("primary-model", down), [lookup], middleware=[ModelFallbackMiddleware(backup)], name="fallback")
+
+
+# -- 18. ToolRetryMiddleware that gives up: the error goes back to the model as a ToolMessage ------
+
+
+def tool_retry_gives_up() -> Any:
+    @tool
+    def fragile(sku: str) -> str:
+        """A tool whose service is down."""
+        raise ConnectionError(f"service down for {sku}")
+
+    def decide(messages: list[BaseMessage]) -> AIMessage:
+        last = last_tool(messages)
+        if last is not None:
+            return AIMessage(f"Gave up: {str(last.content)[:40]}")
+        return AIMessage("", tool_calls=[call("fragile", "fr1", sku="Q1"), call("lookup", "fr2", order_id="Q1")])
+
+    retry = ToolRetryMiddleware(max_retries=1, tools=["fragile"], retry_on=(ConnectionError,), on_failure="continue", initial_delay=0.0, jitter=False)
+    return create_agent(scripted("fragile-model", decide), [fragile, lookup], middleware=[retry], name="gives_up")
+
+
+# -- 19. ModelCallLimitMiddleware that raises when the limit is met ---------------------------------
+
+
+def model_call_limit_raises() -> Any:
+    return create_agent(scripted("restless-model", _restless), [lookup], middleware=[ModelCallLimitMiddleware(run_limit=2, exit_behavior="error")], name="strict_limit")
+
+
+# -- 20. a guardrail that jumps to the end, and a prompt built from the Runtime context ------------
+
+
+@dataclass
+class Caller:
+    """Who is calling (the Runtime context)."""
+
+    user: str
+    tier: str
+
+
+def guarded() -> Any:
+    from langchain.agents.middleware import before_agent, dynamic_prompt
+
+    @before_agent(can_jump_to=["end"])
+    def guard(state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        if "forbidden" in _human(state["messages"]):
+            return {"messages": [AIMessage("I cannot help with that.")], "jump_to": "end"}
+        return None
+
+    @dynamic_prompt
+    def by_tier(request: Any) -> str:
+        return f"You serve {request.runtime.context.user} ({request.runtime.context.tier})."
+
+    def decide(messages: list[BaseMessage]) -> AIMessage:
+        last = last_tool(messages)
+        if last is not None:
+            return AIMessage(f"{messages[0].content} -> {last.content}")
+        return AIMessage("", tool_calls=[call("lookup", "g1", order_id="G1")])
+
+    return create_agent(scripted("guarded-model", decide), [lookup], middleware=[guard, by_tier], context_schema=Caller, checkpointer=InMemorySaver(), name="guarded")
+
+
+# -- 21. LLMToolEmulator: a model answers in place of a tool -----------------------------------------
+
+
+def tool_emulated() -> Any:
+    from langchain.agents.middleware import LLMToolEmulator
+
+    emulator = scripted("emulator-model", lambda messages: AIMessage("emulated: rainy in Bergen"))
+    return create_agent(scripted("weather-model", _weather_model), [weather, lookup], middleware=[LLMToolEmulator(tools=["weather"], model=emulator)], name="emulated")
+
+
+# -- 22. structured output whose first answer fails validation, retried by ToolStrategy ------------
+
+
+def structured_retried() -> Any:
+    def decide(messages: list[BaseMessage]) -> AIMessage:
+        last = last_tool(messages)
+        if last is None:
+            return AIMessage("", tool_calls=[call("lookup", "sr1", order_id="F3")])
+        if last.name == "lookup":
+            return AIMessage("", tool_calls=[call("Shipment", "sr2", order_id="F3")])  # status missing
+        if last.name == "Shipment" and "rror" in str(last.content):
+            return AIMessage("", tool_calls=[call("Shipment", "sr3", order_id="F3", status="in transit")])
+        return AIMessage("done")
+
+    return create_agent(scripted("sloppy-model", decide), [lookup], response_format=ToolStrategy(Shipment, handle_errors=True), name="sloppy")
+
+
+# -- 23. an async memory agent: async tools put and search the store, two threads ------------------
+
+
+@tool
+async def aremember(fact: str) -> str:
+    """Remember a fact about the user."""
+    store = get_store()
+    key = f"f{len(await store.asearch(('facts',), limit=50))}"
+    await store.aput(("facts",), key, {"text": fact})
+    return f"remembered {key}"
+
+
+@tool
+async def arecall(query: str) -> str:
+    """Search what is remembered about the user."""
+    hits = await get_store().asearch(("facts",), query=query, limit=2)
+    return "; ".join(sorted(h.value["text"] for h in hits)) or "nothing"
+
+
+def _amemory_model(messages: list[BaseMessage]) -> AIMessage:
+    out = _memory_model(messages)
+    for c in out.tool_calls:
+        c["name"] = "a" + c["name"]
+    return out
+
+
+def memory_agent_async() -> Any:
+    store = InMemoryStore(index={"dims": 16, "embed": LetterEmbeddings(), "fields": ["text"]})
+    return create_agent(scripted("amemory-model", _amemory_model), [aremember, arecall], checkpointer=InMemorySaver(), store=store, name="amemory")

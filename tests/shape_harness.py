@@ -23,6 +23,7 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage
+from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
@@ -48,6 +49,9 @@ class Shape:
     thread: bool = False
     raises: type[BaseException] | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    threads: tuple[str, ...] = ()  # each turn's thread, where turns go on threads of their own (implies thread)
+    context: Any = None  # the Runtime context each turn is run with (a graph with a context_schema)
+    override_at: int = 0  # the run to replay changed: the one that made this (0: the first) of the name's calls
 
 
 def messages(text: str) -> dict[str, Any]:
@@ -71,10 +75,13 @@ def _turns(graph: Any, shape: Shape, config: dict[str, Any]) -> list[Any]:
     """Run the shape's turns; what each ended with (a result, the chunks, or the error)."""
     outs: list[Any] = []
     last: Any = None
-    for turn in shape.turns:
+    for i, turn in enumerate(shape.turns):
         payload = turn(last) if callable(turn) else copy.deepcopy(turn)
+        on = config
+        if shape.threads:
+            on = {**config, "configurable": {"thread_id": f"{config['configurable']['thread_id']}-{shape.threads[i]}"}}
         try:
-            last = _once(graph, shape, payload, config)
+            last = _once(graph, shape, payload, on)
         except Exception as exc:  # noqa: BLE001 - a run that fails is a shape too
             last = exc
         outs.append(last)
@@ -82,10 +89,11 @@ def _turns(graph: Any, shape: Shape, config: dict[str, Any]) -> list[Any]:
 
 
 def _once(graph: Any, shape: Shape, payload: Any, config: dict[str, Any]) -> Any:
+    given = {"context": shape.context} if shape.context is not None else {}
     if shape.how == "invoke":
-        return graph.invoke(payload, config)
+        return graph.invoke(payload, config, **given)
     if shape.how == "stream":
-        return list(graph.stream(payload, config, stream_mode=shape.stream_mode, subgraphs=shape.subgraphs))
+        return list(graph.stream(payload, config, stream_mode=shape.stream_mode, subgraphs=shape.subgraphs, **given))
     if shape.how == "batch":  # each input a run of its own (on a thread of its own, where there is one)
         thread = (config.get("configurable") or {}).get("thread_id")
         configs = [{**config, "configurable": {"thread_id": f"{thread}-{i}"}} if thread else config for i in range(len(payload))]
@@ -93,10 +101,10 @@ def _once(graph: Any, shape: Shape, payload: Any, config: dict[str, Any]) -> Any
 
     async def go() -> Any:
         if shape.how == "astream":
-            return [c async for c in graph.astream(payload, config, stream_mode=shape.stream_mode, subgraphs=shape.subgraphs)]
+            return [c async for c in graph.astream(payload, config, stream_mode=shape.stream_mode, subgraphs=shape.subgraphs, **given)]
         if shape.how == "astream_events":
-            return [e["event"] async for e in graph.astream_events(payload, config, version="v2")]
-        return await graph.ainvoke(payload, config)
+            return [e["event"] async for e in graph.astream_events(payload, config, version="v2", **given)]
+        return await graph.ainvoke(payload, config, **given)
 
     return asyncio.run(go())
 
@@ -124,7 +132,7 @@ def record(name: str, shape: Shape, tmp_path_factory: Any) -> Recorded:
     db = str(tmp_path_factory.mktemp("eco") / f"{name}.db")
     with Recorder(db) as rec:
         app = rec.attach(shape.build(), name=name)
-        outs = _turns(app, shape, _config(shape, "rec" if shape.thread else None))
+        outs = _turns(app, shape, _config(shape, "rec" if shape.thread or shape.threads else None))
         rec.flush()
     store = open_store(db)
     try:  # every run the turns made (a resumed interrupt goes on in the run that asked), oldest first
@@ -154,9 +162,18 @@ def _plain(values: dict[str, Any]) -> Any:
     return Normalizer()(to_plain({k: v for k, v in values.items() if not k.startswith(_PLUMBING)}))
 
 
+def _untracked(graph: Any) -> set[str]:
+    """The channels LangGraph never checkpoints (``UntrackedValue``), in the graph and its subgraphs."""
+    names = {k for k, ch in getattr(graph, "channels", {}).items() if isinstance(ch, UntrackedValue)}
+    for _, sub in graph.get_subgraphs(recurse=True):
+        names |= {k for k, ch in sub.channels.items() if isinstance(ch, UntrackedValue)}
+    return names
+
+
 def every_superstep_is_stored_with_its_state_nodes_and_routes(name: str, shape: Shape, r: Recorded) -> None:
     if shape.raises is not None:
         assert isinstance(r.outs[-1], shape.raises), r.outs[-1]
+    untracked = _untracked(shape.build())
     store = open_store(r.db)
     try:
         ours: dict[str, set[int]] = {}
@@ -172,7 +189,9 @@ def every_superstep_is_stored_with_its_state_nodes_and_routes(name: str, shape: 
                     ours.setdefault(ns_names(ns), set()).add(d.step.step)
                     # The state LangGraph checkpointed at that step (a subgraph entered twice: one of its runs').
                     theirs = r.history.get(ns_names(ns), {}).get(d.step.step, [])
-                    assert _plain(store.state_at(run_id, d.step.step, ns, typed=True)) in theirs, (name, ns, d.step.step)
+                    # graphtape keeps what never-checkpointed channels (langchain's run counters) held too
+                    state = {k: v for k, v in store.state_at(run_id, d.step.step, ns, typed=True).items() if k not in untracked}
+                    assert _plain(state) in theirs, (name, ns, d.step.step)
                 done = [d for d in details if d.step.checkpoint_id and d.tasks]
                 for before, after in zip(done, done[1:]):
                     if after.step.step != before.step.step + 1:
@@ -210,10 +229,11 @@ def a_changed_answer_diverges_where_the_call_was_made(name: str, shape: Shape, r
     called, stand_in = shape.override
     store = open_store(r.db)
     try:
-        made = [(run_id, c) for run_id in r.run_ids for c in store.calls(run_id) if c.kind in ("tool", "model") and called in (c.name, c.kind)]
+        made = [(run_id, c) for run_id in r.run_ids for c in store.calls(run_id) if c.kind in ("tool", "model") and called in (c.name, c.kind, c.name.split(":", 1)[-1])]
     finally:
         store.close()
-    run_id, recorded_call = made[0]
+    run_id = made[shape.override_at][0]
+    recorded_call = next(c for rid, c in made if rid == run_id)  # the override answers every such call of the run
     result = replay(run_id, shape.build(), db=r.db, overrides={called: stand_in})
     first = result.first_divergence
     assert first is not None, result.report()
