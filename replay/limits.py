@@ -29,8 +29,11 @@ loop's entry is wrapped the same way), so it stops, and counts its remaining
 steps, where the recording did.
 
 A replay in a subgraph's namespace (``--ns``) resumes that subgraph in the
-middle too: its first invocation is lowered the same way, and every other
-subgraph keeps the recorded limit.
+middle too: the first loop entered in that namespace has its ``stop`` moved
+back the same way once it is set. It is done on the loop, not the config: only
+the loop knows its namespace for sure (an agent invoked in a ``@task`` or a
+node takes it from the caller, and LangGraph numbers a second run in the same
+task, ``node:<id>|1``, only once the loop starts).
 """
 
 from __future__ import annotations
@@ -85,7 +88,9 @@ def recorded_limits(limits: Limits | None) -> Iterator[None]:
             _install()
         _active += 1
     token = _current.set(limits)
-    shifts = {"": limits.stop_shift, limits.resumed_ns or "": limits.ns_stop_shift} if limits.resumed_ns else {"": limits.stop_shift}
+    shifts = {"": limits.stop_shift}
+    if limits.resumed_ns:  # runs with the recorded limit, its stop moved to where the recording's was
+        shifts[limits.resumed_ns] = limits.ns_lowered + limits.ns_stop_shift - limits.recorded
     due = _shift_due.set({ns: shift for ns, shift in shifts.items() if shift} or None)
     try:
         yield
@@ -151,8 +156,7 @@ def _adjust(config: Any, limits: Limits) -> tuple[Any, bool]:
     """
     conf = (config or {}).get("configurable") or {} if isinstance(config, dict) else {}
     if conf.get(_NS_KEY):
-        limit = limits.ns_lowered if limits.resumed_ns is not None and conf[_NS_KEY] == limits.resumed_ns else limits.recorded
-        return {**config, "recursion_limit": limit}, False
+        return {**config, "recursion_limit": limits.recorded}, False
     if config is None or not conf:
         from langchain_core.runnables.config import var_child_runnable_config
 

@@ -287,12 +287,23 @@ def untracked_channels(graph: Any) -> list[str]:
 
 
 def _parent_of(store: RunStore, run_id: str, ns: str) -> tuple[str, int]:
-    """The parent namespace and the parent step to resume from, so its next task runs the subgraph ``ns``."""
-    parent_ns = ns.rpartition("|")[0]
-    details = store.step_details(run_id, parent_ns)
-    for i, d in enumerate(details):
-        if any(ns in t.subgraph_ns for t in d.tasks):
-            if i == 0:
-                break
-            return parent_ns, details[i - 1].step.step
+    """The parent namespace and the parent step to resume from, so its next task runs the subgraph ``ns``.
+
+    The parent is the namespace whose task ran ``ns``; it is not always ``ns`` less its last
+    segment: a subgraph run by a functional ``@task`` sits under the entrypoint's segment too
+    (``entry:<id>|task:<id>``, run by the root's ``task``), and a subgraph a node runs again is
+    numbered (``node:<id>|1``, run by the root's ``node``). So each shorter prefix is asked in turn.
+    """
+    prefix = ns
+    while prefix:
+        prefix = prefix.rpartition("|")[0]
+        details = store.step_details(run_id, prefix)
+        for i, d in enumerate(details):
+            if any(ns in t.subgraph_ns for t in d.tasks):
+                if i == 0:
+                    break
+                return prefix, details[i - 1].step.step
+        else:
+            continue
+        break
     raise StepNotFound(f"run {run_id}: no parent step ran the subgraph {ns!r}, so it cannot be resumed on its own")
