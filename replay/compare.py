@@ -25,7 +25,7 @@ from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.result import Divergence
 
 _MISSING = object()
-_RETURN = "__return__"  # what a functional-API @task returned, as its task's write
+TASK_RETURN = "__return__"  # what a functional-API @task returned, as its task's write
 _HEADLINE_CUT = 80  # characters of a value a headline shows (the diff below it shows the whole)
 MISSING = _MISSING  # what ``StateTrack.value`` gives for a key the state does not hold
 
@@ -403,14 +403,14 @@ class RunComparison:
             a, b = self.store.step_detail(rec.run_id, step, rec.ns), self.store.step_detail(rep.run_id, want, rep.ns)
         except Exception:  # noqa: BLE001 - naming the task is a nicety; the state divergence is reported anyway
             return
-        theirs = {(t.node, t.path): t for t in b.tasks if _RETURN in (t.writes or {})}
+        theirs = {(t.node, t.path): t for t in b.tasks if TASK_RETURN in (t.writes or {})}
         for t in a.tasks:
-            if _RETURN not in (t.writes or {}):
+            if TASK_RETURN not in (t.writes or {}):
                 continue
             other = theirs.get((t.node, t.path))
             if other is None:
                 continue  # a task the replay did not run: shown by the step's nodes
-            was, now = self.normalize(t.writes[_RETURN]), self.normalize(other.writes[_RETURN])
+            was, now = self.normalize(t.writes[TASK_RETURN]), self.normalize(other.writes[TASK_RETURN])
             if was != now:
                 add(Divergence("state", step, t.node, f"task {t.node!r} returned something else", was, now, ns))
 
