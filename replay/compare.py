@@ -403,16 +403,8 @@ class RunComparison:
             a, b = self.store.step_detail(rec.run_id, step, rec.ns), self.store.step_detail(rep.run_id, want, rep.ns)
         except Exception:  # noqa: BLE001 - naming the task is a nicety; the state divergence is reported anyway
             return
-        theirs = {(t.node, t.path): t for t in b.tasks if TASK_RETURN in (t.writes or {})}
-        for t in a.tasks:
-            if TASK_RETURN not in (t.writes or {}):
-                continue
-            other = theirs.get((t.node, t.path))
-            if other is None:
-                continue  # a task the replay did not run: shown by the step's nodes
-            was, now = self.normalize(t.writes[TASK_RETURN]), self.normalize(other.writes[TASK_RETURN])
-            if was != now:
-                add(Divergence("state", step, t.node, f"task {t.node!r} returned something else", was, now, ns))
+        for node, was, now in changed_returns(a, b, self.normalize):
+            add(Divergence("state", step, node, f"task {node!r} returned something else", was, now, ns))
 
     def _writer(self, run_id: str, ns: str, step: int, key: str) -> str | None:
         try:
@@ -545,6 +537,25 @@ def _by_source(detail: StepDetail) -> dict[str, list[RouteInfo]]:
     out: dict[str, list[RouteInfo]] = {}
     for r in detail.routes:
         out.setdefault(r.source, []).append(r)
+    return out
+
+
+def changed_returns(a: StepDetail, b: StepDetail, normalize: Normalizer) -> list[tuple[str, Any, Any]]:
+    """``(task, returned in a, returned in b)`` for each functional-API ``@task`` of step ``a``
+    whose result differs in step ``b`` (paired by node and path, in turn; a task ``b`` did not
+    run is told by the step's nodes, not here)."""
+    theirs: dict[tuple[str, str], list[Any]] = {}
+    for t in b.tasks:
+        if TASK_RETURN in (t.writes or {}):
+            theirs.setdefault((t.node, t.path or ""), []).append(t)
+    out = []
+    for t in a.tasks:
+        others = theirs.get((t.node, t.path or "")) if TASK_RETURN in (t.writes or {}) else None
+        if not others:
+            continue
+        was, now = normalize(t.writes[TASK_RETURN]), normalize(others.pop(0).writes[TASK_RETURN])
+        if was != now:
+            out.append((t.node, was, now))
     return out
 
 

@@ -30,7 +30,7 @@ from graphtape.recorder.store_capture import without_times
 
 from graphtape.replay.calls import normalize_arguments
 from graphtape.replay.carry import Carry
-from graphtape.replay.compare import MISSING, TASK_RETURN, StateTrack, only_structure, packets_sent
+from graphtape.replay.compare import MISSING, StateTrack, changed_returns, only_structure, packets_sent
 from graphtape.replay.diff_result import RunDiff, RunDifference
 from graphtape.replay.graph_shape import GraphShape, graph_changes
 from graphtape.replay.normalize import Normalizer, ns_path
@@ -414,20 +414,8 @@ class _Differ:
             da, db = self.store.step_detail(sa.run.id, da.step.step, sa.ns), self.store.step_detail(sb.run.id, db.step.step, sb.ns)
         except Exception:  # noqa: BLE001 - naming the task is a nicety; the state difference is told anyway
             return
-        theirs: dict[tuple[str, str], list[Any]] = {}
-        for t in db.tasks:
-            if TASK_RETURN in (t.writes or {}):
-                theirs.setdefault((t.node, t.path or ""), []).append(t)
-        for t in da.tasks:
-            if TASK_RETURN not in (t.writes or {}):
-                continue
-            others = theirs.get((t.node, t.path or ""))
-            if not others:
-                continue  # a task the other run did not run: told by the step's nodes
-            other = others.pop(0)
-            was, now = self.normalize(t.writes[TASK_RETURN]), self.normalize(other.writes[TASK_RETURN])
-            if was != now:
-                add("state", t.node, f"task {t.node!r} returned something else", was, now, self.carry.explains(was, now))
+        for node, was, now in changed_returns(da, db, self.normalize):
+            add("state", node, f"task {node!r} returned something else", was, now, self.carry.explains(was, now))
 
     def _subgraphs(self, da: StepDetail, db: StepDetail, at: tuple[int, ...], root: tuple[int | None, int | None], ns_a: str, ns_b: str) -> None:
         """Subgraphs entered in this step, paired by their path, compared inside it (told before the step's own differences)."""
