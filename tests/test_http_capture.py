@@ -668,7 +668,9 @@ def test_an_endless_stream_reaches_the_node_as_it_comes_and_its_recording_is_bou
     (call,) = http_calls(db, rec.last_run_id)
     body = call.output["body"].encode()
     assert body == stream_start(len(body))
-    if stop_after < cap:
+    # What the node read decides, not what it asked for: a busy machine lets more of the stream
+    # pile up, and a client hands it over in one read (aiohttp: 88 KB for a node stopping at 10 KB).
+    if len(read) < cap:
         assert len(body) >= len(read) and call.output["body_incomplete"] is True and "body_truncated" not in call.output
         service.stop()  # a replay answers from the recording
         with Connects(service.port) as connects:
