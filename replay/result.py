@@ -60,7 +60,7 @@ class Divergence:
             lines.extend("  " + line for line in diff.splitlines())
         for c in self.candidates:
             lines.append(
-                f"  closest recorded call: {_one_line(c.get('name'))} at step {c.get('step')} in node {c.get('node')!r} "
+                f"  closest recorded call: {_quoted_if_unprintable(c.get('name'))} at step {c.get('step')} in node {c.get('node')!r} "
                 f"(differs in {', '.join(c.get('differs') or []) or 'nothing'}): arguments {_short(c.get('arguments'))}"
             )
         return joined_lines(lines)
@@ -224,7 +224,7 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _one_line(name: Any) -> str:
+def _quoted_if_unprintable(name: Any) -> str:
     """A recorded call's name as it reads (``POST https://...``), or its ``repr`` when it holds
     a line break or a control character: a recorded name cannot forge a line of the report."""
     return name if isinstance(name, str) and name.isprintable() else repr(name)
