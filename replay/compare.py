@@ -158,12 +158,14 @@ class RunComparison:
         self._lists: dict[str, list] = {}  # a history block's blob -> its items, blocks joined (see _as_list)
         self._trees: dict[str, Any] = {}  # blob -> its tree as read (None: not in the store)
 
-    def _add(self, d: Divergence, rec_ns: str) -> None:
+    def _add(self, d: Divergence, rec_ns: str, *, before_stop: bool = False) -> None:
         root = self.roots.get(rec_ns, {}).get(d.step) if rec_ns and d.step is not None else None
         if root is None:
             root = self.order.get(rec_ns.split("|")[0], d.step) if rec_ns else d.step
         nested = 0 if rec_ns else 1  # inside the parent's step, the subgraph's divergence comes first
-        self.found.append(replace(d, order=(root if root is not None else 1 << 30, nested, d.step if d.step is not None else 1 << 30)))
+        order = (root if root is not None else 1 << 30, nested, d.step if d.step is not None else 1 << 30)
+        # Something that happened before the call that stopped the replay in its step goes before it.
+        self.found.append(replace(d, order=(*order, -1) if before_stop else order))
 
     # -- one namespace ---------------------------------------------------------------
     def namespace(self, rec: Side, rep: Side, rec_calls: list[CallInfo], rep_calls: list[CallInfo]) -> None:
@@ -190,6 +192,10 @@ class RunComparison:
             first = rep_details[extra[0]]
             add(Divergence("extra", extra[0] - offset, None, f"the replay ran {len(extra)} step(s) the recording does not have", None, _step_summary(first), ns_label))
         self._states(rec, rep, offset, cut, add, ns_label)
+        if cut is not None and cut in rec_details and cut + offset in rep_details:
+            # A @task that returned something else in the step a call stopped (the functional API
+            # runs a whole turn in one step): the next call was handed what it returned.
+            self._task_returns(rec, rep, cut, cut + offset, lambda d: self._add(d, rec.ns, before_stop=True), ns_label)
         # Calls before the starting step were made by the recording only: not part of the comparison.
         rec_calls = [c for c in rec_calls if rec.after is None or (c.step is not None and c.step > rec.after)]
         rep_calls = [c for c in rep_calls if rep.after is None or (c.step is not None and c.step > rep.after)]

@@ -1,0 +1,143 @@
+"""More shapes from the packages' docs (``ecosystem_shapes_v3.py``), recorded and strictly replayed.
+
+Each is run as a user runs it and checked by ``shape_harness``: every superstep and call stored,
+a strict replay clean, an override of a tool or model answer diverging at the step, node and
+namespace of the call. Each is also replayed against the graph with one thing changed (a route,
+a state value, a tool's answer): the replay must diverge, and name the node that changed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import ecosystem_shapes_v3 as V3
+import pytest
+import shape_harness as H
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+from shape_harness import Shape, messages
+
+from graphtape import Recorder, open_store, replay
+from graphtape.recorder.codec import to_plain
+from graphtape.replay.normalize import Normalizer
+from graphtape.recorder.session import ns_names
+
+_LOST = ("lookup", lambda order_id: "lost")
+_LIMIT = {"recursion_limit": 6}
+
+SHAPES: dict[str, Shape] = {
+    "functional_agent": Shape(V3.functional_agent, ([HumanMessage("Where are FA1 and FA2?")], [HumanMessage("And now?")]), _LOST, thread=True),
+    "functional_review": Shape(V3.functional_review, ([HumanMessage("Where is FR1?")], Command(resume={"action": "edit", "args": {"order_id": "FR9"}})), _LOST, thread=True),
+    "async_task_retry": Shape(V3.async_task_retry, (["AT1", "AT2"],), _LOST, how="ainvoke"),
+    "remaining_steps_loop": Shape(V3.remaining_steps_loop, ({},), _LOST, config=_LIMIT),
+    "react_out_of_steps": Shape(V3.react_out_of_steps, (messages("Go."),), _LOST, config=_LIMIT),
+    "tool_runtime": Shape(V3.tool_runtime, (messages("Tea and rice."),), ("basket", lambda: "empty"), how="stream", stream_mode=["updates", "custom"], context=V3.Shopper(user="ada")),
+    "parallel_tool_error": Shape(V3.parallel_tool_error, (messages("Pay."),), ("charge", lambda card: "charged")),
+    "supervisor_forwards": Shape(V3.supervisor_forwards, (messages("Where is FW1?"),), _LOST),
+    "supervisor_inline": Shape(V3.supervisor_inline, (messages("Where is IN1?"),), _LOST),
+    "parallel_agents": Shape(V3.parallel_agents, (messages("Check PA1 and PA2."),), _LOST, how="ainvoke"),
+    "parallel_agent_nodes": Shape(V3.parallel_agent_nodes, (messages("Check PN1 and PN2."),), _LOST),
+    "batched_node": Shape(V3.batched_node, ({"questions": ["BQ1 when?", "BQ2 where?", "BQ3 how?"]},), ("model", lambda messages: AIMessage("no"))),
+    "abatched_node": Shape(V3.abatched_node, ({"questions": ["BQ1 when?", "BQ2 where?", "BQ3 how?"]},), _LOST, how="ainvoke"),
+    "command_routing": Shape(V3.command_routing, ({"text": "I want my money back"},), ("model", lambda messages: AIMessage("faq"))),
+    "handoff_to_parent": Shape(V3.handoff_to_parent, (messages("My parcel HP1?"),), _LOST),
+    "summarized_thread": Shape(V3.summarized_thread, (messages("Where is ST1?"), messages("Where is ST2?"), messages("Where is ST3?")), _LOST, thread=True, override_at=2),
+    "tools_by_turn": Shape(V3.tools_by_turn, (messages("Cancel TB1."),), ("cancel", lambda order_id: "kept")),
+    "structured_union": Shape(V3.structured_union, (messages("Refund SU1?"),), _LOST),
+    "agent_in_subgraph_stream": Shape(V3.agent_in_subgraph, (messages("Where are SS1 and SS2?"),), _LOST, how="stream", stream_mode=["updates", "messages"], subgraphs=True),
+    "agent_in_subgraph_astream": Shape(V3.agent_in_subgraph, (messages("Where are SS1 and SS2?"),), _LOST, how="astream", stream_mode=["updates", "messages"], subgraphs=True),
+}
+
+# What a replay against the changed graph must name first: (kind, namespace, node).
+CHANGED: dict[str, tuple[str, str, str]] = {
+    "functional_agent": ("state", "", "agent"),  # entrypoint.final saves less history
+    "functional_review": ("arguments", "", "call_tool"),  # the person's edit is ignored
+    "async_task_retry": ("state", "", "summarize"),  # the task joins its results otherwise
+    "remaining_steps_loop": ("route", "", "work"),  # the loop stops a step earlier
+    "react_out_of_steps": ("arguments", "", "agent"),  # a prompt
+    "tool_runtime": ("arguments", "", "model"),  # a prompt
+    "parallel_tool_error": ("state", "", "tools"),  # the error handler words the failure otherwise
+    "supervisor_forwards": ("state", "", "clerk"),  # the worker's whole history goes back
+    "supervisor_inline": ("arguments", "supervisor", "agent"),  # agent names no longer inline
+    "parallel_agents": ("state", "", "billing"),  # one desk words its verdict otherwise
+    "parallel_agent_nodes": ("arguments", "billing", "model"),  # one agent gets a prompt
+    "batched_node": ("state", "", "ask_all"),
+    "abatched_node": ("state", "", "ask_all"),
+    "command_routing": ("route", "", "triage"),  # Command(goto=...) goes elsewhere
+    "handoff_to_parent": ("arguments", "front", "model"),
+    "summarized_thread": ("arguments", "", "SummarizationMiddleware.before_model"),  # keeps more
+    "tools_by_turn": ("arguments", "", "model"),  # the middleware offers every tool
+    "structured_union": ("state", "", "model"),  # the structured answer's tool message
+    "agent_in_subgraph_stream": ("state", "", "greet"),
+    "agent_in_subgraph_astream": ("state", "", "greet"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(SHAPES))
+def recorded(request, tmp_path_factory) -> tuple[str, Shape, H.Recorded]:
+    name = request.param
+    return name, SHAPES[name], H.record(name, SHAPES[name], tmp_path_factory)
+
+
+def test_every_superstep_is_stored_with_its_state_nodes_and_routes(recorded):
+    H.every_superstep_is_stored_with_its_state_nodes_and_routes(*recorded)
+
+
+def test_every_call_is_recorded_with_its_inputs_and_output(recorded):
+    H.every_call_is_recorded_with_its_inputs_and_output(*recorded)
+
+
+def test_a_strict_replay_reproduces_every_run(recorded):
+    H.a_strict_replay_reproduces_every_run(*recorded)
+
+
+def test_a_changed_answer_diverges_where_the_call_was_made(recorded):
+    H.a_changed_answer_diverges_where_the_call_was_made(*recorded)
+
+
+def test_a_changed_graph_diverges_and_names_what_changed(recorded):
+    name, shape, r = recorded
+    run_id = r.run_ids[shape.override_at]
+    result = replay(run_id, shape.build(changed=True), db=r.db)
+    first = result.first_divergence
+    assert first is not None, (name, result.report())
+    assert (first.kind, ns_names(first.ns), first.node) == CHANGED[name], result.report()
+
+
+_FRESH_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{32}\b")
+
+
+def _as_compared(out: Any) -> Any:
+    """What a turn returned, without the ids every run draws afresh (task namespaces, interrupt ids)."""
+    if isinstance(out, BaseException):
+        return (type(out).__name__, str(out))
+    return _FRESH_ID.sub("<id>", json.dumps(Normalizer()(to_plain(out)), sort_keys=True, default=str))
+
+
+def test_recording_changes_nothing_the_graph_returns(recorded):
+    name, shape, r = recorded
+    graph = shape.build()
+    if graph.checkpointer is None and (shape.thread or shape.threads):
+        graph = graph.copy(update={"checkpointer": InMemorySaver()})
+    plain = H._turns(graph, shape, H._config(shape, "rec" if shape.thread or shape.threads else None))
+    assert [_as_compared(o) for o in r.outs] == [_as_compared(o) for o in plain], name
+
+
+def test_a_task_whose_answer_changed_is_named_before_the_call_it_stopped(tmp_path):
+    """The functional API runs a whole agent turn in one step: a tool task's changed answer is
+    handed to the next model call, which the recording cannot answer. The task is the cause."""
+    db = str(tmp_path / "fn.db")
+    with Recorder(db) as rec:
+        rec.attach(V3.functional_agent(), name="fn").invoke([HumanMessage("Where are FA1 and FA2?")], {"configurable": {"thread_id": "t"}})
+    store = open_store(db)
+    try:
+        (run,) = store.list_runs()
+    finally:
+        store.close()
+    result = replay(run.id, V3.functional_agent(), db=db, overrides={"lookup": lambda order_id: "lost"})
+    kinds = [(d.kind, d.node, d.what) for d in result.divergences]
+    assert kinds[0] == ("state", "call_tool", "task 'call_tool' returned something else"), result.report()
+    assert ("arguments", "call_model") in [(k, n) for k, n, _ in kinds], result.report()  # the stopped call is still told
