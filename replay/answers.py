@@ -34,6 +34,7 @@ from graphtape.replay.injected import HandedCheck, given
 from graphtape.replay.intercept import Answer, ReplayStop
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_message, ns_path
+from graphtape.replay.state_types import ToolReturns
 
 MAX_DELAY_S = 60.0
 MAX_HELD_S = 120.0  # all the holds of one replay together
@@ -79,6 +80,7 @@ class RecordingAnswerer:
         self.held_s = 0.0  # how long answers were held so far (recorded timeouts, reproduced)
         self._lock = threading.Lock()
         self._plain_memo: dict[int, tuple[Any, Any]] = {}
+        self.returns = ToolReturns()  # a tool's answer as the type its function says it returns
         self._prompts = PrefixMemo(watch_messages=True)
         # A replayed conversation is mostly the recording's own text handed back (answers, tool
         # results, the input): redacted when recorded, so scrubbing it again hides nothing.
@@ -175,10 +177,11 @@ class RecordingAnswerer:
             if tool.response_format == "content_and_artifact":
                 # The artifact as it was (a retriever's Documents), not its plain form.
                 artifact = getattr(self._typed(call), "artifact", _NOT_TYPED)
-                return Answer(value=(content, revive_opaque(out.get("artifact") if artifact is _NOT_TYPED else artifact)), delay_s=delay)
+                artifact = revive_opaque(out.get("artifact") if artifact is _NOT_TYPED else artifact)
+                return Answer(value=(content, self.returns.revive(tool, artifact)), delay_s=delay)
             return Answer(value=content, delay_s=delay)
         typed = self._typed(call)
-        value = revive_command(revive_opaque(out if typed is _NOT_TYPED else typed))
+        value = self.returns.revive(tool, revive_command(revive_opaque(out if typed is _NOT_TYPED else typed)))
         if value is not out and isinstance(tool_input, dict):
             value = adopt_live_ids(value, _live_messages(tool_input, self._injected_args(tool)))
         return Answer(value=value, delay_s=delay)

@@ -323,3 +323,48 @@ def _unmarked(value: Any, depth: int) -> Any:
     if isinstance(value, tuple):
         return tuple(_unmarked(v, depth + 1) for v in value)
     return value
+
+
+
+class ToolReturns:
+    """What each tool's function says it returns, to give its recorded answer that type again.
+
+    A tool returning a Pydantic model or a dataclass (or one as the artifact of a
+    ``content_and_artifact`` tool) is recorded as a dict marked with the class's name: a
+    replay answering it from the recording would hand the caller a dict where it reads
+    ``receipt.cents``. The tool's own return annotation says what it holds; as for state keys,
+    a recorded value marked as one of the classes it names is validated back into them.
+    """
+
+    def __init__(self) -> None:
+        self._by_tool: dict[int, tuple[Any, tuple[Any, frozenset[str]] | None]] = {}
+
+    def revive(self, tool: Any, value: Any) -> Any:
+        """``value`` (a ``content_and_artifact`` tool's artifact, another tool's whole answer) as the tool made it."""
+        hit = self._by_tool.get(id(tool))
+        if hit is None or hit[0] is not tool:
+            hit = self._by_tool[id(tool)] = (tool, _tool_return(tool))
+        found = hit[1]
+        if found is None or not _recorded_as(value, found[1], 0):
+            return value
+        try:
+            return found[0].validate_python(_unmarked(value, 0))
+        except Exception:  # noqa: BLE001 - a value today's annotation does not take stays as recorded
+            return value
+
+
+def _tool_return(tool: Any) -> tuple[Any, frozenset[str]] | None:
+    """The validator of a tool's return annotation (for a ``content_and_artifact`` tool, of its
+    artifact's) and the names a recording gives the classes in it; None where there are none."""
+    ann: Any = None
+    for fn in (getattr(tool, "func", None), getattr(tool, "coroutine", None), getattr(type(tool), "_run", None)):
+        try:
+            ann = typing.get_type_hints(fn).get("return") if fn is not None else None
+        except Exception:  # noqa: BLE001 - an annotation that does not resolve today: nothing to revive by
+            ann = None
+        if ann is not None:
+            break
+    if ann is not None and getattr(tool, "response_format", None) == "content_and_artifact":
+        args = typing.get_args(ann)
+        ann = args[1] if typing.get_origin(ann) is tuple and len(args) == 2 else None
+    return _adapter(ann) if ann is not None else None

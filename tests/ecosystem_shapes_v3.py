@@ -20,6 +20,7 @@ Models are scripted and answer from the prompt, so a graph runs any number of ti
 from __future__ import annotations
 
 import asyncio
+import enum
 import operator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
@@ -531,3 +532,207 @@ def agent_in_subgraph(changed: bool = False) -> Any:
     b.add_edge("greet", "inner")
     b.add_edge("inner", END)
     return b.compile()
+
+
+# -- 16. an agent used as a tool: the tool runs another agent and returns its answer ---------------
+
+
+def agent_as_tool(changed: bool = False) -> Any:
+    researcher = create_agent(scripted("research-model", _looks_up("AT7")), [lookup], name="researcher")
+
+    @tool
+    def research(question: str) -> str:
+        """Ask the research agent."""
+        return str(researcher.invoke({"messages": [HumanMessage(question)]})["messages"][-1].content)
+
+    def decide(messages: list[BaseMessage]) -> AIMessage:
+        last = last_tool(messages)
+        if last is None:
+            return AIMessage("", tool_calls=[call("research", "rs1", question="Where is AT7?")])
+        return AIMessage(f"Research says: {last.content}")
+
+    return create_agent(scripted("lead-model", decide), [research], system_prompt="Lead." if changed else None, name="lead")
+
+
+# -- 17. parallel subgraphs that each ask a person, resumed with one answer per interrupt id --------
+
+
+class Sign(TypedDict, total=False):
+    doc: str
+    signatures: Annotated[list[str], operator.add]
+
+
+class Signed(TypedDict):
+    signatures: Annotated[list[str], operator.add]
+
+
+def _signer(who: str) -> Any:
+    def ask(state: Sign) -> dict[str, Any]:
+        checked = lookup.invoke({"order_id": f"{who}-{state['doc']}"})
+        return {"signatures": [f"{who} {interrupt({'sign': state['doc'], 'by': who})} ({checked})"]}
+
+    inner = StateGraph(Sign, output_schema=Signed)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "ask")
+    inner.add_edge("ask", END)
+    return inner.compile()
+
+
+def parallel_sub_interrupts(changed: bool = False) -> Any:
+    b = StateGraph(Sign)
+    b.add_node("legal", _signer("legal"))
+    b.add_node("finance", _signer("finance"))
+    b.add_node("file", lambda s: {"signatures": ["filed" if not changed else "archived"]})
+    b.add_edge(START, "legal")
+    b.add_edge(START, "finance")
+    b.add_edge(["legal", "finance"], "file")
+    b.add_edge("file", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+# -- 18. an entrypoint given the store, the stream writer and the Runtime context -----------------
+
+
+def functional_injected(changed: bool = False) -> Any:
+    from langgraph.runtime import Runtime
+
+    store = InMemoryStore()
+    store.put(("users",), "ada", {"plan": "gold"})
+
+    @task
+    def fetch(order_id: str) -> str:
+        return lookup.invoke({"order_id": order_id})
+
+    @entrypoint(checkpointer=InMemorySaver(), store=store, context_schema=Shopper)
+    def greet(order_id: str, runtime: Runtime[Shopper]) -> dict[str, Any]:
+        plan = runtime.store.get(("users",), runtime.context.user).value["plan"]
+        runtime.stream_writer({"plan": plan})
+        status = fetch(order_id).result()
+        runtime.store.put(("seen",), order_id, {"by": runtime.context.user})
+        return {"plan": plan.upper() if changed else plan, "status": status}
+
+    return greet
+
+
+# -- 19. a tool answering with content and an artifact (a pydantic model) ----------------------------
+
+
+class Receipt(BaseModel):
+    """What a payment left behind."""
+
+    order_id: str
+    cents: int
+
+
+def artifact_tool(changed: bool = False) -> Any:
+    @tool(response_format="content_and_artifact")
+    def pay(order_id: str) -> tuple[str, Receipt]:
+        """Pay for an order."""
+        return f"paid {order_id}", Receipt(order_id=order_id, cents=1250)
+
+    def decide(messages: list[BaseMessage]) -> AIMessage:
+        last = last_tool(messages)
+        if last is None:
+            return AIMessage("", tool_calls=[call("pay", "pa1", order_id="AR1")])
+        return AIMessage(f"{last.content} ({last.artifact.cents if isinstance(last.artifact, Receipt) else last.artifact})")
+
+    b = StateGraph(MessagesState)
+    model = scripted("pay-model", decide)
+    b.add_node("agent", lambda s: {"messages": [model.invoke(s["messages"])]})
+    b.add_node("tools", ToolNode([pay]))
+    def audit(state: MessagesState) -> dict[str, Any]:
+        cents = sum(m.artifact.cents for m in state["messages"] if isinstance(m, ToolMessage))
+        return {"messages": [AIMessage(f"audited {cents} cents{'!' if changed else ''}")]}
+
+    b.add_node("audit", audit)
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else "audit", ["tools", "audit"])
+    b.add_edge("tools", "agent")
+    b.add_edge("audit", END)
+    return b.compile()
+
+
+# -- 20. a state of richer types: a datetime, an Enum, a pydantic model, a set, a tuple -----------
+
+
+class Priority(str, enum.Enum):
+    LOW = "low"
+    HIGH = "high"
+
+
+class Case(BaseModel):
+    """A support case."""
+
+    order_id: str
+    priority: Priority
+
+
+@dataclass
+class Eta:
+    """When and how an order arrives."""
+
+    days: int
+    courier: str
+
+
+@tool
+def courier_eta(order_id: str) -> Eta:
+    """When an order arrives, and with whom."""
+    return Eta(days=len(order_id), courier="post")
+
+
+class Rich(TypedDict, total=False):
+    opened: Any
+    case: Case
+    tags: set[str]
+    span: tuple[int, int]
+    status: str
+
+
+def rich_state(changed: bool = False) -> Any:
+    import datetime as dt
+
+    def open_case(state: Rich) -> dict[str, Any]:
+        return {"opened": dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.timezone.utc), "case": Case(order_id="RC1", priority=Priority.HIGH), "tags": {"urgent", "web"}, "span": (1, 3)}
+
+    def check(state: Rich) -> dict[str, Any]:
+        status = lookup.invoke({"order_id": state["case"].order_id})
+        late = state["opened"] + dt.timedelta(days=2 if changed else 1)
+        due = courier_eta.invoke({"order_id": state["case"].order_id})  # a tool answering with a dataclass
+        return {"status": f"{status} ({state['case'].priority.value}, {sorted(state['tags'])}, due {late.date()}, eta {due.days}d via {due.courier})"}
+
+    b = StateGraph(Rich)
+    b.add_node("open_case", open_case)
+    b.add_node("check", check)
+    b.add_edge(START, "open_case")
+    b.add_edge("open_case", "check")
+    b.add_edge("check", END)
+    return b.compile()
+
+
+# -- 21. a create_agent worker gated by HumanInTheLoopMiddleware inside a supervisor -----------------
+
+
+def supervisor_gated_worker(changed: bool = False) -> Any:
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langgraph_supervisor import create_supervisor
+
+    @tool
+    def refund(order_id: str, amount: int) -> str:
+        """Refund an order."""
+        return f"refunded {amount} on {order_id}"
+
+    def cashier(messages: list[BaseMessage]) -> AIMessage:
+        last = last_tool(messages)
+        if last is not None and last.name == "refund":
+            return AIMessage(f"cashier: {last.content}")
+        return AIMessage("", tool_calls=[call("refund", "sg1", order_id="SG1", amount=9)])
+
+    def boss(messages: list[BaseMessage]) -> AIMessage:
+        if any(isinstance(m, ToolMessage) and m.name == "transfer_back_to_supervisor" for m in messages):
+            return AIMessage("Refund handled.")
+        return AIMessage("", tool_calls=[call("transfer_to_cashier", "sg0")])
+
+    gate = HumanInTheLoopMiddleware(interrupt_on={"refund": True})
+    worker = create_agent(scripted("cashier-model", cashier), [refund], middleware=[gate], system_prompt="Pay." if changed else None, name="cashier")
+    return create_supervisor([worker], model=scripted("gate-boss", boss)).compile(checkpointer=InMemorySaver())

@@ -159,7 +159,27 @@ _PLUMBING = ("branch:", "join:", "__start__", "__pregel_", "__interrupt__", "__r
 def _plain(values: dict[str, Any]) -> Any:
     """A state as compared: its channels (a functional entrypoint's ``__end__`` and ``__previous__``
     among them), without LangGraph's plumbing and the ids every run draws afresh."""
-    return Normalizer()(to_plain({k: v for k, v in values.items() if not k.startswith(_PLUMBING)}))
+    return _artifacts_unmarked(Normalizer()(to_plain({k: v for k, v in values.items() if not k.startswith(_PLUMBING)})))
+
+
+def _artifacts_unmarked(value: Any) -> Any:
+    """LangGraph's own saver keeps a tool message's artifact (a Pydantic model, a dataclass) as a
+    bare dict; graphtape keeps its class's name too. Compared without it."""
+    if isinstance(value, dict):
+        if value.get("type") == "tool" and isinstance(value.get("artifact"), dict):
+            value = {**value, "artifact": _unmarked(value["artifact"])}
+        return {k: _artifacts_unmarked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_artifacts_unmarked(v) for v in value]
+    return value
+
+
+def _unmarked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "__type__"}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
 
 
 def _untracked(graph: Any) -> set[str]:
