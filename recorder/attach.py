@@ -222,6 +222,7 @@ class Recorder:
             lock_wait=lock_wait,
             opener=opener,
             open_error=open_error,
+            on_rows_lost=self._rows_lost,
         )
 
     def __repr__(self) -> str:
@@ -361,6 +362,13 @@ class Recorder:
                         log.append(message[:500])
                     fields["faults"] = (fields.get("faults") or 0) + 1
                     fields["fault_log"] = _json(log)
+
+    def _rows_lost(self, run_ids: set[str]) -> None:
+        """The writer dropped steps of these runs: their next frames start afresh (see ``RowsLost``)."""
+        for run_id in run_ids:
+            session = self._recent.get(run_id)
+            if session is not None:
+                session.frames_lost(locked=False)
 
     def _begin(self, binding: _Binding, graph: Any, input: Any, config: dict | None, kwargs: dict, *, is_async: bool = False) -> tuple[RunSession | None, dict, dict]:
         """Open a run (or continue an interrupted one on resume); never raises unless strict."""

@@ -194,8 +194,16 @@ class RunSession:
             if len(self.fault_log) < 50:
                 self.fault_log.append(message[:500])
 
-    def frames_lost(self) -> None:
-        """A write failed: start every namespace afresh with a keyframe, re-send blobs."""
+    def frames_lost(self, *, locked: bool = True) -> None:
+        """A write failed: start every namespace afresh with a keyframe, re-send blobs.
+
+        ``locked=False``: called by the writer where work items run, which alone touch the frame
+        builders and the encoder (a graph thread may hold the session's lock while it submits)."""
+        if not locked:
+            for builder in list(self._frames.values()):
+                builder.force_key()
+            self.encoder.forget()
+            return
         with self._lock:
             for builder in self._frames.values():
                 builder.force_key()

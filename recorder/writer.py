@@ -42,11 +42,16 @@ from graphtape.recorder.errors import StoreError
 from graphtape.recorder.rescue import blobs_used, describe_rows, refused_for_good, rescue, whole_runs
 from graphtape.recorder.store import Batch, RunStore, _sqlite_path, is_duplicate, is_passing
 from graphtape.recorder.store.read_only import is_read_only_error
+from graphtape.recorder.unwritten import UnwrittenRows
 
 Work = Callable[[], Batch | None]
 # (what failed, the rows it concerns, whether those rows are lost for good)
 FaultHandler = Callable[[Exception, Batch | None, bool], None]
 Opener = Callable[[], RunStore]
+# Told, before the next work item encodes, of runs whose steps were dropped: their next frame must
+# be a keyframe with its blobs, not a delta on a step the store will never hold. Called where work
+# items run (they alone touch the encoders), so it takes no lock of the runs.
+RowsLost = Callable[[set[str]], None]
 
 # How long ``sync`` waits for a locked or unreachable store before the run goes on
 # and its rows are left to the background retry.
@@ -99,6 +104,7 @@ class Writer:
         open_error: Exception | None = None,
         keep_bytes: int = KEEP_BYTES,
         hold: bool = False,
+        on_rows_lost: RowsLost | None = None,
     ) -> None:
         self.background = background
         self.hold = hold and background
@@ -131,6 +137,10 @@ class Writer:
         self._file: tuple[str, tuple[int, int]] | None = None
         self._gone: str = ""  # why the SQLite file is no longer the one recorded into (deleted, replaced)
         self._bounded = BoundedWrites()  # sync commits to a server store (bounded_write)
+        # Steps and calls the store will not get (dropped, or rescued to a file): their runs end ``incomplete``.
+        self.unwritten = UnwrittenRows()
+        self._on_rows_lost = on_rows_lost
+        self._rekey: set[str] = set()  # runs whose steps were dropped since the last work item ran
         self.store: RunStore | None = None
         if store is not None:
             self._adopt(store)
@@ -196,7 +206,8 @@ class Writer:
             self._bell.set()
 
     def _submit_now(self, work: Work, *, commit: bool = True) -> None:
-        with self._lock:
+        self._lock.acquire()
+        try:
             batch = self._run(work)
             if batch:
                 self._keep(batch)
@@ -205,6 +216,8 @@ class Writer:
             if self._failing is not None:
                 self._start_retry()  # the store is failing: the run goes on, the retry has its rows
                 return
+        finally:
+            self._lock.release()
         if not self._io.acquire(timeout=self.lock_wait):
             self._start_retry()
             return
@@ -327,6 +340,7 @@ class Writer:
         except Exception:  # noqa: BLE001 - a rescue that fails is the loss it was to prevent, no worse
             path = None
         if path is not None:
+            self.unwritten.note(rest)  # in the rescue file, not the store: the run's end says so
             shown = shlex.quote(str(path))
             if whole.runs_new:
                 runs = len(whole.runs_new)
@@ -351,6 +365,7 @@ class Writer:
         updates = [u for u in rest.runs_update if u[0] not in never_taken]
         if path is None:
             lost = Batch(runs_new=rest.runs_new, steps=rest.steps, calls=rest.calls, calls_update=rest.calls_update, runs_update=[u for u in rest.runs_update if u[0] in never_taken])
+            self.unwritten.note(lost)
             if lost:
                 self._fault(StoreError(f"{_counted(_rows(lost), 'row')} could not be written before the recorder closed ({describe_rows(lost)}): {why}"), Batch(runs_new=lost.runs_new, steps=lost.steps, calls=lost.calls, runs_update=rest.runs_update), lost=True)
                 self._dispatch()
@@ -415,6 +430,14 @@ class Writer:
             time.sleep(min(0.05, max(self._item_s, 0.001)))
 
     def _run(self, work: Work) -> Batch | None:
+        if self._rekey:
+            with self._lock:
+                runs, self._rekey = self._rekey, set()
+            if self._on_rows_lost is not None:
+                try:
+                    self._on_rows_lost(runs)
+                except Exception:  # noqa: BLE001 - the session's own fault path forces the keyframe too
+                    pass
         try:
             return work()
         except (KeyboardInterrupt, SystemExit):
@@ -437,6 +460,8 @@ class Writer:
         if self._kept_bytes > self.keep_bytes:
             kept = self._kept
             dropped = Batch(steps=kept.steps, calls=kept.calls, calls_update=kept.calls_update, blobs=kept.blobs)
+            self.unwritten.note(dropped)
+            self._rekey |= dropped.run_ids()
             self._kept = Batch(runs_new=kept.runs_new, runs_update=kept.runs_update)
             self._kept_bytes = _size(self._kept)
             why = f"{_rows(dropped)} rows dropped: more than {_mib(self.keep_bytes)} waited for the store ({_why(self._failing)})"
@@ -488,6 +513,7 @@ class Writer:
         """Commit ``batch``, trying again while quick failures leave time in ``budget`` (a fresh connection each time)."""
         deadline = time.monotonic() + budget
         delay = 0.02
+        self.unwritten.mark(batch)
         while True:
             try:
                 store.write(batch, again=again)
@@ -521,6 +547,7 @@ class Writer:
         pending = [Batch(blobs=batch.blobs)] if batch.blobs else []
         pending += list(groups.values())
         for i, group in enumerate(pending):
+            self.unwritten.mark(group)
             try:
                 store.write(group, again=True)
                 continue
@@ -533,6 +560,7 @@ class Writer:
             for k, row_batch in enumerate(rows):
                 if refused_run and (row_batch.steps or row_batch.calls):
                     continue  # never a step or call without its run row (counted with the run row)
+                self.unwritten.mark(row_batch)  # its steps refused before its end: the end says so
                 try:
                     store.write(row_batch, again=True)
                 except Exception as exc:  # noqa: BLE001
@@ -546,6 +574,9 @@ class Writer:
                         lost = Batch(runs_new=row_batch.runs_new, steps=group.steps, calls=group.calls)
                         self._fault(exc, lost, lost=True)
                     else:
+                        self.unwritten.note(row_batch)
+                        with self._lock:
+                            self._rekey |= row_batch.run_ids()
                         self._fault(exc, row_batch, lost=True)
 
     def _tell(self, batch: Batch) -> None:
@@ -619,6 +650,8 @@ class Writer:
         self._busy = threading.Lock()
         self._kept, self._kept_bytes, self._inflight = Batch(), 0, 0
         self._bounded = BoundedWrites()
+        self.unwritten = UnwrittenRows()  # the parent's runs' losses are the parent's to mark
+        self._rekey = set()
         self._faults = []
         self._bell = threading.Event()
         self._queued = 0

@@ -457,6 +457,15 @@ def export_fixture(
     done = [step for step in listed if step in outline.completed]
     if not done:
         raise FixtureError(f"run {run.id} has no completed step to resume from")
+    if run.status == "incomplete":
+        # The store did not take all of it: a fixture of what is missing would replay as divergences.
+        whole = sorted(done)
+        upto = next((a for a, b in zip(whole, whole[1:]) if b != a + 1), whole[-1])
+        if rng.last is None or rng.last > upto:
+            raise FixtureError(
+                f"run {run.id} is incomplete ({run.status_reason}): export the steps the store holds in full "
+                f"with --steps :{upto}, or first put back its missing rows (graphtape show {run.id[:8]} says where they are)"
+            )
     for ns in store.namespaces(run.id):
         if is_persistent(ns):
             first = store.list_steps(run.id, ns)[:1]

@@ -320,7 +320,9 @@ class _Run:
 
         if moved_past_input:
             notes.append(f"step {asked} of {ns} is its input step: the replay starts after it, at step {step}, where the subgraph's own work begins")
-        if stopped_at is not None:
+        if stopped_at is not None and self.run.status == "incomplete":
+            notes.append(f"the recorded run is incomplete ({self.run.status_reason}: see graphtape show {self.run.id[:8]}): the replay stops at step {stopped_at}, the last before what is missing, and compares up to it")
+        elif stopped_at is not None:
             notes.append(f"the recorded run was {self.run.status_reason} after step {stopped_at}: the replay stops there and compares up to it")
         offsets = {ns_path(ns): offset}
         recorded_calls = self._calls_after(restored.root_step, ns, step)
@@ -739,10 +741,16 @@ class _Run:
     def _stopped_at(self, start: int) -> int | None:
         """The last completed root step of a run whose process died (or that was cancelled) while
         it recorded, if the replay starts before it: what happened after it was never recorded, so
-        nothing after it can be answered or compared."""
+        nothing after it can be answered or compared. Of an incomplete run (the store did not
+        take all of it), the last step before the first one missing."""
+        done = sorted({s.step for s in self._root_steps() if not s.pending})
+        if self.run.status == "incomplete":
+            gap = next((a for a, b in zip(done, done[1:]) if b != a + 1 and a >= start), None)
+            last = gap if gap is not None else (done[-1] if done else None)
+            return last if last is not None and last > start else None
         if self.run.status != "interrupted" or self.run.status_reason not in ("killed", "cancelled"):
             return None
-        last = max((s.step for s in self._root_steps() if not s.pending), default=None)
+        last = done[-1] if done else None
         return last if last is not None and last > start else None
 
     def _time_travel(self, config: dict, restored: Restored) -> dict | None:

@@ -29,7 +29,7 @@ EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
-RUN_STATUSES = ("running", "ok", "error", "interrupted")
+RUN_STATUSES = ("running", "ok", "error", "interrupted", "incomplete")
 DEFAULT_LIMIT = 50
 
 

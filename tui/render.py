@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import textwrap
 import time
 from typing import Any
 
@@ -407,6 +408,14 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
         note = f"{run['redactions']} values redacted, {run['faults']} recorder faults"
         log = view.get("fault_log") or []
         field("recording", note + (f" (first: {log[0]})" if log else ""))
+    if run["status"] == "incomplete":
+        # The steps the store did not take, and where they went (a rescue file to import), said in the fault log.
+        log = view.get("fault_log") or []
+        said = next((line for line in reversed(log) if "import-rescue" in line or "could not be written" in line or "dropped" in line), None)
+        said = (said or run.get("status_reason") or "some rows were not written").removeprefix("store write failed: StoreError: ")
+        # Wrapped, not clipped: it names the rescue file to import, whole.
+        for i, part in enumerate(textwrap.wrap(printable(clip(said, 6 * width)), max(width - 12, 40), break_on_hyphens=False, break_long_words=False)[:6]):
+            out.append(f"  {'missing' if i == 0 else '':<10}{part}")
     if view.get("versions"):
         field("versions", _versions(view["versions"]))
     others = {ns: n for ns, n in view.get("namespaces", {}).items() if ns != view["ns"]}

@@ -21,7 +21,7 @@ def run_choice(run: RunInfo) -> Text:
     """One row of the picker: name, id, status, steps, when it started."""
     text = Text(printable(run.name), style="bold")
     text.append(f"  {run.id[:8]}", style="dim")
-    text.append(f"  {run.status}", style={"ok": "green", "error": "red", "interrupted": "yellow"}.get(run.status, ""))
+    text.append(f"  {run.status}", style={"ok": "green", "error": "red", "interrupted": "yellow", "incomplete": "yellow"}.get(run.status, ""))
     text.append(f"  {run.step_count} steps  {local_time(run.started_at, '%m-%d %H:%M:%S')}", style="dim")
     if run.graph_name:
         text.append(f"  {printable(run.graph_name)}", style="italic")

@@ -24,7 +24,7 @@ FORKED = "forked"  # not stored statuses: forks, or replays (runs with a parent)
 REPLAYED = "replayed"
 _LINEAGE_FILTERS = (FORKED, REPLAYED)
 STATUSES = (None, "ok", "error", "interrupted", "running")
-_STATUS_STYLE = {"ok": "green", "error": "bold red", "interrupted": "yellow", "running": "cyan"}
+_STATUS_STYLE = {"ok": "green", "error": "bold red", "interrupted": "yellow", "running": "cyan", "incomplete": "bold #d78700"}
 ID_CHARS = 8  # how much of a run id the list shows, in the id column and in "fork of …"
 _PAD = 2 * PAD  # the table's blank cells beside every column
 _FULL_TIME, _SHORT_TIME = "%Y-%m-%d %H:%M:%S", "%m-%d %H:%M"
@@ -56,9 +56,10 @@ def status_word(run: RunInfo) -> str:
     """One word for the list: the status, or the reason where it says more ("cancelled", "killed").
 
     An interrupted run's usual reason, ``interrupt``, only repeats the status: the graph
-    stopped at ``interrupt()`` and waits to be resumed.
+    stopped at ``interrupt()`` and waits to be resumed. An incomplete run says so, not how
+    many of its rows are missing (the header and ``show`` say that).
     """
-    if run.status_reason and run.status_reason != "interrupt":
+    if run.status_reason and run.status_reason != "interrupt" and run.status != "incomplete":
         return run.status_reason
     return run.status
 

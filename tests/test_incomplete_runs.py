@@ -1,0 +1,150 @@
+"""A run the store did not take in full reads ``incomplete`` in every reader, never ``ok``.
+
+The store stops taking writes part-way through a run (a full disk, SQLite's
+``max_page_count`` on the recorder's connections) and never takes the rest: its
+last steps go to a rescue file at close, its end still goes in. ``runs``, ``show``,
+the TUI, replay and fixture export must each say the run is incomplete, and a
+replay must not report the steps the store never got as divergences. The rows
+put back (``import-rescue``) make it read as it ended again. Rows dropped for good
+mid-run (more waited than the writer keeps) mark the run the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, TypedDict
+
+import pytest
+from test_faults import NODES, START_STATE, check_steps, looping, plain_result, with_pragma
+
+from graphtape.recorder import Recorder, open_store
+from graphtape.replay import FixtureError, export_fixture, replay
+from graphtape.tui.cli import main
+from graphtape.tui.screens.runs import status_text, status_word
+
+
+def fill_disk(rec: Recorder) -> Callable[[], None]:
+    """From now on the recorder's connections may not grow the file (a full disk); returns the undo."""
+    with rec.store.engine.connect() as conn:
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
+    return with_pragma(rec, f"PRAGMA max_page_count = {pages}")
+
+
+@pytest.fixture(params=["sync", "async"])
+def partly_stored(request, tmp_path: Path, monkeypatch) -> tuple[Path, str, Path]:
+    """A store holding the first steps of a run whose disk filled at step 4 and never emptied:
+    ``(db, run id, rescue file)``."""
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
+    db = tmp_path / "partly.db"
+    rec = Recorder(db, durability=request.param, lock_wait=0.2)  # each try of the full disk ends soon
+    undo: list[Callable[[], None]] = []
+    out = rec.attach(looping({4: lambda: undo.append(fill_disk(rec))}, bulk=6000), name="partly").invoke(START_STATE)
+    assert out == plain_result(bulk=6000)
+    run_id = rec.last_run_id
+    rec.close(timeout=1)  # the disk stays full: what it did not take is rescued
+    (rescued,) = tmp_path.glob("graphtape-rescued-*.db")
+    return db, run_id, rescued
+
+
+def test_every_reader_says_a_partly_stored_run_is_incomplete(partly_stored, capsys) -> None:
+    db, run_id, rescued = partly_stored
+    store = open_store(db)
+    try:
+        run = store.get_run(run_id)
+        stored = check_steps(store, run_id)
+        missing = NODES + 1 - len([s for s in stored if s >= 0])
+        assert run.status == "incomplete" and run.status_reason == f"{missing} steps not written", run
+        assert status_word(run) == "incomplete"  # the TUI's runs list
+        assert str(status_text(run)) == f"incomplete ({missing} steps not written)"  # the TUI's run header
+        with pytest.raises(FixtureError, match=rf"run {run_id} is incomplete \({missing} steps not written\).*--steps :{max(stored)}"):
+            export_fixture(store, run_id)
+        assert export_fixture(store, run_id, steps=f":{max(stored)}")["steps"][-1]["step"] == max(stored)
+    finally:
+        store.close()
+
+    capsys.readouterr()
+    assert main(["--db", str(db), "runs", "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert listed["status"] == "incomplete"
+    assert main(["--db", str(db), "runs", "--status", "incomplete"]) == 0
+    assert run_id in capsys.readouterr().out
+    assert main(["--db", str(db), "runs", "--status", "ok"]) == 0
+    assert run_id not in capsys.readouterr().out
+    assert main(["--db", str(db), "show", run_id]) == 0
+    page = capsys.readouterr().out
+    assert f"incomplete ({missing} steps not written)" in page
+    assert "missing" in page and str(rescued) in page and "import-rescue" in page  # where the rest is, whole
+    assert main(["--db", str(db), "export", run_id, "-o", str(db.with_suffix(".json"))]) == 2
+    assert "is incomplete" in capsys.readouterr().err
+
+    # The replay compares what the store holds and says why it stops, with no divergence made up
+    # of the steps the store never got.
+    result = replay(run_id, looping(bulk=6000), db=db)
+    assert not result.diverged, result.report()
+    assert any("incomplete" in note and f"stops at step {max(stored)}" in note for note in result.notes), result.notes
+
+
+def test_a_partly_stored_run_reads_as_it_ended_once_its_rest_is_imported(partly_stored, capsys) -> None:
+    db, run_id, rescued = partly_stored
+    assert main(["--db", str(db), "import-rescue", str(rescued)]) == 0
+    store = open_store(db)
+    try:
+        run = store.get_run(run_id)
+        assert (run.status, run.status_reason) == ("ok", None)
+        assert check_steps(store, run_id) == list(range(NODES + 1))
+    finally:
+        store.close()
+
+
+class Blob(TypedDict):
+    n: int
+    blob: str
+    log: Annotated[list, operator.add]
+
+
+def replacing(hooks: dict[int, Callable[[], object]]):
+    """``NODES`` steps, each replacing a 3 kB value that does not compress (every step, a keyframe
+    too, is about as big as the next) and adding its number to a list (a delta on the step before)."""
+    from langgraph.graph import END, START, StateGraph
+
+    def work(state: Blob) -> dict:
+        if state["n"] in hooks:
+            hooks[state["n"]]()
+        return {"n": state["n"] + 1, "blob": random.Random(state["n"]).randbytes(1500).hex(), "log": [state["n"]]}
+
+    b = StateGraph(Blob)
+    b.add_node("work", work)
+    b.add_edge(START, "work")
+    b.add_conditional_edges("work", lambda s: "work" if s["n"] < NODES else END)
+    return b.compile()
+
+
+def test_rows_dropped_for_good_mid_run_mark_the_run_incomplete(tmp_path: Path) -> None:
+    """More waits for a full disk than the writer keeps: the waiting steps are dropped, the disk
+    has room again before the run ends, and the run's end says how many steps are not there.
+    Every step the store holds reads back the state the graph had (none is a delta on a dropped one)."""
+    db = tmp_path / "dropped.db"
+    rec = Recorder(db, durability="sync")
+    rec.writer.keep_bytes = 10_000  # three steps of this graph
+    undo: list[Callable[[], None]] = []
+    hooks = {3: lambda: undo.append(fill_disk(rec)), 9: lambda: undo.pop()()}
+    out = rec.attach(replacing(hooks)).invoke({"n": 0, "blob": "", "log": []})
+    assert out["n"] == NODES
+    rec.close()
+    store = open_store(db)
+    try:
+        run = store.get_run("last")
+        stored = [s.step for s in store.list_steps(run.id) if s.step >= 0]
+        for step in stored:
+            blob = random.Random(step - 1).randbytes(1500).hex() if step else ""
+            assert store.state_at(run.id, step) == {"n": step, "blob": blob, "log": list(range(step))}, step
+        assert set(range(10, NODES + 1)) <= set(stored) and len(stored) < NODES + 1, stored
+        missing = NODES + 1 - len(stored)
+        assert (run.status, run.status_reason) == ("incomplete", f"{missing} steps not written"), run
+    finally:
+        store.close()
+
