@@ -597,6 +597,8 @@ class Recorder:
                 name = type(error).__name__
                 if isinstance(error, (KeyboardInterrupt, GeneratorExit)) or name == "CancelledError":
                     status, reason = "interrupted", "cancelled"
+                elif isinstance(error, SystemExit):
+                    status, reason = "interrupted", "exited"  # sys.exit() inside the run: stopped, not failed
                 else:
                     status = "error"
                     fields["error_type"] = name

@@ -748,7 +748,7 @@ class _Run:
             gap = next((a for a, b in zip(done, done[1:]) if b != a + 1 and a >= start), None)
             last = gap if gap is not None else (done[-1] if done else None)
             return last if last is not None and last > start else None
-        if self.run.status != "interrupted" or self.run.status_reason not in ("killed", "cancelled"):
+        if self.run.status != "interrupted" or self.run.status_reason not in ("killed", "cancelled", "exited"):
             return None
         last = done[-1] if done else None
         return last if last is not None and last > start else None

@@ -51,7 +51,7 @@ def render_test(fixture: dict[str, Any], fixture_path: Path, test_path: Path, gr
     name = fixture.get("name") or fixture_path.stem
     outcome = fixture.get("outcome") or {}
     status = outcome.get("status", "ok")
-    stopped = status == "interrupted" and outcome.get("reason") in ("killed", "cancelled")
+    stopped = status == "interrupted" and outcome.get("reason") in ("killed", "cancelled", "exited")
     if stopped:
         status = "ok"  # the replay stops where the recording was stopped, and ends there as it should
     steps = fixture.get("steps") or []
