@@ -244,7 +244,7 @@ def test_zsh_and_fish_scripts_name_every_command_and_option(shell, capsys):
                 if flag.startswith("--"):
                     assert (flag if shell == "zsh" else f"-l {flag[2:]}") in script, (name, flag)
     if shell == "fish":
-        assert "-l status -x -a 'running ok error interrupted'" in script
+        assert "-l status -x -a 'running ok error interrupted incomplete'" in script
 
 
 # -- the TUI in a browser -------------------------------------------------------------------------
