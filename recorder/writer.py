@@ -85,7 +85,7 @@ HOLD_MAX = 4000
 # BUSY_MAX_S is what a SIGKILL can lose of a graph that waits between steps: SQLite runs in WAL
 # mode with synchronous=NORMAL, so a commit survives the process being killed (only a power cut
 # may take the last ones), and what is lost is what the writer had not committed yet. Measured
-# with tests/soak_kill_window.py (12 kills each): at 3 ms a step, worst 386 ms at 0.5 s, worst
+# with benchmarks/soak_kill_window.py (12 kills each): at 3 ms a step, worst 386 ms at 0.5 s, worst
 # 103 ms at 0.1 s; a graph busy on the CPU loses up to what the writer is behind by (BACKLOG_MAX_S
 # bounds it; worst 0.9 s, median 64 ms). 0.1 s costs the graph no measurable time (bench_recorder:
 # the default mode's ratio to InMemorySaver moved within its noise, 1.29x before, 1.14x after).

@@ -5,7 +5,7 @@ and reports each step as it starts, with the time; it is killed at a random mome
 child had finished but the store does not hold, and how long before the kill the last stored one
 finished, are the window. Prints the median and the worst over ``--trials``.
 
-    python tests/soak_kill_window.py --trials 20 --sleep 0
+    python benchmarks/soak_kill_window.py --trials 20 --sleep 0
 """
 
 from __future__ import annotations
