@@ -37,17 +37,24 @@ def test_reading_a_runs_calls_and_states_leaves_no_cyclic_garbage(tmp_path):
         run_id = rec.last_run_id
     open_store(db).step_details(run_id, "")  # the first read of the process compiles its statements
 
-    store = open_store(db)
-    try:
-        gc.collect()
-        gc.disable()
+    # Other threads of the session (a recorder's writer, a failing connection's traceback) may
+    # leave cycles of their own while the collector is off: a read that makes cycles makes them
+    # every time, so the fewest found over a few reads is the read's own.
+    found = []
+    for _ in range(3):
+        store = open_store(db)  # a fresh store each time: nothing read before is kept parsed
         try:
-            details = store.step_details(run_id, "")
-            frames = list(store.frames(run_id, ""))
-            left = gc.collect()
+            gc.collect()
+            gc.disable()
+            try:
+                details = store.step_details(run_id, "")
+                frames = list(store.frames(run_id, ""))
+                found.append(gc.collect())
+            finally:
+                gc.enable()
         finally:
-            gc.enable()
-    finally:
-        store.close()
+            store.close()
+        if found[-1] == 0:
+            break
     assert len(details) == len(frames) > 6
-    assert left == 0, f"{left} objects in reference cycles after reading the run"
+    assert min(found) == 0, f"{found} objects in reference cycles after reading the run"
