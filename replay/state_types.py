@@ -325,7 +325,6 @@ def _unmarked(value: Any, depth: int) -> Any:
     return value
 
 
-
 class ToolReturns:
     """What each tool's function says it returns, to give its recorded answer that type again.
 
