@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage
 from langgraph.channels.untracked_value import UntrackedValue
@@ -262,3 +263,31 @@ def a_changed_answer_diverges_where_the_call_was_made(name: str, shape: Shape, r
     where = (ns_names(first.ns), first.step, first.node)
     assert where in {(ns_names(c.ns), c.step, c.node) for c in calls}, result.report()
     assert first.step == min(c.step for c in calls if ns_names(c.ns) == where[0]), result.report()
+
+
+def recorded_shapes(shapes: dict[str, Shape]) -> Any:
+    """A shapes module's ``recorded`` fixture: each shape recorded once, as ``(name, shape, Recorded)``."""
+
+    @pytest.fixture(scope="module", params=sorted(shapes))
+    def recorded(request: Any, tmp_path_factory: Any) -> tuple[str, Shape, Recorded]:
+        name = request.param
+        return name, shapes[name], record(name, shapes[name], tmp_path_factory)
+
+    return recorded
+
+
+class ShapeChecks:
+    """The checks every shape goes through (see the module docstring): a shapes module defines its
+    ``recorded`` fixture with ``recorded_shapes`` and subclasses this as ``TestShapes``."""
+
+    def test_every_superstep_is_stored_with_its_state_nodes_and_routes(self, recorded: Any) -> None:
+        every_superstep_is_stored_with_its_state_nodes_and_routes(*recorded)
+
+    def test_every_call_is_recorded_with_its_inputs_and_output(self, recorded: Any) -> None:
+        every_call_is_recorded_with_its_inputs_and_output(*recorded)
+
+    def test_a_strict_replay_reproduces_every_run(self, recorded: Any) -> None:
+        a_strict_replay_reproduces_every_run(*recorded)
+
+    def test_a_changed_answer_diverges_where_the_call_was_made(self, recorded: Any) -> None:
+        a_changed_answer_diverges_where_the_call_was_made(*recorded)

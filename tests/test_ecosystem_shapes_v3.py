@@ -13,7 +13,6 @@ import re
 from typing import Any, TypedDict
 
 import ecosystem_shapes_v3 as V3
-import pytest
 import shape_harness as H
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -89,26 +88,11 @@ CHANGED: dict[str, tuple[str, str, str]] = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(SHAPES))
-def recorded(request, tmp_path_factory) -> tuple[str, Shape, H.Recorded]:
-    name = request.param
-    return name, SHAPES[name], H.record(name, SHAPES[name], tmp_path_factory)
+recorded = H.recorded_shapes(SHAPES)
 
 
-def test_every_superstep_is_stored_with_its_state_nodes_and_routes(recorded):
-    H.every_superstep_is_stored_with_its_state_nodes_and_routes(*recorded)
-
-
-def test_every_call_is_recorded_with_its_inputs_and_output(recorded):
-    H.every_call_is_recorded_with_its_inputs_and_output(*recorded)
-
-
-def test_a_strict_replay_reproduces_every_run(recorded):
-    H.a_strict_replay_reproduces_every_run(*recorded)
-
-
-def test_a_changed_answer_diverges_where_the_call_was_made(recorded):
-    H.a_changed_answer_diverges_where_the_call_was_made(*recorded)
+class TestShapes(H.ShapeChecks):
+    pass
 
 
 def test_a_changed_graph_diverges_and_names_what_changed(recorded):
