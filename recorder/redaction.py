@@ -363,7 +363,12 @@ _COMMAND_FRAGMENTS = ("mysql", "mariadb", "login", "mongo", "-cli")  # sshpass a
 # "the password is incorrect" and "the token is valid" are not even matched) and _told_secret
 # finds no quantity, version, file or term of the trade in it ("the token is 2048 bits").
 _PROSE = compile_linear(
-    r"(?i:\b(?P<noun>password|passphrase|passcode|passwd|pass|pin(?:[ \t]+code)?|(?:api|secret|access|private)[ \t_\-]?key"
+    # Stated with a colon after the verb ("my api key is: sk-abc", "the secret was: xyzzy"): the
+    # colon is a key's separator, and the word after it goes unless it reads as prose (_stated_secret).
+    r"(?i:\b(?P<stated_noun>password|passphrase|passcode|passwd|(?:api|secret|access|private)[ \t_\-]?key"
+    r"|(?:access[ \t_\-]|refresh[ \t_\-]|auth[ \t_\-]|bearer[ \t_\-])?token|secret)[ \t]+(?:is|was)[ \t]*:[ \t]*)"
+    r"(?P<stated_v>[^\s]+)"
+    r"|(?i:\b(?P<noun>password|passphrase|passcode|passwd|pass|pin(?:[ \t]+code)?|(?:api|secret|access|private)[ \t_\-]?key"
     r"|(?:access[ \t_\-]|refresh[ \t_\-]|auth[ \t_\-]|bearer[ \t_\-])?token|secret)(?:[ \t]+(?:is|was)[ \t]*:?|'s)[ \t]+)"
     # A word with a digit or a symbol, or a long word of letters (a password of words:
     # "correcthorsebatterystaple", told from "incorrect" by _told_secret).
@@ -381,6 +386,7 @@ _PROSE = compile_linear(
     r"|(?:access[ \t_\-]|refresh[ \t_\-]|auth[ \t_\-]|bearer[ \t_\-])?token)[ \t]+)(?P<bare_v>[^\s<>\"'=]*[0-9!@#$%^&*+~][^\s<>\"'=]*)(?:[\s.,;:!?)]|$)"
 )
 _PROSE_NOUN, _PROSE_VALUE = _PROSE.groupindex["noun"], _PROSE.groupindex["v"]
+_PROSE_STATED_NOUN, _PROSE_STATED_VALUE = _PROSE.groupindex["stated_noun"], _PROSE.groupindex["stated_v"]
 _PROSE_BARE_NOUN, _PROSE_BARE_VALUE = _PROSE.groupindex["bare_noun"], _PROSE.groupindex["bare_v"]
 _PROSE_TO_NOUN, _PROSE_TO_VALUE = _PROSE.groupindex["to_noun"], _PROSE.groupindex["to_v"]
 _PROSE_PHRASE_NOUN, _PROSE_PHRASE_VALUE = _PROSE.groupindex["phrase_noun"], _PROSE.groupindex["phrase_v"]
@@ -442,6 +448,35 @@ def _quantity(word: bytes) -> bool:
     return len(number) - len(digits) <= 6 and digits.replace(b".", b"").replace(b",", b"").isdigit()
 
 
+def _word_in(value: bytes) -> tuple[int, int]:
+    """Where the word is in ``value``, a word read after a secret's name: inside its quotes, or
+    without the punctuation that ends a sentence or a clause."""
+    start, end = 0, len(value)
+    if end > 2 and value[:1] in (b"'", b'"', b"`") and value[-1:] == value[:1]:
+        return 1, end - 1
+    while end > start and value[end - 1 : end] in (b".", b",", b";", b":", b"?", b")", b'"', b"'", b"`"):
+        end -= 1
+    while start < end and value[start : start + 1] in (b'"', b"'", b"`"):
+        start += 1
+    return start, end
+
+
+def _stated_secret(value: bytes, more: bool) -> tuple[int, int] | None:
+    """Where the secret is in ``value``, the word after "<noun> is:" (``more``: words follow it on
+    its line), or None when it reads as prose: a word of prose ("is: not set", "is: required"), a
+    placeholder or a variable ("is: <your key>", "is: $TOKEN"), a secret's name, or a plain word
+    the sentence goes on after ("is: valid until Friday"). Any other word is taken: the colon
+    says a value follows, so it need not look like a secret ("the secret is: xyzzy")."""
+    start, end = _word_in(value)
+    word = value[start:end]
+    if not word or word[:1] in b"$<{[*(" or _MARK_BYTES[:-1] in word:
+        return None
+    low = word.lower()
+    if low in _FLAG_PROSE or low in _PASSWORD_STATES or (word.isalpha() and (more or names_secret(word.decode()))):
+        return None
+    return start, end
+
+
 def _told_secret(noun: bytes, value: bytes, after: bytes, *, verb: bool = True) -> tuple[int, int] | None:
     """Where the secret is in ``value``, the word after "<noun> is" (``after``: the word after
     that), or None when the word reads as prose, a quantity or a name, not as a secret. Without
@@ -453,14 +488,7 @@ def _told_secret(noun: bytes, value: bytes, after: bytes, *, verb: bool = True) 
     before a conjunction ("my PIN is 4821 and...", not "the password is 2048 bits"). A plain word
     is never one: a password that is a word cannot be told from "the password is incorrect".
     """
-    start, end = 0, len(value)
-    if end > 2 and value[:1] in (b"'", b'"', b"`") and value[-1:] == value[:1]:
-        start, end = 1, end - 1
-    else:
-        while end > start and value[end - 1 : end] in (b".", b",", b";", b":", b"?", b")", b'"', b"'", b"`"):
-            end -= 1
-        while start < end and value[start : start + 1] in (b'"', b"'", b"`"):
-            start += 1
+    start, end = _word_in(value)
     word = value[start:end]
     if not word or word[:1] in b"$<{[*(/~." or _MARK_BYTES[:-1] in word or b"://" in word:
         return None
@@ -1141,7 +1169,7 @@ class Redactor:
             if b"\\" in key:
                 key = _unescaped(key)
             name = key.decode().strip()  # ASCII: the patterns match no other key
-            if not flag and not is_secret(name):
+            if not flag and not is_secret(name) and (key_at < 0 or not _two_word_name(data, key_at, name)):
                 continue
             if flag:
                 if data[at : at + 1] == b"\\" and _QUOTE_AHEAD.match(data, at) is None:
@@ -1181,6 +1209,8 @@ class Redactor:
                 continue
             if value is _UNQUOTED and vstart == at and _code_not_a_secret(data[vstart:vend], data[at - 1 : at]):
                 continue
+            if value is _UNQUOTED and vstart == at and key_at >= 0 and _prose_after(data, vstart, vend):
+                continue  # "password: is required", "API key: it must be rotated"
             if value is _UNQUOTED and vstart == at and data[vstart : vstart + 1] != b"'":
                 vend = self._unquoted_end(data, vstart, vend, key_at if key_at >= 0 and _starts_its_line(data, key_at) else -1)
                 if data[vend : vend + 1] in (b" ", b"\t") and data[m.end() - 1] == 0x3A and name.lower().endswith(("password", "passphrase", "passcode", "passwd")):
@@ -1213,6 +1243,28 @@ class Redactor:
                 if data[end : end + 1] in (b"", b"\n", b"\r", b"#") or data.startswith((b"\\n", b"\\r"), end) or data[end : end + 2] in (b" #", b"\t#"):
                     return end  # the line holds nothing else: it is the value (YAML, .env, INI)
         return vend
+
+
+def _two_word_name(data: bytes, key_at: int, name: str) -> bool:
+    """Whether the bare key ``name`` at ``key_at`` ends a secret's name of two words written with a
+    space, as people write it in text: "API key: x", "access key = x", "Secret key: x" (one of
+    ``_SECRET_PAIRS``; "Primary key: id" and "the key: a value" are not)."""
+    i = key_at - 1
+    if data[i : i + 1] not in (b" ", b"\t"):
+        return False
+    j = i
+    while j > 0 and i - j <= 12 and data[j - 1] in _LETTERS:
+        j -= 1
+    if j == i or (j > 0 and data[j - 1] in _LETTERS):
+        return False
+    return (data[j:i].lower().decode(), name.lower()) in _SECRET_PAIRS
+
+
+def _prose_after(data: bytes, vstart: int, vend: int) -> bool:
+    """Whether the unquoted word at ``vstart:vend`` after a bare key in text starts a sentence
+    rather than giving a value: a word of prose with more words after it ("password: is required",
+    "The secret: there is none.")."""
+    return data[vstart:vend].lower() in _FLAG_PROSE and data[vend : vend + 1] in (b" ", b"\t") and data[vend + 1 : vend + 2].isalpha()
 
 
 _IDENTIFIER = compile_linear(rb"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*")
@@ -1397,6 +1449,7 @@ def _prose_spans(data: bytes) -> list[tuple[int, int]]:
     spans = []
     for m in _PROSE.finditer(data):
         for noun, value, verb in (
+            (_PROSE_STATED_NOUN, _PROSE_STATED_VALUE, True),
             (_PROSE_NOUN, _PROSE_VALUE, True),
             (_PROSE_TO_NOUN, _PROSE_TO_VALUE, True),
             (_PROSE_PHRASE_NOUN, _PROSE_PHRASE_VALUE, True),
@@ -1407,7 +1460,12 @@ def _prose_spans(data: bytes) -> list[tuple[int, int]]:
                 break
         after = data[end : end + 24].split(None, 1) if data[end : end + 1].isspace() else ()
         after = after[0] if after else b""
-        told = None if noun == _PROSE_PHRASE_NOUN else _told_secret(m.group(noun), data[start:end], after.rstrip(b".,;:!?"), verb=verb)
+        if noun == _PROSE_STATED_NOUN:
+            told = _stated_secret(data[start:end], bool(after) and data[end : end + 1] in (b" ", b"\t") and data[end - 1 : end] not in b".,;:!?")
+        elif noun == _PROSE_PHRASE_NOUN:
+            told = None
+        else:
+            told = _told_secret(m.group(noun), data[start:end], after.rstrip(b".,;:!?"), verb=verb)
         if verb and m.group(noun).lower().startswith(_PASS_NOUNS) and data[start : start + 1] not in (b'"', b"'", b"`"):
             phrase = _passphrase_end(data, start, 3)
             if phrase is not None and (told is None or phrase > start + told[1]):

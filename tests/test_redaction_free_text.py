@@ -1,0 +1,98 @@
+"""Secrets given in free text inside a longer value: ``note="password: hunter2"``.
+
+A secret is often handed over in a sentence rather than under a key: a user's note, a tool's
+answer, a model's message ("Your API key: ...", "my api key is: sk-..."). A secret's name, then
+``:`` or ``=``, then a word is a value to hide, whether the name is one word (password, passwd,
+secret, token, apikey) or two (API key, access key). Prose that merely names a secret ("the
+password field is required", "password: is required") keeps every word.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypedDict
+
+import pytest
+from test_redaction_e2e import everything_stored
+from langgraph.graph import START, StateGraph
+
+from graphtape.recorder import Recorder, open_store
+from graphtape.recorder.redaction import MARK, Redactor
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        # A key of one word, then : or =, inside a longer text.
+        ('note="password: hunter2"', f'note="password: {MARK}"'),
+        ("login with passwd: hunter2 please", f"login with passwd: {MARK} please"),
+        ("set passwd=hunter2 and retry", f"set passwd={MARK} and retry"),
+        ("the secret: xyzzy42", f"the secret: {MARK}"),
+        ("use token=tok-123-abc now", f"use token={MARK} now"),
+        ("apikey: foo-bar-baz", f"apikey: {MARK}"),
+        ("api_key = foo", f"api_key = {MARK}"),
+        # A key of two words, as people write it.
+        ("Your API key: abc-def-ghi", f"Your API key: {MARK}"),
+        ("api key: sk-abc", f"api key: {MARK}"),
+        ("here is the access key = Zq9Lk2mP, keep it", f"here is the access key = {MARK}, keep it"),
+        ("Secret key: s3cr3t-value", f"Secret key: {MARK}"),
+        # "is:" states the value as a key's separator does: any word goes, not only one that reads as a secret.
+        ("my api key is: sk-abcdef", f"my api key is: {MARK}"),
+        ("the secret is: xyzzy", f"the secret is: {MARK}"),
+        ("my token is: ghp-abc, thanks", f"my token is: {MARK}, thanks"),
+        ("The password was: letmein.", f"The password was: {MARK}."),
+    ],
+)
+def test_a_secret_given_in_free_text_is_redacted(text: str, kept: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == kept and r.count == 1
+    assert Redactor().scrub(kept) == kept  # scrubbing again changes nothing
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password field is required",
+        "password: is required",
+        "Password: must be 8 characters or more",
+        "The secret: there is none.",
+        "Note on the API key: it must be rotated monthly",
+        "Missing API key: the request was refused",
+        "the api key is: not set yet",
+        "Primary key: order_id",
+        "sort key: created_at",
+        "the key: a value",
+        "password - see the vault",
+    ],
+)
+def test_prose_that_names_a_secret_keeps_its_words(text: str) -> None:
+    r = Redactor()
+    assert r.scrub(text) == text and r.count == 0
+
+
+class Note(TypedDict):
+    note: str
+
+
+def test_a_recorded_state_value_never_holds_a_secret_told_in_free_text(tmp_path: Path) -> None:
+    """End to end: a real graph whose state carries the secrets in a note; no stored byte holds them."""
+
+    def write(state: Note) -> Note:
+        return {"note": state["note"] + " | Your API key: Zq9-Lk2-mP4 and my api key is: sk-abcdef"}
+
+    builder = StateGraph(Note)
+    builder.add_node("write", write)
+    builder.add_edge(START, "write")
+    db = tmp_path / "runs.db"
+    with Recorder(db, durability="sync") as rec:
+        out = rec.attach(builder.compile()).invoke({"note": "password: hunter2 (the password field is required)"})
+    assert "hunter2" in out["note"]  # the user's graph is untouched
+
+    stored = everything_stored(db)
+    for secret in (b"hunter2", b"Zq9-Lk2-mP4", b"sk-abcdef"):
+        assert secret not in stored
+    store = open_store(db)
+    run = store.list_runs()[0]
+    note = store.state_at(run.id, store.list_steps(run.id)[-1].step)["note"]
+    store.close()
+    assert note == f"password: {MARK} (the password field is required) | Your API key: {MARK} and my api key is: {MARK}"
