@@ -246,3 +246,114 @@ def test_a_token_no_ascii_comparison_takes_is_refused_like_any_wrong_token(tmp_p
         proc.terminate()
         _, err = proc.communicate(timeout=15)
     assert "Traceback" not in err, err
+
+
+# -- what a token holder may send over the websocket ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ('["stdin", "q"]', ("stdin", "q")),
+        ('["resize", {"width": 120, "height": 40}]', ("resize", (120, 40))),
+        ('["resize", {"width": 1000000000, "height": 1000000000}]', ("resize", (1000, 500))),
+        ('["resize", {"width": -5, "height": 0}]', ("resize", (1, 1))),
+        ('["ping", "1700000000000"]', ("ping", "1700000000000")),
+        ('["focus"]', ("focus", None)),
+        ('["blur"]', ("blur", None)),
+        # Dropped: not JSON, other shapes, other kinds, wrong types, too big.
+        ("not json", None),
+        ("{}", None),
+        ("[]", None),
+        ('"stdin"', None),
+        ("[5]", None),
+        ('["stdin", 5]', None),
+        ('["resize", 7]', None),
+        ('["resize", {"width": "x", "height": 24}]', None),
+        ('["resize", {"width": true, "height": 24}]', None),
+        ('["resize", {"width": 1e300, "height": 24}]', None),
+        ('["exec", "rm -rf ~"]', None),
+        ('["ping", {"a": 1}]', None),
+        ('["ping", "' + "x" * 1000 + '"]', None),
+        ('["stdin", "' + "x" * 70_000 + '"]', None),
+        ("[" * 100_000 + "]" * 100_000, None),
+    ],
+)
+def test_a_websocket_message_is_read_or_dropped(text, read):
+    from graphtape.tui.web_messages import read_message
+
+    assert read_message(text) == read
+
+
+@pytest.mark.parametrize(("width", "height", "size"), [("80", "24", (80, 24)), ("1000000000", "99999999999", (1000, 500)), ("-3", "x", (80, 24)), ("1e9", "24", (80, 24))])
+def test_the_size_a_websocket_asks_for_is_clamped(width, height, size):
+    from graphtape.tui.web_messages import query_size
+
+    assert query_size({"width": width, "height": height}) == size
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        kids = _children(todo.pop())
+        found += kids
+        todo += kids
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the app's environment through /proc")
+def test_malformed_messages_and_a_huge_size_neither_end_the_session_nor_reach_the_app(tmp_path):
+    """A token holder opens the websocket at width 10^9 and sends garbage and a resize to 10^9:
+    the app starts at a clamped size, the session answers on, and no traceback is printed."""
+    db = tmp_path / "g.db"
+    open_store(db, create=True).close()
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
+    proc = subprocess.Popen(
+        [str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        token = re.search(r"token=([\w-]+)", proc.stdout.readline()).group(1)
+        origin = f"http://localhost:{port}"
+
+        async def attack() -> tuple[list[str], dict[str, str]]:
+            async with aiohttp.ClientSession() as session:
+                ws = await session.ws_connect(f"ws://localhost:{port}/ws/{token}?width=1000000000&height=1000000000", headers={"Origin": origin})
+                sizes: dict[str, str] = {}
+                for _ in range(100):  # the app process starts: read the size it was given
+                    for pid in _descendants(proc.pid):
+                        try:
+                            environ = dict(item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
+                        except OSError:
+                            continue
+                        if "ROWS" in environ:
+                            sizes = {"COLUMNS": environ["COLUMNS"], "ROWS": environ["ROWS"]}
+                    if sizes:
+                        break
+                    await asyncio.sleep(0.05)
+                for garbage in ("not json", "{}", "[]", '["stdin", 5]', '["resize", {"width": "x"}]', '["resize", 7]', "[" * 50_000,
+                                '["resize", {"width": 1000000000, "height": 1000000000}]', '["stdin", "\\ud800"]'):
+                    await ws.send_str(garbage)
+                await ws.send_bytes(b"\x00" * 1000)
+                pongs = []
+                for n in range(3):
+                    await ws.send_str(f'["ping", "{n}"]')
+                    while True:
+                        msg = await ws.receive(timeout=20)
+                        assert msg.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY), msg  # never closed
+                        if msg.type == aiohttp.WSMsgType.TEXT and msg.data.startswith('["pong"'):
+                            pongs.append(msg.data)
+                            break
+                await asyncio.sleep(1)  # the app has had the huge resize: it must still be running
+                alive = bool(_descendants(proc.pid))
+                await ws.close()
+                return pongs + [f"alive={alive}"], sizes
+
+        pongs, sizes = asyncio.run(attack())
+        assert pongs == ['["pong", "0"]', '["pong", "1"]', '["pong", "2"]', "alive=True"]
+        assert sizes == {"COLUMNS": "1000", "ROWS": "500"}
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=15)
+    assert "Traceback" not in err, err

@@ -16,6 +16,7 @@ font it ships: nothing is loaded from the internet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import secrets
 import shlex
@@ -24,8 +25,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
+from aiohttp import WSMsgType, web
+from textual_serve.app_service import AppService
 from textual_serve.server import Server
+
+from graphtape.tui.web_messages import MAX_MESSAGE_BYTES, query_size, read_message
 
 PAGE = Path(__file__).with_name("web_page.html")
 COOKIE = "graphtape_token"
@@ -97,6 +101,53 @@ class GuardedServer(Server):
             return await self.handle_websocket(request)
         finally:
             self.sessions -= 1
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """One TUI session: textual-serve's app process, started at a clamped size and told only
+        the messages ``web_messages`` lets through; a frame over its limit closes the socket."""
+        websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=MAX_MESSAGE_BYTES)
+        width, height = query_size(request.query)
+        app_service: AppService | None = None
+        try:
+            await websocket.prepare(request)
+            app_service = AppService(
+                self.command,
+                write_bytes=websocket.send_bytes,
+                write_str=websocket.send_str,
+                close=websocket.close,
+                download_manager=self.download_manager,
+                debug=self.debug,
+            )
+            await app_service.start(width, height)
+            await self._relay(websocket, app_service)
+        except asyncio.CancelledError:
+            await websocket.close()
+        except (ConnectionError, OSError):
+            pass  # the browser or the app went away: the session is over, nothing to report
+        finally:
+            if app_service is not None:
+                with contextlib.suppress(ConnectionError, OSError):  # an app that died has nothing to stop
+                    await app_service.stop()
+        return websocket
+
+    @staticmethod
+    async def _relay(websocket: web.WebSocketResponse, app_service: AppService) -> None:
+        """Pass the browser's messages to the app, each read (and a size clamped) first."""
+        async for message in websocket:
+            read = read_message(message.data) if message.type == WSMsgType.TEXT else None
+            if read is None:
+                continue
+            kind, data = read
+            if kind == "stdin":
+                await app_service.send_bytes(data.encode("utf-8", "replace"))  # a lone surrogate is not UTF-8
+            elif kind == "resize":
+                await app_service.set_terminal_size(*data)
+            elif kind == "ping":
+                await websocket.send_json(["pong", data])
+            elif kind == "blur":
+                await app_service.blur()
+            else:
+                await app_service.focus()
 
     # -- running -----------------------------------------------------------------
     def serve(self, debug: bool = False, on_ready: Any = None) -> None:  # type: ignore[override]
