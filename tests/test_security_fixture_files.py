@@ -90,3 +90,42 @@ def test_a_fixture_no_read_would_accept_is_not_written(tmp_path):
     with pytest.raises(FixtureError, match="more than 5,000,000 values, more than a test may read"):
         write_fixture(target, fixture)
     assert not target.exists()
+
+
+def _test_gen(project: Path, db: Path, *more: str) -> subprocess.CompletedProcess:
+    agent = Path(__file__).resolve().parents[1] / "fixtures" / "agents" / "reason_act.py"
+    return subprocess.run([GRAPHTAPE, "--db", str(db), "test-gen", "last", "--graph", f"{agent}:graph_happy", *more], cwd=project, capture_output=True, text=True, timeout=120)
+
+
+def test_test_gen_refuses_a_fixtures_folder_that_is_a_link_out_of_the_project(tmp_path):
+    """A repository or a fixture bundle can ship ``fixtures/runs`` as a link to ``~/.config`` or
+    anywhere: test-gen's default folder (and export's) would write the test, which is code, there.
+    It is refused in one line, nothing is written; a link that stays in the project is followed,
+    and a folder the user names outside the project is theirs to name."""
+    from graphtape.tui.demo import record_demo
+
+    db = tmp_path / "demo.db"
+    record_demo(str(db), "happy")
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    (project / "fixtures").mkdir(parents=True)
+    outside.mkdir()
+    (project / "fixtures" / "runs").symlink_to(outside, target_is_directory=True)
+
+    for command in (_test_gen(project, db), subprocess.run([GRAPHTAPE, "--db", str(db), "export", "last"], cwd=project, capture_output=True, text=True, timeout=120)):
+        assert command.returncode == 2 and command.stderr.count("\n") == 1, command.stderr
+        assert "fixtures/runs is a link to" in command.stderr and "Traceback" not in command.stderr
+    again = _test_gen(project, db, "-o", str(project / "fixtures" / "runs"))  # the same folder, written absolute
+    assert again.returncode == 2 and "is a link to" in again.stderr
+    assert list(outside.iterdir()) == []
+
+    # A link that stays inside the project is an ordinary layout: followed.
+    (project / "fixtures" / "runs").unlink()
+    (project / "shared").mkdir()
+    (project / "fixtures" / "runs").symlink_to(Path("..") / "shared", target_is_directory=True)
+    inside = _test_gen(project, db, "--name", "h")
+    assert inside.returncode == 0, inside.stderr
+    assert sorted(p.name for p in (project / "shared").iterdir()) == ["h.json", "test_h.py"]
+    # A folder outside the project, named by the user: written.
+    named = _test_gen(project, db, "--name", "h", "-o", str(outside))
+    assert named.returncode == 0, named.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["h.json", "test_h.py"]

@@ -57,6 +57,17 @@ def _export_options(p: argparse.ArgumentParser, graph_required: bool = False) ->
     p.add_argument("--redact-key", action="append", default=[], metavar="KEY", help="also hide values under keys containing KEY; repeatable")
 
 
+def _writable_here(folder: Path) -> None:
+    """Refuse, before any work, a folder reached through a link out of the project."""
+    from graphtape.recorder.private_files import LinkLeadsOut, refuse_link_out
+    from graphtape.replay.fixture import FixtureError
+
+    try:
+        refuse_link_out(folder / "file")
+    except LinkLeadsOut as exc:
+        raise FixtureError(f"cannot write in {folder}: {exc.strerror}") from None
+
+
 def _export(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     from graphtape.recorder import open_store
     from graphtape.recorder.errors import ReadTooLarge
@@ -112,6 +123,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Export a run as a fixture file (or to stdout with ``-o -``)."""
     from graphtape.replay.fixture import MAX_FILE_BYTES, dumps_fixture, write_fixture
 
+    if args.output != "-":
+        _writable_here(Path(args.output).parent if args.output else DEFAULT_DIR)
     fixture, run = _export(args)
     _warn_machine_path(fixture)
     if args.output == "-":
@@ -186,6 +199,7 @@ def cmd_test_gen(args: argparse.Namespace) -> int:
     from graphtape.replay.loading import load_graph
     from graphtape.replay.testgen import render_test, slug
 
+    _writable_here(Path(args.output_dir))
     fixture, run = _export(args)
     load_graph(args.graph)  # replay's own loader: a test that could never load its graph is refused, nothing written
     _warn_machine_path(fixture)
