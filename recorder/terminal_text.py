@@ -7,6 +7,7 @@ that came from a recording, which may be hostile.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable
 
 # C0 controls (but newline and tab), DEL, C1 controls and the bidirectional overrides: a
@@ -42,3 +43,10 @@ def one_line(text: str) -> str:
 def joined_lines(lines: Iterable[str]) -> str:
     """A report's or a view's lines, each kept to one (see ``one_line``), joined."""
     return "\n".join(map(one_line, lines))
+
+
+def command_line(*words: object) -> str:
+    """A command shown for a person to paste (``graphtape show RUN --ns NS``): each word quoted
+    for a POSIX shell where it needs it, so recorded text in it (a run's id, a subgraph's
+    namespace) is one argument when pasted, never shell syntax (``$(...)``, ``;``, a glob)."""
+    return shlex.join(str(w) for w in words)

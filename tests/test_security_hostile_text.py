@@ -100,3 +100,46 @@ def test_a_recorded_name_cannot_start_a_line_of_show_or_diff(tmp_path: Path, cap
         out = capsys.readouterr().out
         assert "FORGED" in out, argv  # the names are shown...
         assert not [line for line in out.splitlines() if line.lstrip().startswith("FORGED")], (argv, out)  # ...each on its own line's end
+
+
+def test_a_command_shown_to_paste_holds_recorded_text_as_one_quoted_argument(tmp_path: Path) -> None:
+    """``graphtape show`` suggests commands to paste (``graphtape show RUN --ns NS``): a subgraph's
+    node named ``x$(touch ...);y`` gave a namespace that, pasted, ran ``touch`` and another
+    command. Each word of a suggested command is now quoted for the shell where it needs it."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from graphtape.recorder import open_store
+
+    inner = StateGraph(S)
+    inner.add_node("inner", lambda s: {"n": s["n"] + 1})
+    inner.add_edge(START, "inner")
+    inner.add_edge("inner", END)
+    node = f"x$(touch {tmp_path / 'pasted'});y *"
+    b = StateGraph(S)
+    b.add_node(node, inner.compile())
+    b.add_edge(START, node)
+    b.add_edge(node, END)
+    db = tmp_path / "received.db"
+    with Recorder(db) as rec:
+        rec.attach(b.compile(), name="nested").invoke({"n": 0})
+    store = open_store(db)
+    run = store.list_runs()[0]
+    ns = next(n for n in store.namespaces(run.id) if n)
+    store.close()
+    assert ns.startswith(node)
+
+    graphtape = str(Path(sys.executable).with_name("graphtape"))
+    env = {**os.environ, "COLUMNS": "1000"}
+    suggested = []
+    for argv in (["show", "last"], ["show", "last", "--step", "1"], ["show", "last", "--ns", ns]):
+        out = subprocess.run([graphtape, "--db", str(db), *argv], capture_output=True, text=True, timeout=120, env=env)
+        assert out.returncode == 0, out.stderr
+        suggested += [line[line.index("graphtape show"):].split(" / ")[0] for line in out.stdout.splitlines() if "graphtape show" in line]
+    with_ns = [shlex.split(line) for line in suggested if "--ns" in line]
+    assert with_ns and all(words[words.index("--ns") + 1] == ns for words in with_ns), suggested
+    for line in suggested:
+        words = shlex.split(line)
+        assert words[:3] == ["graphtape", "show", run.id[:8]] and all(w in ("--ns", ns, "--step") or w.isdigit() for w in words[3:]), line

@@ -261,7 +261,9 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
         print(f"values not rebuilt (not on LangGraph's safe list; kept as plain data or a marker): {names}", file=sys.stderr)
     if summary.runs and not all(r.already for r in summary.runs):
         first = next(r for r in summary.runs if not r.already)
-        print(f"\nnext: graphtape show {first.run_id[:8]} · graphtape tui {first.run_id[:8]}")
+        from graphtape.recorder.terminal_text import command_line
+
+        print(f"\nnext: {command_line('graphtape', 'show', first.run_id[:8])} · {command_line('graphtape', 'tui', first.run_id[:8])}")
     return EXIT_OK
 
 

@@ -162,7 +162,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"run_id": imported.run_id, "name": imported.name, "graph": imported.graph, "steps": imported.steps, "calls": imported.calls, "already": imported.already, "db": url}, indent=2))
         return 0
-    from graphtape.recorder.terminal_text import one_line
+    from graphtape.recorder.terminal_text import command_line, one_line
 
     verb = "already in the store as" if imported.already else "imported as"
     # The name is the fixture author's text: a line break in it must not print a line of its own.
@@ -171,7 +171,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     # reference, and quoted, so pasting the hint runs nothing else.
     valid = _is_graph_ref(imported.graph)
     graph = shlex.quote(imported.graph) if valid else "module:attr"
-    print(f"open it: graphtape tui {imported.run_id} · replay it: graphtape replay {imported.run_id} --graph {graph}")
+    print(f"open it: {command_line('graphtape', 'tui', imported.run_id)} · replay it: {command_line('graphtape', 'replay', imported.run_id, '--graph')} {graph}")
     if valid:
         print("(the fixture's graph reference is not loaded until you pass it yourself: check what it names first)")
     elif imported.graph:

@@ -174,5 +174,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
         store.close()
     _print(result, args.json)
     if not args.json:
-        print(f"fork recorded as run {result.run_id} (open it with: graphtape tui {result.run_id})", file=sys.stderr)
+        from graphtape.recorder.terminal_text import command_line
+
+        print(f"fork recorded as run {result.run_id} (open it with: {command_line('graphtape', 'tui', result.run_id)})", file=sys.stderr)
     return EXIT_DIVERGED if result.error else EXIT_OK  # the edited run failed: say so in the exit code too

@@ -12,7 +12,7 @@ import textwrap
 import time
 from typing import Any
 
-from graphtape.recorder.terminal_text import joined_lines, printable  # noqa: F401  (printable re-exported: the TUI imports it from here)
+from graphtape.recorder.terminal_text import command_line, joined_lines, printable  # noqa: F401  (printable re-exported: the TUI imports it from here)
 from graphtape.recorder.tracebacks import format_frames, frame_text, raised_at
 from graphtape.recorder.waiting_subgraphs import node_path
 from graphtape.tui import http_view
@@ -376,7 +376,7 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
         if where is not None:
             step, frame = where
             field("at", frame_text(frame))
-            field("traceback", f"graphtape show {run['id'][:8]} --step {step}")
+            field("traceback", command_line("graphtape", "show", run["id"][:8], "--step", step))
     ref = run.get("graph_ref")
     field("graph", f"{run['graph_name']}   {ref}" if ref and ref != run["graph_name"] else run["graph_name"] + ("" if ref else "   (no graph reference: replay needs --graph module:attr)"))
     parent = run.get("parent_run_id")
@@ -453,12 +453,12 @@ def run_text(view: dict[str, Any], width: int = 120) -> str:
             if preview != "(no update)" or not step.get("events"):
                 out.append(indent + prefix + preview)
             for sub_ns in task.get("subgraph_ns") or []:
-                out.append(clip(f"{indent}subgraph steps: graphtape show {run['id'][:8]} --ns {sub_ns}", width))
+                out.append(clip(f"{indent}subgraph steps: " + command_line("graphtape", "show", run["id"][:8], "--ns", sub_ns), width))
         for event in step.get("events", []):
             out.append(clip(f"{indent}[{event['kind']}] {short(event.get('value'))}", width))
     focus = next((s["step"] for s in steps if s["error"] or s["interrupt"]), steps[-1]["step"])
-    ns_arg = f" --ns {view['ns']}" if view["ns"] else ""
-    out += ["", f"one step in full (update, routes, calls, state): graphtape show {run['id'][:8]} --step {focus}{ns_arg}"]
+    ns_args = ("--ns", view["ns"]) if view["ns"] else ()
+    out += ["", "one step in full (update, routes, calls, state): " + command_line("graphtape", "show", run["id"][:8], "--step", focus, *ns_args)]
     return joined_lines(out)
 
 
@@ -615,7 +615,7 @@ def step_text(view: dict[str, Any], width: int = 120, full: bool = False) -> str
     if view.get("last_step") is not None and step["step"] < view["last_step"]:
         nav.append(f"--step {step['step'] + 1}")
     if nav:
-        out += ["", f"neighbours: graphtape show {run['id'][:8]} {' / '.join(nav)}"]
+        out += ["", f"neighbours: {command_line('graphtape', 'show', run['id'][:8])} {' / '.join(nav)}"]
     return joined_lines(out)
 
 

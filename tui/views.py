@@ -80,7 +80,9 @@ def _route_summary(store: RunStore, route: RouteInfo, run_id: str, step: int) ->
     """
     from graphtape.recorder.codec import collect_refs  # not loaded for `graphtape runs`
 
-    elsewhere = f"(recorded messages or long text: graphtape show {run_id[:8]} --step {step} shows it)"
+    from graphtape.recorder.terminal_text import command_line
+
+    elsewhere = f"(recorded messages or long text: {command_line('graphtape', 'show', run_id[:8], '--step', step)} shows it)"
 
     def shown(value: Any) -> Any:
         if value is None or type(value) in (str, int, float, bool):  # what most routers return: nothing to decode
