@@ -778,3 +778,38 @@ def test_the_load_question_names_the_package_files_an_import_runs_and_stays_one_
             assert str((tmp_path / "evilpkg" / "__init__.py").resolve()) in lines[0] and str((tmp_path / "evilpkg" / "inner.py").resolve()) in lines[0]
         db.unlink()
     assert not marker.exists()
+
+
+async def test_the_save_prompt_offers_a_file_name_a_crafted_run_id_cannot_steer(tmp_path, monkeypatch):
+    """The state is saved under ``graphtape-<run id>-step<N>.json`` by default: a crafted store's
+    run id ``/../../.xx`` made that default a path into the folder above the project."""
+    import sqlite3
+
+    from graphtape.tui.app import build_app
+    from graphtape.tui.demo import record_demo
+    from graphtape.tui.screens.prompts import PathPrompt
+    from graphtape.tui.screens.run import RunScreen
+
+    db = tmp_path / "crafted.db"
+    record_demo(str(db), "happy")
+    conn = sqlite3.connect(db)
+    old = conn.execute("SELECT id FROM runs").fetchone()[0]
+    for table in ("runs", "steps", "calls", "run_facets"):
+        conn.execute(f"UPDATE {table} SET {'id' if table == 'runs' else 'run_id'} = '/../../.xx' WHERE {'id' if table == 'runs' else 'run_id'} = ?", (old,))
+    conn.commit()
+    conn.close()
+    project = tmp_path / "a" / "b"
+    project.mkdir(parents=True)
+    monkeypatch.chdir(project)
+    app = build_app(str(db), "last")
+    async with app.run_test(size=(120, 34)) as pilot:
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, RunScreen) and app.screen.payload is not None:
+                break
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, PathPrompt)
+        default = app.screen.default
+        target = app.screen.target(default)
+    assert target.parent == project and "/" not in default

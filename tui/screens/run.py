@@ -538,8 +538,10 @@ class RunScreen(Screen):
             return
         if not self.payload:
             return
+        from graphtape.replay.testgen import slug
+
         payload = self.payload
-        default = f"graphtape-{self.run_id[:8]}-step{payload.step.step}.json"
+        default = f"graphtape-{slug(self.run_id[:8])}-step{payload.step.step}.json"  # a crafted store's id may hold "/.."
 
         def done(request: ExportRequest | None) -> None:
             if request is not None:
