@@ -167,6 +167,17 @@ _KEY_FRAGMENTS = (
     "pin", "otp", "cvv", "cvc", "ssn", "security", "verification", "mfa",
 )
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+# Separators as other scripts and web pages write them: a fullwidth colon or equals sign (CJK
+# text), no-break and ideographic spaces. The scan for keys reads them as their ASCII kin, one
+# character for one, so offsets into the text hold ("password：hunter2", "token&nbsp;= x").
+_WIDE_SEPARATORS = {0xFF1A: ":", 0xFF1D: "=", 0x00A0: " ", 0x2007: " ", 0x202F: " ", 0x3000: " "}
+_ANY_WIDE_SEPARATOR = re.compile("[\uff1a\uff1d\u00a0\u2007\u202f\u3000]").search
+
+
+def _ascii_separators(text: str) -> str:
+    """``text`` with its wide separators read as ASCII ones (the same text when it has none)."""
+    return text.translate(_WIDE_SEPARATORS) if _ANY_WIDE_SEPARATOR(text) is not None else text
+
 _KEY_CACHE_SIZE = 100_000  # keys (and short clean texts) remembered per run: a state keyed by ids holds many
 _CLEAN_TEXT_LEN = 256  # text up to this long that holds no secret is remembered as clean
 
@@ -936,7 +947,7 @@ class Redactor:
             text = displayable(text)
             found = self._format_spans(text)
         if self._may_hold_keys(text) or self._may_hold_lists(text) or _LOOSE.search(text) is not None:
-            data = text.encode()
+            data = _ascii_separators(text).encode()
             chars = 0  # byte offsets to character offsets, counted forward once
             seen = 0
             for start, end in self._keyed_values(data):
@@ -1007,7 +1018,7 @@ class Redactor:
         """Whether ``text`` may hold a secret key with its separator (key=value, key: value,
         <key>...</key>): a separator, and a fragment of a key's name (or a command's).
         Secrets without a separator are found by the one pass of ``scrub`` (``_LOOSE``)."""
-        if "=" not in text and ":" not in text and "</" not in text and not may_hold_table(text):
+        if "=" not in text and ":" not in text and "</" not in text and "\uff1a" not in text and "\uff1d" not in text and not may_hold_table(text):
             return False
         if len(text) > _GATE_LENGTH:  # one pass of RE2 costs less than a scan per fragment
             return self._gate.search(text) is not None
@@ -1028,6 +1039,15 @@ class Redactor:
 
     def _scrub_keyed(self, text: str) -> tuple[str, int]:
         """Redact the values of secret keys written into ``text``."""
+        plain = _ascii_separators(text)
+        if plain is not text:  # marked in the text as written: its wide separators are kept
+            data = plain.encode()
+            spans, chars, seen = [], 0, 0
+            for start, end in self._keyed_values(data):
+                chars += len(data[seen:start].decode())
+                spans.append((chars, chars + len(data[start:end].decode())))
+                chars, seen = spans[-1][1], end
+            return (_marked(text, spans), len(spans)) if spans else (text, 0)
         data = text.encode()
         parts: list[bytes] = []
         last = 0

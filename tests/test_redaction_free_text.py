@@ -41,6 +41,12 @@ from graphtape.recorder.redaction import MARK, Redactor
         ("the secret is: xyzzy", f"the secret is: {MARK}"),
         ("my token is: ghp-abc, thanks", f"my token is: {MARK}, thanks"),
         ("The password was: letmein.", f"The password was: {MARK}."),
+        # Separators as other scripts and HTML write them: a fullwidth colon or equals sign (CJK
+        # text), a no-break space (text taken from a web page); the rest of the text is kept as it was.
+        ("请记下 password：hunter2 谢谢", f"请记下 password：{MARK} 谢谢"),
+        ("鍵は api_key＝Zq9Lk2mP4 です", f"鍵は api_key＝{MARK} です"),
+        ("password\u00a0=\u00a0hunter2 (from the wiki)", f"password\u00a0=\u00a0{MARK} (from the wiki)"),
+        ("token\u202f: abc123def", f"token\u202f: {MARK}"),
     ],
 )
 def test_a_secret_given_in_free_text_is_redacted(text: str, kept: str) -> None:
@@ -63,6 +69,7 @@ def test_a_secret_given_in_free_text_is_redacted(text: str, kept: str) -> None:
         "sort key: created_at",
         "the key: a value",
         "password - see the vault",
+        "密码：必填 (password：is required)",
     ],
 )
 def test_prose_that_names_a_secret_keeps_its_words(text: str) -> None:
