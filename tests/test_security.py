@@ -813,3 +813,71 @@ async def test_the_save_prompt_offers_a_file_name_a_crafted_run_id_cannot_steer(
         default = app.screen.default
         target = app.screen.target(default)
     assert target.parent == project and "/" not in default
+
+
+_ERRING_AGENT = '''
+from typing import TypedDict
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+
+class S(TypedDict):
+    q: str
+
+@tool
+def boom(q: str) -> str:
+    """Fail, with hostile text in the error."""
+    raise ValueError("bad " + {hostile!r})
+
+b = StateGraph(S)
+b.add_node("n", lambda s: {{"q": boom.invoke({{"q": s["q"]}})}})
+b.add_edge(START, "n")
+b.add_edge("n", END)
+graph = b.compile()
+'''
+
+
+async def test_a_recorded_error_a_replay_raises_again_reaches_the_screen_as_text(tmp_path, monkeypatch):
+    """A replay answers a failed call with its recorded error; the graph raises it again, and the
+    comparison said "The re-run failed: <the error>" with the recorded text as it was: an OSC 52
+    in it set the user's clipboard. Every error a screen shows goes through ``printable``."""
+    import importlib.util
+
+    from textual.widgets import Input
+
+    from graphtape.tui.app import build_app
+    from graphtape.tui.screens.compare import CompareScreen
+    from graphtape.tui.screens.run import RunScreen
+
+    agent = tmp_path / "erring_agent.py"
+    agent.write_text(_ERRING_AGENT.format(hostile=HOSTILE))
+    spec = importlib.util.spec_from_file_location("erring_agent", agent)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    db = str(tmp_path / "erring.db")
+    with Recorder(db, durability="sync") as rec:
+        with pytest.raises(ValueError):
+            rec.attach(module.graph).invoke({"q": "x"})
+    monkeypatch.chdir(tmp_path)
+    app = build_app(db, "last")
+    async with app.run_test(size=(160, 40)) as pilot:
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, RunScreen) and app.screen.payload is not None:
+                break
+        await pilot.press("r")
+        await pilot.pause(0.2)
+        box = app.screen.query_one("#graph-input", Input)
+        box.value = f"{agent}:graph"  # the user's own reference: loaded at once
+        box.focus()
+        await pilot.press("enter")
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, CompareScreen):
+                break
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, CompareScreen)
+        strips = app.screen._compositor.render_strips()
+        text = "\n".join("".join(seg.text for seg in strip) for strip in strips)
+        assert "The re-run failed: ValueError: bad" in text
+        assert not _UNSAFE.search(text), sorted(set(_UNSAFE.findall(text)))
+        assert not any(seg.style is not None and seg.style.link for strip in strips for seg in strip)

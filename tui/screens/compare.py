@@ -49,7 +49,7 @@ def divergence_label(d: Any) -> Text:
 def verdict(result: Any) -> Text:
     """The header: what was re-run, from where, into which run, and how it went (an error first)."""
     verb = "fork" if result.kind == "fork" else "replay"
-    where = f"step {result.from_step}" + (f" of {result.ns}" if result.ns else "")
+    where = f"step {result.from_step}" + (f" of {printable(result.ns)}" if result.ns else "")
     text = Text(f"{verb} of run {result.source_run_id} from {where} ({result.mode}) → run {result.run_id or '(not recorded)'}: ", style="bold")
     n = len(result.divergences)
     error = raised(result)
@@ -65,14 +65,15 @@ def verdict(result: Any) -> Text:
     else:
         text.append(f"{n} divergence{'s' if n != 1 else ''}", style="bold red")
     for note in getattr(result, "notes", None) or []:
-        text.append(f"\nnote: {note}", style="yellow")
+        text.append(printable(f"\nnote: {note}"), style="yellow")
     return text
 
 
 def raised(result: Any) -> str | None:
-    """What the re-run's graph raised, if it did (a strict miss is a divergence, not this)."""
+    """What the re-run's graph raised, if it did (a strict miss is a divergence, not this), printable:
+    an error the recording answered a call with is recorded text."""
     error = getattr(result, "error", None)
-    return error if error and not error.startswith("ReplayMiss") else None
+    return printable(error) if error and not error.startswith("ReplayMiss") else None
 
 
 class CompareScreen(Screen):
@@ -181,7 +182,7 @@ class CompareScreen(Screen):
 
     def on_compare_screen_runs_loaded(self, message: RunsLoaded) -> None:
         if message.sides is None:
-            self.query_one("#compare-header", Static).update(Text(f"Cannot read the runs: {message.error}", style="bold red"))
+            self.query_one("#compare-header", Static).update(Text(printable(f"Cannot read the runs: {message.error}"), style="bold red"))
             return
         (src_run, src_steps, src_calls), (new_run, new_steps, new_calls) = message.sides
         self.source_steps, self.new_steps = self.view.loaded(src_steps, new_steps)
@@ -232,7 +233,7 @@ class CompareScreen(Screen):
         if not self.divergences:
             summary = Text(self.view.none_text[:1].upper() + self.view.none_text[1:] + ".", style="green")
             if getattr(self.result, "error", None):
-                summary = Text(f"The re-run failed: {self.result.error}", style="red")
+                summary = Text(printable(f"The re-run failed: {self.result.error}"), style="red")  # it may quote a recorded error
             panel.show(summary)
             return
         d = self.divergences[self.selected]

@@ -361,10 +361,10 @@ class RunInfoScreen(ModalScreen[None]):
             table.add_row(key, Text(printable(value)))  # recorded text: never markup
         parts: list = [table]
         if self.error:
-            parts.append(Text(f"\nCannot read the fault log: {self.error}", style="bold red"))
+            parts.append(Text(printable(f"\nCannot read the fault log: {self.error}"), style="bold red"))
         elif self.fault_log:
             parts.append(Text("\nFault log", style="bold red"))
-            parts.extend(Text(f"  {line}") for line in self.fault_log)
+            parts.extend(Text(printable(f"  {line}")) for line in self.fault_log)
         with Vertical(classes="prompt help"):
             with VerticalScroll(id="run-info-body"):
                 yield Static(Group(*parts))

@@ -20,7 +20,7 @@ from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.records import RunInfo, StepInfo
 from graphtape.tui.data import DiffEntry, diff_text, first_of, to_json
 from graphtape.recorder.private_files import write_private
-from graphtape.tui.render import ABANDONED, clean, node_waits
+from graphtape.tui.render import ABANDONED, clean, node_waits, printable
 from graphtape.tui.screens.compare import CompareScreen, raised
 from graphtape.tui.screens.prompts import ExportPrompt, ExportRequest, ForkPrompt, PathPrompt, ForkRequest, copy_and_say, JumpPrompt, ReplayPrompt, ReplayRequest, RunInfoScreen, ValueScreen, WatchPicker
 from graphtape.tui.screens.runs import status_text, when
@@ -223,7 +223,7 @@ class RunScreen(Screen):
 
     def on_run_screen_steps_loaded(self, message: StepsLoaded) -> None:
         if message.error or message.run is None:
-            self.query_one("#run-header", Static).update(Text(f"Cannot open run: {message.error}", style="bold red"))
+            self.query_one("#run-header", Static).update(Text(printable(f"Cannot open run: {message.error}"), style="bold red"))
             return
         self.run = message.run
         self.steps = message.steps
@@ -294,7 +294,7 @@ class RunScreen(Screen):
             # Never leave the previous step's views up as if they were this one's.
             self.payload = None
             step = self.steps[message.index].step
-            error = Text(f"Cannot read step {step}: {message.error}", style="bold red")
+            error = Text(printable(f"Cannot read step {step}: {message.error}"), style="bold red")
             error.append("\n\nThe other steps may still read: move with ← →, or see the recorder's fault log with i.", style="dim")
             self.query_one("#step-error", Static).update(error)
             self._status(Text(f"step {step}: cannot read it", style="bold red"))
@@ -715,7 +715,7 @@ class RunScreen(Screen):
         self.rerunning = False
         asked, self._fork_asked = self._fork_asked, None
         if message.error is not None:
-            self._status(Text(f"Cannot re-run: {message.error}", style="bold red"))
+            self._status(Text(printable(f"Cannot re-run: {message.error}"), style="bold red"))
             if asked is not None:  # a fork that did not start: its prompt again, with what was typed and why
                 self._ask_fork(asked[0], asked[1], message.error)
             else:
@@ -764,7 +764,7 @@ class RunScreen(Screen):
 
     def on_run_screen_exported(self, message: Exported) -> None:
         if message.error or message.path is None:
-            self._status(Text(f"Cannot export: {message.error}", style="bold red"))
+            self._status(Text(printable(f"Cannot export: {message.error}"), style="bold red"))
             self.notify(message.error or "", title="Cannot export", severity="error")
             return
         size = f"{message.size / 1024:.1f} KB" if message.size >= 1024 else f"{message.size} bytes"

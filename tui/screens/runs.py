@@ -17,7 +17,7 @@ from textual.widgets import Footer, Input, Static
 
 from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.records import RunInfo
-from graphtape.tui.render import clean, is_replay_of, local_time, origin
+from graphtape.tui.render import clean, is_replay_of, local_time, origin, printable
 from graphtape.tui.widgets.runs_table import PAD, RunsTable, TableColumn
 
 FORKED = "forked"  # not stored statuses: forks, or replays (runs with a parent), filtered here
@@ -292,7 +292,7 @@ class RunsScreen(Screen):
         if message.error:
             empty = self.query_one("#runs-empty", Static)
             empty.display = True
-            empty.update(Text(f"Cannot read the store: {message.error}", style="bold red"))
+            empty.update(Text(printable(f"Cannot read the store: {message.error}"), style="bold red"))
             return
         self.loaded = message.runs or []
         self.cell_widths = message.widths

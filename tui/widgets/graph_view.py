@@ -22,6 +22,7 @@ from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.records import StepDetail
 from graphtape.tui.graph_layout import STYLE_CURRENT, STYLE_TAKEN
 from graphtape.tui.graph_reader import GraphDrawing, read_graph, step_marks
+from graphtape.tui.render import printable
 
 LEGEND = (
     Text.assemble(("┏┓ ran in this step", STYLE_CURRENT), ("  ", ""), ("━▼ the route it took", STYLE_TAKEN)),
@@ -110,7 +111,7 @@ class GraphView(ScrollView, can_focus=True):
         message.stop()
         self._loading = False
         if message.drawings is None:
-            self.rows = [Text(f"Cannot draw the graph: {message.error}", style="bold red")]
+            self.rows = [Text(printable(f"Cannot draw the graph: {message.error}"), style="bold red")]
             self.drawings = []
         else:
             self.drawings = message.drawings

@@ -45,7 +45,7 @@ def error_rows(tasks: list[Any]) -> list[Text]:
     rows = []
     for t in tasks:
         if t.error_type:
-            rows.append(Text(f"✗ {t.node} raised {t.error_type}: {t.error_message or ''}", style="bold red"))
+            rows.append(Text(printable(f"✗ {t.node} raised {t.error_type}: {t.error_message or ''}"), style="bold red"))
             if t.traceback:
                 rows.append(Text(f"  at {frame_text(raised_at(t.traceback))}", style="bold"))
             rows.extend(Text(line, style="red") for line in traceback_lines(t.traceback, 2, 10_000, full=True))

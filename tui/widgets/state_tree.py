@@ -108,7 +108,7 @@ class StateTree(Tree):
 
     def _show_failure(self, node: TreeNode, error: str) -> None:
         node.remove_children()
-        node.add_leaf(Text(f"cannot read these items: {error}", style="bold red"))
+        node.add_leaf(Text(printable(f"cannot read these items: {error}"), style="bold red"))
 
     def _add_children(self, node: TreeNode) -> None:
         try:
