@@ -275,7 +275,8 @@ def test_a_token_no_ascii_comparison_takes_is_refused_like_any_wrong_token(tmp_p
         ('["exec", "rm -rf ~"]', None),
         ('["ping", {"a": 1}]', None),
         ('["ping", "' + "x" * 1000 + '"]', None),
-        ('["stdin", "' + "x" * 70_000 + '"]', None),
+        ('["stdin", "' + "x" * 70_000 + '"]', ("stdin", "x" * 70_000)),  # a paste
+        ('["stdin", "' + "x" * 300_000 + '"]', None),  # over the frame limit
         ("[" * 100_000 + "]" * 100_000, None),
     ],
 )

@@ -14,9 +14,8 @@ from typing import Any
 
 MAX_COLUMNS = 1000  # a 4K screen at a small font is about 600 columns
 MAX_ROWS = 500
-MAX_STDIN = 64 * 1024  # characters in one message: keystrokes, or a paste
 MAX_PING = 64  # the page pings with a clock reading, echoed back
-MAX_MESSAGE_BYTES = 256 * 1024  # larger frames close the websocket (aiohttp's limit)
+MAX_MESSAGE_BYTES = 256 * 1024  # larger frames close the websocket (aiohttp's limit); a paste is one frame
 
 
 def clamped_size(width: Any, height: Any, default: tuple[int, int] = (80, 24)) -> tuple[int, int] | None:
@@ -52,7 +51,7 @@ def read_message(text: str) -> tuple[str, Any] | None:
     if not isinstance(envelope, list) or not envelope or not isinstance(envelope[0], str):
         return None
     kind, data = envelope[0], envelope[1] if len(envelope) > 1 else None
-    if kind == "stdin" and isinstance(data, str) and len(data) <= MAX_STDIN:
+    if kind == "stdin" and isinstance(data, str):
         return kind, data
     if kind == "resize" and isinstance(data, dict):
         size = clamped_size(data.get("width"), data.get("height"))
