@@ -340,7 +340,7 @@ def _bash(glob: list[dict], commands: dict[str, tuple[str, list[dict]]]) -> str:
         "        esac",
         "    done",
         '    case "$cmd" in',
-        f'        "") case "$prev" in',
+        '        "") case "$prev" in',
     ]
     for o in glob:
         if o["takes_value"]:
