@@ -23,6 +23,8 @@ class BoundedWrites:
         self._queue: queue.SimpleQueue[tuple[Callable[[], bool], list[bool], threading.Event]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self.busy = False  # a commit is under way (and maybe held by a silent server)
+        self.idle = threading.Event()  # set while no commit is under way (``close`` waits on it)
+        self.idle.set()
 
     def run(self, commit: Callable[[], bool], wait: float) -> bool | None:
         """``commit()``'s result, or ``None`` if it has not finished after ``wait`` seconds."""
@@ -40,10 +42,12 @@ class BoundedWrites:
         while True:
             commit, box, done = self._queue.get()
             self.busy = True
+            self.idle.clear()
             try:
                 box.append(commit())
             except BaseException:  # noqa: BLE001 - the commit keeps its rows itself; nothing ends this thread
                 box.append(False)
             finally:
                 self.busy = False
+                self.idle.set()
                 done.set()

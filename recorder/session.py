@@ -34,7 +34,7 @@ from graphtape.recorder.snapshots import ChannelCopies, containers, snapshot
 from graphtape.recorder.statement_params import bound_by_name
 from graphtape.recorder.store import Batch, pack, squeeze
 from graphtape.recorder.tracebacks import frames_of, scrubbed_frames
-from graphtape.recorder.writer import Writer
+from graphtape.recorder.writer import Writer, for_run
 
 HEARTBEAT_S = 30.0
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
@@ -474,7 +474,7 @@ class RunSession:
                 batch.runs_update.append((self.run_id, {"heartbeat_at": now, "step_count": max(self.max_step + 1, 0)}))
             return batch
 
-        self.writer.submit(work)
+        self.writer.submit(for_run(work, self.run_id, steps=1))
 
     def _with_untracked(self, ns: str, values: Mapping[str, Any], tasks: list[TaskAcc]) -> Mapping[str, Any]:
         """The step's state with the values its never-checkpointed channels hold (langchain's per-run
@@ -656,7 +656,7 @@ class RunSession:
             }
             return Batch(calls=[row], blobs=self._take_blobs())
 
-        return work
+        return for_run(work, self.run_id, calls=1)
 
     def call_record(self, call_id: str) -> dict | None:
         """The open (or written-as-unfinished) call with this id."""
@@ -701,7 +701,7 @@ class RunSession:
             return Batch(steps=rows, blobs=self._take_blobs())
 
         if pending:
-            self.writer.submit(work)
+            self.writer.submit(for_run(work, self.run_id, steps=len(pending)))
 
     def forget(self) -> None:
         self.encoder.forget()

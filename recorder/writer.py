@@ -149,6 +149,8 @@ class Writer:
         self.unwritten = UnwrittenRows()
         self._on_rows_lost = on_rows_lost
         self._rekey: set[str] = set()  # runs whose steps were dropped since the last work item ran
+        self._kept_tried = False  # the kept steps and calls include some a try failed on (so they may be dropped)
+        self._encode_lost: list[Batch] = []  # stand-ins for rows whose encoding raised (``_rows_of``), until their group is kept
         self.store: RunStore | None = None
         if store is not None:
             self._adopt(store)
@@ -219,6 +221,8 @@ class Writer:
             batch = self._run(work)
             if batch:
                 self._keep(batch)
+            if self._encode_lost:
+                self._with_ends(self._kept)
             if not self._kept or not commit:
                 return
             if self._failing is not None:
@@ -288,7 +292,8 @@ class Writer:
         if self._closed:
             return
         limit = CLOSE_WAIT_S if timeout is None else timeout
-        deadline = time.monotonic() + limit
+        started = time.monotonic()
+        deadline = started + limit
         flushed = self.flush(limit)
         # A writer still encoding (a very large state on a busy machine) is doing work that ends,
         # unlike a store that stopped answering: it is given up to ENCODE_WAIT_S more, else the
@@ -301,11 +306,16 @@ class Writer:
         if self._thread is not None:
             self._queue.put(None)
             self._bell.set()
-            self._thread.join(max(0.0, deadline - time.monotonic()) + 1.0)
+            # A try under way ends within its own budget (``lock_wait``) even past ``timeout``: its
+            # rows come back kept, and go to the store's last try or a rescue file below.
+            self._thread.join(max(0.0, deadline - time.monotonic()) + self.lock_wait + 1.0)
+        if self._bounded.busy:
+            self._bounded.idle.wait(self.lock_wait + 1.0)
         if self.held_by_the_store:
             # A write the store never answers (a server gone silent, a blackholed route) holds
             # the writer: what it was writing, and what waits behind it, is said lost, not left unsaid.
-            self._fault(StoreError(f"the store did not answer a write within {limit:.0f} s of closing: the rows of that write, and any queued behind it, may be lost"), None, lost=True)
+            waited = time.monotonic() - started
+            self._fault(StoreError(f"the store did not answer a write within {waited:.1f} s of closing: the rows of that write, and any queued behind it, may be lost"), None, lost=True)
         if at_exit and self._kept and not self._gone and deadline - time.monotonic() > 1.0:
             sys.stderr.write(
                 f"graphtape: the store has not taken {_rows(self._kept)} rows ({_why(self._failing)}); "
@@ -454,18 +464,38 @@ class Writer:
             self._fault(RuntimeError("encoding was interrupted"), None, lost=True)
             return None
         except BaseException as exc:  # noqa: BLE001 - counted, never raised into the graph, never the end of the writer
-            self._fault(exc, None, lost=True)  # type: ignore[arg-type]
+            lost = _rows_of(work)
+            if lost is not None:  # its run ends incomplete, with the rows it would have held counted
+                self.unwritten.note(lost)
+                self._encode_lost.append(lost)
+            self._fault(exc, lost, lost=True)  # type: ignore[arg-type]
             return None
 
+    def _with_ends(self, kept: Batch) -> None:
+        """Steps lost to their encoding take their runs' ends (waiting in ``kept``) with their fault,
+        so that the handler writes the fault on the end before it is written (under ``_lock``)."""
+        for lost in self._encode_lost:
+            ids = lost.run_ids()
+            lost.runs_update.extend(u for u in kept.runs_update if u[0] in ids)
+        self._encode_lost = []
+
     def _keep(self, batch: Batch) -> None:
-        """Add rows to the kept batch (under ``_lock``); past the bound, drop its steps and calls."""
+        """Add rows to the kept batch (under ``_lock``); past the bound, drop its steps and calls.
+
+        Rows are dropped only once a try of them failed (``_keep(Batch())``), or past twice the
+        bound: a store that came back takes them, even a step larger than the bound, which would
+        otherwise be dropped untried each time, the store taken as failing for good."""
         accumulating = bool(self._kept) or self._failing is not None
+        before = bool(self._kept.steps or self._kept.calls or self._kept.calls_update)
         self._kept.merge(batch)
         if accumulating:  # the common case (nothing waiting) skips the sizing
             self._kept_bytes += _size(batch)
         if self._failing is not None:
             self._tell(batch)
-        if self._kept_bytes > self.keep_bytes:
+        # Untried rows wait for one try (the retry is rung at once), up to twice the bound.
+        tried = self._kept_tried or not batch or (before and self._kept_bytes > 2 * self.keep_bytes)
+        if self._kept_bytes > self.keep_bytes and tried:
+            self._kept_tried = False
             kept = self._kept
             dropped = Batch(steps=kept.steps, calls=kept.calls, calls_update=kept.calls_update, blobs=kept.blobs)
             self.unwritten.note(dropped)
@@ -481,8 +511,11 @@ class Writer:
         """Write every kept row in one transaction (caller holds ``_io``); ``True`` once nothing is kept."""
         with self._lock:
             if not self._kept:
+                if self._failing is not None and self.store is not None and not self._gone:
+                    self._failing = None  # what failed was dropped, nothing waits: the next rows try the store
                 return True
             inflight, self._kept, self._kept_bytes = self._kept, Batch(), 0
+            self._kept_tried = False  # rows kept from now on are not tried yet
             self._inflight = _rows(inflight)  # still waiting, for kept_rows, until this try ends
             again = self._failing is not None  # an earlier try may have committed without an answer
         try:
@@ -505,6 +538,7 @@ class Writer:
                 if first:
                     self._told = set()
                     self._tell(inflight)
+                self._kept_tried = True
                 if self._kept_bytes > self.keep_bytes:
                     self._keep(Batch())
             return False
@@ -656,10 +690,11 @@ class Writer:
         self._lock = threading.RLock()
         self._io = threading.Lock()
         self._busy = threading.Lock()
-        self._kept, self._kept_bytes, self._inflight = Batch(), 0, 0
+        self._kept, self._kept_bytes, self._inflight, self._kept_tried = Batch(), 0, 0, False
         self._bounded = BoundedWrites()
         self.unwritten = UnwrittenRows()  # the parent's runs' losses are the parent's to mark
         self._rekey = set()
+        self._encode_lost = []
         self._faults = []
         self._bell = threading.Event()
         self._queued = 0
@@ -765,6 +800,10 @@ class Writer:
             if group:
                 with self._lock:
                     self._keep(group)
+                    if self._encode_lost:
+                        self._with_ends(self._kept)
+                if self._faults:
+                    self._dispatch()  # before the write: the ends of runs that lost a step carry its fault
             ok = True
             if self._kept:
                 with self._io:
@@ -777,6 +816,22 @@ class Writer:
 
 
 _RETRY = object()
+
+
+def for_run(work: Work, run_id: str, *, steps: int = 0, calls: int = 0) -> Work:
+    """Name the run, and the rows of it, that ``work`` encodes: if encoding them raises, the
+    writer still knows whose they were, and that run ends ``incomplete`` with them counted."""
+    work.rows_of = (run_id, steps, calls)  # type: ignore[attr-defined]
+    return work
+
+
+def _rows_of(work: Work) -> Batch | None:
+    """Stand-in rows (each only its run id) for what a work item tagged by ``for_run`` would have written."""
+    tag = getattr(work, "rows_of", None)
+    if tag is None:
+        return None
+    run_id, steps, calls = tag
+    return Batch(steps=[{"run_id": run_id} for _ in range(steps)], calls=[{"run_id": run_id} for _ in range(calls)])
 
 
 def _only_runs(batch: Batch, ids: set[str]) -> Batch:

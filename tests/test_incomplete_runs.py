@@ -148,3 +148,115 @@ def test_rows_dropped_for_good_mid_run_mark_the_run_incomplete(tmp_path: Path) -
     finally:
         store.close()
 
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_run_whose_every_step_is_over_the_keep_bound_is_written_again_once_the_store_takes_writes(tmp_path: Path, durability: str) -> None:
+    """Each step is bigger than what the writer keeps: the steps met by the full disk are dropped,
+    and once the disk has room again the later steps go in (the writer tries the store again,
+    rather than drop each one untried as if the store still failed). Every stored step reads true."""
+    db = tmp_path / "over_bound.db"
+    rec = Recorder(db, durability=durability)
+    rec.writer.keep_bytes = 1000  # less than one step of this graph
+    undo: list[Callable[[], None]] = []
+    hooks = {3: lambda: undo.append(fill_disk(rec)), 6: lambda: undo.pop()()}
+    assert rec.attach(replacing(hooks)).invoke({"n": 0, "blob": "", "log": []})["n"] == NODES
+    rec.close()
+    store = open_store(db)
+    try:
+        run = store.get_run("last")
+        stored = [s.step for s in store.list_steps(run.id) if s.step >= 0]
+        for step in stored:
+            blob = random.Random(step - 1).randbytes(1500).hex() if step else ""
+            assert store.state_at(run.id, step) == {"n": step, "blob": blob, "log": list(range(step))}, step
+        assert set(range(8, NODES + 1)) <= set(stored), stored
+        assert (run.status, run.status_reason) == ("incomplete", f"{NODES + 1 - len(stored)} steps not written"), run
+    finally:
+        store.close()
+
+
+class _Unnamed:
+    """A router's answer LangGraph routes by (hashable, in the path map) whose ``str()`` fails once
+    the graph is built: graphtape's route summary of that step raises while it is encoded."""
+
+    broken = False
+
+    def __hash__(self) -> int:
+        return 1
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Unnamed)
+
+    def __str__(self) -> str:
+        if _Unnamed.broken:
+            raise RuntimeError("no name")
+        return "unnamed"
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_step_whose_encoding_raises_marks_its_run_incomplete(tmp_path: Path, durability: str, monkeypatch) -> None:
+    from langgraph.graph import END, START, StateGraph
+
+    odd = _Unnamed()
+    b = StateGraph(S_LOG)
+    b.add_node("a", lambda s: {"n": s["n"] + 1, "log": [s["n"]]})
+    b.add_node("b", lambda s: {"n": s["n"] + 1, "log": [s["n"]]})
+    b.add_edge(START, "a")
+    b.add_conditional_edges("a", lambda s: odd, {odd: "b"})
+    b.add_edge("b", END)
+    db = tmp_path / "encode.db"
+    rec = Recorder(db, durability=durability)
+    graph = rec.attach(b.compile())
+    monkeypatch.setattr(_Unnamed, "broken", True)
+    assert graph.invoke({"n": 0, "log": []}) == {"n": 2, "log": [0, 1]}
+    rec.close()
+    assert rec.fault_count >= 1
+    store = open_store(db)
+    try:
+        run = store.get_run("last")
+        assert [s.step for s in store.list_steps(run.id)] == [-1, 0, 2]
+        assert store.state_at(run.id, 2) == {"n": 2, "log": [0, 1]}
+        assert (run.status, run.status_reason) == ("incomplete", "1 step not written"), run
+        assert any("no name" in line for line in store.run_detail(run.id).fault_log)
+    finally:
+        store.close()
+
+
+class S_LOG(TypedDict):
+    n: int
+    log: Annotated[list, operator.add]
+
+
+def test_a_sync_close_shorter_than_a_try_under_way_keeps_the_runs_end(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Another connection holds the write lock from step 10 on; ``close`` is given less time than
+    the writer's try of the lock takes. The end of the run, held by that try, is saved to a rescue
+    file (the store is still locked), not lost with a word about the store not answering
+    "within 0 s"; put back, the run reads as it ended."""
+    import sqlite3
+
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
+    db = tmp_path / "locked.db"
+    rec = Recorder(db, durability="sync")  # a try of a locked store takes LOCK_WAIT_S (2 s), more than close is given
+    said: list[str] = []
+    rec.warnings_to = said.append
+    holder: list[sqlite3.Connection] = []
+
+    def lock() -> None:
+        conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        holder.append(conn)
+
+    assert rec.attach(looping({10: lock})).invoke(START_STATE) == plain_result()
+    run_id = rec.last_run_id
+    rec.close(timeout=0.2)
+    holder[0].execute("ROLLBACK")
+    holder[0].close()
+    assert not any("did not answer" in line for line in said), said
+    (rescued,) = tmp_path.glob("graphtape-rescued-*.db")
+    assert main(["--db", str(db), "import-rescue", str(rescued)]) == 0
+    store = open_store(db)
+    try:
+        assert (store.get_run(run_id).status, store.get_run(run_id).status_reason) == ("ok", None)
+        assert check_steps(store, run_id) == list(range(NODES + 1))
+    finally:
+        store.close()
