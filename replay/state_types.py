@@ -38,6 +38,8 @@ class StateTypes:
     def __init__(self, graph: Any) -> None:
         self.graph = graph
         self._by_graph: dict[str, dict[str, Any]] = {}
+        self._tools: dict[str, Any] | None = None
+        self._returns = ToolReturns()
 
     def revive(self, ns: str, values: dict[str, Any]) -> None:
         """Turn plain recorded values of model-typed keys in ``values`` (namespace ``ns``) into those
@@ -46,6 +48,10 @@ class StateTypes:
         inputs = self._inputs(path)
         if inputs:
             _revive_sends(values, inputs)
+        tools = self._tools_by_name()
+        if tools:
+            for value in values.values():
+                _revive_artifacts(value, tools, self._returns, 0)
         adapters = self._adapters(path)
         if not adapters:
             return
@@ -85,6 +91,19 @@ class StateTypes:
                 for ann in hints.values():
                     _enums_in(ann, found, set(), 0)
         return found
+
+    def _tools_by_name(self) -> dict[str, Any]:
+        """The tools of every ``ToolNode`` in the graph and its subgraphs, by name: a restored tool
+        message's artifact is typed by the return annotation of the tool that made it."""
+        if self._tools is None:
+            self._tools = {}
+            for graph in (self.graph, *(g for _, g in _subgraphs(self.graph))):
+                for node in (getattr(graph, "nodes", None) or {}).values():
+                    found = getattr(getattr(node, "bound", None), "tools_by_name", None)
+                    if isinstance(found, dict):
+                        for name, tool in found.items():
+                            self._tools.setdefault(name, tool)
+        return self._tools
 
     def _adapters(self, path: str) -> dict[str, Any]:
         if path not in self._by_graph:
@@ -233,6 +252,30 @@ def _revive_sends(values: dict[str, Any], inputs: dict[str, tuple[Any, frozenset
 
 
 _TASKS = "__pregel_tasks"
+
+
+def _revive_artifacts(value: Any, tools: dict[str, Any], returns: ToolReturns, depth: int) -> None:
+    """Tool messages in a restored value (a message list, a ``Send``'s state) whose artifact the
+    recording kept as a marked dict: given the type their tool's return annotation names, in place."""
+    from langchain_core.messages import BaseMessage, ToolMessage
+    from langgraph.types import Send
+
+    if depth > _DEPTH:
+        return
+    if isinstance(value, ToolMessage):
+        tool = tools.get(value.name) if value.name else None
+        if tool is not None and isinstance(value.artifact, (dict, list)):
+            value.artifact = returns.revive(tool, value.artifact)
+    elif isinstance(value, BaseMessage):
+        return
+    elif isinstance(value, Send):
+        _revive_artifacts(value.arg, tools, returns, depth + 1)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _revive_artifacts(v, tools, returns, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _revive_artifacts(v, tools, returns, depth + 1)
 
 
 def _models_in(ann: Any, found: set[type], depth: int) -> None:

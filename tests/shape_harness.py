@@ -18,7 +18,7 @@ import asyncio
 import copy
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -53,6 +53,7 @@ class Shape:
     threads: tuple[str, ...] = ()  # each turn's thread, where turns go on threads of their own (implies thread)
     context: Any = None  # the Runtime context each turn is run with (a graph with a context_schema)
     override_at: int = 0  # the run to replay changed: the one that made this (0: the first) of the name's calls
+    durability: str | None = None  # what each turn is run with ("sync", "exit"), where the user asks for it
 
 
 def messages(text: str) -> dict[str, Any]:
@@ -90,7 +91,9 @@ def _turns(graph: Any, shape: Shape, config: dict[str, Any]) -> list[Any]:
 
 
 def _once(graph: Any, shape: Shape, payload: Any, config: dict[str, Any]) -> Any:
-    given = {"context": shape.context} if shape.context is not None else {}
+    given: dict[str, Any] = {"context": shape.context} if shape.context is not None else {}
+    if shape.durability is not None:
+        given["durability"] = shape.durability
     if shape.how == "invoke":
         return graph.invoke(payload, config, **given)
     if shape.how == "stream":
@@ -140,11 +143,12 @@ def record(name: str, shape: Shape, tmp_path_factory: Any) -> Recorded:
         run_ids = [run.id for run in sorted(store.list_runs(), key=lambda run: run.started_at)]
     finally:
         store.close()
-    # The same turns on a copy with LangGraph's own saver: its history, and the calls it makes.
+    # The same turns on a copy with LangGraph's own saver: its history, and the calls it makes
+    # (every step's checkpoint: under "exit" LangGraph would save only the last, graphtape all).
     graph = shape.build()
     saver = graph.checkpointer if graph.checkpointer not in (None, False, True) else InMemorySaver()
     counted = _Calls()
-    _turns(graph.copy(update={"checkpointer": saver}), shape, _config(shape, "own", [counted]))
+    _turns(graph.copy(update={"checkpointer": saver}), replace(shape, durability=None), _config(shape, "own", [counted]))
     history: dict[str, dict[int, list[Any]]] = {}
     for cp in saver.list(None):
         ns = ns_names(cp.config["configurable"].get("checkpoint_ns", ""))
