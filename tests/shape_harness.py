@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -269,6 +271,41 @@ def a_changed_answer_diverges_where_the_call_was_made(name: str, shape: Shape, r
     assert first.step == min(c.step for c in calls if ns_names(c.ns) == where[0]), result.report()
 
 
+_FRESH_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{32}\b")
+
+
+def as_compared(out: Any) -> Any:
+    """What a turn returned, without the ids every run draws afresh (task namespaces, interrupt ids)."""
+    if isinstance(out, BaseException):
+        return (type(out).__name__, str(out))
+    plain = Normalizer()(to_plain(out))
+    if isinstance(plain, dict) and isinstance(plain.get("__interrupt__"), list):  # parallel interrupts come in any order
+        plain["__interrupt__"] = sorted(plain["__interrupt__"], key=lambda i: json.dumps(i.get("value"), sort_keys=True, default=str))
+    return _FRESH_ID.sub("<id>", json.dumps(plain, sort_keys=True, default=str))
+
+
+def recording_changes_nothing_the_graph_returns(name: str, shape: Shape, r: Recorded) -> None:
+    """Each turn returns, recorded, what the same turns return on the graph run without graphtape."""
+    graph, thread = shape.build(), bool(shape.thread or shape.threads)
+    if graph.checkpointer is None and (thread or shape.durability == "sync"):
+        # LangGraph 1.2 itself fails a sync run without a saver ('SyncPregelLoop' has no
+        # '_put_checkpoint_fut'); recorded, the graph has graphtape's: compared on a saver of LangGraph's.
+        graph, thread = graph.copy(update={"checkpointer": InMemorySaver()}), True
+    plain = _turns(graph, shape, _config(shape, "rec" if thread else None))
+    if shape.how in ("stream", "astream"):  # parallel tasks' chunks come in any order: the same chunks
+        assert [sorted(map(as_compared, o)) for o in r.outs] == [sorted(map(as_compared, o)) for o in plain], name
+    else:
+        assert [as_compared(o) for o in r.outs] == [as_compared(o) for o in plain], name
+
+
+def a_changed_graph_diverges_and_names_what_changed(name: str, shape: Shape, r: Recorded, expected: tuple[str, str, str]) -> None:
+    """The graph with one thing changed diverges, first at ``expected``: (kind, namespace, node)."""
+    result = replay(r.run_ids[shape.override_at], shape.build(changed=True), db=r.db)
+    first = result.first_divergence
+    assert first is not None, (name, result.report())
+    assert (first.kind, ns_names(first.ns), first.node) == expected, result.report()
+
+
 def recorded_shapes(shapes: dict[str, Shape]) -> Any:
     """A shapes module's ``recorded`` fixture: each shape recorded once, as ``(name, shape, Recorded)``."""
 
@@ -295,3 +332,16 @@ class ShapeChecks:
 
     def test_a_changed_answer_diverges_where_the_call_was_made(self, recorded: Any) -> None:
         a_changed_answer_diverges_where_the_call_was_made(*recorded)
+
+
+class ChangedShapeChecks(ShapeChecks):
+    """The checks, plus: the graph built with ``changed=True`` diverges first where ``changed``
+    (shape name -> (kind, namespace, node)) says, and recording changes nothing the graph returns."""
+
+    changed: dict[str, tuple[str, str, str]] = {}
+
+    def test_a_changed_graph_diverges_and_names_what_changed(self, recorded: Any) -> None:
+        a_changed_graph_diverges_and_names_what_changed(*recorded, self.changed[recorded[0]])
+
+    def test_recording_changes_nothing_the_graph_returns(self, recorded: Any) -> None:
+        recording_changes_nothing_the_graph_returns(*recorded)

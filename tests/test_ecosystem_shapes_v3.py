@@ -8,22 +8,16 @@ a state value, a tool's answer): the replay must diverge, and name the node that
 
 from __future__ import annotations
 
-import json
-import re
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import ecosystem_shapes_v3 as V3
 import shape_harness as H
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 from shape_harness import Shape, answer_each, messages
 
 from graphtape import Recorder, open_store, replay
-from graphtape.recorder.codec import to_plain
-from graphtape.replay.normalize import Normalizer
-from graphtape.recorder.session import ns_names
 
 _LOST = ("lookup", lambda order_id: "lost")
 _LIMIT = {"recursion_limit": 6}
@@ -91,42 +85,8 @@ CHANGED: dict[str, tuple[str, str, str]] = {
 recorded = H.recorded_shapes(SHAPES)
 
 
-class TestShapes(H.ShapeChecks):
-    pass
-
-
-def test_a_changed_graph_diverges_and_names_what_changed(recorded):
-    name, shape, r = recorded
-    run_id = r.run_ids[shape.override_at]
-    result = replay(run_id, shape.build(changed=True), db=r.db)
-    first = result.first_divergence
-    assert first is not None, (name, result.report())
-    assert (first.kind, ns_names(first.ns), first.node) == CHANGED[name], result.report()
-
-
-_FRESH_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{32}\b")
-
-
-def _as_compared(out: Any) -> Any:
-    """What a turn returned, without the ids every run draws afresh (task namespaces, interrupt ids)."""
-    if isinstance(out, BaseException):
-        return (type(out).__name__, str(out))
-    plain = Normalizer()(to_plain(out))
-    if isinstance(plain, dict) and isinstance(plain.get("__interrupt__"), list):  # parallel interrupts come in any order
-        plain["__interrupt__"] = sorted(plain["__interrupt__"], key=lambda i: json.dumps(i.get("value"), sort_keys=True, default=str))
-    return _FRESH_ID.sub("<id>", json.dumps(plain, sort_keys=True, default=str))
-
-
-def test_recording_changes_nothing_the_graph_returns(recorded):
-    name, shape, r = recorded
-    graph = shape.build()
-    if graph.checkpointer is None and (shape.thread or shape.threads):
-        graph = graph.copy(update={"checkpointer": InMemorySaver()})
-    plain = H._turns(graph, shape, H._config(shape, "rec" if shape.thread or shape.threads else None))
-    if shape.how in ("stream", "astream"):  # parallel tasks' chunks come in any order: the same chunks
-        assert [sorted(map(_as_compared, o)) for o in r.outs] == [sorted(map(_as_compared, o)) for o in plain], name
-    else:
-        assert [_as_compared(o) for o in r.outs] == [_as_compared(o) for o in plain], name
+class TestShapes(H.ChangedShapeChecks):
+    changed = CHANGED
 
 
 def test_a_task_whose_answer_changed_is_named_before_the_call_it_stopped(tmp_path):

@@ -10,17 +10,14 @@ and namespace of the call, and the graph with one thing changed diverging at the
 from __future__ import annotations
 
 import ecosystem_shapes_v4 as V4
-import pytest
 import shape_harness as H
 from ecosystem_shapes import call, last_tool, lookup, scripted
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
 from shape_harness import Shape, messages
-from test_ecosystem_shapes_v3 import _as_compared
 
 from graphtape import Recorder, open_store, replay
-from graphtape.recorder.session import ns_names
 
 _LOST = ("lookup", lambda order_id: "lost")
 
@@ -46,63 +43,25 @@ CHANGED: dict[str, tuple[str, str, str]] = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(SHAPES))
-def recorded(request, tmp_path_factory) -> tuple[str, Shape, H.Recorded]:
-    name = request.param
-    return name, SHAPES[name], H.record(name, SHAPES[name], tmp_path_factory)
+recorded = H.recorded_shapes(SHAPES)
 
 
-def test_every_superstep_is_stored_with_its_state_nodes_and_routes(recorded):
-    H.every_superstep_is_stored_with_its_state_nodes_and_routes(*recorded)
+class TestShapes(H.ChangedShapeChecks):
+    changed = CHANGED
 
-
-def test_every_call_is_recorded_with_its_inputs_and_output(recorded):
-    H.every_call_is_recorded_with_its_inputs_and_output(*recorded)
-
-
-def test_a_strict_replay_reproduces_every_run(recorded):
-    H.a_strict_replay_reproduces_every_run(*recorded)
-
-
-def test_a_changed_answer_diverges_where_the_call_was_made(recorded):
-    H.a_changed_answer_diverges_where_the_call_was_made(*recorded)
-
-
-def test_a_changed_graph_diverges_and_names_what_changed(recorded):
-    name, shape, r = recorded
-    result = replay(r.run_ids[shape.override_at], shape.build(changed=True), db=r.db)
-    first = result.first_divergence
-    assert first is not None, (name, result.report())
-    assert (first.kind, ns_names(first.ns), first.node) == CHANGED[name], result.report()
-
-
-def test_recording_changes_nothing_the_graph_returns(recorded):
-    name, shape, r = recorded
-    graph, thread = shape.build(), shape.thread
-    if shape.durability == "sync" and graph.checkpointer is None:
-        # LangGraph 1.2 itself fails such a run ('SyncPregelLoop' has no '_put_checkpoint_fut');
-        # recorded, the graph has graphtape's saver: compared with the run on a saver of LangGraph's.
-        graph, thread = graph.copy(update={"checkpointer": InMemorySaver()}), True
-    plain = H._turns(graph, shape, H._config(shape, "rec" if thread else None))
-    if shape.how == "stream":
-        assert [sorted(map(_as_compared, o)) for o in r.outs] == [sorted(map(_as_compared, o)) for o in plain], name
-    else:
-        assert [_as_compared(o) for o in r.outs] == [_as_compared(o) for o in plain], name
-
-
-def test_a_strict_replay_from_any_step_reproduces_the_run(recorded):
-    """Resumed mid-run, the restored state hands each node the types it had: a tool message's
-    artifact is its tool's dataclass again, not the recording's marked dict."""
-    name, shape, r = recorded
-    store = open_store(r.db)
-    try:
-        steps = {run_id: [d.step.step for d in store.step_details(run_id, "") if d.step.checkpoint_id] for run_id in r.run_ids}
-    finally:
-        store.close()
-    for run_id, done in steps.items():
-        for step in done[:-1]:
-            result = replay(run_id, shape.build(), db=r.db, from_step=step)
-            assert not result.diverged, (name, step, result.report())
+    def test_a_strict_replay_from_any_step_reproduces_the_run(self, recorded):
+        """Resumed mid-run, the restored state hands each node the types it had: a tool message's
+        artifact is its tool's dataclass again, not the recording's marked dict."""
+        name, shape, r = recorded
+        store = open_store(r.db)
+        try:
+            steps = {run_id: [d.step.step for d in store.step_details(run_id, "") if d.step.checkpoint_id] for run_id in r.run_ids}
+        finally:
+            store.close()
+        for run_id, done in steps.items():
+            for step in done[:-1]:
+                result = replay(run_id, shape.build(), db=r.db, from_step=step)
+                assert not result.diverged, (name, step, result.report())
 
 
 def test_a_restored_artifact_is_its_tools_class(tmp_path):
@@ -152,7 +111,7 @@ def test_a_time_travelled_run_and_a_fork_are_recorded_and_replay_strictly(tmp_pa
     db = str(tmp_path / "travel.db")
     with Recorder(db) as rec:
         outs = _travel(rec.attach(_travel_graph(), name="travel"))
-    assert [_as_compared(o) for o in outs] == [_as_compared(o) for o in _travel(_travel_graph())]
+    assert [H.as_compared(o) for o in outs] == [H.as_compared(o) for o in _travel(_travel_graph())]
     assert outs[2]["messages"][-1].content == "Found: order TT9 is in transit"
     store = open_store(db)
     try:
