@@ -16,7 +16,7 @@ import operator
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from test_faults import NODES, START_STATE, check_steps, looping, plain_result, with_pragma
@@ -123,6 +123,21 @@ def replacing(hooks: dict[int, Callable[[], object]]):
     return b.compile()
 
 
+def stored_steps_read_true(db: Path) -> tuple[Any, list[int]]:
+    """The last run and the steps the store holds of it, each checked to read back the state the
+    graph had there (none is a delta on a step the store does not hold)."""
+    store = open_store(db)
+    try:
+        run = store.get_run("last")
+        stored = [s.step for s in store.list_steps(run.id) if s.step >= 0]
+        for step in stored:
+            blob = random.Random(step - 1).randbytes(1500).hex() if step else ""
+            assert store.state_at(run.id, step) == {"n": step, "blob": blob, "log": list(range(step))}, step
+    finally:
+        store.close()
+    return run, stored
+
+
 def test_rows_dropped_for_good_mid_run_mark_the_run_incomplete(tmp_path: Path) -> None:
     """More waits for a full disk than the writer keeps: the waiting steps are dropped, the disk
     has room again before the run ends, and the run's end says how many steps are not there.
@@ -135,19 +150,10 @@ def test_rows_dropped_for_good_mid_run_mark_the_run_incomplete(tmp_path: Path) -
     out = rec.attach(replacing(hooks)).invoke({"n": 0, "blob": "", "log": []})
     assert out["n"] == NODES
     rec.close()
-    store = open_store(db)
-    try:
-        run = store.get_run("last")
-        stored = [s.step for s in store.list_steps(run.id) if s.step >= 0]
-        for step in stored:
-            blob = random.Random(step - 1).randbytes(1500).hex() if step else ""
-            assert store.state_at(run.id, step) == {"n": step, "blob": blob, "log": list(range(step))}, step
-        assert set(range(10, NODES + 1)) <= set(stored) and len(stored) < NODES + 1, stored
-        missing = NODES + 1 - len(stored)
-        assert (run.status, run.status_reason) == ("incomplete", f"{missing} steps not written"), run
-    finally:
-        store.close()
-
+    run, stored = stored_steps_read_true(db)
+    assert set(range(10, NODES + 1)) <= set(stored) and len(stored) < NODES + 1, stored
+    missing = NODES + 1 - len(stored)
+    assert (run.status, run.status_reason) == ("incomplete", f"{missing} steps not written"), run
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
@@ -162,17 +168,9 @@ def test_a_run_whose_every_step_is_over_the_keep_bound_is_written_again_once_the
     hooks = {3: lambda: undo.append(fill_disk(rec)), 6: lambda: undo.pop()()}
     assert rec.attach(replacing(hooks)).invoke({"n": 0, "blob": "", "log": []})["n"] == NODES
     rec.close()
-    store = open_store(db)
-    try:
-        run = store.get_run("last")
-        stored = [s.step for s in store.list_steps(run.id) if s.step >= 0]
-        for step in stored:
-            blob = random.Random(step - 1).randbytes(1500).hex() if step else ""
-            assert store.state_at(run.id, step) == {"n": step, "blob": blob, "log": list(range(step))}, step
-        assert set(range(8, NODES + 1)) <= set(stored), stored
-        assert (run.status, run.status_reason) == ("incomplete", f"{NODES + 1 - len(stored)} steps not written"), run
-    finally:
-        store.close()
+    run, stored = stored_steps_read_true(db)
+    assert set(range(8, NODES + 1)) <= set(stored), stored
+    assert (run.status, run.status_reason) == ("incomplete", f"{NODES + 1 - len(stored)} steps not written"), run
 
 
 class _Unnamed:

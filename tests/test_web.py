@@ -8,11 +8,13 @@ is read-only unless the server was started with --web-allow-writes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,25 +36,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def server(tmp_path):
-    """A --web server on a free port with at most two sessions; yields (port, token)."""
+@contextlib.contextmanager
+def _web_server(tmp_path: Path, *flags: str) -> Iterator[tuple[subprocess.Popen, int, str, str]]:
+    """A --web server on a free port over an empty store: yields (process, port, token, the line
+    it printed); stopped after, with what it wrote to stderr in ``process.err``."""
     db = tmp_path / "g.db"
     open_store(db, create=True).close()
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
     proc = subprocess.Popen(
-        [str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port), "--web-sessions", "2"],
+        [str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port), *flags],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
         line = proc.stdout.readline()
         match = re.search(rf"http://localhost:{port}/\?token=([\w-]+)", line)
         assert match, line + proc.stderr.read() if proc.poll() is not None else line
-        yield port, match.group(1), line
+        yield proc, port, match.group(1), line
     finally:
         proc.terminate()
-        proc.wait(timeout=15)
+        _, proc.err = proc.communicate(timeout=15)
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A --web server on a free port with at most two sessions; yields (port, token, line)."""
+    with _web_server(tmp_path, "--web-sessions", "2") as (_, port, token, line):
+        yield port, token, line
 
 
 async def _get(url: str, **headers: str) -> tuple[int, str]:
@@ -186,16 +196,7 @@ def _children(pid: int) -> list[int]:
 def test_twenty_concurrent_connections_start_no_more_processes_than_the_cap(tmp_path):
     """The issue's attack: 20 websockets at once used to start 40 processes. With a cap of 2,
     two sessions open, eighteen are refused with 503, and the server runs at most two apps."""
-    db = tmp_path / "g.db"
-    open_store(db, create=True).close()
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
-    proc = subprocess.Popen(
-        [str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port), "--web-sessions", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    try:
-        token = re.search(r"token=([\w-]+)", proc.stdout.readline()).group(1)
+    with _web_server(tmp_path, "--web-sessions", "2") as (proc, port, token, _):
         ws_url = f"ws://localhost:{port}/ws/{token}?width=80&height=24"
         origin = f"http://localhost:{port}"
 
@@ -219,33 +220,18 @@ def test_twenty_concurrent_connections_start_no_more_processes_than_the_cap(tmp_
         results, running = asyncio.run(twenty())
         assert results.count("open") == 2 and results.count(503) == 18, results
         assert 1 <= running <= 2, running  # the admitted sessions run their apps, no more
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 def test_a_token_no_ascii_comparison_takes_is_refused_like_any_wrong_token(tmp_path):
     """Any page can make the browser ask for ``/?token=é`` (an image needs no Origin): it was a
     500 and a traceback on the user's terminal per request; it is a 403 like any wrong token."""
-    db = tmp_path / "g.db"
-    open_store(db, create=True).close()
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
-    proc = subprocess.Popen(
-        [str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    try:
-        token = re.search(r"token=([\w-]+)", proc.stdout.readline()).group(1)
+    with _web_server(tmp_path) as (proc, port, token, _):
         base = f"http://localhost:{port}"
         assert asyncio.run(_get(f"{base}/?token=%C3%A9"))[0] == 403
         assert asyncio.run(_get(f"{base}/?token={token}%C3%A9"))[0] == 403
         assert asyncio.run(_ws_status(f"ws://localhost:{port}/ws/%C3%A9", base)) == 403
         assert asyncio.run(_get(f"{base}/?token={token}"))[0] == 200
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=15)
-    assert "Traceback" not in err, err
+    assert "Traceback" not in proc.err, proc.err
 
 
 # -- what a token holder may send over the websocket ------------------------------------------
@@ -306,16 +292,7 @@ def _descendants(pid: int) -> list[int]:
 def test_malformed_messages_and_a_huge_size_neither_end_the_session_nor_reach_the_app(tmp_path):
     """A token holder opens the websocket at width 10^9 and sends garbage and a resize to 10^9:
     the app starts at a clamped size, the session answers on, and no traceback is printed."""
-    db = tmp_path / "g.db"
-    open_store(db, create=True).close()
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "GRAPHTAPE_DB"}
-    proc = subprocess.Popen(
-        [str(GRAPHTAPE), "--db", str(db), "tui", "--web", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    try:
-        token = re.search(r"token=([\w-]+)", proc.stdout.readline()).group(1)
+    with _web_server(tmp_path) as (proc, port, token, _):
         origin = f"http://localhost:{port}"
 
         async def attack() -> tuple[list[str], dict[str, str]]:
@@ -354,7 +331,4 @@ def test_malformed_messages_and_a_huge_size_neither_end_the_session_nor_reach_th
         pongs, sizes = asyncio.run(attack())
         assert pongs == ['["pong", "0"]', '["pong", "1"]', '["pong", "2"]', "alive=True"]
         assert sizes == {"COLUMNS": "1000", "ROWS": "500"}
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=15)
-    assert "Traceback" not in err, err
+    assert "Traceback" not in proc.err, proc.err
