@@ -238,12 +238,12 @@ async def test_s_reaches_forked_and_replayed_when_the_store_has_them(lineage_db)
         await settle(app, pilot)
         screen = app.screen
         shown = []
-        for _ in range(7):
+        for _ in range(8):
             await pilot.press("s")
             await settle(app, pilot)
             shown.append(screen.status_filter)
-        assert shown == ["ok", "error", "interrupted", "running", "forked", "replayed", None]
-        await pilot.press("s", "s", "s", "s", "s")
+        assert shown == ["ok", "error", "interrupted", "incomplete", "running", "forked", "replayed", None]
+        await pilot.press("s", "s", "s", "s", "s", "s")
         await settle(app, pilot)
         # "forked" lists forks only, as its name says; replays have their own filter.
         assert screen.status_filter == "forked" and "status=forked" in title(screen)

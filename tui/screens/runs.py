@@ -23,7 +23,7 @@ from graphtape.tui.widgets.runs_table import PAD, RunsTable, TableColumn
 FORKED = "forked"  # not stored statuses: forks, or replays (runs with a parent), filtered here
 REPLAYED = "replayed"
 _LINEAGE_FILTERS = (FORKED, REPLAYED)
-STATUSES = (None, "ok", "error", "interrupted", "running")
+STATUSES = (None, "ok", "error", "interrupted", "incomplete", "running")
 _STATUS_STYLE = {"ok": "green", "error": "bold red", "interrupted": "yellow", "running": "cyan", "incomplete": "bold #d78700"}
 ID_CHARS = 8  # how much of a run id the list shows, in the id column and in "fork of …"
 _PAD = 2 * PAD  # the table's blank cells beside every column
@@ -197,7 +197,7 @@ def fit_columns(natural: dict[str, int], available: int) -> ColumnFit:
 class RunsScreen(Screen):
     """Lists runs newest first; Enter opens one.
 
-    ``s`` steps the status filter through ok, error, interrupted, running and, when the
+    ``s`` steps the status filter through ok, error, interrupted, incomplete, running and, when the
     store holds any, forked (forks only) and replayed (replays), then back to all; Esc
     clears every filter (status and text). ``o`` sorts by the next
     column, ``O`` reverses the order, and clicking a header sorts by it (again: reversed);
