@@ -132,10 +132,7 @@ def _spec(request: pytest.FixtureRequest) -> _Spec:
     path = Path(os.fspath(marker.args[0]))
     tried = [path] if path.is_absolute() else list(dict.fromkeys([Path(request.node.path).parent / path, root / path]))
     full = next((p for p in tried if p.exists()), tried[-1])
-    try:
-        shown = full.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        shown = str(full)
+    shown = _within(full, root)
     graph = marker.kwargs.get("graph")
     if graph is None:
         _fail(f"@pytest.mark.{MARKER}({shown!r}) needs graph='package.module:attr' (or path/to/file.py:attr): the graph to replay on")
@@ -156,6 +153,17 @@ def _spec(request: pytest.FixtureRequest) -> _Spec:
         tried=tuple(tried),
         test_dir=Path(request.node.path).parent,
     )
+
+
+def _within(path: Path, root: Path) -> str:
+    """``path`` as the project names it: from the rootdir as written (a linked folder keeps its
+    name in the project), else resolved, else in full."""
+    for p, r in ((Path(os.path.abspath(path)), Path(os.path.abspath(root))), (path.resolve(), root.resolve())):
+        try:
+            return p.relative_to(r).as_posix()
+        except ValueError:
+            pass
+    return str(path)
 
 
 def _strings(value: Any, name: str) -> tuple[str, ...]:
@@ -244,10 +252,10 @@ def _run(spec: _Spec, mode: RecordMode, tmp_path_factory: pytest.TempPathFactory
                 f"graphtape: no fixture at {looked}: record it with `pytest --graphtape-record=missing` "
                 "(the marker needs inputs=...), or export a recorded run with `graphtape export RUN -o FILE`"
             )
-        _record_live(spec, tmp_path_factory.mktemp("graphtape") / "record.db")
+        _record_live(spec, _write_target(spec), tmp_path_factory.mktemp("graphtape") / "record.db")
         written.append(("recorded", spec.shown))
     elif mode is RecordMode.REWRITE:
-        _rewrite(spec, tmp_path_factory.mktemp("graphtape") / "rewrite.db", ignore=ignore, state_keys=state_keys)
+        _rewrite(spec, _write_target(spec), tmp_path_factory.mktemp("graphtape") / "rewrite.db", ignore=ignore, state_keys=state_keys)
         written.append(("rewrote", spec.shown))
 
     fixture = read_fixture(spec.path)
@@ -282,7 +290,26 @@ def _graph_ref(spec: _Spec, fallback: str | None = None) -> str | None:
     return spec.graph if isinstance(spec.graph, str) else fallback
 
 
-def _record_live(spec: _Spec, db: Path) -> None:
+def _write_target(spec: _Spec) -> Path:
+    """Where a recorded or rewritten fixture is written: its path with the folders' links resolved,
+    once none of them leads out of pytest's rootdir (the project), wherever pytest was started from.
+
+    The writer's own check is made against the current directory, which under pytest is wherever
+    the user stood: from a subfolder or from outside the project, a ``fixtures/runs`` linked to
+    ``~/.config`` was written through. Resolved here, the writer sees no link left to refuse.
+    """
+    from graphtape.recorder.private_files import link_leading_out
+
+    link = link_leading_out(spec.path, spec.rootdir)
+    if link is not None:
+        _fail(
+            f"graphtape: cannot write {spec.shown}: {_within(link, spec.rootdir)} is a link to {os.path.realpath(link)}, outside the project "
+            f"({spec.rootdir}): graphtape does not write through it (name the folder it points to in the marker if that is where you mean)"
+        )
+    return Path(os.path.realpath(spec.path.parent)) / spec.path.name
+
+
+def _record_live(spec: _Spec, target: Path, db: Path) -> None:
     """Run the graph live with the marker's inputs, record it, export the fixture."""
     from graphtape.recorder import Recorder
     from graphtape.replay.fixture import export_fixture, write_fixture
@@ -301,10 +328,10 @@ def _record_live(spec: _Spec, db: Path) -> None:
         if rec.last_run_id is None:
             _fail(f"graphtape: cannot record {spec.shown}: the run was not recorded (see the warning above)")
         fixture = export_fixture(rec.store, rec.last_run_id, base_dir=spec.rootdir)
-    write_fixture(spec.path, fixture, overwrite=True)  # record modes missing/rewrite: writing is asked for
+    write_fixture(target, fixture, overwrite=True)  # record modes missing/rewrite: writing is asked for
 
 
-def _rewrite(spec: _Spec, db: Path, *, ignore: tuple[str, ...], state_keys: Any) -> None:
+def _rewrite(spec: _Spec, target: Path, db: Path, *, ignore: tuple[str, ...], state_keys: Any) -> None:
     """Re-record a fixture from today's code, answering calls from it where they still match."""
     from graphtape.recorder import SqlStore
     from graphtape.replay import replay
@@ -334,7 +361,7 @@ def _rewrite(spec: _Spec, db: Path, *, ignore: tuple[str, ...], state_keys: Any)
     before = (old.get("redacted") or {}).get("when_recorded") if isinstance(old.get("redacted"), dict) else None
     if isinstance(before, int) and isinstance(fixture.get("redacted"), dict):
         fixture["redacted"]["when_recorded"] = max(before, int(fixture["redacted"].get("when_recorded") or 0))
-    write_fixture(spec.path, fixture, overwrite=True)  # record modes missing/rewrite: writing is asked for
+    write_fixture(target, fixture, overwrite=True)  # record modes missing/rewrite: writing is asked for
 
 
 def _failure(spec: _Spec, result: Any, wrong: str | None = None) -> str:

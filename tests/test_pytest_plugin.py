@@ -445,3 +445,43 @@ def test_a_fixture_replayed_on_another_graph_asks_wrong_graph_and_offers_no_rewr
     assert "this fixture was recorded from a graph with nodes check, escalate; the graph given (other.py:graph) has explode, ok: wrong graph?" in out
     assert "--graphtape-record=rewrite would overwrite the fixture" in out
     assert "re-record the fixture: pytest --graphtape-record=rewrite" not in out
+
+
+@pytest.mark.parametrize("start", ["subfolder", "outside"])
+def test_rewrite_refuses_a_fixture_folder_linked_out_of_the_rootdir_wherever_pytest_starts(pytester, monkeypatch, start):
+    """The link check is made against pytest's rootdir, not the folder pytest was started from:
+    from a subfolder or from outside the project, fixtures/runs linked elsewhere is not written through."""
+    before = recorded(pytester)
+    pytester.makeini("[pytest]\n")  # the project's root, wherever pytest is started
+    elsewhere = pytester.path.parent / f"elsewhere-{start}"
+    (pytester.path / "fixtures" / "runs").rename(elsewhere)
+    (pytester.path / "fixtures" / "runs").symlink_to(elsewhere, target_is_directory=True)
+    write_agent(pytester, limit=1000)  # today's code would change the fixture
+    cwd = pytester.mkdir("sub") if start == "subfolder" else pytester.path.parent / f"away-{start}"
+    cwd.mkdir(exist_ok=True)
+    monkeypatch.chdir(cwd)
+    result = run(pytester, "--graphtape-record=rewrite", str(pytester.path / "test_refund.py"))
+    result.assert_outcomes(failed=1)
+    out = " ".join(result.stdout.str().split())
+    assert f"graphtape: cannot write fixtures/runs/refund.json: fixtures/runs is a link to {elsewhere.resolve()}, outside the project" in out
+    assert "Traceback" not in out
+    assert (elsewhere / "refund.json").read_bytes() == before
+
+
+def test_rewrite_writes_through_a_link_that_stays_in_the_rootdir_from_a_subfolder(pytester, monkeypatch):
+    """A fixtures folder linked to another folder of the project is the project's own choice:
+    started from the subfolder holding the link, it leaves the current directory, not the project."""
+    recorded(pytester)
+    pytester.makeini("[pytest]\n")
+    sub = pytester.mkdir("suite")
+    for name in ("test_refund.py", "agent.py"):
+        (pytester.path / name).rename(sub / name)
+    (sub / "fixtures").mkdir()
+    (sub / "fixtures" / "runs").symlink_to(pytester.path / "fixtures" / "runs", target_is_directory=True)
+    write_agent(pytester, "suite/agent", limit=1000)
+    write_test(pytester, verdict="approved")
+    (pytester.path / "test_refund.py").rename(sub / "test_refund.py")
+    monkeypatch.chdir(sub)
+    result = run(pytester, "--graphtape-record=rewrite", "test_refund.py")
+    result.assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "fixtures" / "runs" / "refund.json").read_bytes())["final_state"]["verdict"] == "approved"
