@@ -72,7 +72,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).absolute().parent  # a linked folder stays one: the plugin checks where it leads
 FIXTURE = HERE / {rel_fixture!r}
 GRAPH = {graph_expr}
 

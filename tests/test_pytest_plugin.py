@@ -485,3 +485,28 @@ def test_rewrite_writes_through_a_link_that_stays_in_the_rootdir_from_a_subfolde
     result = run(pytester, "--graphtape-record=rewrite", "test_refund.py")
     result.assert_outcomes(passed=1)
     assert json.loads((pytester.path / "fixtures" / "runs" / "refund.json").read_bytes())["final_state"]["verdict"] == "approved"
+
+
+def test_a_generated_test_in_a_folder_linked_out_of_the_project_is_not_rewritten_through_it(pytester, tmp_path):
+    """test-gen's test names its fixture from its own folder as reached, not resolved: a tests
+    folder linked out of the project is seen as a link by the rewrite's check, and refused."""
+    from graphtape.recorder import Recorder
+    from graphtape.replay.loading import load_graph
+    from graphtape.tui.cli import main
+
+    write_agent(pytester)
+    pytester.makeini("[pytest]\n")
+    db = tmp_path / "store.db"
+    with Recorder(db) as rec:
+        rec.attach(load_graph(str(pytester.path / "agent.py") + ":graph"), name="refund case").invoke({"order_id": "A-1"})
+        rec.flush()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (pytester.path / "regressions").symlink_to(elsewhere, target_is_directory=True)
+    assert main(["--db", str(db), "test-gen", "last", "--graph", "agent.py:graph", "-o", str(elsewhere)]) == 0
+    before = (elsewhere / "refund-case.json").read_bytes()
+    write_agent(pytester, limit=1000)
+    result = run(pytester, "--graphtape-record=rewrite", "regressions")
+    result.assert_outcomes(failed=1)
+    assert "graphtape: cannot write regressions/refund-case.json: regressions is a link to" in " ".join(result.stdout.str().split())
+    assert (elsewhere / "refund-case.json").read_bytes() == before
