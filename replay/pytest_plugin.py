@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from graphtape.recorder.terminal_text import one_line, printable
+from graphtape.recorder.terminal_text import command_line, one_line, printable
 from graphtape.replay.record_mode import RecordMode, in_ci
 from graphtape.replay.wrong_graph import wrong_graph
 
@@ -97,8 +97,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     written = config.stash.get(_WRITTEN_KEY, [])
     if written:
         terminalreporter.section("graphtape")
-        for what, path in written:
-            terminalreporter.write_line(f"{what} {path}")
+        for what, shown, _ in written:
+            terminalreporter.write_line(f"{what} {shown}")
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,7 @@ class _Spec:
     mode: str
     nodeid: str
     rootdir: Path
+    rerun: str = ""  # the test as pytest, started where this session was, names it (shell-quoted)
     tried: tuple[Path, ...] = ()  # where a relative fixture path was looked for, in order
     test_dir: Path | None = None
 
@@ -150,9 +151,21 @@ def _spec(request: pytest.FixtureRequest) -> _Spec:
         mode=str(marker.kwargs.get("mode", "strict")),
         nodeid=request.node.nodeid,
         rootdir=root,
+        rerun=_rerun_id(request.node.nodeid, root, Path(request.config.invocation_params.dir)),
         tried=tuple(tried),
         test_dir=Path(request.node.path).parent,
     )
+
+
+def _rerun_id(nodeid: str, root: Path, started: Path) -> str:
+    """The test's node id from the folder pytest was started in (a node id is the rootdir's), quoted
+    for a shell: what ``pytest ... <it>`` pasted there runs, whatever the test's name holds."""
+    file, sep, rest = nodeid.partition("::")
+    try:
+        file = os.path.relpath(root / file, started)
+    except ValueError:  # another drive (Windows): the full path
+        file = str(root / file)
+    return command_line(Path(file).as_posix() + sep + rest)
 
 
 def _within(path: Path, root: Path) -> str:
@@ -253,10 +266,11 @@ def _run(spec: _Spec, mode: RecordMode, tmp_path_factory: pytest.TempPathFactory
                 "(the marker needs inputs=...), or export a recorded run with `graphtape export RUN -o FILE`"
             )
         _record_live(spec, _write_target(spec), tmp_path_factory.mktemp("graphtape") / "record.db")
-        written.append(("recorded", spec.shown))
-    elif mode is RecordMode.REWRITE:
+        written.append(("recorded", spec.shown, spec.path.resolve()))
+    elif mode is RecordMode.REWRITE and not any(what == "rewrote" and same == spec.path.resolve() for what, _, same in written):
+        # Tests sharing a fixture rewrite it once: a second rewrite would start from the first.
         _rewrite(spec, _write_target(spec), tmp_path_factory.mktemp("graphtape") / "rewrite.db", ignore=ignore, state_keys=state_keys)
-        written.append(("rewrote", spec.shown))
+        written.append(("rewrote", spec.shown, spec.path.resolve()))
 
     fixture = read_fixture(spec.path)
     graph = _graph(spec)
@@ -383,5 +397,5 @@ def _failure(spec: _Spec, result: Any, wrong: str | None = None) -> str:
     if result.error:
         lines.append(one_line(f"the replay ended with {result.error}"))
     if not wrong:
-        lines.append(f'if the new behaviour is intended, re-record the fixture: pytest --graphtape-record=rewrite "{spec.nodeid}"')
+        lines.append(f"if the new behaviour is intended, re-record the fixture: pytest --graphtape-record=rewrite {spec.rerun or command_line(spec.nodeid)}")
     return "\n".join(lines)

@@ -510,3 +510,27 @@ def test_a_generated_test_in_a_folder_linked_out_of_the_project_is_not_rewritten
     result.assert_outcomes(failed=1)
     assert "graphtape: cannot write regressions/refund-case.json: regressions is a link to" in " ".join(result.stdout.str().split())
     assert (elsewhere / "refund-case.json").read_bytes() == before
+
+
+def test_tests_sharing_a_fixture_rewrite_it_once(pytester):
+    """Three tests replay one fixture: ``--graphtape-record=rewrite`` re-records it once (a second
+    rewrite would start from the first), and the summary says so once."""
+    recorded(pytester)
+    pytester.makepyfile(test_twice=TWICE)
+    result = run(pytester, "--graphtape-record=rewrite", "test_twice.py", "test_refund.py")
+    result.assert_outcomes(passed=3)
+    assert result.stdout.str().count("rewrote fixtures/runs/refund.json") == 1
+
+
+def test_the_re_record_hint_runs_from_where_pytest_was_started(pytester, monkeypatch):
+    """Started in a subfolder, pytest names tests from there: the hint names the failing test so
+    that pasting it in that folder runs it (a node id is the rootdir's)."""
+    recorded(pytester)
+    pytester.makeini("[pytest]\n")
+    write_agent(pytester, "agent_v2", limit=1000, amount=999)
+    write_test(pytester, graph="agent_v2.py:graph")
+    monkeypatch.chdir(pytester.mkdir("sub"))
+    result = run(pytester, str(pytester.path / "test_refund.py"))
+    result.assert_outcomes(failed=1)
+    out = " ".join(result.stdout.str().split())
+    assert "re-record the fixture: pytest --graphtape-record=rewrite ../test_refund.py::test_refund" in out, out
