@@ -39,6 +39,7 @@ from collections.abc import Callable
 
 from graphtape.recorder.bounded_write import BoundedWrites
 from graphtape.recorder.errors import StoreError
+from graphtape.recorder.records import FLAG_PENDING
 from graphtape.recorder.rescue import blobs_used, describe_rows, refused_for_good, rescue, whole_runs
 from graphtape.recorder.store import Batch, RunStore, _sqlite_path, is_duplicate, is_passing
 from graphtape.recorder.store.read_only import is_read_only_error
@@ -149,6 +150,9 @@ class Writer:
         self.unwritten = UnwrittenRows()
         self._on_rows_lost = on_rows_lost
         self._rekey: set[str] = set()  # runs whose steps were dropped since the last work item ran
+        # (run, namespace) whose last state the store refused for good: their deltas built on it
+        # are left out until a keyframe of that namespace comes (``_leave_out_orphans``).
+        self._orphaned: set[tuple[str, str]] = set()
         self._kept_tried = False  # the kept steps and calls include some a try failed on (so they may be dropped)
         self._encode_lost: list[Batch] = []  # stand-ins for rows whose encoding raised (``_rows_of``), until their group is kept
         self.store: RunStore | None = None
@@ -555,6 +559,8 @@ class Writer:
         """Commit ``batch``, trying again while quick failures leave time in ``budget`` (a fresh connection each time)."""
         deadline = time.monotonic() + budget
         delay = 0.02
+        if self._orphaned:
+            self._leave_out_orphans(batch)
         self.unwritten.mark(batch)
         while True:
             try:
@@ -602,6 +608,10 @@ class Writer:
             for k, row_batch in enumerate(rows):
                 if refused_run and (row_batch.steps or row_batch.calls):
                     continue  # never a step or call without its run row (counted with the run row)
+                if row_batch.steps and self._orphaned:
+                    self._leave_out_orphans(row_batch)
+                    if not row_batch:
+                        continue
                 self.unwritten.mark(row_batch)  # its steps refused before its end: the end says so
                 try:
                     store.write(row_batch, again=True)
@@ -619,7 +629,29 @@ class Writer:
                         self.unwritten.note(row_batch)
                         with self._lock:
                             self._rekey |= row_batch.run_ids()
+                        self._orphaned.update(_chain(row) for row in row_batch.steps if _has_state(row))
                         self._fault(exc, row_batch, lost=True)
+
+    def _leave_out_orphans(self, batch: Batch) -> None:
+        """Take out of ``batch`` (in place) the deltas built on a state the store refused for good,
+        up to the next keyframe of their namespace: stored, they would read as a state the graph
+        never had. They are counted unwritten (their run ends ``incomplete``). Caller holds ``_io``."""
+        kept, left_out = [], []
+        for row in batch.steps:
+            chain = _chain(row)
+            if chain in self._orphaned and _has_state(row):
+                if not row["is_key"]:
+                    left_out.append(row)
+                    continue
+                self._orphaned.discard(chain)
+            kept.append(row)
+        if not left_out:
+            return
+        batch.steps[:] = kept
+        lost = Batch(steps=left_out)
+        self.unwritten.note(lost)
+        steps = _counted(len(left_out), "step")
+        self._fault(StoreError(f"{steps} left out ({describe_rows(lost)}): each holds only what changed since a step the store refused"), lost, lost=True)
 
     def _tell(self, batch: Batch) -> None:
         """Count the episode's fault once for each run whose rows it holds back (under ``_lock``)."""
@@ -694,6 +726,7 @@ class Writer:
         self._bounded = BoundedWrites()
         self.unwritten = UnwrittenRows()  # the parent's runs' losses are the parent's to mark
         self._rekey = set()
+        self._orphaned = set()
         self._encode_lost = []
         self._faults = []
         self._bell = threading.Event()
@@ -842,6 +875,16 @@ def _only_runs(batch: Batch, ids: set[str]) -> Batch:
         steps=[r for r in batch.steps if r["run_id"] in ids],
         calls=[r for r in batch.calls if r["run_id"] in ids],
     )
+
+
+def _chain(row: dict) -> tuple[str, str]:
+    """The frames a step row's state is a keyframe or a delta in: its run's, in its namespace."""
+    return row["run_id"], row["ns"]
+
+
+def _has_state(row: dict) -> bool:
+    """Whether a step row holds a frame (a step that never checkpointed holds none)."""
+    return not (row.get("flags") or 0) & FLAG_PENDING
 
 
 def _row_batches(group: Batch) -> list[Batch]:

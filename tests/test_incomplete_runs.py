@@ -22,6 +22,7 @@ import pytest
 from test_faults import NODES, START_STATE, check_steps, looping, plain_result, with_pragma
 
 from graphtape.recorder import Recorder, open_store
+from graphtape.recorder.unwritten import reason
 from graphtape.replay import FixtureError, export_fixture, replay
 from graphtape.tui.cli import main
 from graphtape.tui.screens.runs import status_text, status_word
@@ -258,3 +259,45 @@ def test_a_sync_close_shorter_than_a_try_under_way_keeps_the_runs_end(tmp_path: 
         assert check_steps(store, run_id) == list(range(NODES + 1))
     finally:
         store.close()
+
+
+def refuse_root_step(db: Path, step: int) -> Callable[[], None]:
+    """From now on the store refuses, for what it holds, the root row of ``step`` (a rule of the
+    database the row breaks: written again, it fails again), and only that row; returns the undo
+    (graphtape reads no file holding a trigger it did not make)."""
+    import sqlite3
+
+    def run(sql: str) -> None:
+        conn = sqlite3.connect(db)
+        try:
+            conn.execute(sql)
+            conn.commit()
+        finally:
+            conn.close()
+
+    run(f"CREATE TRIGGER refuse_one_step BEFORE INSERT ON steps WHEN NEW.step = {step} AND NEW.ns = '' BEGIN SELECT RAISE(ABORT, 'step {step} breaks a rule of this database'); END")
+    return lambda: run("DROP TRIGGER refuse_one_step")
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_steps_after_one_the_store_refuses_for_good_read_true(tmp_path: Path, durability: str) -> None:
+    """The store refuses one step's row for good (not a passing fault: written again, it fails
+    again). The deltas already built on it are left out and counted, the next step stored starts
+    afresh with a keyframe, and every step the store holds reads back the state the graph had."""
+    db = tmp_path / "refused.db"
+    rec = Recorder(db, durability=durability)
+    undo = refuse_root_step(db, 4)
+    assert rec.attach(looping()).invoke(START_STATE) == plain_result()
+    rec.close()
+    undo()
+    assert rec.fault_count >= 1
+    store = open_store(db)
+    try:
+        run = store.get_run("last")
+        stored = check_steps(store, run.id)
+        assert 4 not in stored and NODES in stored, stored  # the steps after the refused one come back
+        missing = NODES + 1 - len(stored)
+        assert (run.status, run.status_reason) == ("incomplete", reason(missing, 0)), run
+    finally:
+        store.close()
+
