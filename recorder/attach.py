@@ -348,9 +348,7 @@ class Recorder:
         # here while anything refers to it, so a fault before its last update is built counts there.
         targets = [s for r in run_ids if (s := self._recent.get(r)) is not None] if batch is not None else list(self._sessions.values())
         for s in targets:
-            s.fault(message)
-            if lost and batch is not None and (batch.steps or batch.calls):
-                s.frames_lost()
+            s.fault(message)  # never the session's lock: this runs on the writer's thread too
             if self.strict:
                 s.pending_error = RecorderFault(message)
         if batch is not None:

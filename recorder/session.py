@@ -150,6 +150,7 @@ class RunSession:
         self.pending_error: Exception | None = None
         self.encoder = Encoder(redactor, sink=self, on_fault=self._encode_fault)
         self._lock = threading.RLock()
+        self._fault_lock = threading.Lock()
         self._tasks: dict[tuple[str, str], TaskAcc] = {}
         self._cp_step: dict[str, int] = dict(known_checkpoints or {})
         self._ready: dict[str, dict[int, tuple]] = {}
@@ -189,7 +190,9 @@ class RunSession:
             raise RecorderFault(f"graphtape could not encode a value ({why})")
 
     def fault(self, message: str) -> None:
-        with self._lock:
+        # Its own lock, not the session's: the writer's thread counts faults here while a graph
+        # thread may hold the session's lock waiting for that writer to catch up (``submit``).
+        with self._fault_lock:
             self.faults += 1
             if len(self.fault_log) < 50:
                 self.fault_log.append(message[:500])

@@ -665,6 +665,8 @@ class Writer:
     def _fault(self, exc: Exception, batch: Batch | None, *, lost: bool) -> None:
         with self._lock:
             self._faults.append((exc, batch, lost))
+            if lost and batch is not None and (batch.steps or batch.calls):
+                self._rekey |= batch.run_ids()  # their next frames start afresh, where work items run
 
     def _dispatch(self) -> None:
         """Hand the faults noted so far to ``on_fault`` (never under the writer's locks)."""

@@ -301,3 +301,51 @@ def test_steps_after_one_the_store_refuses_for_good_read_true(tmp_path: Path, du
     finally:
         store.close()
 
+
+class _SlowClient:
+    """A value graphtape cannot encode (a client object kept in the state), slow to describe."""
+
+    def __repr__(self) -> str:
+        import time
+
+        time.sleep(0.01)
+        return "<client>"
+
+
+def test_a_fault_met_on_the_writer_while_the_graph_waits_for_it_ends(tmp_path: Path, monkeypatch) -> None:
+    """The graph makes steps faster than the writer encodes them, so ``submit`` waits for the
+    writer to catch up, inside the checkpoint callback; the writer meanwhile meets a value it
+    cannot encode and counts the fault on the run. The run ends (no deadlock between the two)."""
+    import threading
+
+    from langgraph.graph import END, START, StateGraph
+
+    from graphtape.recorder import writer
+
+    monkeypatch.setattr(writer, "BACKLOG_MAX_S", 0.0)  # every submit waits for the writer to catch up
+
+    def work(s: S_LOG) -> dict:
+        import time
+
+        time.sleep(0.006)  # waits between steps (the writer goes meanwhile), yet less than an encoding takes
+        return {"n": s["n"] + 1, "log": [_SlowClient()]}
+
+    b = StateGraph(S_LOG)
+    b.add_node("work", work)
+    b.add_edge(START, "work")
+    b.add_conditional_edges("work", lambda s: "work" if s["n"] < NODES else END)
+    rec = Recorder(tmp_path / "slow.db", durability="async")
+    graph = rec.attach(b.compile())
+    out: list[dict] = []
+    runner = threading.Thread(target=lambda: out.append(graph.invoke({"n": 0, "log": []})), daemon=True)
+    runner.start()
+    runner.join(20)
+    assert not runner.is_alive(), "the run and the writer wait on each other"
+    rec.close()
+    assert out[0]["n"] == NODES and rec.fault_count == 0
+    store = open_store(tmp_path / "slow.db")
+    try:
+        run = store.get_run("last")
+        assert run.status == "ok" and run.faults >= NODES, run
+    finally:
+        store.close()
