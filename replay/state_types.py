@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from graphtape.recorder.codec import TYPE_KEY
+from graphtape.replay.reachable_tools import reachable_tools
 from graphtape.recorder.waiting_subgraphs import node_path
 
 _NO_TYPES: dict[str, Any] = {}
@@ -39,6 +40,7 @@ class StateTypes:
         self.graph = graph
         self._by_graph: dict[str, dict[str, Any]] = {}
         self._tools: dict[str, Any] | None = None
+        self._classes: list[tuple[Any, frozenset[str]]] | None = None
         self._returns = ToolReturns()
 
     def revive(self, ns: str, values: dict[str, Any]) -> None:
@@ -53,13 +55,16 @@ class StateTypes:
             for value in values.values():
                 _revive_artifacts(value, tools, self._returns, 0)
         adapters = self._adapters(path)
-        if not adapters:
-            return
-        _revive_keys(values, adapters)
-        start = values.get("__start__")
-        if isinstance(start, dict):  # the run's input, not applied yet (a replay from the input step)
-            values["__start__"] = start = dict(start)
-            _revive_keys(start, adapters)
+        if adapters:
+            _revive_keys(values, adapters)
+            start = values.get("__start__")
+            if isinstance(start, dict):  # the run's input, not applied yet (a replay from the input step)
+                values["__start__"] = start = dict(start)
+                _revive_keys(start, adapters)
+        classes = self._tool_classes()
+        if classes:  # what a tool returned, kept where no annotation says what it holds
+            for key, value in values.items():
+                values[key] = _revive_marked(value, classes, 0)
 
     def revive_edit(self, ns: str, update: dict[str, Any]) -> dict[str, Any]:
         """A fork's edit with the types the state declares: a value of a model-typed key edited
@@ -93,17 +98,38 @@ class StateTypes:
         return found
 
     def _tools_by_name(self) -> dict[str, Any]:
-        """The tools of every ``ToolNode`` in the graph and its subgraphs, by name: a restored tool
-        message's artifact is typed by the return annotation of the tool that made it."""
+        """The tools of every ``ToolNode`` in the graph and its subgraphs, then those the nodes' own
+        code calls (``reachable_tools``), by name: a restored tool message's artifact is typed by
+        the return annotation of the tool that made it."""
         if self._tools is None:
             self._tools = {}
-            for graph in (self.graph, *(g for _, g in _subgraphs(self.graph))):
+            graphs = (self.graph, *(g for _, g in _subgraphs(self.graph)))
+            for graph in graphs:
                 for node in (getattr(graph, "nodes", None) or {}).values():
                     found = getattr(getattr(node, "bound", None), "tools_by_name", None)
                     if isinstance(found, dict):
                         for name, tool in found.items():
                             self._tools.setdefault(name, tool)
+            try:
+                for name, tool in reachable_tools(graphs[0], graphs[1:]).items():
+                    self._tools.setdefault(name, tool)
+            except Exception:  # noqa: BLE001 - code that cannot be looked into: its tools' answers stay as recorded
+                pass
         return self._tools
+
+    def _tool_classes(self) -> list[tuple[Any, frozenset[str]]]:
+        """A validator for each model or dataclass a known tool's return annotation names (its
+        artifact's, for a ``content_and_artifact`` tool), with the names a recording gives it: a
+        tool's answer a node put under a key annotated ``list`` or ``Any`` (or a functional
+        entrypoint's saved value) is that class again."""
+        if self._classes is None:
+            classes: set[type] = set()
+            for tool in self._tools_by_name().values():
+                ann = _tool_annotation(tool)
+                if ann is not None:
+                    _models_in(ann, classes, 0)
+            self._classes = [found for found in map(_class_adapter, classes) if found is not None]
+        return self._classes
 
     def _adapters(self, path: str) -> dict[str, Any]:
         if path not in self._by_graph:
@@ -219,6 +245,17 @@ def _adapter(ann: Any) -> tuple[Any, frozenset[str]] | None:
     return adapter, frozenset(names)
 
 
+def _class_adapter(cls: type) -> tuple[Any, frozenset[str]] | None:
+    """A validator for one model or dataclass, with the names a recording gives that class alone."""
+    try:
+        from pydantic import TypeAdapter
+
+        adapter = TypeAdapter(cls)
+    except Exception:  # noqa: BLE001 - pydantic cannot build a validator for it
+        return None
+    return adapter, frozenset({f"{cls.__module__}.{cls.__qualname__}", cls.__qualname__})
+
+
 def _node_inputs(graph: Any) -> dict[str, tuple[Any, frozenset[str]]]:
     """The graph's nodes whose ``input_schema`` is a model or a dataclass (a ``Send`` packet's argument
     is one): a validator each, as for state keys."""
@@ -276,6 +313,37 @@ def _revive_artifacts(value: Any, tools: dict[str, Any], returns: ToolReturns, d
     elif isinstance(value, (list, tuple)):
         for v in value:
             _revive_artifacts(v, tools, returns, depth + 1)
+
+
+def _revive_marked(value: Any, classes: list[tuple[Any, frozenset[str]]], depth: int) -> Any:
+    """``value`` with each dict the recording marked as one of ``classes`` validated into it (the
+    outermost such dict: it takes what it holds along); containers are changed in place."""
+    from langchain_core.messages import ToolMessage
+    from langgraph.types import Send
+
+    if depth > _DEPTH:
+        return value
+    if isinstance(value, dict):
+        name = value.get(TYPE_KEY)
+        if isinstance(name, str):
+            for adapter, names in classes:
+                if name in names or _qualname_tail(name, names):
+                    try:
+                        return adapter.validate_python(_unmarked(value, 0))
+                    except Exception:  # noqa: BLE001 - a value today's class does not take stays as recorded
+                        return value
+        for k, v in value.items():
+            value[k] = _revive_marked(v, classes, depth + 1)
+    elif isinstance(value, list):
+        value[:] = [_revive_marked(v, classes, depth + 1) for v in value]
+    elif isinstance(value, tuple) and not hasattr(value, "_fields"):
+        value = tuple(_revive_marked(v, classes, depth + 1) for v in value)
+    elif isinstance(value, ToolMessage):
+        if isinstance(value.artifact, (dict, list)):
+            value.artifact = _revive_marked(value.artifact, classes, depth + 1)
+    elif isinstance(value, Send):
+        value.arg = _revive_marked(value.arg, classes, depth + 1)
+    return value
 
 
 def _models_in(ann: Any, found: set[type], depth: int) -> None:
@@ -398,6 +466,12 @@ class ToolReturns:
 def _tool_return(tool: Any) -> tuple[Any, frozenset[str]] | None:
     """The validator of a tool's return annotation (for a ``content_and_artifact`` tool, of its
     artifact's) and the names a recording gives the classes in it; None where there are none."""
+    ann = _tool_annotation(tool)
+    return _adapter(ann) if ann is not None else None
+
+
+def _tool_annotation(tool: Any) -> Any:
+    """What a tool's function says it returns (for a ``content_and_artifact`` tool, its artifact); None if unsaid."""
     ann: Any = None
     for fn in (getattr(tool, "func", None), getattr(tool, "coroutine", None), getattr(type(tool), "_run", None)):
         try:
@@ -409,4 +483,4 @@ def _tool_return(tool: Any) -> tuple[Any, frozenset[str]] | None:
     if ann is not None and getattr(tool, "response_format", None) == "content_and_artifact":
         args = typing.get_args(ann)
         ann = args[1] if typing.get_origin(ann) is tuple and len(args) == 2 else None
-    return _adapter(ann) if ann is not None else None
+    return ann

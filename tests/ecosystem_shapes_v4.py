@@ -4,8 +4,10 @@ user's durability, and a subgraph that keeps its own memory.
 A ``create_agent`` whose tool answers with content and a dataclass artifact, read back by a
 ``before_model`` middleware (a replay from a mid-run step must hand it the dataclass again); a
 node with LangGraph 1.2's ``TimeoutPolicy`` whose first attempt times out and whose retry
-succeeds; an agent run with ``durability="sync"`` and ``"exit"``; and a ``create_agent``
-compiled with ``checkpointer=True`` as a subgraph, remembering its own history over turns.
+succeeds; an agent run with ``durability="sync"`` and ``"exit"``; a ``create_agent``
+compiled with ``checkpointer=True`` as a subgraph, remembering its own history over turns; and
+tools called outside a ``ToolNode`` (a node, a functional ``@task`` calling ``tool.invoke``
+directly) whose typed answers (a message's artifact, a returned model) the next node reads.
 
 Each builder takes ``changed``: the same graph with one thing changed in its own code, which a
 strict replay of the unchanged graph's recording must catch. Models are scripted and answer
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, NotRequired
+import operator
+from typing import Annotated, Any, NotRequired
 
 from ecosystem_shapes import call, last_tool, lookup, scripted
 from langchain.agents import AgentState, create_agent
@@ -24,8 +27,10 @@ from langchain.agents.middleware import before_model
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import RetryPolicy, TimeoutPolicy
+from pydantic import BaseModel
 
 
 # -- 1. a create_agent tool answering with a dataclass artifact, read by a middleware ------------
@@ -128,3 +133,71 @@ def persistent_desk(changed: bool = False) -> Any:
     b.add_edge(START, "front")
     b.add_edge("front", END)
     return b.compile(checkpointer=InMemorySaver())
+
+
+# -- 5. tools called outside a ToolNode: a node and a functional task call tool.invoke directly ---
+
+
+class Quote(BaseModel):
+    """A courier's price for an order."""
+
+    order_id: str
+    cents: int
+
+
+@tool(response_format="content_and_artifact")
+def dispatch(order_id: str) -> tuple[str, Shipment]:
+    """Dispatch an order."""
+    return f"dispatched {order_id}", Shipment(order_id=order_id, cents=700)
+
+
+@tool
+def price(order_id: str) -> Quote:
+    """Price an order."""
+    return Quote(order_id=order_id, cents=250)
+
+
+class Ledger(MessagesState):
+    quotes: Annotated[list, operator.add]  # untyped: only the tool that made them says what they are
+    spent: int
+
+
+def direct_tool_node(changed: bool = False) -> Any:
+    """A node calls the tools itself (a ToolCall gives a ToolMessage with its artifact); the next
+    node reads ``artifact.cents`` and ``quote.cents`` off the state."""
+
+    def book(state: Ledger) -> dict[str, Any]:
+        shipped = dispatch.invoke(call("dispatch", "dn1", order_id="DN1"))
+        return {"messages": [shipped], "quotes": [price.invoke({"order_id": "DN1"})]}
+
+    def tally(state: Ledger) -> dict[str, Any]:
+        shipped = sum(m.artifact.cents for m in state["messages"] if isinstance(m, ToolMessage))
+        return {"spent": (shipped + sum(q.cents for q in state["quotes"])) * (2 if changed else 1)}
+
+    b = StateGraph(Ledger)
+    b.add_node("book", book)
+    b.add_node("tally", tally)
+    b.add_edge(START, "book")
+    b.add_edge("book", "tally")
+    b.add_edge("tally", END)
+    return b.compile()
+
+
+def direct_tool_entrypoint(changed: bool = False) -> Any:
+    """A functional task calls the tools; the entrypoint saves what they made (the artifact, the
+    quote) and reads ``cents`` off both from ``previous`` on the next turn. (LangGraph hands a
+    saved value back as its class; a saved tool message's artifact it hands back as a dict.)"""
+
+    @task
+    def book(order_id: str) -> tuple[ToolMessage, Quote]:
+        shipped = dispatch.invoke(call("dispatch", order_id.lower(), order_id=order_id))
+        return shipped, price.invoke({"order_id": order_id})
+
+    @entrypoint(checkpointer=InMemorySaver())
+    def desk(order_id: str, previous: Any = None) -> Any:
+        before = 0 if previous is None else previous["shipment"].cents + previous["quote"].cents
+        shipped, quote = book(order_id).result()
+        spent = (before + shipped.artifact.cents + quote.cents) * (2 if changed else 1)
+        return entrypoint.final(value={"spent": spent}, save={"shipment": shipped.artifact, "quote": quote})
+
+    return desk

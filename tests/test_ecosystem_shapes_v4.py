@@ -29,6 +29,8 @@ SHAPES: dict[str, Shape] = {
     "durability_exit_stream": Shape(V4.durable_agent, (messages("Where is DU1?"),), _LOST, how="stream", stream_mode="updates", durability="exit"),
     "persistent_desk": Shape(V4.persistent_desk, (messages("Where is PD1?"), messages("And PD2?")), _LOST, thread=True, override_at=1),
     "persistent_desk_sync": Shape(V4.persistent_desk, (messages("Where is PD1?"), messages("And PD2?")), _LOST, thread=True, durability="sync"),
+    "direct_tool_node": Shape(V4.direct_tool_node, (messages("Book DN1."),), ("dispatch", lambda order_id: "not dispatched")),
+    "direct_tool_entrypoint": Shape(V4.direct_tool_entrypoint, ("DE1", "DE2"), ("price", lambda order_id: V4.Quote(order_id=order_id, cents=1)), thread=True, override_at=1),
 }
 
 # What a replay against the changed graph must name first: (kind, namespace, node).
@@ -40,6 +42,8 @@ CHANGED: dict[str, tuple[str, str, str]] = {
     "durability_exit_stream": ("arguments", "", "model"),
     "persistent_desk": ("arguments", "front", "model"),
     "persistent_desk_sync": ("arguments", "front", "model"),
+    "direct_tool_node": ("state", "", "tally"),  # the tally doubles
+    "direct_tool_entrypoint": ("state", "", "desk"),
 }
 
 
@@ -79,6 +83,25 @@ def test_a_restored_artifact_is_its_tools_class(tmp_path):
     result = replay(run.id, V4.artifact_agent(), db=db, from_step=after_tools)
     assert not result.diverged, result.report()
     assert result.final_state["spent"] == 1400
+
+
+def test_a_tool_called_by_a_node_itself_hands_its_classes_back_mid_run(tmp_path):
+    """No ToolNode: the node calls the tools itself. From the step after it, the next node reads
+    ``artifact.cents`` off the restored tool message and ``quote.cents`` off a key annotated
+    only ``list``: the tools the node's code reaches say what those hold."""
+    db = str(tmp_path / "direct.db")
+    with Recorder(db) as rec:
+        assert rec.attach(V4.direct_tool_node(), name="direct").invoke(messages("Book DN1."))["spent"] == 950
+    store = open_store(db)
+    try:
+        (run,) = store.list_runs()
+        after_book = max(d.step.step for d in store.step_details(run.id, "") if "book" in [t.node for t in d.tasks])
+    finally:
+        store.close()
+    result = replay(run.id, V4.direct_tool_node(), db=db, from_step=after_book)
+    assert not result.diverged, result.report()
+    assert result.final_state["spent"] == 950
+    assert [type(q) for q in result.final_state["quotes"]] == [V4.Quote]
 
 
 # -- time travel: the user resumes from a past checkpoint, and forks one with update_state ---------
