@@ -50,7 +50,10 @@ class StateTypes:
         inputs = self._inputs(path)
         if inputs:
             _revive_sends(values, inputs)
-        tools = self._tools_by_name()
+        # Tools' answers are looked for only in a state the recording marked a class in: finding
+        # the tools a graph's code reaches walks that code, which most replays need not pay for.
+        marked = _holds_marked(values, 0)
+        tools = self._tools_by_name() if marked else None
         if tools:
             for value in values.values():
                 _revive_artifacts(value, tools, self._returns, 0)
@@ -61,7 +64,7 @@ class StateTypes:
             if isinstance(start, dict):  # the run's input, not applied yet (a replay from the input step)
                 values["__start__"] = start = dict(start)
                 _revive_keys(start, adapters)
-        classes = self._tool_classes()
+        classes = self._tool_classes() if marked else None
         if classes:  # what a tool returned, kept where no annotation says what it holds
             for key, value in values.items():
                 values[key] = _revive_marked(value, classes, 0)
@@ -313,6 +316,26 @@ def _revive_artifacts(value: Any, tools: dict[str, Any], returns: ToolReturns, d
     elif isinstance(value, (list, tuple)):
         for v in value:
             _revive_artifacts(v, tools, returns, depth + 1)
+
+
+def _holds_marked(value: Any, depth: int) -> bool:
+    """Whether ``value`` holds a dict the recording marked with a class name, where
+    ``_revive_marked`` and ``_revive_artifacts`` look: in containers, tool messages' artifacts and
+    pending ``Send`` packets."""
+    from langchain_core.messages import ToolMessage
+    from langgraph.types import Send
+
+    if depth > _DEPTH:
+        return False
+    if isinstance(value, dict):
+        return TYPE_KEY in value or any(_holds_marked(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_marked(v, depth + 1) for v in value)
+    if isinstance(value, ToolMessage):
+        return _holds_marked(value.artifact, depth + 1)
+    if isinstance(value, Send):
+        return _holds_marked(value.arg, depth + 1)
+    return False
 
 
 def _revive_marked(value: Any, classes: list[tuple[Any, frozenset[str]]], depth: int) -> Any:
