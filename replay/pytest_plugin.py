@@ -41,7 +41,8 @@ from graphtape.replay.wrong_graph import wrong_graph
 
 MARKER = "graphtape"
 _MODE_KEY = pytest.StashKey[RecordMode]()
-_WRITTEN_KEY = pytest.StashKey[list]()
+_WRITTEN_KEY = pytest.StashKey[list]()  # (what, shown, resolved path) this process wrote
+_WRITTEN_PROPERTY = "graphtape_wrote"
 _MARKER_KWARGS = ("graph", "inputs", "config", "ignore", "state_keys", "mode")
 MAX_MORE = 5
 
@@ -86,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     config.stash[_MODE_KEY] = mode
     config.stash[_WRITTEN_KEY] = []
+    config.pluginmanager.register(_Told(), "graphtape-told")
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -93,12 +95,22 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"graphtape: record mode {mode.value}" if mode.records else None
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    written = config.stash.get(_WRITTEN_KEY, [])
-    if written:
-        terminalreporter.section("graphtape")
-        for what, shown, _ in written:
-            terminalreporter.write_line(f"{what} {shown}")
+class _Told:
+    """The fixtures the session's tests recorded or rewrote, for its summary: collected from each
+    test's reports, so that under pytest-xdist the controller, which prints the summary, hears of
+    what its workers wrote (a test's phases each carry them: kept once, in order)."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, None] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.lines.update(dict.fromkeys(value for name, value in report.user_properties if name == _WRITTEN_PROPERTY))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.lines:
+            terminalreporter.section("graphtape")
+            for line in self.lines:
+                terminalreporter.write_line(line)
 
 
 @dataclass(frozen=True)
@@ -235,10 +247,15 @@ def graphtape_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     def run(*, check: bool = True, **options: Any) -> Any:
         from graphtape.recorder.errors import GraphtapeError
 
+        before = len(written)
         try:
             return _run(spec, mode, tmp_path_factory, _graphtape_session_store, written, check, options)
         except (GraphtapeError, ValueError) as exc:
             message = f"graphtape: {spec.shown}: {exc}"
+        finally:
+            # Told through the test's report: under pytest-xdist it reaches the controller, which
+            # prints the summary (a worker's own list stays in the worker).
+            request.node.user_properties.extend((_WRITTEN_PROPERTY, f"{what} {shown}") for what, shown, _ in written[before:])
         # Failed outside the handler: pytest would otherwise print the caught error and its causes
         # above the message, as a chain of tracebacks.
         _fail(message)

@@ -534,3 +534,13 @@ def test_the_re_record_hint_runs_from_where_pytest_was_started(pytester, monkeyp
     result.assert_outcomes(failed=1)
     out = " ".join(result.stdout.str().split())
     assert "re-record the fixture: pytest --graphtape-record=rewrite ../test_refund.py::test_refund" in out, out
+
+
+def test_the_summary_names_what_workers_rewrote_under_xdist(pytester):
+    """Under ``pytest -n 2`` the workers rewrite the fixtures and the controller prints the
+    summary: it hears of them through the tests' reports."""
+    recorded(pytester)
+    pytester.makepyfile(test_twice=TWICE)
+    result = run(pytester, "-n", "2", "--graphtape-record=rewrite", "test_twice.py", "test_refund.py")
+    result.assert_outcomes(passed=3)
+    assert result.stdout.str().count("rewrote fixtures/runs/refund.json") == 1, result.stdout.str()
