@@ -102,7 +102,7 @@ async def test_runs_screen_lists_filters_and_opens(demo_db):
         await pilot.press("s", "s")  # error... then interrupted
         await settle(app, pilot)
         assert [r.name for r in screen.runs] == ["needs-approval"]
-        await pilot.press("s", "s")  # back to all
+        await pilot.press("s", "s", "s")  # incomplete, running, back to all
         await settle(app, pilot)
         await pilot.press("slash")
         await pilot.press(*"broken", "enter")

@@ -264,7 +264,7 @@ async def test_esc_clears_every_filter_on_an_empty_and_a_full_list(lineage_db):
         screen = app.screen
         everything = len(screen.runs)
         # A status filter alone that matches nothing: the list says Esc clears it, and it does.
-        await pilot.press("s", "s", "s", "s")
+        await pilot.press("s", "s", "s", "s", "s")
         await settle(app, pilot)
         assert screen.status_filter == "running" and screen.runs == []
         assert "Esc clears it" in str(screen.query_one("#runs-empty", Static).render())
@@ -326,7 +326,7 @@ async def test_an_empty_store_still_answers_q_and_help_and_shows_them(empty_db):
         await pilot.press("escape")
         await settle(app, pilot)
         assert app.screen is screen
-        for _ in range(5):  # no forks here: five presses come back to all
+        for _ in range(6):  # no forks here: six presses come back to all
             await pilot.press("s")
             await settle(app, pilot)
         assert screen.status_filter is None
