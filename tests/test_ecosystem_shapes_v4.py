@@ -9,6 +9,8 @@ and namespace of the call, and the graph with one thing changed diverging at the
 
 from __future__ import annotations
 
+from typing import Any
+
 import ecosystem_shapes_v4 as V4
 import shape_harness as H
 from ecosystem_shapes import call, last_tool, lookup, scripted
@@ -68,39 +70,34 @@ class TestShapes(H.ChangedShapeChecks):
                 assert not result.diverged, (name, step, result.report())
 
 
-def test_a_restored_artifact_is_its_tools_class(tmp_path):
-    """From the step after the tools ran, the middleware reads ``artifact.cents`` off the restored
-    tool messages: a dict there fails the node."""
-    db = str(tmp_path / "art.db")
+def _replayed_after(db: str, build: Any, inputs: Any, node: str, spent: int) -> Any:
+    """Record ``build()`` on ``inputs`` (it spends ``spent``), then replay it from the last step
+    ``node`` ran in: the state the replay starts from is the recording's, restored."""
     with Recorder(db) as rec:
-        assert rec.attach(V4.artifact_agent(), name="art").invoke(messages("Ship SH1 and SH2."))["spent"] == 1400
+        assert rec.attach(build(), name=node).invoke(inputs)["spent"] == spent
     store = open_store(db)
     try:
         (run,) = store.list_runs()
-        after_tools = max(d.step.step for d in store.step_details(run.id, "") if "tools" in [t.node for t in d.tasks])
+        after = max(d.step.step for d in store.step_details(run.id, "") if node in [t.node for t in d.tasks])
     finally:
         store.close()
-    result = replay(run.id, V4.artifact_agent(), db=db, from_step=after_tools)
+    result = replay(run.id, build(), db=db, from_step=after)
     assert not result.diverged, result.report()
-    assert result.final_state["spent"] == 1400
+    assert result.final_state["spent"] == spent
+    return result
+
+
+def test_a_restored_artifact_is_its_tools_class(tmp_path):
+    """From the step after the tools ran, the middleware reads ``artifact.cents`` off the restored
+    tool messages: a dict there fails the node."""
+    _replayed_after(str(tmp_path / "art.db"), V4.artifact_agent, messages("Ship SH1 and SH2."), "tools", 1400)
 
 
 def test_a_tool_called_by_a_node_itself_hands_its_classes_back_mid_run(tmp_path):
     """No ToolNode: the node calls the tools itself. From the step after it, the next node reads
     ``artifact.cents`` off the restored tool message and ``quote.cents`` off a key annotated
     only ``list``: the tools the node's code reaches say what those hold."""
-    db = str(tmp_path / "direct.db")
-    with Recorder(db) as rec:
-        assert rec.attach(V4.direct_tool_node(), name="direct").invoke(messages("Book DN1."))["spent"] == 950
-    store = open_store(db)
-    try:
-        (run,) = store.list_runs()
-        after_book = max(d.step.step for d in store.step_details(run.id, "") if "book" in [t.node for t in d.tasks])
-    finally:
-        store.close()
-    result = replay(run.id, V4.direct_tool_node(), db=db, from_step=after_book)
-    assert not result.diverged, result.report()
-    assert result.final_state["spent"] == 950
+    result = _replayed_after(str(tmp_path / "direct.db"), V4.direct_tool_node, messages("Book DN1."), "book", 950)
     assert [type(q) for q in result.final_state["quotes"]] == [V4.Quote]
 
 
