@@ -60,3 +60,10 @@ def reason(steps: int, calls: int) -> str:
     parts = [f"{n} {what}{'s' * (n != 1)}" for n, what in ((steps, "step"), (calls, "call")) if n]
     text = f"{', '.join(parts) or 'rows'} not written"
     return text if len(text) <= _REASON_MAX else "rows not written"
+
+
+def last_before_gap(steps: list[int] | set[int], start: int | None = None) -> int | None:
+    """Of an incomplete run's stored steps, the last one before the first step missing (at or
+    after ``start``): what a replay or a fixture can stand on. None when no step is stored."""
+    done = sorted(steps)
+    return next((a for a, b in zip(done, done[1:]) if b != a + 1 and (start is None or a >= start)), done[-1] if done else None)

@@ -45,6 +45,7 @@ from graphtape.recorder.store.read_guard import _READ_BUDGET
 from graphtape.recorder.store.read_steps import cache_key_of, listed_order
 from graphtape.recorder.error_fields import KEY as ERROR_FIELDS
 from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
+from graphtape.recorder.unwritten import last_before_gap
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
 from graphtape.replay.normalize import is_persistent
 
@@ -459,8 +460,7 @@ def export_fixture(
         raise FixtureError(f"run {run.id} has no completed step to resume from")
     if run.status == "incomplete":
         # The store did not take all of it: a fixture of what is missing would replay as divergences.
-        whole = sorted(done)
-        upto = next((a for a, b in zip(whole, whole[1:]) if b != a + 1), whole[-1])
+        upto = last_before_gap(done)
         if rng.last is None or rng.last > upto:
             raise FixtureError(
                 f"run {run.id} is incomplete ({run.status_reason}): export the steps the store holds in full "

@@ -34,6 +34,7 @@ from graphtape.recorder.store.read_only import is_read_only_error
 from graphtape.recorder.store_capture import is_write, unwrapped
 from graphtape.recorder.thread_keys import run_thread
 from graphtape.recorder.tracebacks import frame_text, frames_of, raised_at
+from graphtape.recorder.unwritten import last_before_gap
 from graphtape.recorder.waiting_subgraphs import node_path, waiting_subgraphs
 from graphtape.recorder.writer import CLOSE_WAIT_S, flush_writers_into
 from graphtape.recorder.http_exchange import HTTP
@@ -745,8 +746,7 @@ class _Run:
         take all of it), the last step before the first one missing."""
         done = sorted({s.step for s in self._root_steps() if not s.pending})
         if self.run.status == "incomplete":
-            gap = next((a for a, b in zip(done, done[1:]) if b != a + 1 and a >= start), None)
-            last = gap if gap is not None else (done[-1] if done else None)
+            last = last_before_gap(done, start)
             return last if last is not None and last > start else None
         if self.run.status != "interrupted" or self.run.status_reason not in ("killed", "cancelled", "exited"):
             return None

@@ -8,9 +8,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
-from langgraph.graph import END, START, StateGraph
+from conftest import bump_graph
 
 from graphtape.recorder import Recorder
 from graphtape.replay.fixture import MAX_FILE_BYTES
@@ -18,23 +18,11 @@ from graphtape.replay.fixture import MAX_FILE_BYTES
 GRAPHTAPE = str(Path(sys.executable).with_name("graphtape"))
 
 
-class S(TypedDict):
-    n: int
-
-
-def _bump() -> Any:
-    b = StateGraph(S)
-    b.add_node("bump", lambda s: {"n": s["n"] + 1})
-    b.add_edge(START, "bump")
-    b.add_edge("bump", END)
-    return b.compile()
-
-
 def _exported(tmp_path: Path, name: str = "bump") -> dict[str, Any]:
-    """A real fixture: a recorded run of ``_bump`` exported by the command line."""
+    """A real fixture: a recorded run of ``bump_graph`` exported by the command line."""
     db = tmp_path / "recorded.db"
     with Recorder(db) as rec:
-        rec.attach(_bump(), name=name).invoke({"n": 1})
+        rec.attach(bump_graph(), name=name).invoke({"n": 1})
     out = tmp_path / "exported.json"
     done = subprocess.run([GRAPHTAPE, "--db", str(db), "export", "last", "-o", str(out)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

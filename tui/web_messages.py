@@ -18,7 +18,7 @@ MAX_PING = 64  # the page pings with a clock reading, echoed back
 MAX_MESSAGE_BYTES = 256 * 1024  # larger frames close the websocket (aiohttp's limit); a paste is one frame
 
 
-def clamped_size(width: Any, height: Any, default: tuple[int, int] = (80, 24)) -> tuple[int, int] | None:
+def clamped_size(width: Any, height: Any) -> tuple[int, int] | None:
     """``(columns, rows)`` within 1..MAX, from integers or their decimal text (a query string);
     None when either is not a whole number."""
     size = []
