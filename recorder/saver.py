@@ -11,6 +11,7 @@ graphtape does not give the graph memory it did not have.
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -57,7 +58,7 @@ class TeeSaver(BaseCheckpointSaver):
 
     def _record_put(self, session: Any, conf: dict, checkpoint: dict, metadata: dict, new_versions: dict) -> None:
         try:
-            session.on_checkpoint(conf.get("checkpoint_ns", ""), checkpoint, metadata, conf.get("checkpoint_id"), new_versions)
+            session.on_checkpoint(conf.get("checkpoint_ns", ""), checkpoint, metadata, conf.get("checkpoint_id"), new_versions, made_at=_made_at(checkpoint))
         except Exception as exc:  # noqa: BLE001
             session.fault(f"checkpoint: {type(exc).__name__}: {exc}")
             if session.strict:
@@ -293,3 +294,12 @@ class RunScopedSaver(BaseCheckpointSaver):
         if isinstance(current, int):
             return current + 1
         return int(str(current).split(".")[0]) + 1
+
+
+def _made_at(checkpoint: dict) -> float | None:
+    """When LangGraph made ``checkpoint`` (its ``ts``, UTC), or None if it does not say."""
+    try:
+        made = datetime.fromisoformat(checkpoint["ts"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return made.timestamp() if made.tzinfo is not None else None

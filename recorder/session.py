@@ -160,7 +160,7 @@ class RunSession:
         self._loose_events: list[tuple[str, str | None, dict]] = []
         self._children: dict[str, list[str]] = {}  # task id -> the subgraph namespaces it ran
         self._calls: dict[str, dict] = {}
-        self._beat = time.time()
+        self._beat = self._opened = time.time()
         self._unfinished: dict[str, dict] = {}
         self._seq = seq_start
         self._blobs: dict[str, tuple[bool, bytes]] = {}
@@ -346,14 +346,24 @@ class RunSession:
                 keep.append((ns, cp, ev))
         self._loose_events = keep
 
-    def on_checkpoint(self, ns: str, checkpoint: Mapping[str, Any], metadata: Mapping[str, Any], parent_id: str | None, new_versions: Mapping[str, Any]) -> None:
-        """A superstep finished in ``ns``: queue it; it is written once its tasks' writes are in."""
+    def on_checkpoint(
+        self, ns: str, checkpoint: Mapping[str, Any], metadata: Mapping[str, Any], parent_id: str | None, new_versions: Mapping[str, Any], *, made_at: float | None = None
+    ) -> None:
+        """A superstep finished in ``ns``: queue it; it is written once its tasks' writes are in.
+
+        ``made_at``: when LangGraph made the checkpoint. Its saver hears of it later, in the
+        background while the next step runs, so that is the step's time: a call made in a
+        subgraph is placed in the step that was running by it. Used only if it falls in this
+        run, after the namespace's step before (a checkpoint it goes on from is older).
+        """
         now = time.time()
         with self._lock:
             step = int(metadata.get("step", -1))
             cp_id = checkpoint["id"]
             self._cp_step[cp_id] = step
             prev = self._last_cp.get(ns)
+            if made_at is not None and max(self._opened, prev[1] if prev else 0.0) <= made_at < now:
+                now = made_at
             self._last_cp[ns] = (cp_id, now)
             duration = (now - prev[1]) * 1000 if prev else None
             values = checkpoint.get("channel_values", {})

@@ -9,6 +9,8 @@ the subgraph, each naming where it was made (``tracker › agent``).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from contextlib import closing
 from typing import Annotated, TypedDict
 
@@ -106,7 +108,42 @@ class Outer(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-def _asking_graph():
+class _SlowSaver(InMemorySaver):
+    """A saver that takes its time over each save, as a remote database does under load."""
+
+    def put(self, config, checkpoint, metadata, new_versions):
+        time.sleep(0.2)
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    async def aput(self, config, checkpoint, metadata, new_versions):
+        await asyncio.sleep(0.2)
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_calls_stay_with_their_step_when_the_savers_saves_lag(tmp_path, is_async):
+    """LangGraph saves a step's checkpoint in the background while the next step runs: a
+    step's time is when its checkpoint was made, not when the saver got round to it."""
+    db = str(tmp_path / "slow.db")
+    config = {"configurable": {"thread_id": "t"}}
+    with Recorder(db) as rec:
+        graph = rec.attach(_asking_graph(_SlowSaver()), name="asking")
+        if is_async:
+            asyncio.run(graph.ainvoke({"messages": [HumanMessage("go")]}, config))
+        else:
+            graph.invoke({"messages": [HumanMessage("go")]}, config)
+        run_id = rec.last_run_id
+    with closing(open_store(db)) as store:
+        steps = {s.step: s.nodes for s in store.list_steps(run_id, "")}
+        prep = next(s for s, n in steps.items() if n == ["prep"])
+        child = next(s for s, n in steps.items() if n == ["child"])
+        counts = store.call_counts(run_id, with_subgraphs=True)
+        assert counts[prep] == {"model": 1}
+        assert counts[child] == {"model": 1}  # asked before its human answered
+        assert [c.ns.split(":")[0] for c in store.calls(run_id, step=prep, ns="", with_subgraphs=True)] == [""]
+
+
+def _asking_graph(saver=None):
     """A root node runs a subgraph whose node calls a model, asks a human, then calls it again."""
     model = Scripted(script=lambda m: AIMessage(content=f"answer {_turns(m)}"), model_name="inner-model")
 
@@ -125,7 +162,7 @@ def _asking_graph():
     outer.add_edge(START, "prep")
     outer.add_edge("prep", "child")
     outer.add_edge("child", END)
-    return outer.compile(checkpointer=InMemorySaver())
+    return outer.compile(checkpointer=saver or InMemorySaver())
 
 
 def test_calls_of_a_subgraph_interrupted_then_resumed_stay_with_its_step(tmp_path):
