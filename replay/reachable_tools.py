@@ -48,7 +48,8 @@ def _leads(obj: Any) -> list[Any]:
     """What ``obj`` (a function, a task, a runnable, a graph node) hands on to: never a module's
     whole contents, never an arbitrary object's attributes."""
     if isinstance(obj, types.MethodType):
-        return [obj.__func__]
+        # ``self.courier.invoke(...)`` in a method node: the attributes of ``self`` its code names
+        return [obj.__func__, *_named_attributes(obj.__self__, _names(obj.__func__.__code__, 0))]
     if isinstance(obj, functools.partial):
         return [obj.func, *obj.args, *obj.keywords.values()]
     if inspect.isfunction(obj):
@@ -57,8 +58,12 @@ def _leads(obj: Any) -> list[Any]:
         return list(obj)
     if isinstance(obj, dict):
         return list(obj.values())
-    if isinstance(obj, type) or not _is_runnable_like(obj):
+    if isinstance(obj, type):
         return []
+    if not _is_runnable_like(obj):
+        call = inspect.getattr_static(type(obj), "__call__", None)
+        # A node that is an object with ``__call__``: that method, and what of the object it names.
+        return [call, *_named_attributes(obj, _names(call.__code__, 0))] if inspect.isfunction(call) else []
     # A graph node (bound), a task (func), langgraph's RunnableCallable (func, afunc), a sequence
     # (steps), a binding (bound): the attributes those classes keep what they run in.
     out: list[Any] = []
@@ -94,14 +99,26 @@ def _function_leads(fn: types.FunctionType) -> list[Any]:
     out.extend((fn.__kwdefaults__ or {}).values())
     names = _names(fn.__code__, 0)
     g = fn.__globals__
-    for name in names:
-        value = g.get(name)
-        if isinstance(value, types.ModuleType):
-            # ``tools.ship.invoke(...)``: the module's attributes the code names, not all of them
-            out.extend(v for v in (value.__dict__.get(n) for n in names) if v is not None and not isinstance(v, types.ModuleType))
-        elif value is not None:
-            out.append(value)
+    reached = [*out, *(v for v in (g.get(n) for n in names) if v is not None)]
+    out = [v for v in reached if not isinstance(v, types.ModuleType)]
+    for value in reached:
+        # ``tools.ship.invoke(...)``, ``deps.ship.invoke(...)``: the attributes the code names
+        out.extend(_named_attributes(value, names))
     return out
+
+
+def _named_attributes(obj: Any, names: set[str]) -> list[Any]:
+    """The values ``obj`` (a module, or a plain object of the user's: a class holding its tools)
+    keeps under ``names``, read from its ``__dict__``: no property or ``__getattr__`` is run."""
+    if isinstance(obj, (type, list, tuple, dict)) or inspect.isfunction(obj) or (not isinstance(obj, types.ModuleType) and _is_runnable_like(obj)):
+        return []
+    try:
+        kept = object.__getattribute__(obj, "__dict__")
+    except Exception:  # noqa: BLE001 - a slotted object, or one that hides its attributes
+        return []
+    if not isinstance(kept, dict):
+        return []
+    return [v for v in (kept.get(n) for n in names) if v is not None and not isinstance(v, types.ModuleType)]
 
 
 def _names(code: types.CodeType, depth: int) -> set[str]:

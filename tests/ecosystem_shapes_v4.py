@@ -183,6 +183,40 @@ def direct_tool_node(changed: bool = False) -> Any:
     return b.compile()
 
 
+class _Desk:
+    """A user's class that keeps its tools on itself: its method is the node that calls them."""
+
+    def __init__(self) -> None:
+        self.courier = dispatch
+        self.tools = {"price": price}
+
+    def book(self, state: Ledger) -> dict[str, Any]:
+        shipped = self.courier.invoke(call("dispatch", "mn1", order_id="MN1"))
+        return {"messages": [shipped], "quotes": [self.tools["price"].invoke({"order_id": "MN1"})]}
+
+
+class _Tally:
+    """A node that is an object with ``__call__``."""
+
+    def __init__(self, changed: bool) -> None:
+        self.factor = 2 if changed else 1
+
+    def __call__(self, state: Ledger) -> dict[str, Any]:
+        shipped = sum(m.artifact.cents for m in state["messages"] if isinstance(m, ToolMessage))
+        return {"spent": (shipped + sum(q.cents for q in state["quotes"])) * self.factor}
+
+
+def method_tool_node(changed: bool = False) -> Any:
+    """As ``direct_tool_node``, the tools reached only through the attributes of the node's object."""
+    b = StateGraph(Ledger)
+    b.add_node("book", _Desk().book)
+    b.add_node("tally", _Tally(changed))
+    b.add_edge(START, "book")
+    b.add_edge("book", "tally")
+    b.add_edge("tally", END)
+    return b.compile()
+
+
 def direct_tool_entrypoint(changed: bool = False) -> Any:
     """A functional task calls the tools; the entrypoint saves what they made (the artifact, the
     quote) and reads ``cents`` off both from ``previous`` on the next turn. (LangGraph hands a

@@ -32,6 +32,7 @@ SHAPES: dict[str, Shape] = {
     "persistent_desk": Shape(V4.persistent_desk, (messages("Where is PD1?"), messages("And PD2?")), _LOST, thread=True, override_at=1),
     "persistent_desk_sync": Shape(V4.persistent_desk, (messages("Where is PD1?"), messages("And PD2?")), _LOST, thread=True, durability="sync"),
     "direct_tool_node": Shape(V4.direct_tool_node, (messages("Book DN1."),), ("dispatch", lambda order_id: "not dispatched")),
+    "method_tool_node": Shape(V4.method_tool_node, (messages("Book MN1."),), ("dispatch", lambda order_id: "not dispatched")),
     "direct_tool_entrypoint": Shape(V4.direct_tool_entrypoint, ("DE1", "DE2"), ("price", lambda order_id: V4.Quote(order_id=order_id, cents=1)), thread=True, override_at=1),
 }
 
@@ -45,6 +46,7 @@ CHANGED: dict[str, tuple[str, str, str]] = {
     "persistent_desk": ("arguments", "front", "model"),
     "persistent_desk_sync": ("arguments", "front", "model"),
     "direct_tool_node": ("state", "", "tally"),  # the tally doubles
+    "method_tool_node": ("state", "", "tally"),
     "direct_tool_entrypoint": ("state", "", "desk"),
 }
 
@@ -98,6 +100,13 @@ def test_a_tool_called_by_a_node_itself_hands_its_classes_back_mid_run(tmp_path)
     ``artifact.cents`` off the restored tool message and ``quote.cents`` off a key annotated
     only ``list``: the tools the node's code reaches say what those hold."""
     result = _replayed_after(str(tmp_path / "direct.db"), V4.direct_tool_node, messages("Book DN1."), "book", 950)
+    assert [type(q) for q in result.final_state["quotes"]] == [V4.Quote]
+
+
+def test_tools_kept_on_the_nodes_own_object_hand_their_classes_back_mid_run(tmp_path):
+    """The node is a method whose tools live on ``self`` (one in a dict): the attributes its code
+    names lead to them, read without running anything of the object's."""
+    result = _replayed_after(str(tmp_path / "method.db"), V4.method_tool_node, messages("Book MN1."), "book", 950)
     assert [type(q) for q in result.final_state["quotes"]] == [V4.Quote]
 
 
