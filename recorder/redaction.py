@@ -25,6 +25,7 @@ import threading
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
+from graphtape.recorder.bracket_ends import BracketEnds
 from graphtape.recorder.encoded_secrets import hidden_spans
 from graphtape.recorder.linear_regex import compile_linear
 from graphtape.recorder.secret_tables import may_hold_table, table_spans
@@ -566,7 +567,9 @@ def _a_password_of_letters(low: bytes, after: bytes, quoted: bool, closed: bool)
 # none of them reads as prose (a word of _FLAG_PROSE or _PHRASE_PROSE, an adverb) and the first
 # is no participle ("is stored in the vault", "is rotated every ninety days").
 _PHRASE_WORD = compile_linear(rb"[A-Za-z0-9][A-Za-z0-9'\-]*")
-_PHRASE_MORE = compile_linear(rb"(?:[ \t]+[A-Za-z0-9][A-Za-z0-9'\-]*)+")
+# At most 8 words more: a 9th says "too long" as well as any more would, and reading on to the
+# end of a line of words from each secret's name in it would cost time quadratic in the line.
+_PHRASE_MORE = compile_linear(rb"(?:[ \t]+[A-Za-z0-9][A-Za-z0-9'\-]*){1,8}")
 _PHRASE_END = frozenset(b".,;!?)\"'\n\r")
 _PHRASE_PROSE = frozenset(
     w.encode()
@@ -645,34 +648,6 @@ _NAME_THEN_SEPARATOR = compile_linear(rb"[A-Za-z][A-Za-z0-9_.\-]*:?[ \t]*(?:[:=]
 _MORE_WORDS = compile_linear(rb"(?:[ \t]+[^\s\"',;&}\])\\:=#]+)+")
 _LINE_LEAD = frozenset(b" \t")
 _MAX_ESCAPES = 15  # a quote after at most this many backslashes is read (JSON in JSON, four deep)
-
-
-_BRACKET_SCAN = 1 << 20  # an object under a secret key longer than this is left to the other rules
-
-
-def _bracket_end(data: bytes, at: int) -> int | None:
-    """Where the object or list opening at ``at`` closes (the index of its closing bracket), or
-    None when it does not within ``_BRACKET_SCAN`` bytes. Quoted text is skipped, escapes too."""
-    depth = 0
-    quote = 0
-    i, end = at, min(len(data), at + _BRACKET_SCAN)
-    while i < end:
-        c = data[i]
-        if quote:
-            if c == 0x5C:  # a backslash: the next byte is escaped
-                i += 1
-            elif c == quote:
-                quote = 0
-        elif c in (0x22, 0x27):
-            quote = c
-        elif c in (0x7B, 0x5B, 0x28):
-            depth += 1
-        elif c in (0x7D, 0x5D, 0x29):
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return None
 
 
 @functools.lru_cache(maxsize=_MAX_ESCAPES + 1)
@@ -1146,6 +1121,7 @@ class Redactor:
         """
         done = 0  # the end of the last value redacted: keys inside it are gone with it
         is_secret = self.is_secret_key
+        brackets = None  # where the brackets of values close, made when a value opens one
         for m in _KEY_AT.finditer(data):
             start, at = m.span()
             if start < done:
@@ -1197,7 +1173,8 @@ class Redactor:
             elif data[at : at + 1] in (b"{", b"[") or (data[at : at + 1] == b"(" and data[at + 1 : at + 2] in (b'"', b"'")):
                 # An object or list under a secret key ({"password": {"current": ...}} in a tool's
                 # JSON text, auth=("bob", "hunter2") in code): everything inside its brackets goes.
-                close = _bracket_end(data, at)
+                brackets = brackets or BracketEnds(data)
+                close = brackets.end(at)
                 if close is not None and close > at + 1 and not data.startswith(_MARK_BYTES[:-1], at + 1) and not data.startswith(_MARK_BYTES, at):
                     yield at + 1, close
                     done = close
