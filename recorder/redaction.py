@@ -9,8 +9,8 @@ Python repr LangChain puts in a ``ToolMessage`` when a tool returns a dict),
 ``key=value`` / ``key: value`` text (environment files, YAML, URL queries,
 libpq strings, HTTP headers) and command lines (``--password hunter2``, and the
 short flags of the commands that take a password so: ``mysql -phunter2``). A
-secret told in prose ("my password is hunter2") goes when the word told reads
-as one.
+secret told in prose ("my password is hunter2") or after an arrow ("password ->
+hunter2", "api_key → ...") goes when the word told reads as one.
 
 Every pattern runs under RE2 (``linear_regex``): scrubbing any text takes time
 linear in its length, whatever the text (``benchmarks/bench_redaction.py``).
@@ -404,6 +404,21 @@ _PROSE_TO_NOUN, _PROSE_TO_VALUE = _PROSE.groupindex["to_noun"], _PROSE.groupinde
 _PROSE_PHRASE_NOUN, _PROSE_PHRASE_VALUE = _PROSE.groupindex["phrase_noun"], _PROSE.groupindex["phrase_v"]
 # Text holding none of these holds no secret told in prose (a verb, or a noun then a space).
 _PROSE_HINTS = (b" is", b" was", b"'s ", b" to ", b"pass", b"key ", b"token ")
+# A secret's name, then an arrow or a dash, then the secret: "password -> hunter2", "api_key →
+# sk9x8LmQpZ", "DB_PASSWORD ==> S3cret!pw", "Wi-Fi password — hunter2" (notes, chat, lists of
+# credentials). An arrow also leads from one step to the next ("Settings -> Password -> Change",
+# "login --> password --> dashboard"), so the word after it goes only when it reads as a secret
+# (_told_secret, as in prose). "=>" is a key's separator of its own (Ruby, PHP): see _KEY_AT.
+_ARROW = (
+    r"(?:-{1,2}>|==>|~>|\x{2192}|\x{21d2}|\x{21e8}|\x{21a6}|\x{27f6}|\x{27f9}|\x{2794}|\x{279c}|\x{27a1}|\x{2013}|\x{2014}"
+    r"|\\+u(?i:2192|21d2|27f6|27f9|2013|2014))"  # the last: an arrow or dash JSON wrote as an escape
+)
+_ARROW_SECRET = compile_linear(
+    rf"(?:^|[\s?&;,{{(\[\"'/*`|]|\\[nrt])(?P<k>{_BARE_KEY})[*`'\"]*[ \t]*{_ARROW}[ \t]*"
+    r"(?P<v>'[^'\r\n\\]+'|\"[^\"\r\n\\]+\"|(?i:(?:bearer|basic|token)[ \t]+)?[^\s\"'\\]+)"  # (a backslash: an escape of the text around)
+)
+_ARROW_KEY, _ARROW_VALUE = _ARROW_SECRET.groupindex["k"], _ARROW_SECRET.groupindex["v"]
+_ARROW_HINTS = (b">", b"\xe2\x86", b"\xe2\x87", b"\xe2\x9f", b"\xe2\x9e", b"\xe2\x80\x93", b"\xe2\x80\x94", b"\\u2")
 # Secrets with no separator before them: a flag that may take one and a word after it, a
 # command's short flag, one told in prose, a key's name spelt with an escaped letter. Text
 # without one of these needs no scan for keys unless it holds = or :, and most text has none.
@@ -415,6 +430,7 @@ _LOOSE_PATTERN = re.sub(
             rf"(?:^|[\s\"'`(\[]|\\[nrt])--?{_FLAG_NAME}[ \t]+[^\s\-]",
             _COMMAND_SECRET.pattern,
             _PROSE.pattern,
+            rf"{_FRAGMENT}[A-Za-z0-9_.\-]*[*`'\"]*[ \t]*{_ARROW}",
             _ASCII_ESCAPE,
         )
     ),
@@ -1052,6 +1068,8 @@ class Redactor:
             forms += _array_spans(data, self._keyed_values)
         if any(map(low.__contains__, _PROSE_HINTS)):
             forms += _prose_spans(data)
+        if any(map(data.__contains__, _ARROW_HINTS)):
+            forms += self._arrow_spans(data)
         if (b"\t" in data or b"|" in data or b"," in data or b"\\t" in data) and (b"\n" in data or b"\\n" in data):
             forms += table_spans(data, self._secret_value, self._gate)
         if not forms:
@@ -1093,6 +1111,26 @@ class Redactor:
             if pair and not _pair_value(value):
                 continue  # ["password", "email"]: a list of two names
             spans.append((start, end))
+        return spans
+
+    def _arrow_spans(self, data: bytes) -> list[tuple[int, int]]:
+        """Byte spans of secrets written after their name and an arrow ("password -> hunter2"):
+        the word after the arrow, when it reads as a secret (``_ARROW_SECRET``)."""
+        spans = []
+        for m in _ARROW_SECRET.finditer(data):
+            key_at, (start, end) = m.start(_ARROW_KEY), m.span(_ARROW_VALUE)
+            name = m.group(_ARROW_KEY).rstrip(b"-.").decode()
+            if not name or not (self.is_secret_key(name) or _two_word_name(data, key_at, name)):
+                continue
+            value = data[start:end]
+            scheme = value.split(None, 1)
+            if len(scheme) == 2 and value[:1] not in (b"'", b'"'):  # "Authorization -> Bearer abc...": the credential
+                start, value = end - len(scheme[1]), scheme[1]
+            after = data[end : end + 24].split(None, 1) if data[end : end + 1].isspace() else ()
+            noun = _WORD.findall(name)[-1].lower().encode()
+            told = _told_secret(noun, value, after[0].rstrip(b".,;:!?") if after else b"")
+            if told is not None and self._code_value(name, value[told[0] : told[1]]):
+                spans.append((start + told[0], start + told[1]))
         return spans
 
     def _names_a_secret_element(self, opening: bytes, closing: bytes, value: bytes) -> bool:

@@ -47,6 +47,17 @@ from graphtape.recorder.redaction import MARK, Redactor
         ("鍵は api_key＝Zq9Lk2mP4 です", f"鍵は api_key＝{MARK} です"),
         ("password\u00a0=\u00a0hunter2 (from the wiki)", f"password\u00a0=\u00a0{MARK} (from the wiki)"),
         ("token\u202f: abc123def", f"token\u202f: {MARK}"),
+        # An arrow or a dash after the name: the word after it goes when it reads as a secret.
+        ("password -> hunter2", f"password -> {MARK}"),
+        ("wifi password → hunter2, guest network", f"wifi password → {MARK}, guest network"),
+        ("DB_PASSWORD ==> S3cret!pw", f"DB_PASSWORD ==> {MARK}"),
+        ("api_key->sk9x8LmQpZ", f"api_key->{MARK}"),
+        ("API key ⇒ AbCdEf123456 (prod)", f"API key ⇒ {MARK} (prod)"),
+        ("**Password** ➜ correcthorsebatterystaple.", f"**Password** ➜ {MARK}."),
+        ("- secret — xyzzy123\n- user -> bob", f"- secret — {MARK}\n- user -> bob"),
+        ("Authorization -> Bearer sk9abc123XYZ7890", f"Authorization -> {MARK}"),  # the scheme too, as after a colon
+        ('{"note": "password \\u2192 hunter2"}', f'{{"note": "password \\u2192 {MARK}"}}'),
+        ('{\\"note\\": \\"token -> abc123xyz9\\"}', f'{{\\"note\\": \\"token -> {MARK}\\"}}'),
     ],
 )
 def test_a_secret_given_in_free_text_is_redacted(text: str, kept: str) -> None:
@@ -70,6 +81,15 @@ def test_a_secret_given_in_free_text_is_redacted(text: str, kept: str) -> None:
         "the key: a value",
         "password - see the vault",
         "密码：必填 (password：is required)",
+        "Settings -> Password -> Change",
+        "login --> password --> dashboard",
+        "password -> reset page",
+        "the token -> 2048 bits",
+        "password_hash -> sha256",
+        "token_count -> 42",
+        "p = auth->token; q = cfg->password;",
+        "def password(self) -> str:",
+        "password -> $PASSWORD",
     ],
 )
 def test_prose_that_names_a_secret_keeps_its_words(text: str) -> None:
@@ -85,7 +105,7 @@ def test_a_recorded_state_value_never_holds_a_secret_told_in_free_text(tmp_path:
     """End to end: a real graph whose state carries the secrets in a note; no stored byte holds them."""
 
     def write(state: Note) -> Note:
-        return {"note": state["note"] + " | Your API key: Zq9-Lk2-mP4 and my api key is: sk-abcdef"}
+        return {"note": state["note"] + " | Your API key: Zq9-Lk2-mP4 and my api key is: sk-abcdef | wifi password -> Wq7hunter"}
 
     builder = StateGraph(Note)
     builder.add_node("write", write)
@@ -96,10 +116,10 @@ def test_a_recorded_state_value_never_holds_a_secret_told_in_free_text(tmp_path:
     assert "hunter2" in out["note"]  # the user's graph is untouched
 
     stored = everything_stored(db)
-    for secret in (b"hunter2", b"Zq9-Lk2-mP4", b"sk-abcdef"):
+    for secret in (b"hunter2", b"Zq9-Lk2-mP4", b"sk-abcdef", b"Wq7hunter"):
         assert secret not in stored
     store = open_store(db)
     run = store.list_runs()[0]
     note = store.state_at(run.id, store.list_steps(run.id)[-1].step)["note"]
     store.close()
-    assert note == f"password: {MARK} (the password field is required) | Your API key: {MARK} and my api key is: {MARK}"
+    assert note == f"password: {MARK} (the password field is required) | Your API key: {MARK} and my api key is: {MARK} | wifi password -> {MARK}"
