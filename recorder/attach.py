@@ -527,6 +527,8 @@ class Recorder:
         conf = {k: v for k, v in config.get("configurable", {}).items() if not k.startswith("__")}
         host, pid = host_and_pid()
         now = time.time()
+        # Secrets handed to the run under a key are hidden by value wherever it quotes them (a resumed run too).
+        session.learn([input, conf, config.get("metadata"), kwargs.get(_STREAM_KW_CONTEXT)])
         if resumed:
             fields = {"status": "running", "status_reason": None, "ended_at": None, "owner_host": host, "owner_pid": pid, "heartbeat_at": now}
             self.writer.submit(lambda: Batch(runs_update=[(session.run_id, fields)], blobs=session._take_blobs()))

@@ -261,6 +261,7 @@ class RunSession:
         """A task's writes, attached to the checkpoint it started from."""
         with self._lock:
             if task_id == NULL_TASK_ID:
+                self.learn(list(writes))  # a human's answer or edit: Command(resume={"password": ...})
                 deltas = self.graph.for_ns(ns).deltas
                 if deltas:
                     self._null_deltas.setdefault((ns, checkpoint_id), []).extend((ch, containers(v)) for ch, v in writes if ch in deltas)
@@ -278,6 +279,7 @@ class RunSession:
             acc.cp_id = checkpoint_id
             self._step_of(acc)
             acc.path = task_path
+            self.learn(list(writes))  # (channel, value) pairs: a channel named like a secret too
             hit = hit_of(writes) if not acc.seen_callback else None  # served from the cache: no code ran
             if hit is not None:
                 acc.cache_key, acc.cache_warm = hit.key, hit.key not in self.cache_keys_set
@@ -362,6 +364,8 @@ class RunSession:
             cp_id = checkpoint["id"]
             self._cp_step[cp_id] = step
             prev = self._last_cp.get(ns)
+            if prev is None and ns == "":
+                self.learn(checkpoint.get("channel_values"))  # a thread's state from runs before this one
             if made_at is not None and max(self._opened, prev[1] if prev else 0.0) <= made_at < now:
                 now = made_at
             self._last_cp[ns] = (cp_id, now)
@@ -571,13 +575,16 @@ class RunSession:
             while error is not None and seen < _ERROR_CHAIN:
                 bound = bound_by_name(error)  # reads attributes: an odd error's may raise
                 if bound:
-                    self._learn(bound)
+                    self.learn(bound)
                 error = error.__cause__ or error.__context__  # a tool's error raised from the driver's
                 seen += 1
         except Exception as exc:  # noqa: BLE001 - the error is recorded all the same
             self.fault(f"learning secrets by value: {type(exc).__name__}")  # its text may quote them
 
-    def _learn(self, values: Any) -> None:
+    def learn(self, values: Any) -> None:
+        """Remember the secrets ``values`` holds under secret keys (a call's inputs, the run's
+        input and config, a task's writes), to hide them by value wherever the run quotes them
+        afterwards: a node that writes ``{"api_key": key}`` and a later ``f"calling with {key}"``."""
         learn = getattr(self.redactor, "learn", None)  # a RunRedactor's (learned_secrets)
         if learn is None:
             return
@@ -593,7 +600,7 @@ class RunSession:
     def begin_call(self, call_id: str, record: dict) -> None:
         # A secret the call is handed by name is hidden by value in what comes back (its error
         # quoting it, its answer echoing it) and in what the run records after.
-        self._learn(record.get("inputs"))
+        self.learn(record.get("inputs"))
         with self._lock:
             self._calls[call_id] = record
         if self.call_waits.may_wait(record["kind"], record["name"]):

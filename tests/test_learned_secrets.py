@@ -1,10 +1,22 @@
-"""The secrets a run learns by value: from a call's inputs (a value under a secret key), and from
-a failed SQL statement (a value bound to a column named like a secret)."""
+"""The secrets a run learns by value: from a call's inputs, the run's input and config, and the
+writes of its tasks (a value under a secret key), and from a failed SQL statement (a value bound
+to a column named like a secret)."""
 
 from __future__ import annotations
 
+import operator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
 import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
 from pydantic import SecretStr
+from test_redaction_e2e import everything_stored
+
+from graphtape.recorder import Recorder, open_store
 
 from graphtape.recorder.learned_secrets import RunRedactor
 from graphtape.recorder.redaction import MARK, Redactor
@@ -44,3 +56,57 @@ def test_only_values_worth_looking_for_are_learned_from_a_calls_inputs() -> None
 )
 def test_the_positional_parameters_of_a_statement_are_named_by_their_columns(statement: str, names: list) -> None:
     assert placeholder_names(statement) == names
+
+
+class Session(TypedDict, total=False):
+    api_key: str
+    answer: Any
+    said: Annotated[list[str], operator.add]
+
+
+def _quoting_graph() -> Any:
+    """A graph whose nodes quote, without a key, secrets it was handed under one: in its state,
+    its config, the answer to an interrupt."""
+
+    def keep(state: Session) -> dict:
+        return {"api_key": "Zq9Lk2mP4xZ8wQ"}
+
+    def say(state: Session, config: RunnableConfig) -> dict:
+        token = config["configurable"]["user_token"]
+        return {"said": [f"calling with {state['api_key']}", f"as user {token}"]}
+
+    def ask(state: Session) -> dict:
+        answer = interrupt("the database password?")
+        return {"answer": {"db_password": answer["db_password"]}, "said": [f"connecting with {answer['db_password']}"]}
+
+    b = StateGraph(Session)
+    b.add_node("keep", keep)
+    b.add_node("say", say)
+    b.add_node("ask", ask)
+    b.add_edge(START, "keep")
+    b.add_edge("keep", "say")
+    b.add_edge("say", "ask")
+    b.add_edge("ask", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+def test_secrets_under_keys_in_state_config_and_answers_are_hidden_where_nodes_quote_them(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    config = {"configurable": {"thread_id": "t1", "user_token": "ut-9f8e7d6c5b4a"}}
+    with Recorder(db, durability="sync") as rec:
+        graph = rec.attach(_quoting_graph())
+        graph.invoke({}, config)
+        out = graph.invoke(Command(resume={"db_password": "S3cretDbPw99"}), config)
+        # A later run on the thread starts from a state holding the key: quoted again, it is hidden.
+        graph.update_state(config, {"said": [f"still {out['api_key']}"]})
+    assert out["said"][0] == "calling with Zq9Lk2mP4xZ8wQ"  # the user's graph is untouched
+    stored = everything_stored(db)
+    for secret in (b"Zq9Lk2mP4xZ8wQ", b"ut-9f8e7d6c5b4a", b"S3cretDbPw99"):
+        assert secret not in stored
+    store = open_store(db)
+    try:
+        run = store.list_runs()[-1]
+        said = store.state_at(run.id, store.list_steps(run.id)[-1].step)["said"]
+    finally:
+        store.close()
+    assert said[:3] == [f"calling with {MARK}", f"as user {MARK}", f"connecting with {MARK}"]
