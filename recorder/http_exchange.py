@@ -58,8 +58,18 @@ def url_without_password(url: str) -> str:
 
 
 def request_record(method: str, url: str, headers: Any, body: Any) -> dict[str, Any]:
-    """A request as a call's inputs (plain values, not yet redacted: the encoder does that)."""
-    return {"method": str(method).upper(), "url": url_without_password(str(url)), "headers": _headers(headers), "body": _request_body(body)}
+    """A request as a call's inputs (plain values, not yet redacted: the encoder does that).
+
+    A body the client compressed (``Content-Encoding: gzip``) is stored decompressed, as a
+    response's is: compressed, the encoder could not read the secrets in it to redact them.
+    One that does not decompress is not kept, for the same reason."""
+    plain = _headers(headers)
+    stored = _request_body(body)
+    encoding = _header(plain, "content-encoding")
+    if encoding and isinstance(stored, bytes) and encoding.lower() != "identity":
+        raw = _decompress(stored, encoding.lower())
+        stored = _body(raw) if raw is not None else f"<{len(stored)} bytes in content-encoding {encoding!r} graphtape cannot read: not kept>"
+    return {"method": str(method).upper(), "url": url_without_password(str(url)), "headers": plain, "body": stored}
 
 
 def response_record(response: Mapping[str, Any]) -> dict[str, Any]:

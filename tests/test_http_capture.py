@@ -8,9 +8,11 @@ service and at the socket (an audit hook sees every connect attempt).
 
 from __future__ import annotations
 
+import gzip
 import json
 import sqlite3
 import sys
+import zlib
 from dataclasses import asdict
 from pathlib import Path
 from typing import TypedDict
@@ -221,6 +223,42 @@ def test_a_failed_request_is_recorded_with_the_clients_error(db, service):
     assert not result.diverged, result.report()
     assert result.final_state["status"] == {"fallback": "ConnectError"}
     assert connects.count == 0
+
+
+def compressed_upload_graph(url: str):
+    """A node that uploads compressed bodies, as telemetry and batch clients do: gzip, deflate,
+    and an encoding nothing here reads."""
+
+    def upload(state: Order) -> dict:
+        gz = httpx.post(f"{url}/gz", content=gzip.compress(json.dumps({"api_key": KEY, "order": state["order"]}).encode()), headers={"Content-Encoding": "gzip"}, timeout=5)
+        df = requests.post(f"{url}/df", data=zlib.compress(f"token={TOKEN}&order={state['order']}".encode()), headers={"Content-Encoding": "deflate"}, timeout=5)
+        odd = httpx.post(f"{url}/odd", content=b"\x8f\x00" + API_KEY_HEADER.encode()[::-1], headers={"Content-Encoding": "x-unknown"}, timeout=5)
+        return {"status": {"codes": [gz.status_code, df.status_code, odd.status_code]}}
+
+    b = StateGraph(Order)
+    b.add_node("upload", upload)
+    b.add_edge(START, "upload")
+    return b.compile()
+
+
+def test_a_compressed_request_body_is_stored_decompressed_and_redacted(db, service):
+    """Compressed, a body's secrets are hidden from redaction, not from whoever unzips the recording."""
+    run_id = record(db, compressed_upload_graph(service.url), {"order": "A-1"})
+    gz, df, odd = http_calls(db, run_id)
+    assert json.loads(gz.inputs["body"]) == {"api_key": "[REDACTED]", "order": "A-1"}
+    assert df.inputs["body"] == "token=[REDACTED]&order=A-1"
+    assert odd.inputs["body"].startswith("<") and "not kept" in odd.inputs["body"]
+    store = open_store(db)
+    try:
+        fixture = dumps_fixture(export_fixture(store, run_id, graph="uploads.py:graph")).decode()
+    finally:
+        store.close()
+    for secret in (KEY, TOKEN):
+        assert secret not in fixture and secret not in json.dumps([gz.inputs, df.inputs])
+    service.stop()
+    result = replay(run_id, compressed_upload_graph(service.url), db=db, require_all_used=True)
+    assert not result.diverged, result.report()
+    assert result.served["http"] == 3
 
 
 # -- strict replay, the service stopped ----------------------------------------------------------
