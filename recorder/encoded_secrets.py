@@ -46,6 +46,7 @@ _GATE = compile_linear(r"(?:[A-Za-f][A-Za-z0-9+/]{3}){3}|(?:[A-Za-f][A-Za-z0-9_\
 # (``base64`` wraps at 76; each line is joined to the next by _runs).
 _BASE64_RUN = compile_linear(r"[A-Za-z0-9+/]{12,}={0,2}|[A-Za-z0-9_\-]{16,}={0,2}")
 _LINE_BREAKS = ("\n", "\r\n", "\\n", "\\r\\n")
+_TAIL = compile_linear(r"[A-Za-z0-9+/_\-]{1,15}={0,2}")  # a wrapped run's last line, too short to be a run
 _PERCENT_RUN = compile_linear(r"[^\s\"'<>`]*%[0-9A-Fa-f]{2}[^\s\"'<>`]*")
 _PERCENT = compile_linear(r"%[0-9A-Fa-f]{2}")
 # Two or more string literals side by side (Python's implicit concatenation, or joined by +).
@@ -90,18 +91,45 @@ def hidden_spans(text: str, direct: DirectSpans, quick: Quick) -> Spans:
 
 def _runs(text: str) -> list[tuple[int, int]]:
     """Base64 runs of ``text``, a run wrapped over lines (each full line a multiple of 4, the
-    way ``base64`` and PEM write it) taken as one."""
+    way ``base64`` and PEM write it, the line breaks escaped too: a repr, JSON text) taken as
+    one, with its last line however short."""
     runs: list[tuple[int, int]] = []
+    line = 0  # where the last line of the last run starts
     for m in _BASE64_RUN.finditer(text):
         start, end = m.span()
         if runs:
-            last_start, last_end = runs[-1]
-            gap = text[last_end:start]
-            if gap in _LINE_BREAKS and (last_end - last_start) % 4 == 0 and last_end - last_start >= 40 and text[last_end - 1] != "=":
-                runs[-1] = (last_start, end)
+            at = _next_line(text, runs[-1][1], line)
+            # (after an escaped break, "\\n", the next line's run starts at its "n")
+            if at is not None and (at == start or (at == start + 1 and text[start] == "n")):
+                runs[-1] = (runs[-1][0], end)
+                line = at
                 continue
+            runs[-1] = _with_tail(text, runs[-1], line)
         runs.append((start, end))
+        line = start
+    if runs:
+        runs[-1] = _with_tail(text, runs[-1], line)
     return runs
+
+
+def _next_line(text: str, end: int, line: int) -> int | None:
+    """Where the line after a run's last line (``line``..``end``) starts, when that line is one
+    of a wrapped run (a multiple of 4, 40 characters or more, no padding); else None."""
+    if (end - line) % 4 or end - line < 40 or text[end - 1] == "=":
+        return None
+    for brk in _LINE_BREAKS:
+        if text.startswith(brk, end):
+            return end + len(brk)
+    return None
+
+
+def _with_tail(text: str, run: tuple[int, int], line: int) -> tuple[int, int]:
+    """``run`` with the short last line of its wrapping, shorter than a run (``eHgifQ==``)."""
+    at = _next_line(text, run[1], line)
+    tail = _TAIL.match(text, at) if at is not None else None
+    if tail is None or (tail.end() - at) % 4:
+        return run
+    return run[0], tail.end()
 
 
 def _base64_text(run: str) -> str | None:

@@ -96,7 +96,7 @@ OWN_TEXT_PATTERNS = (
     # A PEM private key in base64 (a Kubernetes secret's tls.key, a CI variable): "-----BEGIN "
     # encoded, then "PRIVATE KEY-" encoded at one of its three alignments, and the rest of the run
     # (a certificate, public, has no PRIVATE); wrapped lines too.
-    r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*(?:UFJJVkFURSBLRVkt|BSSVZBVEUgS0VZL|QUklWQVRFIEtFWS0)[A-Za-z0-9+/=]*(?:(?:\r?\n|\\r?\\n)[A-Za-z0-9+/=]+)*",
+    r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*(?:UFJJVkFURSBLRVkt|BSSVZBVEUgS0VZL|QUklWQVRFIEtFWS0)[A-Za-z0-9+/=]*(?:(?:\r?\n|(?:\\r)?\\n)[A-Za-z0-9+/=]+)*",
     # The password of a URL: postgresql://user:PASSWORD@host, mysql://, redis://, amqp://...
     # (no user name: redis://:PASSWORD@host; an unescaped @ in the password: up to the last @ of the authority)
     # (the scheme unbounded: a counted {1,20} made RE2's automaton track 20 starts at once and

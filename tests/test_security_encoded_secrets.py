@@ -178,6 +178,11 @@ def test_encoded_tabled_and_split_secrets_never_reach_the_store_or_a_fixture(tmp
     assert state["messages"][-1]["content"] == f"| setting | value |\n|---|---|\n| password | {MARK} |\n| region | eu-west-1 |"
 
 
+# base64 as ``base64`` and Python's encodebytes write it: lines of 76, the last one shorter.
+WRAPPED_PEM = base64.encodebytes(b"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA" + b"Q7v" * 100 + b"\n-----END RSA PRIVATE KEY-----\n").decode()
+WRAPPED_ACCOUNT = base64.encodebytes(b'{"type": "service_account", "private_key": "' + b"k" * 300 + b'"}').decode()
+
+
 @pytest.mark.parametrize(
     ("text", "secret"),
     [
@@ -198,6 +203,12 @@ def test_encoded_tabled_and_split_secrets_never_reach_the_store_or_a_fixture(tmp
         ("data:\n  .env: " + base64.b64encode(b"DB_PASSWORD=Hunter2xyzQ\nDEBUG=0\n").decode(), "REJfUEFTU1dPUkQ9"),
         # base64 wrapped at 76 characters, as the base64 command writes it
         ("\n".join(__import__("textwrap").wrap(base64.b64encode(b"x" * 50 + b'"password": "Hunter2xyzQ"' + b"y" * 40).decode(), 76)), "eHh4eHh4"),
+        # ...over three lines and more (a private key's body is on them), the last one short,
+        # the breaks escaped too (a repr, JSON text): every line goes.
+        ("tls.key: " + WRAPPED_PEM, WRAPPED_PEM.splitlines()[3]),
+        (json.dumps({"tls.key": WRAPPED_PEM}), WRAPPED_PEM.splitlines()[3]),
+        (repr("sa: " + WRAPPED_ACCOUNT), WRAPPED_ACCOUNT.splitlines()[-1]),
+        ("sa: " + WRAPPED_ACCOUNT + "thanks", WRAPPED_ACCOUNT.splitlines()[-1]),
     ],
 )
 def test_secrets_in_these_shapes_are_found(text: str, secret: str) -> None:
