@@ -84,6 +84,9 @@ OWN_TOKENS = (
     r"r8_[A-Za-z0-9]{30,}",  # Replicate
     r"fw_[A-Za-z0-9]{20,}",  # Fireworks
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT
+    # Discord bot tokens, their signature whole: the catalogue's pattern stops at 27 characters,
+    # and today's tokens carry 38 (the 11 left over were stored).
+    r"[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,}",
 )
 # Formats found anywhere in text.
 OWN_TEXT_PATTERNS = (
@@ -113,6 +116,11 @@ OWN_TEXT_PATTERNS = (
     # (after # too: an OAuth implicit flow's redirect, cb#access_token=...; and percent-encoded, a URL
     # inside another URL's query: redirect=https%3A%2F%2Fapp%2Fcb%3Fclient_secret%3D...)
     r"(?:[?&#]|%3[Ff]|%26|%23)(?:[A-Za-z0-9]+-)*(?i:key|sig|signature|security-token|access_token|id_token|refresh_token|token|auth|apikey|api_key|client_secret|password)(?:=|%3[Dd])[^&\s\"'#<>\[\]]{8,}",  # ([ ] not: a value already scrubbed stays as it is)
+    # An Azure Functions key (?code=, the function's whole credential) or an OAuth authorization
+    # code in a redirect: long, where a country, promo or error code is a short word.
+    r"(?:[?&#]|%3[Ff]|%26|%23)(?i:code)(?:=|%3[Dd])[A-Za-z0-9_\-/%.~+]{24,}={0,2}",
+    # The private lines of a PuTTY key file (.ppk): its private key, in base64 lines.
+    r"Private-Lines:[ \t]*\d+(?:(?:\r?\n|(?:\\r)?\\n)[A-Za-z0-9+/=]+)+",
 )
 OWN_PATTERNS = OWN_TOKENS + OWN_TEXT_PATTERNS
 

@@ -75,6 +75,9 @@ SECRETS = {
     "aws-key-pair": "AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "url-token-user": "https://0123456789abcdef0123456789abcdef01234567@",
     "pem-in-base64": "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1IY0NBUUVFSUJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkIKLS0tLS1FTkQgRUMgUFJJVkFURSBLRVktLS0tLQo=",
+    "discord-bot": "MTAxNTk4NzY1NDMyMTAxMjM0.GaBcDe.AbCdEf0123456789AbCdEf0123456789AbCd",
+    "query-code": "?code=AbCdEf0123456789_AbCdEf0123456789AbCdEf01==",
+    "putty-private-lines": "Private-Lines: 2\nAAAAgQC0123456789abcdefABCDEF\nAAAAQQDabcdef0123",
 }
 
 

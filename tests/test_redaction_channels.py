@@ -145,11 +145,14 @@ class Planted:
             "pem-in-base64": lambda b: "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQp" + b,
             "aws-key-pair": lambda b: f"Access key ID,Secret access key\nAKIAIOSFODNN7EXAMPLE,{b}",
             "url-token-user": lambda b: f"git clone https://{b}@github.com/org/repo.git",
+            "discord-bot": lambda b: f"MTAxNTk4NzY1NDMyMTAxMjM0.GaBcDe.{b}",
+            "query-code": lambda b: f"https://fn.azurewebsites.net/api/lookup?code={b}==&clientId=default",
+            "putty-private-lines": lambda b: f"PuTTY-User-Key-File-3: ssh-ed25519\nPrivate-Lines: 1\n{b}\nPrivate-MAC: 0a1b",
         }.items():
             alphabet = string.ascii_letters + string.digits
             if kind.startswith("aws-a") or kind == "new-relic":
                 alphabet = up
-            elif kind in ("basic-auth", "pem-in-base64"):
+            elif kind in ("basic-auth", "pem-in-base64", "putty-private-lines"):
                 alphabet = b64
             elif kind in ("digitalocean", "shopify", "databricks", "postman", "mailgun", "pulumi"):
                 alphabet = "0123456789abcdef"
