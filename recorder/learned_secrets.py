@@ -7,13 +7,16 @@ was refused with, a tool's answer echoes it. Once a call's inputs hand over a va
 secret key, in a ``(name, value)`` pair named like a secret, or as a ``SecretStr``, the run's
 redactor knows that value: the call's output, error, error fields and traceback, and whatever
 the run records after (a ``ToolNode``'s error message in the state, the failed task's and the
-run's error), have it replaced like any secret.
+run's error), have it replaced like any secret. So do the run's input, config and context, a
+task's writes (``{"api_key": ...}`` in the state) and a human's answer to an interrupt: a node
+that quotes such a value later (``f"calling with {key}"``) has it hidden there too.
 
 Only values of at least ``MIN_LENGTH`` characters are learned, and never one that reads as a
-flag or a number: a short value (``yes``, ``admin``, a port) would take the same word out of
-every later text of the run. Values are learned from structured inputs only (mappings, lists,
-pairs), and a mapping under a secret key is not looked into: a tool schema's
-``{"password": {"description": "The user's password"}}`` holds no secret to look for elsewhere.
+flag, a number or a word (``anonymous``, ``Required``): such a value (or a short one: ``yes``,
+``admin``, a port) would take the same word out of every later text of the run. Values are
+learned from structured inputs only (mappings, lists, pairs), and a mapping under a secret key
+is not looked into: a tool schema's ``{"password": {"description": "The user's password"}}``
+holds no secret to look for elsewhere.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def secret_values(inputs: Any, is_secret_key: Callable[[str], bool]) -> set[str]
         value = value.strip()
         scheme = _SCHEME.match(value)
         for v in (value, scheme.group(1)) if scheme else (value,):
-            if MIN_LENGTH <= len(v) <= MAX_LENGTH and v not in MARK and not _NOT_SECRET.fullmatch(v):
+            if MIN_LENGTH <= len(v) <= MAX_LENGTH and v not in MARK and not _NOT_SECRET.fullmatch(v) and not _a_word(v):
                 found.add(v)
 
     def walk(value: Any, depth: int) -> None:
@@ -104,6 +107,13 @@ def secret_values(inputs: Any, is_secret_key: Callable[[str], bool]) -> set[str]
 
     walk(inputs, 0)
     return found
+
+
+def _a_word(value: str) -> bool:
+    """Whether ``value`` is a word (``anonymous``, ``Required``, ``OPTIONAL``): under a secret key
+    it says how the secret is handled more often than it is one, and learned, it would go from
+    every later sentence of the run that uses it."""
+    return value.isalpha() and (value.islower() or value.istitle() or value.isupper())
 
 
 _MAPPING, _SEQUENCE, _SECRET = "mapping", "sequence", "secret"

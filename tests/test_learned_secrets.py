@@ -90,6 +90,15 @@ def _quoting_graph() -> Any:
     return b.compile(checkpointer=InMemorySaver())
 
 
+def test_a_word_under_a_secret_key_is_not_learned() -> None:
+    """State and config hold how a secret is handled under its key more often than the secret
+    ({"auth": "anonymous"}): learned, the word would go from every later sentence."""
+    redactor = RunRedactor()
+    redactor.learn([{"auth": "anonymous", "password_policy": "required"}, {"configurable": {"token": "Optional", "api_key": "Zq9Lk2mP4xZ8wQ"}}])
+    text = "anonymous users: a password is required, Optional; key Zq9Lk2mP4xZ8wQ"
+    assert redactor.scrub(text) == f"anonymous users: a password is required, Optional; key {MARK}"
+
+
 def test_secrets_under_keys_in_state_config_and_answers_are_hidden_where_nodes_quote_them(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     config = {"configurable": {"thread_id": "t1", "user_token": "ut-9f8e7d6c5b4a"}}
