@@ -20,6 +20,7 @@ from graphtape.recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, collect_re
 from graphtape.recorder.history_blocks import is_cat
 
 from graphtape.replay.calls import answered_tool_call, normalize_arguments
+from graphtape.replay.divergence_order import order_key
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.result import Divergence
@@ -149,7 +150,7 @@ class RunComparison:
         self.normalize = normalize
         self.arg_normalize = arg_normalize or Normalizer()
         self.mode = mode
-        self.order = order or {}  # namespace -> the root step that entered it (to order divergences)
+        self.order = order or {}  # namespace -> the parent's step that entered it (to order divergences)
         # A subgraph with memory of its own keeps one namespace for every run of its node: there
         # each step's root step is its own (namespace -> {step: root step}).
         self.roots = roots or {}
@@ -160,10 +161,7 @@ class RunComparison:
 
     def _add(self, d: Divergence, rec_ns: str, *, before_stop: bool = False) -> None:
         root = self.roots.get(rec_ns, {}).get(d.step) if rec_ns and d.step is not None else None
-        if root is None:
-            root = self.order.get(rec_ns.split("|")[0], d.step) if rec_ns else d.step
-        nested = 0 if rec_ns else 1  # inside the parent's step, the subgraph's divergence comes first
-        order = (root if root is not None else 1 << 30, nested, d.step if d.step is not None else 1 << 30)
+        order = order_key(rec_ns, d.step, self.order, root)  # inside a parent's step, its subgraphs' first
         # Something that happened before the call that stopped the replay in its step goes before it.
         self.found.append(replace(d, order=(*order, -1) if before_stop else order))
 

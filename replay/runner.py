@@ -45,6 +45,7 @@ from graphtape.replay.cache import RecordedCache, cached_nodes, join_channels, r
 from graphtape.replay.calls import CallBook, LiveCall, Miss
 from graphtape.replay.http_answers import RecordedHttp, live_http_note
 from graphtape.replay.compare import RunComparison, Side
+from graphtape.replay.divergence_order import entered_steps, order_key
 from graphtape.replay.context import recorded_context, with_runtime
 from graphtape.replay.fixture_format import FIXTURE_TAG
 from graphtape.replay.gc_threshold import fewer_collections
@@ -373,16 +374,15 @@ class _Run:
         if why is not None:
             raise ReplayError(why)
         warnings.pass_on()
-        entered = self._entered()
-        by_path = {ns_path(n): s for n, s in entered.items()}
+        within = self._entered_within()
         stops = [*answerer.misses, *(m for m in memory.misses if not is_write(m.live.name))]  # misses that stopped the replay
         found: list[Divergence] = []
         for m in [*answerer.misses, *http.misses, *memory.misses]:
             live = m.live
             live_step = None if live.step is None else live.step - offsets.get(live.path, 0)
-            root = live_step if not live.path else by_path.get(live.path.split("|")[0], live_step)
+            root = None
             if live.path in self._memories and live_step is not None:
-                root = self._memories[live.path].roots.get(live_step, root)  # a memory's step: the root step that ran it
+                root = self._memories[live.path].roots.get(live_step)  # a memory's step: the root step that ran it
             stopped = _miss_outcome(live)
             how = f"was handed other {m.handed.what} than its recording" if m.handed is not None else "has no matching recording"
             found.append(
@@ -395,13 +395,13 @@ class _Run:
                     m.handed.actual if m.handed is not None else live.arguments,
                     live.path,
                     [c.to_dict() for c in m.candidates],
-                    order=(root if root is not None else 1 << 30, 0 if live.path else 1, live_step if live_step is not None else 1 << 30),
+                    order=order_key(live.path, live_step, within, root),
                 )
             )
         final_state = None
         status = "error" if error is not None else "ok"
         if run_id is not None:
-            found.extend(self._compare(run_id, restored, ns, step, offset, entered))
+            found.extend(self._compare(run_id, restored, ns, step, offset, within))
             try:
                 detail = self.store.run_detail(run_id, typed=True)  # final state: the graph's own types (allow-listed)
                 replayed, final_state = detail.run, detail.output
@@ -598,6 +598,14 @@ class _Run:
         if self._entered_memo is None:
             self._entered_memo = _entered_at(self._details(""))
         return self._entered_memo
+
+    def _entered_within(self) -> dict[str, int]:
+        """Each subgraph namespace (and its path without task ids) -> its parent's step that ran it."""
+        full = entered_steps(self._namespaces(), self._details)
+        by_path: dict[str, int] = {}
+        for n, at in full.items():
+            by_path.setdefault(ns_path(n), at)
+        return {**by_path, **full}
 
     def _namespaces(self) -> list[str]:
         """The recording's namespaces, read once per replay."""
