@@ -121,7 +121,7 @@ class RecordingAnswerer:
         inputs: dict[str, Any] = {"messages": self._plain_messages(_as_recorded(messages))}
         if params.get("tools"):
             inputs["tools"] = self._plain_once(params["tools"])
-        live = LiveCall("model", name, *_who(metadata), arguments=normalize_arguments("model", inputs, self.normalize), task_path=_task_path(metadata))
+        live = LiveCall("model", name, *_who(metadata), arguments=normalize_arguments("model", inputs, self.normalize), task_path=_task_path(metadata), ns=_ns(metadata))
         got = self._take(live)
         if got is None:
             return None
@@ -148,7 +148,7 @@ class RecordingAnswerer:
         call_id = kwargs.get("tool_call_id")
         live = LiveCall(
             "tool", tool.name, *_who(metadata), arguments=normalize_arguments("tool", self._plain(shown), self.normalize),
-            tool_call_id=call_id if isinstance(call_id, str) else None, task_path=_task_path(metadata),
+            tool_call_id=call_id if isinstance(call_id, str) else None, task_path=_task_path(metadata), ns=_ns(metadata),
         )
         check = None
         if self.handed is not None:
@@ -269,6 +269,10 @@ _NOT_TYPED = object()
 def _who(metadata: Mapping[str, Any]) -> tuple[int | None, str, str | None]:
     ns, node, _task, step = call_site(metadata)  # placed as the recorder placed the recorded calls
     return step, ns_path(ns), node
+
+
+def _ns(metadata: Mapping[str, Any]) -> str:
+    return call_site(metadata)[0]
 
 
 def _task_path(metadata: Mapping[str, Any]) -> str | None:

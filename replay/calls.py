@@ -40,6 +40,9 @@ class LiveCall:
     # Tie-breaks between recordings with the same arguments (never a reason to miss):
     tool_call_id: str | None = None
     task_path: str | None = None
+    # Where it was made, with the replay's task ids: which entry of a subgraph run twice (only to
+    # place a miss in run order, never matched).
+    ns: str | None = field(default=None, compare=False)
 
 
 def answered_tool_call(call: CallInfo) -> str | None:

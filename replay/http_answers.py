@@ -42,7 +42,7 @@ class RecordedHttp:
 
     def answer_http(self, inputs: dict[str, Any], site: Site) -> HttpAnswer | HttpRefusal | None:
         plain = to_plain(inputs)  # redacted as the recording was
-        live = LiveCall(HTTP, call_name(plain["method"], plain["url"]), site.step, ns_path(site.ns), site.node, arguments=asked(plain))
+        live = LiveCall(HTTP, call_name(plain["method"], plain["url"]), site.step, ns_path(site.ns), site.node, arguments=asked(plain), ns=site.ns)
         got = self.book.take(live)
         if isinstance(got, Miss):
             self._missed(got)

@@ -375,6 +375,7 @@ class _Run:
             raise ReplayError(why)
         warnings.pass_on()
         within = self._entered_within()
+        replayed_within = self._replayed_entries(run_id) if any(m.live.ns for m in [*answerer.misses, *http.misses, *memory.misses]) else {}
         stops = [*answerer.misses, *(m for m in memory.misses if not is_write(m.live.name))]  # misses that stopped the replay
         found: list[Divergence] = []
         for m in [*answerer.misses, *http.misses, *memory.misses]:
@@ -395,7 +396,8 @@ class _Run:
                     m.handed.actual if m.handed is not None else live.arguments,
                     live.path,
                     [c.to_dict() for c in m.candidates],
-                    order=order_key(live.path, live_step, within, root),
+                    # by its own namespace in the replay, where known: a subgraph run twice has two
+                    order=order_key(live.ns, live_step, replayed_within, root) if live.ns and live.ns in replayed_within else order_key(live.path, live_step, within, root),
                 )
             )
         final_state = None
@@ -606,6 +608,13 @@ class _Run:
         for n, at in full.items():
             by_path.setdefault(ns_path(n), at)
         return {**by_path, **full}
+
+    def _replayed_entries(self, run_id: str | None) -> dict[str, int]:
+        """Each namespace of the replay -> its parent's step that ran it (root steps are numbered
+        as the recording's); empty where the replay was not recorded."""
+        if run_id is None:
+            return {}
+        return entered_steps(self.store.namespaces(run_id), lambda n: self.store.step_details(run_id, n, writes=False))
 
     def _namespaces(self) -> list[str]:
         """The recording's namespaces, read once per replay."""

@@ -60,7 +60,7 @@ class RecordedStore:
         if node is None and step is None:
             return NOT_ANSWERED  # not a task of the replay
         name, inputs = op_call(op)
-        live = LiveCall(STORE, name, step, ns_path(ns), node, arguments=normalize_arguments(STORE, to_plain(inputs), self.normalize))
+        live = LiveCall(STORE, name, step, ns_path(ns), node, arguments=normalize_arguments(STORE, to_plain(inputs), self.normalize), ns=ns)
         got = self.book.take(live)
         if isinstance(got, Miss):
             with self._lock:

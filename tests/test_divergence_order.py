@@ -6,13 +6,16 @@ from __future__ import annotations
 import operator
 from typing import Annotated, TypedDict
 
-from langgraph.graph import START, StateGraph
+from conftest import load_agent
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
 
 from graphtape import Recorder, open_store, replay
 
 
 class Log(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
+    noted: str
 
 
 def _nested(changed: bool = False):
@@ -46,3 +49,45 @@ def test_a_node_two_subgraphs_deep_is_named_before_its_parents_steps(tmp_path):
     # root's step 1 only carry it up.
     assert (first.kind, first.ns, first.step, first.node) == ("state", "desk|front", 2, "judge"), result.report()
     assert [d.ns for d in result.divergences] == ["desk|front", "desk", ""], result.report()
+
+
+def _desk_twice(changed: bool = False):
+    """The same subgraph node runs twice (root steps 1 and 2), its model call in each run; a
+    subgraph beside its first run writes something else too when changed."""
+    model = load_agent("scripted_model").ScriptedChatModel(script=lambda ms: AIMessage(f"noted {len(ms)}"), model_name="desk-model")
+
+    def ask(s: Log) -> dict:
+        said = model.invoke([HumanMessage(f"{'URGENT ' if changed else ''}turn {len(s['log'])}")])
+        return {"log": [said.content]}
+
+    inner = StateGraph(Log)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "ask")
+    root = StateGraph(Log)
+    root.add_node("desk", inner.compile())
+    note = StateGraph(Log)
+    note.add_node("write", lambda s: {"noted": "URGENT" if changed else "normal"})
+    note.add_edge(START, "write")
+    root.add_node("note", note.compile())  # a subgraph beside the desk's first run, done before the miss
+    root.add_edge(START, "desk")
+    root.add_edge(START, "note")
+    root.add_conditional_edges("desk", lambda s: "desk" if len(s["log"]) < 2 else END)
+    return root.compile()
+
+
+def test_a_miss_in_the_first_run_of_a_subgraph_run_twice_is_placed_in_that_run(tmp_path):
+    """The replay stops in the subgraph's first run: the miss there is told first in its root
+    step (a subgraph's divergence before its parent step's), not placed at the root step of the
+    subgraph's last recorded run, after the subgraph beside it."""
+    db = str(tmp_path / "twice.db")
+    with Recorder(db) as rec:
+        rec.attach(_desk_twice(), name="twice").invoke({"log": []})
+    store = open_store(db)
+    try:
+        (run,) = store.list_runs()
+    finally:
+        store.close()
+    result = replay(run.id, _desk_twice(changed=True), db=db)
+    first = result.first_divergence
+    assert first is not None, result.report()
+    assert (first.kind, first.ns, first.node) == ("arguments", "desk", "ask"), result.report()
