@@ -393,7 +393,7 @@ class RunComparison:
                 if step not in returns_checked:
                     returns_checked.add(step)
                     self._task_returns(rec, rep, step, want, add, ns)
-                node = self._writer(rec.run_id, rec.ns, step, key)
+                node = self._writer(rec, rep, step, want, key)
                 add(Divergence("state", step, node, f"state key {key!r} differs", _value(rec_track.value(key)), _value(rep_track.value(key)), ns))
 
     def _task_returns(self, rec: Side, rep: Side, step: int, want: int, add: Callable[[Divergence], None], ns: str) -> None:
@@ -410,12 +410,24 @@ class RunComparison:
         for node, was, now in changed_returns(a, b, self.normalize):
             add(Divergence("state", step, node, f"task {node!r} returned something else", was, now, ns))
 
-    def _writer(self, run_id: str, ns: str, step: int, key: str) -> str | None:
+    def _writer(self, rec: Side, rep: Side, step: int, want: int, key: str) -> str | None:
+        """The node that wrote ``key`` otherwise in the step: of several writers (parallel nodes,
+        ``Send`` packets), the one whose write differs, not merely the first."""
         try:
-            detail = self.store.step_detail(run_id, step, ns)
+            a = self.store.step_detail(rec.run_id, step, rec.ns)
         except Exception:  # noqa: BLE001 - naming the node is a nicety
             return None
-        return next((t.node for t in detail.tasks if key in (t.writes or {})), None)
+        writers = [t for t in a.tasks if key in (t.writes or {})]
+        if len(writers) > 1:
+            try:
+                b = self.store.step_detail(rep.run_id, want, rep.ns)
+            except Exception:  # noqa: BLE001
+                b = None
+            if b is not None:
+                differs = differing_writer(writers, b, key, self.normalize)
+                if differs is not None:
+                    return differs
+        return writers[0].node if writers else None
 
     def _calls(
         self,
@@ -561,6 +573,22 @@ def changed_returns(a: StepDetail, b: StepDetail, normalize: Normalizer) -> list
         if was != now:
             out.append((t.node, was, now))
     return out
+
+
+def differing_writer(writers: list[Any], b: StepDetail, key: str, normalize: Normalizer) -> str | None:
+    """The first of ``writers`` (a step's tasks that wrote ``key``) whose write differs from its
+    counterpart's in step ``b`` (paired by node and path, in turn), or that ``b`` did not run."""
+    theirs: dict[tuple[str, str], list[Any]] = {}
+    for t in b.tasks:
+        theirs.setdefault((t.node, t.path or ""), []).append(t)
+    for t in writers:
+        others = theirs.get((t.node, t.path or ""))
+        if not others:
+            return t.node
+        other = others.pop(0)
+        if key not in (other.writes or {}) or normalize(t.writes[key]) != normalize(other.writes[key]):
+            return t.node
+    return None
 
 
 def only_structure(source: str, kinds_a: list[str], kinds_b: list[str], a: StepDetail, b: StepDetail) -> bool:
