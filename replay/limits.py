@@ -42,7 +42,7 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _NS_KEY = "checkpoint_ns"
@@ -58,6 +58,8 @@ class Limits:
     resumed_ns: str | None = None  # the subgraph namespace a replay resumes in (``--ns``): it counts from there too
     ns_lowered: int = 0
     ns_stop_shift: int = 0
+    # More namespaces whose first loop's stop is moved (a persistent subgraph resumed at its input)
+    ns_shifts: dict[str, int] = field(default_factory=dict)
 
 
 def lowered_limit(recorded: int, steps_done: int, *, fresh: bool = True) -> Limits:
@@ -91,6 +93,8 @@ def recorded_limits(limits: Limits | None) -> Iterator[None]:
     shifts = {"": limits.stop_shift}
     if limits.resumed_ns:  # runs with the recorded limit, its stop moved to where the recording's was
         shifts[limits.resumed_ns] = limits.ns_lowered + limits.ns_stop_shift - limits.recorded
+    for ns, shift in limits.ns_shifts.items():
+        shifts[ns] = shifts.get(ns, 0) + shift
     due = _shift_due.set({ns: shift for ns, shift in shifts.items() if shift} or None)
     try:
         yield

@@ -214,6 +214,9 @@ class Memory:
     after: int | None
     roots: dict[int, int]  # recorded step of the namespace -> the root step whose task ran it
     checkpoint_id: str | None = None  # of the checkpoint put back (its step is ``after``)
+    # Put back at its input step, for LangGraph to resume: its loop then starts a step later than
+    # the recording's, which applied the input itself, and counts one more step to its limit.
+    at_input: bool = False
 
 
 def restore_memories(store: RunStore, run_id: str, root_step: int, root_details: list[Any], saver: Any, thread_id: str) -> dict[str, Memory]:
@@ -252,10 +255,10 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
             stretches[-1].append(s)
         roots = {s.step: ran[k] for k, stretch in enumerate(stretches[: len(ran)]) for s in stretch}
         done = sum(1 for step in ran if step <= root_step)
-        drop_input = False
+        drop_input = at_input = False
         # (A nested one is not: its parent, resumed there, runs its node again, a new stretch.)
         if not parent_ns and done < len(stretches) and done < len(ran) and ran[done] == root_step + 1:
-            step = stretches[done][0]  # resumed at its input, as LangGraph resumes it
+            step, at_input = stretches[done][0], True  # resumed at its input, as LangGraph resumes it
         elif 0 < done <= len(stretches):
             step = stretches[done - 1][-1]
         elif stretches and stretches[0][0].source == "input" and stretches[0][0].step > -1:
@@ -274,7 +277,7 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
             checkpoint["id"] = cp.parent_checkpoint_id or checkpoint["id"]
             metadata = {"source": "loop", "step": cp.step - 1, "parents": {}}
         saver.put({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}, checkpoint, metadata, dict(checkpoint["channel_versions"]))
-        out[ns] = Memory(metadata["step"], roots, checkpoint["id"])
+        out[ns] = Memory(metadata["step"], roots, checkpoint["id"], at_input)
     return out
 
 

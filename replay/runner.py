@@ -357,7 +357,7 @@ class _Run:
         error: BaseException | None = None
         ran = False
         try:
-            with answering(answerer), answering_http(http if self.mode.answers(HTTP) else None), recorded_limits(self._limits):
+            with answering(answerer), answering_http(http if self.mode.answers(HTTP) else None), recorded_limits(self._memory_limits()):
                 first = self._time_travel(config, restored) if update is None and not ns else None
                 error = self._drive(app, config, shift=0 if ns else offset, first=first, opens=update is None and not ns)
             ran = True
@@ -676,6 +676,14 @@ class _Run:
             config["recursion_limit"] = self._limits.lowered
             self._resume_limit = limit
         return config
+
+    def _memory_limits(self) -> Limits | None:
+        """The limits, with the stop of each persistent subgraph put back at its input step moved
+        one step back: LangGraph resumes it there, a step after the recording's loop began."""
+        resumed = {n: -1 for n, m in self._memories.items() if m.at_input}
+        if self._limits is None or not resumed:
+            return self._limits
+        return dataclasses.replace(self._limits, ns_shifts=resumed)
 
     def _calls_after(self, root_step: int, ns: str, step: int) -> list[CallInfo]:
         entered = self._entered()

@@ -1,0 +1,59 @@
+"""A persistent subgraph (``checkpointer=True``) a replay resumes at its input step counts the
+steps left to its recursion limit as the recording did: a prebuilt agent puts that count into
+every ``Send`` it makes, so one step more is a divergence where nothing changed."""
+
+from __future__ import annotations
+
+from conftest import load_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import create_react_agent
+
+from graphtape import Recorder, open_store, replay
+
+ScriptedChatModel = load_agent("scripted_model").ScriptedChatModel
+
+
+@tool
+def lookup(order_id: str) -> str:
+    """Where an order is."""
+    return f"order {order_id} is in transit"
+
+
+def _desk(messages: list) -> AIMessage:
+    asked = sum(isinstance(m, HumanMessage) for m in messages)
+    last = messages[-1]
+    if not isinstance(last, ToolMessage) or last.tool_call_id != f"m{asked}":
+        return AIMessage("", tool_calls=[{"name": "lookup", "args": {"order_id": f"M{asked}"}, "id": f"m{asked}", "type": "tool_call"}])
+    return AIMessage(f"turn {asked}: {last.content}")
+
+
+def _front():
+    desk = create_react_agent(ScriptedChatModel(script=_desk, model_name="desk-model"), [lookup], checkpointer=True, name="desk")
+    b = StateGraph(MessagesState)
+    b.add_node("greet", lambda s: {"messages": [AIMessage("one moment")]})
+    b.add_node("desk", desk)
+    b.add_edge(START, "greet")
+    b.add_edge("greet", "desk")
+    b.add_edge("desk", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+def test_a_memory_resumed_at_its_input_counts_its_steps_left_as_recorded(tmp_path):
+    db = str(tmp_path / "memory.db")
+    config = {"configurable": {"thread_id": "t"}}
+    with Recorder(db) as rec:
+        front = rec.attach(_front(), name="front")
+        front.invoke({"messages": [HumanMessage("Where is M1?")]}, config)
+        front.invoke({"messages": [HumanMessage("And M2?")]}, config)
+    store = open_store(db)
+    try:
+        runs = sorted(store.list_runs(), key=lambda run: run.started_at)
+        greeted = [next(d.step.step for d in store.step_details(run.id, "") if [t.node for t in d.tasks] == ["greet"]) for run in runs]
+    finally:
+        store.close()
+    for run, step in zip(runs, greeted):  # the desk's memory is put back at its input, for the next step to run
+        result = replay(run.id, _front(), db=db, from_step=step)
+        assert not result.diverged, result.report()
