@@ -126,6 +126,21 @@ recorded = H.recorded_shapes(SHAPES)
 class TestShapes(H.ChangedShapeChecks):
     changed = CHANGED
 
+    def test_a_strict_replay_from_any_step_reproduces_the_run(self, recorded):
+        """Resumed at any recorded root step, each run goes on as recorded: the state put back
+        (a pydantic or dataclass state, an Overwrite, a persistent subgraph's memory) and the
+        steps left before the limit are the recording's."""
+        name, shape, r = recorded
+        store = open_store(r.db)
+        try:
+            steps = {run_id: [d.step.step for d in store.step_details(run_id, "") if d.step.checkpoint_id] for run_id in r.run_ids}
+        finally:
+            store.close()
+        for run_id, done in steps.items():
+            for step in done[:-1]:
+                result = replay(run_id, shape.build(), db=r.db, from_step=step)
+                assert not result.diverged, (name, step, result.report())
+
 
 # -- a user's edit between runs: update_state(as_node=...) at a breakpoint, then resumed ----------
 
@@ -186,3 +201,4 @@ def test_two_graphs_recorded_at_once_by_one_recorder_keep_their_own_runs(tmp_pat
     for name, build in (("reset", V5.history_reset), ("charge", V5.tool_error_builtin)):
         result = replay(runs[name].id, build(), db=db)
         assert not result.diverged, result.report()
+
