@@ -219,7 +219,9 @@ class Memory:
     at_input: bool = False
 
 
-def restore_memories(store: RunStore, run_id: str, root_step: int, root_details: list[Any], saver: Any, thread_id: str) -> dict[str, Memory]:
+def restore_memories(
+    store: RunStore, run_id: str, root_step: int, root_details: list[Any], saver: Any, thread_id: str, *, resumed: tuple[str, int] | None = None
+) -> dict[str, Memory]:
     """Put back what each persistent subgraph remembered when the replay starts at ``root_step``.
 
     A subgraph compiled with ``checkpointer=True`` keeps its state across a thread's runs,
@@ -230,6 +232,9 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
     earlier turns' memory, before the new input). A stretch entered in the very step the
     replay resumes with is resumed by LangGraph from its input step: that one is put back,
     and the replay makes no input step of its own there.
+
+    ``resumed`` is the namespace and step a replay resumes in (``--ns``), already put back by
+    ``restore``: that memory is the step asked for, not what the root step remembered.
 
     Returns, per namespace it can compare, where the replay's steps there follow on from
     (a namespace whose memory could not be put back is left out: its steps are not the recording's).
@@ -254,6 +259,9 @@ def restore_memories(store: RunStore, run_id: str, root_step: int, root_details:
                 stretches.append([])
             stretches[-1].append(s)
         roots = {s.step: ran[k] for k, stretch in enumerate(stretches[: len(ran)]) for s in stretch}
+        if resumed is not None and resumed[0] == ns:
+            out[ns] = Memory(resumed[1], roots)
+            continue
         done = sum(1 for step in ran if step <= root_step)
         drop_input = at_input = False
         # (A nested one is not: its parent, resumed there, runs its node again, a new stretch.)

@@ -252,7 +252,7 @@ class _Run:
             saver.unthreaded = thread_id
         untracked = untracked_channels(self.graph)
         restored = restore(self.store, self.run.id, step, ns, saver, thread_id, untracked=untracked, revive=self.types.revive)
-        self._memories = restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id)
+        self._memories = restore_memories(self.store, self.run.id, restored.root_step, self._details(""), saver, thread_id, resumed=(ns, restored.step) if ns else None)
         base = self.graph.copy(update={"checkpointer": saver})
         guard = None
         today = getattr(base, "store", None)

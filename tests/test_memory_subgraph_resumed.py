@@ -1,6 +1,9 @@
-"""A persistent subgraph (``checkpointer=True``) a replay resumes at its input step counts the
+"""A persistent subgraph (``checkpointer=True``) a replay resumes goes on as recorded.
+
+Resumed at its input step (the replay starts at the root step before it runs), it counts the
 steps left to its recursion limit as the recording did: a prebuilt agent puts that count into
-every ``Send`` it makes, so one step more is a divergence where nothing changed."""
+every ``Send`` it makes, so one step more is a divergence where nothing changed. Resumed in its
+own namespace (``ns=``), it starts from the step asked for."""
 
 from __future__ import annotations
 
@@ -57,3 +60,24 @@ def test_a_memory_resumed_at_its_input_counts_its_steps_left_as_recorded(tmp_pat
     for run, step in zip(runs, greeted):  # the desk's memory is put back at its input, for the next step to run
         result = replay(run.id, _front(), db=db, from_step=step)
         assert not result.diverged, result.report()
+
+
+def test_a_replay_in_the_memorys_own_namespace_resumes_at_the_step_asked_for(tmp_path):
+    """``--ns desk --from-step k``: the desk resumes at its step k of that turn, not at what the
+    root step before it remembered (its input step), which would make its calls over again."""
+    db = str(tmp_path / "memory.db")
+    config = {"configurable": {"thread_id": "t"}}
+    with Recorder(db) as rec:
+        front = rec.attach(_front(), name="front")
+        front.invoke({"messages": [HumanMessage("Where is M1?")]}, config)
+        front.invoke({"messages": [HumanMessage("And M2?")]}, config)
+    store = open_store(db)
+    try:
+        runs = sorted(store.list_runs(), key=lambda run: run.started_at)
+        spots = [(run, d.step.step) for run in runs for d in store.step_details(run.id, "desk") if d.step.checkpoint_id]
+    finally:
+        store.close()
+    assert len(spots) >= 8, spots  # each turn's stretch: its input step and the agent's steps
+    for run, step in spots:
+        result = replay(run.id, _front(), db=db, from_step=step, ns="desk")
+        assert not result.diverged, (step, result.report())
