@@ -141,6 +141,19 @@ class TestShapes(H.ChangedShapeChecks):
                 result = replay(run_id, shape.build(), db=r.db, from_step=step)
                 assert not result.diverged, (name, step, result.report())
 
+    def test_a_strict_replay_from_any_subgraph_step_reproduces_the_run(self, recorded):
+        """Resumed inside a subgraph (``ns=``) at any of its recorded steps, each run goes on as
+        recorded (a persistent subgraph from the step asked for, not from what it remembered)."""
+        name, shape, r = recorded
+        store = open_store(r.db)
+        try:
+            spots = [(run_id, ns, d.step.step) for run_id in r.run_ids for ns in store.namespaces(run_id) if ns for d in store.step_details(run_id, ns) if d.step.checkpoint_id]
+        finally:
+            store.close()
+        for run_id, ns, step in spots:
+            result = replay(run_id, shape.build(), db=r.db, from_step=step, ns=ns)
+            assert not result.diverged, (name, ns, step, result.report())
+
 
 # -- a user's edit between runs: update_state(as_node=...) at a breakpoint, then resumed ----------
 
