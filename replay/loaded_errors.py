@@ -46,7 +46,10 @@ def loaded_error(type_name: str, message: str, frames: Any = None, fields: Any =
     if cls is None or not (_carries_only_args(cls) or (kept and _carries_only_args(cls, but=("__init__",)))):
         return None
     try:
-        error = Exception.__new__(cls)
+        # Made by the built-in class it derives from, which no code of the class runs in: a
+        # built-in with a layout of its own (OSError, so ConnectionError and TimeoutError) makes
+        # its own instances, and Exception.__new__ refuses them.
+        error = _builtin_base(cls).__new__(cls)
         error.args = (message,)
         error.__dict__.update(kept)  # what its __init__ set, as recorded: no code of the class runs
     except Exception:  # noqa: BLE001 - a class with a layout of its own
@@ -142,6 +145,11 @@ def _carries_only_args(cls: type, but: tuple[str, ...] = ()) -> bool:
     run code by being raised."""
     watched = [name for name in _OWN_CODE if name not in but]
     return type(cls) is type and not any(c.__module__ != "builtins" and any(name in vars(c) for name in watched) for c in cls.__mro__)
+
+
+def _builtin_base(cls: type) -> type:
+    """The most derived built-in class of ``cls`` (its instances' layout)."""
+    return next(c for c in cls.__mro__ if c.__module__ == "builtins")
 
 
 def _raised_in(classes: tuple[type[Exception], ...], frames: Any) -> tuple[type[Exception], ...]:
