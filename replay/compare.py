@@ -159,10 +159,12 @@ class RunComparison:
         self._lists: dict[str, list] = {}  # a history block's blob -> its items, blocks joined (see _as_list)
         self._trees: dict[str, Any] = {}  # blob -> its tree as read (None: not in the store)
 
-    def _add(self, d: Divergence, rec_ns: str, *, before_stop: bool = False) -> None:
+    def _add(self, d: Divergence, rec_ns: str, *, before_stop: bool = False, last: bool = False) -> None:
         root = self.roots.get(rec_ns, {}).get(d.step) if rec_ns and d.step is not None else None
         order = order_key(rec_ns, d.step, self.order, root)  # inside a parent's step, its subgraphs' first
         # Something that happened before the call that stopped the replay in its step goes before it.
+        if last:  # a consequence: after whatever else its step did otherwise
+            order = (*order, _LAST)
         self.found.append(replace(d, order=(*order, -1) if before_stop else order))
 
     # -- one namespace ---------------------------------------------------------------
@@ -184,7 +186,7 @@ class RunComparison:
             if d_rep is None:
                 add(Divergence("missing", step, None, f"the replay has no step {step + offset}; the recording goes on to step {last_rec}", _step_summary(d_rec), None, ns_label))
                 break
-            self._step(step, d_rec, d_rep, add, ns_label)
+            self._step(step, d_rec, d_rep, add, ns_label, lambda d: self._add(d, rec.ns, last=True))
         extra = sorted(s for s in rep_details if s - offset not in rec_details and (last_rec is None or s - offset > last_rec))
         if extra and cut is None:
             first = rep_details[extra[0]]
@@ -200,7 +202,7 @@ class RunComparison:
         rec_paths, rep_paths = (_TaskPaths(lambda side=side: self.read_details(side.run_id, side.ns)) for side in (rec, rep))
         self._calls(rec_calls, rep_calls, offset, cut, add, ns_label, rec_paths=rec_paths, rep_paths=rep_paths)
 
-    def _step(self, step: int, rec: StepDetail, rep: StepDetail, add: Callable[[Divergence], None], ns: str) -> None:
+    def _step(self, step: int, rec: StepDetail, rep: StepDetail, add: Callable[[Divergence], None], ns: str, add_last: Callable[[Divergence], None] | None = None) -> None:
         nodes_rec, nodes_rep = Counter(t.node for t in rec.tasks), Counter(t.node for t in rep.tasks)
         if nodes_rec != nodes_rep:
             add(Divergence("route", step, None, "other nodes ran in this step", sorted(nodes_rec.elements()), sorted(nodes_rep.elements()), ns))
@@ -220,6 +222,28 @@ class RunComparison:
         if errs_rec != errs_rep:
             node = (errs_rec or errs_rep)[0][0]
             add(Divergence("error", step, node, "a node failed differently", [list(e) for e in errs_rec], [list(e) for e in errs_rep], ns))
+        self._questions(step, rec, rep, add_last or add, ns)
+
+    def _questions(self, step: int, rec: StepDetail, rep: StepDetail, add: Callable[[Divergence], None], ns: str) -> None:
+        """What each node asked a person (its interrupts' values): asked otherwise is a divergence
+        like a call made with other arguments, though the recorded answer still goes on."""
+        asked_rec, asked_rep = self._asked(rec), self._asked(rep)
+        if not asked_rec or not asked_rep or asked_rec == asked_rep:
+            return  # asked in one run only: the nodes that ran, or the state, say where it went
+        node = next((n for (n, a), b in zip(asked_rec, asked_rep) if [n, a] != b and n), None) or asked_rec[0][0] or None
+        add(Divergence("arguments", step, node, f"{node or 'a node'} asked a person something else (its interrupt)", asked_rec, asked_rep, ns))
+
+    def _asked(self, detail: StepDetail) -> list[list[Any]]:
+        """Each distinct ``[node, question]`` of a step: a step interrupted and then resumed
+        holds a question again where its node asked it again on the resume. A subgraph's
+        question, which its parent's step shows too, is compared in the subgraph's own steps."""
+        relayed = {t.task_id for t in detail.tasks if t.subgraph_ns} | {t.node for t in detail.tasks if t.subgraph_ns}
+        seen: dict[str, list[Any]] = {}
+        for e in detail.events:
+            if e.kind == "interrupt" and e.task_id not in relayed and (e.task_id is not None or e.node not in relayed):
+                item = [e.node or "", self.normalize(e.value)]
+                seen.setdefault(_key(item), item)
+        return [seen[k] for k in sorted(seen)]
 
     def _read_unshared_routes(self, rec: Iterable[StepDetail], rep: Iterable[StepDetail]) -> None:
         """Read at once the route blobs only one side holds: the only ones a comparison may decode.
@@ -615,6 +639,9 @@ def _blob_ref(item: Any) -> str | None:
 
 def _value(v: Any) -> Any:
     return None if v is _MISSING else v
+
+
+_LAST = 1 << 20  # sorts after every other divergence of its step
 
 
 def _key(route: dict) -> str:
