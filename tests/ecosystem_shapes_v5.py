@@ -39,7 +39,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
 from langgraph.runtime import Runtime, get_runtime
-from langgraph.types import CachePolicy, Command, Overwrite, Send, interrupt
+from langgraph.types import CachePolicy, Command, Overwrite, RetryPolicy, Send, interrupt
 from pydantic import BaseModel, Field
 
 
@@ -615,3 +615,118 @@ def entrypoint_one_asks(changed: bool = False) -> Any:
         return model.invoke([HumanMessage(f"{joined} ({signed.result()})")]).content
 
     return brief
+
+
+# -- 19. a persistent subgraph node (checkpointer=True) whose node asks a person, over turns ------
+
+
+class Ask2(TypedDict, total=False):
+    question: str
+    answers: Annotated[list[str], operator.add]
+
+
+def asking_memory(changed: bool = False) -> Any:
+    model = _echo("memory-model")
+
+    def ask(state: Ask2) -> dict[str, Any]:
+        said = interrupt({"confirm": state["question"]})
+        found = lookup.invoke({"order_id": state["question"]})
+        told = model.invoke([HumanMessage(f"{found} ({said}){'!' if changed else ''}; seen {len(state.get('answers', []))}")])
+        return {"answers": [told.content]}
+
+    inner = StateGraph(Ask2)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "ask")
+    b = StateGraph(Ask2)
+    b.add_node("desk", inner.compile(checkpointer=True))
+    b.add_edge(START, "desk")
+    return b.compile(checkpointer=InMemorySaver())
+
+
+# -- 20. Send packets to a subgraph node, each asking a person ---------------------------------------
+
+
+class Claims(TypedDict, total=False):
+    claims: list[str]
+    claim: str
+    verdicts: Annotated[list[str], operator.add]
+
+
+class Verdicts(TypedDict, total=False):
+    verdicts: Annotated[list[str], operator.add]
+
+
+def send_to_subgraph_asks(changed: bool = False) -> Any:
+    def judge(state: Claims) -> dict[str, Any]:
+        found = lookup.invoke({"order_id": state["claim"]})
+        said = interrupt({"claim": state["claim"], "found": found.upper() if changed else found})
+        return {"verdicts": [f"{state['claim']}: {said}"]}
+
+    inner = StateGraph(Claims, output_schema=Verdicts)  # each packet hands back its verdict only
+    inner.add_node("judge", judge)
+    inner.add_edge(START, "judge")
+    b = StateGraph(Claims)
+    b.add_node("plan", lambda s: {})
+    b.add_node("review", inner.compile())
+    b.add_edge(START, "plan")
+    b.add_conditional_edges("plan", lambda s: [Send("review", {"claim": c}) for c in s["claims"]])
+    b.add_edge("review", END)
+    return b.compile(checkpointer=InMemorySaver())
+
+
+# -- 21. a RetryPolicy around a subgraph node whose model fails its first call ---------------------
+
+
+class Flaky(ConnectionError):
+    """A provider's dropped connection."""
+
+
+def retried_subgraph(changed: bool = False) -> Any:
+    calls = {"n": 0}
+
+    def flaky(messages: list[BaseMessage]) -> AIMessage:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise Flaky("connection reset")
+        return AIMessage(f"noted: {messages[-1].content}")
+
+    model = scripted("flaky-model", flaky)
+
+    def work(state: MessagesState) -> dict[str, Any]:
+        found = lookup.invoke({"order_id": "RT1"})
+        return {"messages": [model.invoke([HumanMessage(found.upper() if changed else found)])]}
+
+    inner = StateGraph(MessagesState)
+    inner.add_node("work", work)
+    inner.add_edge(START, "work")
+    b = StateGraph(MessagesState)
+    b.add_node("worker", inner.compile(), retry_policy=RetryPolicy(retry_on=Flaky, max_attempts=3, initial_interval=0.01, jitter=False))
+    b.add_edge(START, "worker")
+    return b.compile()
+
+
+# -- 22. a node awaiting functional @tasks, one of which asks a person -----------------------------
+
+
+def node_runs_tasks(changed: bool = False) -> Any:
+    model = _echo("task-model")
+
+    @task
+    def fetch(order_id: str) -> str:
+        return lookup.invoke({"order_id": order_id})
+
+    @task
+    def confirm(order_id: str) -> str:
+        return str(interrupt({"confirm": order_id}))
+
+    def work(state: Notes) -> dict[str, Any]:
+        found = [fetch(o) for o in ("NT1", "NT2")]
+        ok = confirm("NT1")
+        texts = [f.result() for f in found]
+        said = model.invoke([HumanMessage(f"{(' + ' if changed else ' & ').join(texts)} ({ok.result()})")])
+        return {"answer": said.content}
+
+    b = StateGraph(Notes)
+    b.add_node("work", work)
+    b.add_edge(START, "work")
+    return b.compile(checkpointer=InMemorySaver())

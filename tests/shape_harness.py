@@ -225,6 +225,8 @@ def every_superstep_is_stored_with_its_state_nodes_and_routes(name: str, shape: 
                         continue
                     sent = {dest for x in details if x.step.step <= before.step.step for route in x.routes for dest in route.destinations}
                     for t in after.tasks:
+                        if (t.path or "").startswith("~__pregel_push, ~"):
+                            continue  # a @task a node of the step called: no route goes to it
                         assert t.node in sent, (name, ns, after.step.step, t.node, "ran, but no route went there")
             assert set(store.namespaces(run_id)) - {""} <= linked, (name, "a subgraph no task ran")
     finally:

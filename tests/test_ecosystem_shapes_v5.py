@@ -76,6 +76,14 @@ SHAPES: dict[str, Shape] = {
     "tool_error_builtin_async": Shape(V5.tool_error_builtin, (messages("Charge and look."),), _LOST, how="astream", stream_mode=["updates", "messages"]),
     "entrypoint_one_asks": Shape(V5.entrypoint_one_asks, (["EO1", "EO2"], Command(resume="signed")), _LOST, thread=True),
     "entrypoint_one_asks_stream": Shape(V5.entrypoint_one_asks, (["EO1", "EO2"], _answer_streamed("signed")), _LOST, how="stream", stream_mode="updates", thread=True),
+    "asking_memory": Shape(V5.asking_memory, ({"question": "AM1"}, Command(resume="yes"), {"question": "AM2"}, Command(resume="no")), _LOST, thread=True, override_at=1),
+    "asking_memory_async": Shape(V5.asking_memory, ({"question": "AM1"}, Command(resume="yes"), {"question": "AM2"}, Command(resume="no")), _NO, how="ainvoke", thread=True),
+    "send_to_subgraph_asks": Shape(V5.send_to_subgraph_asks, ({"claims": ["SC1", "SC2"]}, answer_each("fair")), _LOST, thread=True),
+    "send_to_subgraph_asks_async": Shape(V5.send_to_subgraph_asks, ({"claims": ["SC1", "SC2"]}, _answer_streamed("fair")), _LOST, how="astream", stream_mode="updates", subgraphs=True, thread=True),
+    "retried_subgraph": Shape(V5.retried_subgraph, (messages("Go."),), _LOST),
+    "retried_subgraph_async": Shape(V5.retried_subgraph, (messages("Go."),), _LOST, how="ainvoke"),
+    "node_runs_tasks": Shape(V5.node_runs_tasks, ({"notes": []}, Command(resume="ok")), _LOST, thread=True),
+    "node_runs_tasks_async": Shape(V5.node_runs_tasks, ({"notes": []}, Command(resume="ok")), _LOST, how="ainvoke", thread=True),
 }
 
 # What a replay against the changed graph must name first: (kind, namespace, node).
@@ -117,6 +125,14 @@ CHANGED: dict[str, tuple[str, str, str]] = {
     "tool_error_builtin_async": ("state", "", "tools"),
     "entrypoint_one_asks": ("arguments", "", "brief"),
     "entrypoint_one_asks_stream": ("arguments", "", "brief"),
+    "asking_memory": ("arguments", "desk", "ask"),
+    "asking_memory_async": ("arguments", "desk", "ask"),
+    "send_to_subgraph_asks": ("arguments", "review", "judge"),  # the question a person is asked
+    "send_to_subgraph_asks_async": ("arguments", "review", "judge"),
+    "retried_subgraph": ("arguments", "worker", "work"),
+    "retried_subgraph_async": ("arguments", "worker", "work"),
+    "node_runs_tasks": ("arguments", "", "work"),
+    "node_runs_tasks_async": ("arguments", "", "work"),
 }
 
 
