@@ -568,6 +568,10 @@ def _pair_calls(
 
 
 def _outcome(call: CallInfo, normalize: Normalizer) -> Any:
+    if call.error_type == "GraphInterrupt":
+        # A call that asked a person: its message quotes the interrupt's id, drawn afresh each
+        # run from the task's; what it asked is compared with its step's questions.
+        return {"error": call.error_type}
     if call.error_type:
         return {"error": call.error_type, "message": call.error_message}
     return normalize(call.output)
