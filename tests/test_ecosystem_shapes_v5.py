@@ -27,12 +27,19 @@ _GOLD = V5.Caller(user="ada", tier="gold")
 
 
 def _answer_streamed(value: Any) -> Any:
-    """A turn answering every interrupt a streamed turn's updates showed, by its id (the chunks
-    are ``(mode, chunk)`` pairs where the stream has several modes)."""
+    """A turn answering every interrupt a streamed turn's root updates showed, by its id (a chunk
+    is ``(mode, data)`` where the stream has several modes, ``(namespace, ...)`` with subgraphs)."""
 
     def answer(chunks: list) -> Command:
-        updates = [c[1] if isinstance(c, tuple) else c for c in chunks if not isinstance(c, tuple) or c[0] == "updates"]
-        asked = [i for chunk in updates for i in chunk.get("__interrupt__", ())]
+        asked = []
+        for c in chunks:
+            parts = list(c) if isinstance(c, tuple) else [c]
+            if parts and isinstance(parts[0], tuple):
+                if parts.pop(0):
+                    continue  # a subgraph's chunk: its interrupts reach the root's updates too
+            if len(parts) == 2 and parts[0] != "updates":
+                continue
+            asked.extend(parts[-1].get("__interrupt__", ()) if isinstance(parts[-1], dict) else ())
         return Command(resume={i.id: value for i in asked})
 
     return answer
