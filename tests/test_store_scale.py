@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 import sqlite3
 from pathlib import Path
 
@@ -167,11 +168,11 @@ def test_v2_store_is_refused_then_migrated(store_url, capsys):
         store.write(batch)
     store.close()
     _downgrade_to_v2(store_url)
-    with pytest.raises(SchemaVersionError, match="uses schema v2.*graphtape migrate"):
+    with pytest.raises(SchemaVersionError, match="uses schema v2.*graphtape --db .* migrate"):
         open_store(store_url)
     code = main(["--db", store_url, "runs"])
     err = capsys.readouterr().err
-    assert code == 2 and "graphtape migrate" in err and err.count("\n") == 1
+    assert code == 2 and "` to upgrade it in place" in err and " migrate`" in err and err.count("\n") == 1
 
     assert main(["--db", store_url, "migrate"]) == 0
     assert f"from schema v2 to v{S.SCHEMA_VERSION}" in capsys.readouterr().out
@@ -192,6 +193,28 @@ def test_v2_store_is_refused_then_migrated(store_url, capsys):
     store.close()
     assert main(["--db", store_url, "migrate"]) == 0
     assert f"already at schema v{S.SCHEMA_VERSION}" in capsys.readouterr().out
+
+
+def test_the_migrate_command_an_old_store_suggests_upgrades_that_store(tmp_path, monkeypatch, capsys):
+    # A store named with --db: the suggested command must name it too, or it upgrades ./graphtape.db.
+    (tmp_path / "project").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    db = tmp_path / "project" / "old runs.db"
+    store = open_store(str(db), create=True)
+    for batch in BENCH.synthetic_batches(3, t0=1_700_000_000.0):
+        store.write(batch)
+    store.close()
+    _downgrade_to_v2(str(db))
+    monkeypatch.chdir(tmp_path / "project")
+    assert main(["--db", "old runs.db", "runs"]) == 2
+    err = capsys.readouterr().err
+    suggested = err.split("run `", 1)[1].split("`", 1)[0]
+    monkeypatch.chdir(tmp_path / "elsewhere")  # pasted anywhere, it upgrades the store it named
+    argv = shlex.split(suggested)
+    assert argv[0] == "graphtape" and main(argv[1:]) == 0
+    assert "from schema v2 to v" in capsys.readouterr().out
+    assert not (tmp_path / "elsewhere" / "graphtape.db").exists()
+    assert [r.id for r in open_store(str(db)).list_runs()]
 
 
 def _expected_for(n: int) -> list[dict]:

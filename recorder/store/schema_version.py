@@ -11,6 +11,7 @@ ever sees the tables without the version.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import sqlalchemy as sa
@@ -124,13 +125,18 @@ class SchemaGate:
                 self._raise_version(version)
         elif version < S.SCHEMA_VERSION and version in S.MIGRATES_FROM:
             raise SchemaVersionError(
-                f"{self._safe_url()} uses schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: run `graphtape migrate` to upgrade it in place"
+                f"{self._safe_url()} uses schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: run `{self._migrate_command()}` to upgrade it in place"
             )
         elif version < S.SCHEMA_VERSION:
             raise SchemaVersionError(f"{self._safe_url()} uses old schema v{version}; this graphtape reads v{S.SCHEMA_VERSION}: re-record, or open it with the graphtape that wrote it")
         if not self.is_sqlite:
             self._refresh_pg_tag_trigger()
         return True
+
+    def _migrate_command(self) -> str:
+        """The command that upgrades this store, naming it: a bare `graphtape migrate` would upgrade
+        ./graphtape.db (or $GRAPHTAPE_DB), not the store the user opened with --db."""
+        return f"graphtape --db {shlex.quote(self._safe_url())} migrate"
 
     def _raise_version(self, version: int) -> None:
         """Mark a store whose data this graphtape reads as it is (``UPGRADES_ON_OPEN``) as this version's,
