@@ -388,3 +388,44 @@ async def test_a_replay_opens_on_the_state_it_resumed_named_as_such(incident):
         first = timeline.steps[0]
         assert f"replay of {run_id[:8]}" in header and "at step" not in header.split("replay of")[1].split("·")[0]
         assert first.step == 5 and str(step_cells(first, {}, timeline.resumed_at)[2]) == "(resumed)"
+
+
+@pytest.fixture(scope="module")
+def stepless(tmp_path_factory):
+    """A run that failed before its first step: invoked with no input, LangGraph raises at once."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    builder = StateGraph(S)
+    builder.add_node("bump", lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, "bump")
+    builder.add_edge("bump", END)
+    db = str(tmp_path_factory.mktemp("stepless") / "runs.db")
+    with Recorder(db) as rec:
+        with pytest.raises(Exception, match="no input"):
+            rec.attach(builder.compile(), name="stepless").invoke(None)
+        rec.flush()
+        run_id = rec.last_run_id
+    return db, run_id
+
+
+@pytest.mark.parametrize(("key", "what"), [("r", "replay"), ("f", "fork"), ("x", "export"), ("v", "show"), ("s", "save"), ("c", "copy")])
+async def test_a_run_with_no_steps_says_why_there_is_nothing_to_act_on(stepless, key, what):
+    db, run_id = stepless
+    app = build_app(db, run_id)
+    async with app.run_test(size=(120, 36)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, RunScreen) and app.screen.run is not None:
+                break
+        await pilot.press(key)
+        await pilot.pause(0.1)
+        # No prompt to fill in for nothing, and no "wait for the run to load" for a run that has loaded.
+        assert isinstance(app.screen, RunScreen)
+        said = notices(app)
+        assert len(said) == 1 and "This run recorded no steps (it failed before its first: EmptyInputError" in said[0], said
+        assert f"there is nothing to {what}" in said[0]

@@ -493,6 +493,8 @@ class RunScreen(Screen):
         self.query_one(TabbedContent).active = tab
 
     def action_copy_value(self) -> None:
+        if self._no_steps("copy"):
+            return
         picked = self.query_one(StateTree).selected_value() if self.query_one(TabbedContent).active == "state" else None
         if picked is None:
             value, label = (self.payload.state if self.payload else {}), "the step's state"
@@ -503,6 +505,8 @@ class RunScreen(Screen):
 
     def action_view_value(self) -> None:
         tab = self.query_one(TabbedContent).active
+        if self._no_steps("show"):
+            return
         if self.payload is None:
             self.notify("Wait for the step to load.", severity="warning")
         elif tab == "state":
@@ -534,7 +538,7 @@ class RunScreen(Screen):
         self.app.push_screen(ValueScreen(message.title, message.text))
 
     def action_save_state(self) -> None:
-        if self._refused():
+        if self._refused() or self._no_steps("save"):
             return
         if not self.payload:
             return
@@ -593,9 +597,20 @@ class RunScreen(Screen):
             return True
         return False
 
-    def _selected_step(self, *, or_completed_before: bool = False) -> StepInfo | None:
+    def _no_steps(self, what: str) -> bool:
+        """A loaded run that recorded no step (it failed before its first) has nothing to act on:
+        say so and why, rather than to wait for a load that is over."""
+        if self.run is None or self.steps:
+            return False
+        why = f" (it failed before its first: {self.run.error_type}: {self.run.error_message})" if self.run.error_type else ""
+        self.notify(printable(f"This run recorded no steps{why}: there is nothing to {what}."), severity="warning")
+        return True
+
+    def _selected_step(self, *, or_completed_before: bool = False, what: str = "re-run") -> StepInfo | None:
         """The step to re-run from; with ``or_completed_before``, a step that did not complete (the
         failed step a failed run opens on) gives the last completed step before it."""
+        if self._no_steps(what):
+            return None
         if not (0 <= self.index < len(self.steps)) or self.run is None:
             self.notify("Wait for the run to load, then pick a step.", severity="warning")
             return None
@@ -628,7 +643,7 @@ class RunScreen(Screen):
             return
         # On a failed step (where a failed run opens), replaying means reproducing the failure:
         # resume after the last step that completed, so the failed one runs again.
-        step = self._selected_step(or_completed_before=True)
+        step = self._selected_step(or_completed_before=True, what="replay")
         if step is None or not self._can_rerun():
             return
         on = self.steps[self.index]
@@ -645,7 +660,7 @@ class RunScreen(Screen):
     def action_fork(self) -> None:
         if self._refused() or self._store_read_only("fork"):
             return
-        step = self._selected_step()
+        step = self._selected_step(what="fork")
         if step is None or not self._can_rerun():
             return
 
@@ -733,7 +748,7 @@ class RunScreen(Screen):
     def action_export(self) -> None:
         if self._refused():
             return
-        if self.run is None:
+        if self.run is None or self._no_steps("export"):
             return
         from graphtape.replay.testgen import slug
 
