@@ -48,6 +48,7 @@ from graphtape.recorder.tracebacks import scrubbed_frames, valid_frames
 from graphtape.recorder.unwritten import last_before_gap
 from graphtape.replay.fixture_format import ABOUT, FORMAT_KEY, FORMAT_VERSION, MAX_HOLD_MS, SLICE_TAG, FixtureError
 from graphtape.replay.normalize import is_persistent
+from graphtape.replay.stepless import no_steps_message
 
 
 _STRUCTURAL = frozenset({ENVELOPE, "cls", "type"})
@@ -456,6 +457,8 @@ def export_fixture(
         raise FixtureError(f"run {run.id} holds damaged data (its steps: {type(exc).__name__})") from None
     listed = outline.order
     done = [step for step in listed if step in outline.completed]
+    if not listed:
+        raise FixtureError(no_steps_message(run, "export"))
     if not done:
         raise FixtureError(f"run {run.id} has no completed step to resume from")
     if run.status == "incomplete":

@@ -51,6 +51,7 @@ from graphtape.replay.fixture_format import FIXTURE_TAG
 from graphtape.replay.gc_threshold import fewer_collections
 from graphtape.replay.injected import HandedCheck, derived_keys
 from graphtape.replay.intercept import answering
+from graphtape.replay.stepless import no_steps_message
 from graphtape.replay.limits import Limits, lowered_limit, recorded_limits
 from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
 from graphtape.replay.modes import ReplayMode
@@ -220,7 +221,9 @@ class _Run:
         self.store.require_writable(f"{kind} records the {kind} as a new run")
         steps = self.store.list_steps(self.run.id, ns) if ns else self._root_steps()
         if not steps:
-            raise ReplayError(f"run {self.run.id} has no steps" + (f" in namespace {ns!r}" if ns else ""))
+            if not ns:
+                raise ReplayError(no_steps_message(self.run, kind))
+            raise ReplayError(f"run {self.run.id} has no steps in namespace {ns!r}")
         asked = step
         if step is None:
             step = steps[0].step

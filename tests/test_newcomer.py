@@ -821,3 +821,50 @@ def test_a_windows_path_given_to_graph_gets_the_hint_db_gets(demo, capsys, ref):
     db, ids = demo
     code, _, err = run_cli(capsys, "--db", db, "replay", ids["happy"], "--graph", ref)
     assert code == 2 and err.count("\n") == 1 and "a Windows path, and on this system paths use '/'" in err, err
+
+
+STEPLESS_GRAPH = '''
+from typing import TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+
+class S(TypedDict):
+    n: int
+
+
+builder = StateGraph(S)
+builder.add_node("bump", lambda s: {"n": s["n"] + 1})
+builder.add_edge(START, "bump")
+builder.add_edge("bump", END)
+graph = builder.compile()
+'''
+
+
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        (["replay", "RUN", "--graph", "agent.py:graph"], "replay"),
+        (["fork", "RUN", "--graph", "agent.py:graph", "--at", "-1", "--set", "n=1"], "fork"),
+        (["export", "RUN", "-o", "f.json"], "export"),
+        (["test-gen", "RUN", "--graph", "agent.py:graph", "--name", "t"], "export"),
+    ],
+)
+def test_a_run_that_recorded_no_steps_says_why_not_just_that_it_has_none(tmp_path, monkeypatch, capsys, argv, what):
+    # LangGraph refused the input before its first superstep: the run is stored, with its error.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "agent.py").write_text(STEPLESS_GRAPH)
+    from graphtape.replay.loading import load_graph
+
+    graph = load_graph("agent.py:graph")
+    db = str(tmp_path / "runs.db")
+    with Recorder(db) as rec:
+        with pytest.raises(Exception, match="no input"):
+            rec.attach(graph, name="stepless", graph_ref="agent.py:graph").invoke(None)
+        rec.flush()
+        run_id = rec.last_run_id
+    code, out, err = run_cli(capsys, "--db", db, *[run_id if a == "RUN" else a for a in argv])
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"run {run_id} recorded no steps (it failed before its first: EmptyInputError: " in err
+    assert f"there is nothing to {what}; graphtape show {run_id} shows what it was given" in err
+    assert not (tmp_path / "f.json").exists()

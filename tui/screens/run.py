@@ -602,8 +602,9 @@ class RunScreen(Screen):
         say so and why, rather than to wait for a load that is over."""
         if self.run is None or self.steps:
             return False
-        why = f" (it failed before its first: {self.run.error_type}: {self.run.error_message})" if self.run.error_type else ""
-        self.notify(printable(f"This run recorded no steps{why}: there is nothing to {what}."), severity="warning")
+        from graphtape.replay.stepless import why_no_steps
+
+        self.notify(f"This run recorded no steps{why_no_steps(self.run)}: there is nothing to {what}.", severity="warning")
         return True
 
     def _selected_step(self, *, or_completed_before: bool = False, what: str = "re-run") -> StepInfo | None:
