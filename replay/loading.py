@@ -29,6 +29,7 @@ from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.run_gate import GraphRunStopped, runs_stopped
 from graphtape.recorder.terminal_text import printable
 from graphtape.recorder.windows_paths import WINDOWS_HINT, windows_path
+from graphtape.replay.module_hint import where_to_run
 
 __all__ = ["GraphLoadError", "check_ref", "load_callable", "load_graph", "load_module_from_path", "source_of", "split_ref"]
 
@@ -117,7 +118,7 @@ def load_module_from_path(path: str | os.PathLike) -> ModuleType:
     return module
 
 
-def _import_module(name: str) -> ModuleType:
+def _import_module(name: str, near: tuple = ()) -> ModuleType:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # `graphtape ... mypkg.agent:graph` from a project root
     origin = _origin_of(name)
@@ -132,7 +133,7 @@ def _import_module(name: str) -> ModuleType:
         return load_module_from_path(origin)
     except ModuleNotFoundError as exc:
         if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
-            raise GraphLoadError(f"no module named {name!r}: check PYTHONPATH, or give a path/to/file.py:attr") from exc
+            raise GraphLoadError(f"no module named {name!r}: {where_to_run(name, near)}") from exc
         raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
     except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
         raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
@@ -160,7 +161,7 @@ def _note_stopped(stop: GraphRunStopped) -> None:
     )
 
 
-def _resolve(ref: str, base: str | os.PathLike | None = None) -> tuple[Any, ModuleType, str]:
+def _resolve(ref: str, base: str | os.PathLike | None = None, near: tuple = ()) -> tuple[Any, ModuleType, str]:
     target, attr = split_ref(ref)
     if _is_path(target):
         path = Path(target).expanduser()
@@ -168,7 +169,7 @@ def _resolve(ref: str, base: str | os.PathLike | None = None) -> tuple[Any, Modu
             path = Path(base) / path
         module = load_module_from_path(path)
     else:
-        module = _import_module(target)
+        module = _import_module(target, (*near, *((base,) if base is not None else ())))
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -245,14 +246,15 @@ def load_callable(ref: str) -> Any:
     return obj
 
 
-def load_graph(ref: str, base: str | os.PathLike | None = None) -> Any:
+def load_graph(ref: str, base: str | os.PathLike | None = None, near: tuple = ()) -> Any:
     """Execute the file or import the module ``ref`` names, and return the compiled graph there.
 
     Any code in that file or module runs. Raises :class:`GraphLoadError` with a
     hint when there is no compiled graph. A relative file path is taken from
-    ``base`` (default: the current directory).
+    ``base`` (default: the current directory). A module that does not import names the folder
+    holding it, looked for above the current directory and in ``near`` (a store's folder).
     """
-    obj, _module, _target = _resolve(ref, base)
+    obj, _module, _target = _resolve(ref, base, near)
     if not _looks_compiled(obj):
         if hasattr(obj, "compile"):
             raise GraphLoadError(f"{ref} is an uncompiled {type(obj).__name__}: point at the result of .compile()")

@@ -868,3 +868,39 @@ def test_a_run_that_recorded_no_steps_says_why_not_just_that_it_has_none(tmp_pat
     assert f"run {run_id} recorded no steps (it failed before its first: EmptyInputError: " in err
     assert f"there is nothing to {what}; graphtape show {run_id} shows what it was given" in err
     assert not (tmp_path / "f.json").exists()
+
+
+@pytest.mark.parametrize("where", ["a sibling folder, the store named by --db", "a subfolder of the project"])
+def test_a_graph_module_not_importable_from_here_names_the_folder_that_holds_it(tmp_path, monkeypatch, capsys, where):
+    from graphtape.replay.loading import load_graph
+
+    project = tmp_path / "project"
+    (project / "gt_hint_app").mkdir(parents=True)
+    (project / "gt_hint_app" / "__init__.py").write_text("")
+    (project / "gt_hint_app" / "agent.py").write_text(STEPLESS_GRAPH)
+    (project / "notes").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    db = project / "graphtape.db"
+    with Recorder(str(db)) as rec:
+        rec.attach(load_graph(str(project / "gt_hint_app" / "agent.py") + ":graph"), graph_ref="gt_hint_app.agent:graph").invoke({"n": 1})
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the successful import below puts the project on it
+    monkeypatch.chdir(tmp_path / "elsewhere" if where.startswith("a sibling") else project / "notes")
+    code, out, err = run_cli(capsys, "--db", str(db), "replay", "last", "--trust-recorded-graph")
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"no module named 'gt_hint_app.agent': gt_hint_app/agent.py is in {project}, not under {Path.cwd()}: run from {project}, or set PYTHONPATH={project}" in err
+    # Done as it says, the replay runs.
+    monkeypatch.chdir(project)
+    try:
+        code, out, err = run_cli(capsys, "--db", str(db), "replay", "last", "--trust-recorded-graph")
+        assert code == 0 and "matches the recording" in out, err
+    finally:
+        for name in ("gt_hint_app", "gt_hint_app.agent"):
+            sys.modules.pop(name, None)
+
+
+def test_a_graph_module_found_nowhere_keeps_the_general_advice(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "--db", str(tmp_path / "x.db"), "demo", "--no-tui", "--scenario", "happy")
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "--db", str(tmp_path / "x.db"), "replay", "last", "--graph", "gt_nowhere_app.agent:graph")
+    assert code == 2 and err == "graphtape: error: no module named 'gt_nowhere_app.agent': check PYTHONPATH, or give a path/to/file.py:attr\n"

@@ -1,0 +1,55 @@
+"""Where a module a graph reference names is, when importing it from here fails.
+
+`graphtape replay RUN` from another folder, or `pytest` started inside `fixtures/runs`, cannot
+import `myapp.agent`: the project's folder is not on the path. Looking for `myapp/agent.py`
+(nothing imported, nothing run) in the folders above the working one, and in the folders the
+caller names (a store's), turns "check PYTHONPATH" into the folder to run from.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable
+from pathlib import Path
+
+from graphtape.recorder.terminal_text import printable
+
+
+def module_folder(name: str, near: Iterable[str | os.PathLike] = ()) -> tuple[Path, Path] | None:
+    """The folder ``name`` imports from (and its file there), among ``near`` and the working
+    folder's parents; ``None`` if none holds it."""
+    parts = name.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None
+    here = Path.cwd()
+    seen: set[Path] = {here}
+    for folder in [*(Path(p).expanduser() for p in near), *here.parents]:
+        try:
+            folder = folder.resolve()
+        except OSError:
+            continue
+        if folder in seen:
+            continue
+        seen.add(folder)
+        for file in (folder.joinpath(*parts).with_suffix(".py"), folder.joinpath(*parts, "__init__.py")):
+            try:
+                if file.is_file():
+                    return folder, file
+            except OSError:
+                break
+    return None
+
+
+def where_to_run(name: str, near: Iterable[str | os.PathLike] = ()) -> str:
+    """What a "no module named" error should say to do: the folder that holds the module, if one
+    does, else the general advice."""
+    found = module_folder(name, near)
+    if found is None:
+        return "check PYTHONPATH, or give a path/to/file.py:attr"
+    folder, file = found
+    shown = printable(str(folder))
+    return (
+        f"{printable(str(file.relative_to(folder)))} is in {shown}, not under {printable(str(Path.cwd()))}: "
+        f"run from {shown}, or set PYTHONPATH={shlex.quote(shown)}"
+    )
