@@ -36,7 +36,9 @@ def render_test(fixture: dict[str, Any], fixture_path: Path, test_path: Path, gr
     """The source of a pytest module that replays ``fixture_path`` on ``graph``.
 
     Paths are written relative to the test file, so the pair can move
-    together and run from any directory. ``graph`` is a ``module:attr`` or
+    together and run from any directory. ``test_path`` is as the user named it (from the
+    working folder): the re-record command in the docstring is written from there, where a
+    module ``graph`` imports. ``graph`` is a ``module:attr`` or
     ``file.py:attr`` reference; a file is also made relative to the test.
     """
     here = test_path.parent.resolve()
@@ -64,8 +66,9 @@ def render_test(fixture: dict[str, Any], fixture_path: Path, test_path: Path, gr
 The replay runs today's code from the recorded start with every tool and model
 call answered from {_inert(rel_fixture)}, and fails on the first step where a route,
 a call, an error or the state differs from the recording (through step {_inert(last)}).
-After an intended change, re-record the expectations:
-    pytest --graphtape-record=rewrite {_inert(test_path.name)}
+After an intended change, re-record the expectations (from the folder
+`graphtape test-gen` ran in{", where " + _inert(target) + " imports" if not is_file else ""}):
+    pytest --graphtape-record=rewrite {_inert(test_path.as_posix(), 400)}
 """
 
 from pathlib import Path

@@ -904,3 +904,17 @@ def test_a_graph_module_found_nowhere_keeps_the_general_advice(tmp_path, monkeyp
     assert code == 0, err
     code, out, err = run_cli(capsys, "--db", str(tmp_path / "x.db"), "replay", "last", "--graph", "gt_nowhere_app.agent:graph")
     assert code == 2 and err == "graphtape: error: no module named 'gt_nowhere_app.agent': check PYTHONPATH, or give a path/to/file.py:attr\n"
+
+
+def test_the_re_record_command_test_gen_writes_runs_from_where_test_gen_ran(demo, tmp_path, monkeypatch, capsys):
+    db, ids = demo
+    agent = Path(__file__).resolve().parents[1] / "fixtures" / "agents" / "reason_act.py"
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "--db", db, "test-gen", ids["incident"], "--graph", f"{agent}:graph_incident", "--name", "incident")
+    assert code == 0, err
+    source = (tmp_path / "fixtures" / "runs" / "test_incident.py").read_text()
+    command = next(line.strip() for line in source.splitlines() if "--graphtape-record=rewrite" in line)
+    # The file it names is there from the folder test-gen ran in (a bare file name was not).
+    assert command == "pytest --graphtape-record=rewrite fixtures/runs/test_incident.py"
+    assert (tmp_path / command.split()[-1]).is_file()
+    assert "from the folder\n`graphtape test-gen` ran in" in source
