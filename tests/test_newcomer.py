@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, TypedDict
 
 import pytest
+from langgraph.graph.message import add_messages
 
 from graphtape.recorder import Recorder, StoreError, open_store
 from graphtape.tui.cli import main
@@ -918,3 +919,25 @@ def test_the_re_record_command_test_gen_writes_runs_from_where_test_gen_ran(demo
     assert command == "pytest --graphtape-record=rewrite fixtures/runs/test_incident.py"
     assert (tmp_path / command.split()[-1]).is_file()
     assert "from the folder\n`graphtape test-gen` ran in" in source
+
+
+def test_a_tool_message_without_a_name_is_shown_as_a_tool_message_not_a_question_mark(tmp_path, capsys):
+    # A node that runs a tool itself builds ToolMessage(content, tool_call_id=...): no name.
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        messages: Annotated[list, add_messages]
+
+    builder = StateGraph(S)
+    builder.add_node("ask", lambda s: {"messages": [AIMessage("", tool_calls=[{"name": "weather", "args": {}, "id": "c1"}])]})
+    builder.add_node("tools", lambda s: {"messages": [ToolMessage("sunny", tool_call_id="c1")]})
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", "tools")
+    builder.add_edge("tools", END)
+    db = str(tmp_path / "runs.db")
+    with Recorder(db) as rec:
+        rec.attach(builder.compile(), name="nameless").invoke({"messages": []})
+    code, out, err = run_cli(capsys, "--db", db, "show", "last")
+    assert code == 0, err
+    assert "      tool: sunny" in out and "tool ?" not in out

@@ -179,7 +179,8 @@ def message_line(msg: dict[str, Any]) -> str:
     if kind == "tool":
         status = msg.get("status")
         mark = " [error]" if status == "error" else ""
-        return f"tool {msg.get('name') or '?'}{mark}: {text}"
+        name = msg.get("name")  # a ToolMessage a node builds itself often has none: "tool ?" read as a fault
+        return f"tool {name}{mark}: {text}" if name else f"tool{mark}: {text}"
     if kind == "remove":  # RemoveMessage: no content, only the message it takes out of the history
         target = msg.get("id")
         return "remove all messages" if target == "__remove_all__" else f"remove message {target or '?'}"
