@@ -941,3 +941,22 @@ def test_a_tool_message_without_a_name_is_shown_as_a_tool_message_not_a_question
     code, out, err = run_cli(capsys, "--db", db, "show", "last")
     assert code == 0, err
     assert "      tool: sunny" in out and "tool ?" not in out
+
+
+def test_a_postgresql_store_that_does_not_open_says_what_to_try(pg_server, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens there once the socket closes
+    host_port = pg_server.split("@", 1)[1].split("/", 1)[0]
+    base = pg_server.split("?", 1)[0]
+    cases = [
+        (base.rsplit("/", 1)[0] + "/gt_no_such_db", 'database "gt_no_such_db" does not exist: create it first (createdb gt_no_such_db)'),
+        (base.replace(host_port, f"127.0.0.1:{closed}"), "Connection refused: no server answers at that host and port: start PostgreSQL, or fix the host and port in the URL"),
+        (base.replace(host_port, "gt-no-such-host.invalid:5432"), ": check the host name in the URL"),
+    ]
+    for url, says in cases:
+        code, out, err = run_cli(capsys, "--db", url, "runs")
+        assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+        assert says in err, err

@@ -26,6 +26,7 @@ from graphtape.recorder.errors import StoreError
 from graphtape.recorder.store.compiled_cache import SQLITE_COMPILED
 from graphtape.recorder.store.sqlite_files import TEXT_FACTORY, read_only_uri, sqlite_cannot_write
 from graphtape.recorder.store.urls import shown_url
+from graphtape.recorder.store.open_hints import open_hint
 from graphtape.recorder.windows_paths import WINDOWS_HINT, windows_path
 
 DEFAULT_DB = "graphtape.db"
@@ -284,7 +285,8 @@ class Connection:
         except ModuleNotFoundError as exc:
             raise missing_driver(self.url, exc) from None
         except (SQLAlchemyError, OSError, ValueError) as exc:
-            raise StoreError(f"cannot open {self._safe_url()}: {_one_line(exc)}") from None
+            said = _one_line(exc)
+            raise StoreError(f"cannot open {self._safe_url()}: {said}{open_hint(said) if path is None else ''}") from None
         return engine
 
     def _safe_url(self) -> str:
