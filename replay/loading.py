@@ -29,7 +29,7 @@ from graphtape.recorder.errors import GraphtapeError
 from graphtape.recorder.run_gate import GraphRunStopped, runs_stopped
 from graphtape.recorder.terminal_text import printable
 from graphtape.recorder.windows_paths import WINDOWS_HINT, windows_path
-from graphtape.replay.module_hint import where_to_run
+from graphtape.replay.module_hint import raised_where, where_to_run
 
 __all__ = ["GraphLoadError", "check_ref", "load_callable", "load_graph", "load_module_from_path", "source_of", "split_ref"]
 
@@ -108,7 +108,7 @@ def load_module_from_path(path: str | os.PathLike) -> ModuleType:
     except BaseException as exc:
         del sys.modules[name]
         if isinstance(exc, Exception):
-            raise GraphLoadError(f"loading {file} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+            raise GraphLoadError(f"loading {file} failed: {type(exc).__name__}: {_first_line(exc)}{raised_where(exc)}") from exc
         raise
     finally:
         try:
@@ -134,9 +134,9 @@ def _import_module(name: str, near: tuple = ()) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
             raise GraphLoadError(f"no module named {name!r}: {where_to_run(name, near)}") from exc
-        raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}{raised_where(exc)}") from exc
     except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
-        raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise GraphLoadError(f"importing {name} failed: {type(exc).__name__}: {_first_line(exc)}{raised_where(exc)}") from exc
 
 
 def _origin_of(name: str) -> str | None:

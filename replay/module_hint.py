@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
+import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -53,3 +55,25 @@ def where_to_run(name: str, near: Iterable[str | os.PathLike] = ()) -> str:
         f"{printable(str(file.relative_to(folder)))} is in {shown}, not under {printable(str(Path.cwd()))}: "
         f"run from {shown}, or set PYTHONPATH={shlex.quote(shown)}"
     )
+
+
+def raised_where(exc: BaseException) -> str:
+    """What to look at when a graph's module raised while it loaded: `` (raised at app/agent.py
+    line 3)``, the innermost frame of the error, and for a missing dependency, which Python was
+    asked (graphtape installed with pipx, or in another virtualenv than the project's, cannot
+    import the project's packages)."""
+    if isinstance(exc, SyntaxError):
+        return ""  # its message already names the file and line
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen ")]
+    where = ""
+    if frames:
+        file = Path(frames[-1].filename)
+        try:
+            file = file.relative_to(Path.cwd())
+        except ValueError:
+            pass
+        where = f" (raised at {printable(str(file))} line {frames[-1].lineno})"
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        top = exc.name.partition(".")[0]
+        where += f"; is {printable(top)} installed in the Python graphtape runs on ({printable(sys.executable)})? install it there, or graphtape in your project's environment"
+    return where

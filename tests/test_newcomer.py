@@ -960,3 +960,25 @@ def test_a_postgresql_store_that_does_not_open_says_what_to_try(pg_server, capsy
         code, out, err = run_cli(capsys, "--db", url, "runs")
         assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
         assert says in err, err
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("import gt_not_installed_pkg\n", "ModuleNotFoundError: No module named 'gt_not_installed_pkg' (raised at gt_raising_app/agent.py line 1); is gt_not_installed_pkg installed in the Python graphtape runs on ("),
+        ("x = 1\nraise RuntimeError('boom')\n", "RuntimeError: boom (raised at gt_raising_app/agent.py line 2)"),
+    ],
+)
+def test_a_graph_module_that_raises_names_the_line_and_a_missing_dependency_the_python(tmp_path, monkeypatch, capsys, source, says):
+    (tmp_path / "gt_raising_app").mkdir()
+    (tmp_path / "gt_raising_app" / "__init__.py").write_text("")
+    (tmp_path / "gt_raising_app" / "agent.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    code, out, err = run_cli(capsys, "--db", str(tmp_path / "x.db"), "demo", "--no-tui", "--scenario", "happy")
+    assert code == 0, err
+    for ref, loaded in (("gt_raising_app.agent:graph", "importing gt_raising_app.agent failed: "), ("gt_raising_app/agent.py:graph", "failed: ")):
+        code, out, err = run_cli(capsys, "--db", str(tmp_path / "x.db"), "replay", "last", "--graph", ref)
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert loaded + says in err, err
+    sys.modules.pop("gt_raising_app", None)
