@@ -148,6 +148,8 @@ class _Run:
     def __init__(self, run_id: str, graph: Any, *, db: Any, store: RunStore | None, mode: Any, ignore: Iterable[str], overrides: Any, mock_nodes: Iterable[str], state_keys: Iterable[str] | None = None, progress: Callable[[str, int, int | None], None] | None = None) -> None:
         self.progress = progress
         if not hasattr(graph, "stream") or not hasattr(graph, "copy") or not hasattr(graph, "nodes"):
+            if isinstance(graph, str):  # a reference as --graph and the pytest marker take it
+                raise ReplayError(f"replay needs the compiled graph itself, not the reference {graph!r}: load it first (from graphtape.replay.loading import load_graph; load_graph({graph!r}))")
             raise ReplayError(f"replay needs a compiled LangGraph graph (builder.compile()), got {type(graph).__name__}")
         self.mode = ReplayMode.parse(mode)
         ignore = list(ignore)

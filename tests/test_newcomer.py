@@ -982,3 +982,11 @@ def test_a_graph_module_that_raises_names_the_line_and_a_missing_dependency_the_
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
         assert loaded + says in err, err
     sys.modules.pop("gt_raising_app", None)
+
+
+def test_replay_given_a_graph_reference_string_says_to_load_it(tmp_path):
+    from graphtape import replay
+    from graphtape.replay.runner import ReplayError
+
+    with pytest.raises(ReplayError, match=r"needs the compiled graph itself, not the reference 'myapp.agent:graph': load it first \(.*load_graph\('myapp.agent:graph'\)\)"):
+        replay("last", "myapp.agent:graph", db=str(tmp_path / "x.db"))
