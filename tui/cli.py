@@ -75,10 +75,10 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}{_meant_choice(self, message)} (see {self.prog} --help)\n")
 
-    def unrecognized(self, extra: Sequence[str]) -> NoReturn:
+    def unrecognized(self, extra: Sequence[str], given: argparse.Namespace | None = None) -> NoReturn:
         """Words no option of this command takes: said by this command (whose --help lists its
         options), with the option a mistyped flag was closest to."""
-        self.error("unrecognized arguments: " + " ".join(extra) + _meant_flag(self, extra))
+        self.error("unrecognized arguments: " + " ".join(extra) + (_meant_flag(self, extra) or _meant_word(self, extra, given)))
 
 
 def _meant_choice(parser: argparse.ArgumentParser, message: str) -> str:
@@ -109,6 +109,29 @@ def _meant_flag(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
             close = difflib.get_close_matches(word.partition("=")[0], flags, n=1, cutoff=0.7)
             if close:
                 return f"; did you mean {close[0]}?"
+    return ""
+
+
+# A number after the run is the step a newcomer means: `show last 4`, `replay last 2`.
+_STEP_FLAG = {"show": ("--step", "step"), "replay": ("--from", "from_step")}
+
+
+def _meant_word(parser: argparse.ArgumentParser, extra: Sequence[str], given: argparse.Namespace | None) -> str:
+    """``; did you mean --step 4?`` for a step number given without its flag, and the command that
+    shows one run for a run given to ``runs`` (which lists them all)."""
+    import re
+
+    from graphtape.recorder.terminal_text import command_line
+
+    command = parser.prog.rpartition(" ")[2]
+    word = extra[0] if extra else ""
+    if not word or word.startswith("--"):
+        return ""  # a word after an unknown flag is that flag's value, not a run or a step
+    if command in _STEP_FLAG and re.fullmatch(r"-?[0-9]+", word):
+        flag, dest = _STEP_FLAG[command]
+        return "" if getattr(given, dest, None) is not None else f"; did you mean {flag} {word}?"
+    if command == "runs" and not word.startswith("-"):
+        return f"; runs lists every run and takes no run: to see one, {command_line('graphtape', 'show', word)}"
     return ""
 
 
@@ -383,10 +406,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `graphtape help [COMMAND]` and `graphtape version`, as git and pip take them: the help asked for.
+    if argv[:1] == ["help"] and len(argv) <= 2:
+        argv = [*argv[1:], "--help"]
+    elif argv == ["version"]:
+        argv = ["--version"]
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # said by the command they were given to, not by `graphtape`
-            getattr(parser, "commands", {}).get(getattr(args, "command", None), parser).unrecognized(extra)
+            getattr(parser, "commands", {}).get(getattr(args, "command", None), parser).unrecognized(extra, args)
     except SystemExit as exc:  # --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_ERROR)
     if args.command is None:
