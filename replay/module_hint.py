@@ -43,6 +43,14 @@ def module_folder(name: str, near: Iterable[str | os.PathLike] = ()) -> tuple[Pa
     return None
 
 
+def store_folder(url: object) -> tuple[Path, ...]:
+    """The folder of a SQLite store file, as ``near``: a project's runs usually sit beside its
+    code, so a graph module not found from here is looked for there too."""
+    if not isinstance(url, str) or not url.startswith("sqlite:///") or "?" in url or url == "sqlite:///:memory:":
+        return ()
+    return (Path(url[len("sqlite:///") :]).expanduser().absolute().parent,)
+
+
 def where_to_run(name: str, near: Iterable[str | os.PathLike] = ()) -> str:
     """What a "no module named" error should say to do: the folder that holds the module, if one
     does, else the general advice."""

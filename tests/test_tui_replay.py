@@ -406,3 +406,34 @@ async def test_r_on_the_failed_step_replays_from_the_last_completed_step_before_
         assert isinstance(compare, CompareScreen)
         assert compare.result.from_step == completed.step and compare.result.status == "error"  # the failure, reproduced
         assert compare.result.divergences == []
+
+
+async def test_a_graph_module_not_importable_from_here_names_the_folder_beside_the_store(tmp_path, monkeypatch):
+    import sys
+
+    project = tmp_path / "project"
+    (project / "gt_tui_hint_app").mkdir(parents=True)
+    (project / "gt_tui_hint_app" / "__init__.py").write_text("")
+    (project / "gt_tui_hint_app" / "agent.py").write_text(
+        "from typing import TypedDict\nfrom langgraph.graph import END, START, StateGraph\n\n\nclass S(TypedDict):\n    n: int\n\n\n"
+        "b = StateGraph(S)\nb.add_node('bump', lambda s: {'n': s['n'] + 1})\nb.add_edge(START, 'bump')\nb.add_edge('bump', END)\ngraph = b.compile()\n"
+    )
+    (tmp_path / "elsewhere").mkdir()
+    db = str(project / "graphtape.db")
+    with Recorder(db) as rec:
+        rec.attach(load_graph(str(project / "gt_tui_hint_app" / "agent.py") + ":graph"), graph_ref="gt_tui_hint_app.agent:graph").invoke({"n": 1})
+        run_id = rec.last_run_id
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    app = build_app(db, run_id)
+    async with app.run_test(size=(160, 32)) as pilot:
+        await open_first_step(app, pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        app.screen.query_one("#graph-input", Input).focus()
+        await pilot.press("enter")  # the recorded reference: seen, then agreed
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        status = str(app.screen.query_one("#run-status", Static).render())
+        assert f"gt_tui_hint_app/agent.py is in {project}" in status and f"run from {project}" in status, status

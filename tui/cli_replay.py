@@ -54,6 +54,7 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
     """Open the store, resolve the run, load the graph and the overrides (all errors one line)."""
     from graphtape.recorder import GraphtapeError, open_store
     from graphtape.replay.loading import GraphLoadError, load_callable, load_graph
+    from graphtape.replay.module_hint import store_folder
 
     store = open_store(args.db, create=False)
     try:
@@ -86,19 +87,12 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any, dict[str, Any]]:
             raise GraphLoadError(f"bad --override {item!r}: use NAME=module:func")
         overrides[name] = load_callable(target)
     try:
-        graph = load_graph(ref, near=_store_folder(getattr(store, "url", None)))
+        graph = load_graph(ref, near=store_folder(getattr(store, "url", None)))
     except GraphtapeError:
         store.close()
         raise
     return store, run.id, graph, overrides
 
-
-def _store_folder(url: Any) -> tuple[Path, ...]:
-    """The folder of a SQLite store file: a project's runs usually sit beside its code, so a
-    graph module not found from here is looked for there too."""
-    if not isinstance(url, str) or not url.startswith("sqlite:///") or "?" in url or url == "sqlite:///:memory:":
-        return ()
-    return (Path(url[len("sqlite:///") :]).expanduser().absolute().parent,)
 
 
 def _elsewhere(ref: str) -> bool:

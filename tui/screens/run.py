@@ -686,8 +686,9 @@ class RunScreen(Screen):
 
     def _load_graph(self, ref: str) -> Any:
         from graphtape.replay.loading import load_graph
+        from graphtape.replay.module_hint import store_folder
 
-        return load_graph(ref)
+        return load_graph(ref, near=store_folder(getattr(self.app.store, "url", None)))
 
     def _progress(self, phase: str, done: int, total: int | None) -> None:
         # Called on the worker's thread by replay(); the message crosses to the UI thread.
