@@ -139,7 +139,7 @@ def parse_fixture(data: bytes | str, label: str = "fixture") -> dict[str, Any]:
         raise FixtureError(f"{label} is not a graphtape fixture (no {FORMAT_KEY!r} version at the top): export one with `graphtape export RUN -o FILE`")
     version = doc[FORMAT_KEY]
     if type(version) is not int:
-        raise FixtureError(f"{label} has an unreadable fixture format version {version!r:.40}")
+        raise FixtureError(f"{label} has an unreadable fixture format version {version!r:.40} (a whole number, like {FORMAT_VERSION}): a damaged or hand-edited fixture? re-export it")
     if version > FORMAT_VERSION:
         raise FixtureError(
             f"{label} was written by a newer graphtape (fixture format v{version}; this one reads v{FORMAT_VERSION}): upgrade graphtape to use it"

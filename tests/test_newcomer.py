@@ -990,3 +990,25 @@ def test_replay_given_a_graph_reference_string_says_to_load_it(tmp_path):
 
     with pytest.raises(ReplayError, match=r"needs the compiled graph itself, not the reference 'myapp.agent:graph': load it first \(.*load_graph\('myapp.agent:graph'\)\)"):
         replay("last", "myapp.agent:graph", db=str(tmp_path / "x.db"))
+
+
+def test_a_garbled_format_version_says_what_to_do(demo, tmp_path, capsys):
+    import sqlite3
+
+    from graphtape.replay.fixture_format import FORMAT_VERSION
+
+    db, ids = demo
+    assert main(["--db", db, "export", ids["happy"], "-o", str(tmp_path / "f.json")]) == 0
+    doc = json.loads((tmp_path / "f.json").read_text())
+    doc["graphtape_fixture"] = "x"
+    (tmp_path / "f.json").write_text(json.dumps(doc))
+    capsys.readouterr()
+    code, out, err = run_cli(capsys, "--db", str(tmp_path / "new.db"), "import", str(tmp_path / "f.json"))
+    assert code == 2 and err.count("\n") == 1 and err.endswith(f"has an unreadable fixture format version 'x' (a whole number, like {FORMAT_VERSION}): a damaged or hand-edited fixture? re-export it\n"), err
+    garbled = tmp_path / "garbled.db"
+    assert main(["--db", str(garbled), "demo", "--no-tui", "--scenario", "happy"]) == 0
+    with sqlite3.connect(garbled) as conn:
+        conn.execute("update graphtape_meta set value = 'abc' where key = 'schema_version'")
+    capsys.readouterr()
+    code, out, err = run_cli(capsys, "--db", str(garbled), "runs")
+    assert code == 2 and err.count("\n") == 1 and err.endswith("has an unknown schema version 'abc': damaged, or not a graphtape database; point --db at a store graphtape wrote\n"), err

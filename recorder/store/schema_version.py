@@ -115,7 +115,7 @@ class SchemaGate:
         try:
             version = int(row[0])
         except ValueError:
-            raise SchemaVersionError(f"{self._safe_url()} has an unknown schema version {row[0]!r}") from None
+            raise SchemaVersionError(f"{self._safe_url()} has an unknown schema version {row[0]!r:.40}: damaged, or not a graphtape database; point --db at a store graphtape wrote") from None
         if version > S.SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"{self._safe_url()} was written by a newer graphtape (schema v{version}; this one reads v{S.SCHEMA_VERSION}): upgrade graphtape to open it"
