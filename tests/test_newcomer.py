@@ -1012,3 +1012,13 @@ def test_a_garbled_format_version_says_what_to_do(demo, tmp_path, capsys):
     capsys.readouterr()
     code, out, err = run_cli(capsys, "--db", str(garbled), "runs")
     assert code == 2 and err.count("\n") == 1 and err.endswith("has an unknown schema version 'abc': damaged, or not a graphtape database; point --db at a store graphtape wrote\n"), err
+
+
+def test_a_folder_given_as_the_store_names_a_file_in_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    for argv in (["--db", "runs", "runs"], ["--db", "runs", "demo", "--no-tui", "--scenario", "happy"]):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"it is a directory (name the store file in it, like {tmp_path / 'runs' / 'graphtape.db'})" in err, err
+    assert list((tmp_path / "runs").iterdir()) == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import sqlite3
 import time
 from pathlib import Path
@@ -135,7 +136,7 @@ def sqlite_path_problem(url: str) -> str | None:
         return f"cannot open database {str(path)[:60]}...: the path is longer than SQLite opens ({SQLITE_MAX_PATH} bytes)"
     try:
         if path.is_dir():
-            return f"cannot open database {path}: it is a directory"
+            return f"cannot open database {path}: it is a directory{_file_in(path)}"
     except OSError:
         return None  # cannot tell: opening it says what is wrong
     return None
@@ -197,6 +198,12 @@ def _one_line(exc: BaseException) -> str:
 OPEN_LOCKED_WAIT_S = 10.0
 
 
+def _file_in(folder: Path) -> str:
+    """`` (name the store file in it, like runs/graphtape.db)``: a store is a file, and a folder
+    given for one is most often the folder the file was meant to go in."""
+    return f" (name the store file in it, like {shlex.quote(str(folder / 'graphtape.db'))})"
+
+
 def _first_connect(engine: Engine, *, sqlite: bool) -> None:
     """Open a first connection. SQLite answers "database is locked" at once, without waiting
     out its busy timeout, while another process closes the file's last connection (and removes
@@ -245,7 +252,7 @@ class Connection:
                 except OSError as exc:
                     raise StoreError(f"cannot create the folder of database {path}: {exc.strerror}") from None
             if path.is_dir():
-                raise StoreError(f"cannot open database {path}: it is a directory")
+                raise StoreError(f"cannot open database {path}: it is a directory{_file_in(path)}")
             if not path.exists():
                 if not create:
                     raise StoreError(f"no database at {path} (record a run first, or pass --db, db= in Python){_named_by_env(self.url)}")
