@@ -20,6 +20,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import shlex
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -81,7 +82,19 @@ def _require_file(file: Path) -> None:
         where = "it is a directory" if file.is_dir() else "no such file"
         if where == "no such file" and not file.is_absolute():
             where += f" in {Path.cwd()} (a relative path is read from the working directory)"
+            where += _bundled_demo(file)
         raise GraphLoadError(f"cannot load {file}: {where}")
+
+
+def _bundled_demo(file: Path) -> str:
+    """``; the demo's agents come with graphtape: ...`` for the README's ``fixtures/agents/...``
+    paths given outside graphtape's repository (after ``graphtape demo`` in a project's folder)."""
+    if file.parts[:2] != ("fixtures", "agents"):
+        return ""
+    bundled = Path(__file__).resolve().parent.parent / file
+    if not bundled.is_file():
+        return ""
+    return f"; the demo's agents come with graphtape: {shlex.quote(printable(str(bundled)))}"
 
 
 def load_module_from_path(path: str | os.PathLike) -> ModuleType:

@@ -1022,3 +1022,14 @@ def test_a_folder_given_as_the_store_names_a_file_in_it(tmp_path, monkeypatch, c
         assert code == 2 and err.count("\n") == 1, err
         assert f"it is a directory (name the store file in it, like {tmp_path / 'runs' / 'graphtape.db'})" in err, err
     assert list((tmp_path / "runs").iterdir()) == []
+
+
+def test_the_readme_demo_agent_path_outside_the_repository_names_the_bundled_file(demo, tmp_path, monkeypatch, capsys):
+    from graphtape.tui.demo import agents_dir
+
+    db, ids = demo
+    monkeypatch.chdir(tmp_path)  # `graphtape demo` in a project's folder: no fixtures/agents here
+    for argv in (["replay", ids["happy"]], ["test-gen", ids["happy"], "--name", "x"]):
+        code, out, err = run_cli(capsys, "--db", db, *argv, "--graph", "fixtures/agents/reason_act.py:graph_happy")
+        assert code == 2 and err.count("\n") == 1, err
+        assert err.endswith(f"; the demo's agents come with graphtape: {agents_dir() / 'reason_act.py'}\n"), err
