@@ -1033,3 +1033,25 @@ def test_the_readme_demo_agent_path_outside_the_repository_names_the_bundled_fil
         code, out, err = run_cli(capsys, "--db", db, *argv, "--graph", "fixtures/agents/reason_act.py:graph_happy")
         assert code == 2 and err.count("\n") == 1, err
         assert err.endswith(f"; the demo's agents come with graphtape: {agents_dir() / 'reason_act.py'}\n"), err
+
+
+def test_an_empty_store_reminds_that_only_the_graph_attach_returns_is_recorded(tmp_path, monkeypatch, capsys):
+    # The usual first mistake: rec.attach(graph) and then graph.invoke(...), the original, unrecorded.
+    monkeypatch.chdir(tmp_path)
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    builder = StateGraph(S)
+    builder.add_node("bump", lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, "bump")
+    builder.add_edge("bump", END)
+    graph = builder.compile()
+    with Recorder() as rec:
+        rec.attach(graph, name="mine")
+        graph.invoke({"n": 1})
+    code, out, err = run_cli(capsys, "runs")
+    assert code == 0 and "run the graph a Recorder's attach returns (`graph = rec.attach(graph)`: the graph passed in is not recorded)" in out
+    code, out, err = run_cli(capsys, "show", "last")
+    assert code == 2 and err.count("\n") == 1 and "graph = rec.attach(graph); the graph passed in is not recorded" in err

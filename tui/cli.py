@@ -308,7 +308,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         _print_json(runs)
     elif not runs:
         filtered = args.status or args.search or run_filters(args)
-        print("no runs match" if filtered else f"no runs in {_where(store.url)} yet: record some with `graphtape demo`")
+        print("no runs match" if filtered else f"no runs in {_where(store.url)} yet: record some with `graphtape demo`, or run the graph a Recorder's attach returns (`graph = rec.attach(graph)`: the graph passed in is not recorded)")
     else:
         print(runs_table(runs, _width()))
     if more:

@@ -321,7 +321,7 @@ class RunsScreen(Screen):
             if self.status_filter or self.text_filter:
                 empty.update(Text("No run matches the filter (Esc clears it).", style="yellow"))
             else:
-                empty.update(Text("This store has no runs yet. Record one with `graphtape demo`, or attach a Recorder to your graph.", style="yellow"))
+                empty.update(Text("This store has no runs yet. Record one with `graphtape demo`, or run the graph a Recorder's attach returns (`graph = rec.attach(graph)`: the graph passed in is not recorded).", style="yellow"))
             if not typing:
                 self.set_focus(None)  # the screen's own keys (q, ?, s, /) then reach it
         self._title()
