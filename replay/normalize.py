@@ -112,6 +112,16 @@ def is_persistent(ns: str) -> bool:
     return bool(ns) and ":" not in ns and "|" not in ns
 
 
+def namespaces_named(known: Iterable[str], ns: str) -> list[str]:
+    """The stored namespaces ``ns`` names: itself, or, given as a path without task ids (``child``,
+    ``a|b``, as ``graphtape show`` prints it and ``diff --ns`` takes it), each namespace of that
+    path (two when the run ran the subgraph twice)."""
+    known = [n for n in known if n]
+    if not ns or ns in known:
+        return [ns]
+    return [n for n in known if ns_path(n) == ns]
+
+
 def ns_path(ns: str) -> str:
     """A namespace without its task ids (``"a:1f2|b:3c4"`` -> ``"a|b"``): stable across runs."""
     if not ns:

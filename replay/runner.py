@@ -55,7 +55,7 @@ from graphtape.replay.stepless import no_steps_message
 from graphtape.replay.limits import Limits, lowered_limit, recorded_limits
 from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
 from graphtape.replay.modes import ReplayMode
-from graphtape.replay.normalize import Normalizer, is_persistent, ns_path
+from graphtape.replay.normalize import Normalizer, is_persistent, namespaces_named, ns_path
 from graphtape.replay.override_names import overridden, unknown_overrides
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
 from graphtape.replay.restore import Memory, Restored, hold_untracked, replay_saver, restore, restore_edit, restore_memories, untracked_channels
@@ -212,11 +212,22 @@ class _Run:
                 why = unknown_overrides(self.overrides, self.store.calls(self.run.id, encoded=True))
                 if why is not None:
                     raise ReplayError(why)
+            ns = self._named_ns(ns)
             with fewer_collections(), enums_known(self.types.enums()):
                 return self._go(step, ns=ns, update=update, as_node=as_node, require_all_used=require_all_used, miss_goes_live=miss_goes_live, to_step=to_step)
         finally:
             if self.own_store:
                 self.store.close()
+
+    def _named_ns(self, ns: str) -> str:
+        """``ns`` as stored: a subgraph's path without task ids (``child``, ``a|b``, as ``diff --ns``
+        takes it) names its one namespace; a path the run ran twice stays ambiguous and is refused."""
+        if not ns:
+            return ns
+        same = namespaces_named(self.store.namespaces(self.run.id), ns)
+        if len(same) > 1:
+            raise ReplayError(f"run {self.run.id} ran subgraph {ns!r} {len(same)} times: name one by its namespace ({', '.join(map(repr, same))})")
+        return same[0] if same else ns
 
     def _go(self, step: int | None, *, ns: str, update: Any, as_node: str | None, require_all_used: bool, miss_goes_live: bool, to_step: int | None = None) -> ReplayResult:
         kind = "replay" if update is None else "fork"
@@ -225,7 +236,9 @@ class _Run:
         if not steps:
             if not ns:
                 raise ReplayError(no_steps_message(self.run, kind))
-            raise ReplayError(f"run {self.run.id} has no steps in namespace {ns!r}")
+            known = [n for n in self.store.namespaces(self.run.id) if n]
+            has = f"its subgraph namespaces: {', '.join(map(repr, known))}" if known else "it ran no subgraph: leave --ns out"
+            raise ReplayError(f"run {self.run.id} has no steps in namespace {ns!r}; {has}")
         asked = step
         if step is None:
             step = steps[0].step

@@ -1055,3 +1055,29 @@ def test_an_empty_store_reminds_that_only_the_graph_attach_returns_is_recorded(t
     assert code == 0 and "run the graph a Recorder's attach returns (`graph = rec.attach(graph)`: the graph passed in is not recorded)" in out
     code, out, err = run_cli(capsys, "show", "last")
     assert code == 2 and err.count("\n") == 1 and "graph = rec.attach(graph); the graph passed in is not recorded" in err
+
+
+def test_a_namespace_is_named_by_its_path_and_one_the_run_lacks_names_those_it_has(demo, tmp_path, capsys):
+    from replay_graphs import sub_graph
+
+    from graphtape import replay
+    from graphtape.replay.runner import ReplayError
+    from graphtape.tui.demo import agents_dir
+
+    db, ids = demo
+    code, out, err = run_cli(capsys, "--db", db, "replay", ids["happy"], "--graph", f"{agents_dir() / 'reason_act.py'}:graph_happy", "--ns", "child")
+    assert code == 2 and err.endswith("has no steps in namespace 'child'; it ran no subgraph: leave --ns out\n"), err
+    sub_db = str(tmp_path / "sub.db")
+    with Recorder(sub_db) as rec:
+        rec.attach(sub_graph(1), name="sub").invoke({"n": 1, "log": []})
+        rec.flush()
+        run_id = rec.last_run_id
+    with pytest.raises(ReplayError, match=r"has no steps in namespace 'chld'; its subgraph namespaces: 'child:"):
+        replay(run_id, sub_graph(1), ns="chld", db=sub_db)
+    # The subgraph's path, as show prints it and diff --ns takes it, names its namespace.
+    result = replay(run_id, sub_graph(1), ns="child", db=sub_db)
+    assert not result.diverged and "of child:" in result.report()
+    code, out, err = run_cli(capsys, "--db", sub_db, "show", run_id, "--ns", "child", "--step", "1")
+    assert code == 0 and "namespace child:" in out and " s1" in out, err
+    code, out, err = run_cli(capsys, "--db", sub_db, "show", run_id, "--ns", "child")
+    assert code == 0 and "s1 → s2" in out, err

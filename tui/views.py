@@ -33,6 +33,18 @@ def runs_view(store: RunStore, *, status: str | None = None, text: str | None = 
     return [run_dict(r) for r in store.list_runs(status=status, text=text, limit=limit)]
 
 
+def _named_ns(store: RunStore, run_id: str, ns: str) -> str:
+    """``ns`` as stored: a subgraph path without task ids (``child``) names its one namespace."""
+    if ns == ROOT:
+        return ns
+    from graphtape.replay.normalize import namespaces_named
+
+    same = namespaces_named(store.namespaces(run_id), ns)
+    if len(same) > 1:
+        raise StepNotFound(f"run {run_id} ran subgraph {ns!r} {len(same)} times: name one by its namespace ({', '.join(map(repr, same))})")
+    return same[0] if same else ns
+
+
 def _check_ns(store: RunStore, run_id: str, ns: str) -> list[str]:
     namespaces = store.namespaces(run_id)
     if ns != ROOT and ns not in namespaces:
@@ -113,6 +125,7 @@ def run_view_stream(store: RunStore, ref: str, ns: str = ROOT) -> tuple[dict[str
     writes a run of 10,000 steps as it reads it)."""
     detail = store.run_detail(ref)
     run = detail.run
+    ns = _named_ns(store, run.id, ns)
     namespaces = _check_ns(store, run.id, ns)
     counts = store.call_counts(run.id, ns, with_subgraphs=True)  # a step's calls include its subgraphs'
     totals, tokens = store.call_totals(run.id)  # counted, not decoded: a long loop's prompts are not shown
@@ -141,6 +154,7 @@ def run_view_stream(store: RunStore, ref: str, ns: str = ROOT) -> tuple[dict[str
 def step_view(store: RunStore, ref: str, step: int, ns: str = ROOT) -> dict[str, Any]:
     """One superstep in full: tasks, routes, events, calls, next nodes and the state after it."""
     run = store.get_run(ref)
+    ns = _named_ns(store, run.id, ns)
     try:
         detail = store.step_detail(run.id, step, ns)
     except StepNotFound:
