@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = command("show", "Show a run's supersteps, or one step in full with --step.", cmd_show)
     show.add_argument("run", metavar="RUN", help=RUN_HELP.replace("last~N", "last~N (N recorded runs before the last)"))
     show.add_argument("--step", type=step_number, metavar="N", help="show step N in full: tasks, routes, calls, events and state")
-    show.add_argument("--ns", default="", metavar="NS", help="subgraph namespace (default: the root graph)")
+    show.add_argument("--ns", default="", metavar="NS", help="a subgraph: its path, like child, or a namespace graphtape show prints (default: the root graph)")
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.add_argument("--full", action="store_true", help="do not fold long strings in updates and state")
     tui = command("tui", "Open the terminal UI on the store (and on RUN if given).", cmd_tui)

@@ -44,7 +44,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument("--graph", metavar="REF", help="the graph to run: module:attr or path/to/file.py:attr (default: the one recorded with the run, once you agree to load it)")
     p.add_argument("--trust-recorded-graph", action="store_true", help="load the graph reference recorded with the run without asking (loading runs that file's code)")
-    p.add_argument("--ns", default="", metavar="NS", help="subgraph namespace: replay it from its own step")
+    p.add_argument("--ns", default="", metavar="NS", help="a subgraph (its path, like child, or a namespace graphtape show prints): replay it from its own step")
     p.add_argument("--override", action="append", default=[], metavar="NAME=REF", help="answer tool (or model) NAME with the function at module:func instead of the recording; repeatable")
     p.add_argument("--ignore", action="append", default=[], metavar="PATH", help="state path to leave out of comparisons, like messages.*.id; repeatable")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
