@@ -18,6 +18,8 @@ from typing import Any
 from graphtape.recorder import CallInfo, RouteInfo, RunStore, StepDetail
 from graphtape.recorder.codec import BLOB_REF, MAX_DEPTH, MAX_VALUES, collect_refs
 from graphtape.recorder.history_blocks import is_cat
+from graphtape.recorder.terminal_text import one_line
+from graphtape.recorder.tracebacks import frame_text, raised_at
 
 from graphtape.replay.calls import answered_tool_call, normalize_arguments
 from graphtape.replay.divergence_order import order_key
@@ -221,7 +223,7 @@ class RunComparison:
         errs_rep = sorted((t.node, t.error_type or "", t.error_message or "") for t in rep.tasks if t.error_type)
         if errs_rec != errs_rep:
             node = (errs_rec or errs_rep)[0][0]
-            add(Divergence("error", step, node, "a node failed differently", [list(e) for e in errs_rec], [list(e) for e in errs_rep], ns))
+            add(Divergence("error", step, node, _error_what(errs_rec, errs_rep, rep), [list(e) for e in errs_rec], [list(e) for e in errs_rep], ns))
         self._questions(step, rec, rep, add_last or add, ns)
 
     def _questions(self, step: int, rec: StepDetail, rep: StepDetail, add: Callable[[Divergence], None], ns: str) -> None:
@@ -575,6 +577,25 @@ def _outcome(call: CallInfo, normalize: Normalizer) -> Any:
     if call.error_type:
         return {"error": call.error_type, "message": call.error_message}
     return normalize(call.output)
+
+
+def _error_what(errs_rec: list[tuple[str, str, str]], errs_rep: list[tuple[str, str, str]], rep: StepDetail) -> str:
+    """What changed in a step's errors, said as what happened: a node that raises now and did not
+    (with where it raised, the first thing to look at), or one that no longer raises."""
+    if not errs_rec and len(errs_rep) == 1:
+        node, kind, message = errs_rep[0]
+        frames = next((t.traceback for t in rep.tasks if t.node == node and t.error_type and t.traceback), None)
+        where = f" at {frame_text(raised_at(frames))}" if frames else ""
+        return f"node {node!r} raised {kind}: {_short(message)}{where} (it did not in the recording)"
+    if not errs_rep and len(errs_rec) == 1:
+        node, kind, message = errs_rec[0]
+        return f"node {node!r} no longer raises {kind}: {_short(message)} (it did in the recording)"
+    return "a node failed differently"
+
+
+def _short(text: str, limit: int = 200) -> str:
+    line = one_line(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _by_source(detail: StepDetail) -> dict[str, list[RouteInfo]]:

@@ -1081,3 +1081,49 @@ def test_a_namespace_is_named_by_its_path_and_one_the_run_lacks_names_those_it_h
     assert code == 0 and "namespace child:" in out and " s1" in out, err
     code, out, err = run_cli(capsys, "--db", sub_db, "show", run_id, "--ns", "child")
     assert code == 0 and "s1 → s2" in out, err
+
+
+BUMP_GRAPH = '''
+from typing import TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+
+class S(TypedDict):
+    n: int
+
+
+def bump(s):
+    {body}
+
+
+builder = StateGraph(S)
+builder.add_node("bump", bump)
+builder.add_edge(START, "bump")
+builder.add_edge("bump", END)
+graph = builder.compile()
+'''
+
+
+def test_a_node_that_raises_now_says_so_and_where(tmp_path, monkeypatch, capsys):
+    from graphtape.replay.loading import load_graph
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.py").write_text(BUMP_GRAPH.format(body='return {"n": s["n"] + 1}'))
+    (tmp_path / "broken.py").write_text(BUMP_GRAPH.format(body='raise ValueError("no n today")'))
+    db = str(tmp_path / "runs.db")
+    with Recorder(db) as rec:
+        rec.attach(load_graph("good.py:graph"), name="good").invoke({"n": 1})
+        rec.flush()
+        good = rec.last_run_id
+        with pytest.raises(ValueError):
+            rec.attach(load_graph("broken.py:graph"), name="broken").invoke({"n": 1})
+        rec.flush()
+        broken = rec.last_run_id
+    code, out, err = run_cli(capsys, "--db", db, "replay", good, "--graph", "broken.py:graph")
+    assert code == 1, err
+    line = 'raise ValueError("no n today")'
+    assert f"FIRST step 1 node 'bump': error divergence: node 'bump' raised ValueError: no n today at broken.py:12 in bump: {line} (it did not in the recording)" in out, out
+    code, out, err = run_cli(capsys, "--db", db, "replay", broken, "--graph", "good.py:graph")
+    assert code == 1, err
+    assert "error divergence: node 'bump' no longer raises ValueError: no n today (it did in the recording)" in out, out
