@@ -1127,3 +1127,12 @@ def test_a_node_that_raises_now_says_so_and_where(tmp_path, monkeypatch, capsys)
     code, out, err = run_cli(capsys, "--db", db, "replay", broken, "--graph", "good.py:graph")
     assert code == 1, err
     assert "error divergence: node 'bump' no longer raises ValueError: no n today (it did in the recording)" in out, out
+
+
+def test_a_mistyped_run_name_gets_the_closest_name(demo, capsys):
+    db, ids = demo
+    code, out, err = run_cli(capsys, "--db", db, "show", "demo:incdent")
+    assert code == 2 and err.count("\n") == 1
+    assert err.endswith("(graphtape runs lists them; did you mean 'demo:incident'?)\n"), err
+    code, out, err = run_cli(capsys, "--db", db, "show", "zzzz")
+    assert code == 2 and "did you mean" not in err

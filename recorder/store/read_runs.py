@@ -18,6 +18,7 @@ from graphtape.recorder import schema as S
 from graphtape.recorder.errors import AmbiguousRun, RunNotFound
 from graphtape.recorder.graph_info import VALUE_CHANNELS
 from graphtape.recorder.lone_surrogates import has_lone_surrogate
+from graphtape.recorder.terminal_text import one_line
 from graphtape.recorder.records import RunDetail, RunInfo
 from graphtape.recorder.store.listing import _escape_like, may_be_an_id
 from graphtape.recorder.store.payloads import _strict_json, _uj
@@ -88,6 +89,15 @@ class RunReads:
     _RUN_ROW = sa.select(*_RUN_COLS).where(S.runs.c.id == sa.bindparam("run_id"))
     _WHOLE_RUN_ROW = sa.select(S.runs).where(S.runs.c.id == sa.bindparam("run_id"))
 
+    def _close_name(self, ref: str) -> str:
+        """``; did you mean 'weather'?`` for a run name mistyped (read on the failure path only;
+        the names come through their index, at most a few thousand of them)."""
+        import difflib
+
+        names = [r.name for r in self._read(sa.select(S.runs.c.name).distinct().limit(5000)) if isinstance(r.name, str)]
+        close = difflib.get_close_matches(ref, names, n=1, cutoff=0.75)
+        return f"; did you mean {one_line(close[0])!r}?" if close else ""
+
     def _recorded_count(self) -> int:
         """Runs ``last~N`` counts: recorded ones, not replays and forks."""
         return int(self._read(sa.select(sa.func.count()).select_from(S.runs).where(S.runs.c.parent_run_id.is_(None)))[0][0])
@@ -143,7 +153,7 @@ class RunReads:
             if rows:
                 return rows[0].id
             # Which store was searched: a run recorded elsewhere (another --db, Recorder("x.db")) is the usual cause.
-            hint = "; it is not UTF-8 text: was it typed in another encoding?" if has_lone_surrogate(ref) else ""
+            hint = "; it is not UTF-8 text: was it typed in another encoding?" if has_lone_surrogate(ref) else self._close_name(ref)
             raise RunNotFound(f"no run matches {ref!r} in {self._safe_url()} (graphtape runs lists them{hint})")
         if len(rows) > 1:
             shown = ", ".join(r.id for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
