@@ -560,7 +560,7 @@ class Writer:
         deadline = time.monotonic() + budget
         delay = 0.02
         if self._orphaned:
-            self._leave_out_orphans(batch)
+            self._leave_out_orphans(batch, ends=batch)
         self.unwritten.mark(batch)
         while True:
             try:
@@ -605,13 +605,17 @@ class Writer:
                     raise
             rows = _row_batches(group)
             refused_run = False
+            left_out = Batch()  # deltas on a refused step, said in one fault before the run's end is written
             for k, row_batch in enumerate(rows):
                 if refused_run and (row_batch.steps or row_batch.calls):
                     continue  # never a step or call without its run row (counted with the run row)
                 if row_batch.steps and self._orphaned:
-                    self._leave_out_orphans(row_batch)
+                    left_out.merge(self._take_orphans(row_batch))
                     if not row_batch:
                         continue
+                if left_out and not row_batch.steps:
+                    self._say_left_out(left_out, group)
+                    left_out = Batch()
                 self.unwritten.mark(row_batch)  # its steps refused before its end: the end says so
                 try:
                     store.write(row_batch, again=True)
@@ -630,12 +634,21 @@ class Writer:
                         with self._lock:
                             self._rekey |= row_batch.run_ids()
                         self._orphaned.update(_chain(row) for row in row_batch.steps if _has_state(row))
-                        self._fault(exc, row_batch, lost=True)
+                        self._fault_on_ends(exc, Batch(steps=row_batch.steps, calls=row_batch.calls), group)
+            if left_out:
+                self._say_left_out(left_out, group)
 
-    def _leave_out_orphans(self, batch: Batch) -> None:
+    def _leave_out_orphans(self, batch: Batch, *, ends: Batch) -> None:
+        """Take out of ``batch`` (in place) the deltas built on a state the store refused for good
+        (``_take_orphans``), and say so on their runs' ends waiting in ``ends``. Caller holds ``_io``."""
+        lost = self._take_orphans(batch)
+        if lost:
+            self._say_left_out(lost, ends)
+
+    def _take_orphans(self, batch: Batch) -> Batch:
         """Take out of ``batch`` (in place) the deltas built on a state the store refused for good,
         up to the next keyframe of their namespace: stored, they would read as a state the graph
-        never had. They are counted unwritten (their run ends ``incomplete``). Caller holds ``_io``."""
+        never had. They are counted unwritten (their run ends ``incomplete``) and returned."""
         kept, left_out = [], []
         for row in batch.steps:
             chain = _chain(row)
@@ -646,12 +659,24 @@ class Writer:
                 self._orphaned.discard(chain)
             kept.append(row)
         if not left_out:
-            return
+            return Batch()
         batch.steps[:] = kept
         lost = Batch(steps=left_out)
         self.unwritten.note(lost)
-        steps = _counted(len(left_out), "step")
-        self._fault(StoreError(f"{steps} left out ({describe_rows(lost)}): each holds only what changed since a step the store refused"), lost, lost=True)
+        return lost
+
+    def _say_left_out(self, lost: Batch, ends: Batch) -> None:
+        steps = _counted(len(lost.steps), "step")
+        self._fault_on_ends(StoreError(f"{steps} left out ({describe_rows(lost)}): each holds only what changed since a step the store refused"), lost, ends)
+
+    def _fault_on_ends(self, exc: Exception, lost: Batch, written: Batch) -> None:
+        """Rows of ``written`` lost while it is written: the ends of their runs waiting in it (built
+        when the run ended, so too early to hold this fault) carry it. Handed over now, before
+        those ends are written: the handler adds the fault to their fields in place."""
+        ids = lost.run_ids()
+        lost.runs_update.extend(u for u in written.runs_update if u[0] in ids)
+        self._fault(exc, lost, lost=True)
+        self._dispatch()
 
     def _tell(self, batch: Batch) -> None:
         """Count the episode's fault once for each run whose rows it holds back (under ``_lock``)."""

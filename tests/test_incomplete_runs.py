@@ -302,6 +302,27 @@ def test_steps_after_one_the_store_refuses_for_good_read_true(tmp_path: Path, du
         store.close()
 
 
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_a_step_refused_in_the_same_write_as_the_runs_end_is_in_its_fault_log(tmp_path: Path, durability: str) -> None:
+    """``async`` and ``exit`` write a short run's steps and its end in one batch: the end, built
+    before the store refused step 4, still carries that refusal (and the deltas left out after it)
+    in its fault count and log, as it does when the end is written later (``sync``)."""
+    db = tmp_path / "refused_log.db"
+    rec = Recorder(db, durability=durability)
+    undo = refuse_root_step(db, 4)
+    assert rec.attach(looping()).invoke(START_STATE) == plain_result()
+    rec.close()
+    undo()
+    store = open_store(db)
+    try:
+        run = store.get_run("last")
+        log = store.run_detail(run.id).fault_log
+        assert any("step 4 breaks a rule" in line for line in log), log
+        assert run.faults == len(log) == rec.fault_count, (run.faults, log, rec.fault_count)
+    finally:
+        store.close()
+
+
 class _SlowClient:
     """A value graphtape cannot encode (a client object kept in the state), slow to describe."""
 
