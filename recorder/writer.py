@@ -72,6 +72,11 @@ _GROUP_MAX_S = 1.0
 # it encoded), ``submit`` waits for it to catch up: a graph that makes work faster than it can be
 # encoded slows to the writer's pace rather than hold every state in memory and lose them at exit.
 BACKLOG_MAX_S = 2.0
+# How long ``submit`` waits for a writer that takes no queued work meanwhile (it is inside a write
+# the store does not answer, or waits on a lock) before the graph goes on: the work stays queued,
+# in order, and the graph waits for the writer again only once the writer takes work again.
+# Beyond a sync commit's own wait (``lock_wait``, plus a second for the answer).
+CATCH_UP_STALL_S = 1.0
 # Items ``hold`` keeps before it lets the writer start anyway: a long run's memory stays bounded.
 HOLD_MAX = 4000
 # The background writer is woken, not handed each item: work goes in when the graph is about to
@@ -138,6 +143,8 @@ class Writer:
         self._bell = threading.Event()  # the writer's thread: take up what is queued (or retry kept rows) now
         self._queued = 0  # items queued since the writer last took them up (approximate: not locked)
         self._item_s = 0.0  # the writer's recent encoding time per item (a moving average)
+        self._taken = 0  # work items the writer's thread has run (``_catch_up`` sees it move)
+        self._stalled_at = -1  # ``_taken`` when ``_catch_up`` last gave up on the writer
         self._submitted_at = 0.0
         self._queue: queue.SimpleQueue[Work | None | threading.Event] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -443,11 +450,21 @@ class Writer:
     # -- internals: keeping and writing ----------------------------------------
     def _catch_up(self) -> None:
         """Wait until the writer has encoded what is queued down to half the backlog bound
-        (never on the writer's own thread, nor once it has stopped)."""
+        (never on the writer's own thread, nor once it has stopped). A writer that takes no work
+        for ``lock_wait`` plus ``CATCH_UP_STALL_S`` (held by the store) is not waited for, nor
+        waited for again until it takes work: the graph goes on, its work queued for the writer."""
         thread = self._thread
-        if thread is None or thread is threading.current_thread():
+        if thread is None or thread is threading.current_thread() or self._stalled_at == self._taken:
             return
+        patience = self.lock_wait + CATCH_UP_STALL_S
+        taken, since = self._taken, time.monotonic()
         while not self._closed and thread.is_alive() and self._item_s * self._queue.qsize() > BACKLOG_MAX_S / 2:
+            now = time.monotonic()
+            if self._taken != taken or self._encoding:
+                taken, since = self._taken, now  # the writer goes on: so does the wait
+            elif now - since > patience:
+                self._stalled_at = taken
+                return
             self._bell.set()
             time.sleep(min(0.05, max(self._item_s, 0.001)))
 
@@ -845,6 +862,7 @@ class Writer:
                     got = self._run(item)
                 finally:
                     self._encoding = False
+                    self._taken += 1
                 self._item_s += (time.perf_counter() - t0 - self._item_s) * 0.2
                 if got:
                     group.merge(got)
