@@ -59,6 +59,12 @@ RowsLost = Callable[[set[str]], None]
 LOCK_WAIT_S = 2.0
 # Rows kept while the store does not take them, in bytes of payloads, blobs and text.
 KEEP_BYTES = 256 * 2**20
+# How long a try of rows kept while the store fails waits for a lock (a retry, a try at close):
+# such tries come again on a backoff, and a try under way holds up whatever waits for it (the
+# close, a graph waiting for the writer to catch up), so each one waits briefly.
+RETRY_LOCK_WAIT_S = 0.25
+# The shortest wait of the close's last tries (``_last_try``), even once its time is spent.
+LAST_TRY_MIN_S = 0.1
 # How long ``close`` (and interpreter exit) keeps trying to write kept rows.
 CLOSE_WAIT_S = 10.0
 # How much longer ``close`` waits for a writer still encoding what was submitted (CPU work that
@@ -161,6 +167,8 @@ class Writer:
         # are left out until a keyframe of that namespace comes (``_leave_out_orphans``).
         self._orphaned: set[tuple[str, str]] = set()
         self._kept_tried = False  # the kept steps and calls include some a try failed on (so they may be dropped)
+        self._retry_at = 0.0  # while the store fails, when the background writer tries it again
+        self._backoff = _RETRY_FIRST_S
         self._encode_lost: list[Batch] = []  # stand-ins for rows whose encoding raised (``_rows_of``), until their group is kept
         self.store: RunStore | None = None
         if store is not None:
@@ -408,7 +416,7 @@ class Writer:
         store = self.store
         if not batch or store is None or self._gone or self.held_by_the_store or not self._io.acquire(timeout=0.5):
             return False
-        budget = max(0.5, min(self.lock_wait, deadline - time.monotonic()))
+        budget = max(LAST_TRY_MIN_S, min(self._try_wait(self.lock_wait), deadline - time.monotonic()))
 
         def write() -> bool:
             try:
@@ -539,6 +547,7 @@ class Writer:
             self._kept_tried = False  # rows kept from now on are not tried yet
             self._inflight = _rows(inflight)  # still waiting, for kept_rows, until this try ends
             again = self._failing is not None  # an earlier try may have committed without an answer
+            budget = self._try_wait(budget)
         try:
             store = self._ensure_store()
             if store is None:
@@ -572,9 +581,17 @@ class Writer:
                 self._told = set()
             return not self._kept
 
+    def _try_wait(self, budget: float) -> float:
+        """How long a try may wait for a lock: ``budget``, or less while the store fails (``RETRY_LOCK_WAIT_S``)."""
+        return min(budget, RETRY_LOCK_WAIT_S) if self._failing is not None else budget
+
     def _write(self, store: RunStore, batch: Batch, budget: float, *, again: bool = False) -> None:
         """Commit ``batch``, trying again while quick failures leave time in ``budget`` (a fresh connection each time)."""
         deadline = time.monotonic() + budget
+        if hasattr(store, "write_wait"):
+            # The store's own wait for a lock is the budget: a try never outlasts it (a busy
+            # timeout longer than the budget made each try at close take the full lock_wait).
+            store.write_wait = budget  # type: ignore[attr-defined]
         delay = 0.02
         if self._orphaned:
             self._leave_out_orphans(batch, ends=batch)
@@ -884,8 +901,16 @@ class Writer:
                     self._dispatch()  # before the write: the ends of runs that lost a step carry its fault
             ok = True
             if self._kept:
-                with self._io:
-                    ok = self._write_kept(self.lock_wait)
+                # A store that fails is tried again on a backoff, not after each group of work:
+                # the writer goes on encoding meanwhile (a graph may be waiting for it to catch up).
+                # A flush or close (``events``, ``stop``) has it tried now.
+                if self._failing is None or events or stop or time.monotonic() >= self._retry_at:
+                    with self._io:
+                        ok = self._write_kept(self.lock_wait)
+                    self._backoff = _RETRY_FIRST_S if ok else min(self._backoff * 2, _RETRY_MAX_S)
+                    self._retry_at = time.monotonic() + self._backoff
+                else:
+                    ok = False
         finally:
             self._dispatch()
             for e in events:

@@ -66,6 +66,7 @@ class Writing:
         # How long a write waits for a lock another writer holds (seconds); None: the engine's own
         # (SQLite's busy timeout). The recorder's writer sets it to its bound.
         self.write_wait: float | None = None
+        self._wconn_wait: float | None = None  # the wait the writing connection was last given
         self._blob_insert = _blob_insert(self.is_sqlite)
 
     def write(self, batch: Batch, *, again: bool = False) -> None:
@@ -128,14 +129,25 @@ class Writing:
     def _writer_conn(self) -> Any:
         # Writes are serialized by the recorder's writer, so one connection serves
         # them all: no pool checkout per superstep.
+        # ``write_wait`` may change between writes (the recorder's writer waits less for a store
+        # that keeps failing): the connection is told when it does.
         with self._wlock:
             if self._wconn is None or self._wconn.closed:
-                conn = self.engine.connect()
-                if self.write_wait is not None:
-                    ms = max(1, int(self.write_wait * 1000))
-                    conn.exec_driver_sql(f"PRAGMA busy_timeout = {ms}" if self.is_sqlite else f"SET lock_timeout = {ms}")
-                    conn.commit()
-                self._wconn = conn
+                self._wconn, self._wconn_wait = self.engine.connect(), None
+            if self.write_wait is not None and self.write_wait != self._wconn_wait:
+                ms = max(1, int(self.write_wait * 1000))
+                try:
+                    self._wconn.exec_driver_sql(f"PRAGMA busy_timeout = {ms}" if self.is_sqlite else f"SET lock_timeout = {ms}")
+                    self._wconn.commit()
+                except BaseException:
+                    conn, self._wconn = self._wconn, None  # a broken connection is not reused
+                    try:
+                        conn.invalidate()
+                        conn.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+                    raise
+                self._wconn_wait = self.write_wait
             return self._wconn
 
     def _write_in(self, conn: Any, batch: Batch, new_blobs: list[str], *, again: bool = False) -> None:
