@@ -367,6 +367,11 @@ class Writer:
         """What the store never took goes to a rescue file (``rescue``): whole runs, and what is
         left of the runs it holds part of once the store is asked for those once more
         (``_last_try``); the rest is lost, and the line that says so names its runs and steps."""
+        if self._orphaned:
+            # The deltas built on a step the store refused for good are no more whole in a rescue
+            # file than in the store (the last try, which would leave them out, may not come: a
+            # deleted file, a store still inside a write). Their runs' ends, rescued too, say so.
+            self._leave_out_orphans(left_over, ends=left_over)
         whole, rest = whole_runs(left_over)
         why = _why(self._failing or self.open_error)
         if rest and self._last_try(rest, left_over.blobs, deadline):
@@ -603,8 +608,15 @@ class Writer:
             except Exception as exc:  # noqa: BLE001
                 again = True  # a connection lost at commit may have stored the batch
                 if not is_passing(exc):
-                    self._write_apart(store, batch)
-                    return
+                    try:
+                        self._write_apart(store, batch)
+                        return
+                    except Exception:
+                        # A passing fault: the rows it had not reached are put back (``_put_back``),
+                        # to be kept. A step it refused on the way may have left deltas among them.
+                        if self._orphaned:
+                            self._leave_out_orphans(batch, ends=batch)
+                        raise
                 # A store refusing writes (a read-only file, a role without the grant) will not
                 # take them within the budget: the background retry keeps them, with its backoff.
                 if is_read_only_error(exc) or time.monotonic() + delay >= deadline:

@@ -102,3 +102,69 @@ def test_the_rows_left_of_a_partly_stored_run_take_the_blobs_they_use_and_only_t
     )
     assert blobs_used(rest, pool) == {h: pool[h] for h in ("h-nested", "h-long", "h-call")}
     assert describe_rows(rest) == "run r1: step 5, 1 call, its end"
+
+
+class Log(TypedDict):
+    n: int
+    log: Annotated[list, operator.add]
+    big: str  # never changes: each step's delta is small beside a keyframe, so steps are deltas
+
+
+def _with_a_subgraph_after(step: int, last: int):
+    """Root steps of one node adding to a list (deltas on the step before), with a subgraph run
+    in the superstep after root step ``step``: its steps come between two root steps."""
+    inner = StateGraph(Log)
+    inner.add_node("inner", lambda s: {"log": ["inner"]})
+    inner.add_edge(START, "inner")
+    inner.add_edge("inner", END)
+    b = StateGraph(Log)
+    b.add_node("work", lambda s: {"n": s["n"] + 1, "log": [s["n"]]})
+    b.add_node("sub", inner.compile())
+    b.add_edge(START, "work")
+    b.add_conditional_edges("work", lambda s: "sub" if s["n"] == step else ("work" if s["n"] < last else END))
+    b.add_edge("sub", "work")
+    return b.compile()
+
+
+def test_a_rescue_file_holds_no_delta_on_a_step_the_store_refused(tmp_path: Path, monkeypatch, caplog) -> None:
+    """The store refuses root step 5 for good, then fails on the subgraph's steps after it with a
+    fault that passes ("locked"), and its file is deleted before that passes: the rows it did not
+    take go to a rescue file at close. The root steps after 5, deltas on it, are not among them
+    (imported, each would read a state the graph never had); the run's end says they are left out."""
+    import sqlite3
+    import threading
+
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
+    db = tmp_path / "refused.db"
+    rec = Recorder(db, durability="exit")  # the run's rows are written in one batch at its end
+    engine = rec.writer.store.engine
+    locked_once = threading.Event()
+
+    def on_connect(dbapi_conn, _record) -> None:
+        dbapi_conn.create_function("locked_once", 0, lambda: locked_once.set() or 1)
+
+    sa.event.listen(engine, "connect", on_connect)
+    engine.dispose()  # every connection from here on knows the function
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TRIGGER refuse_5 BEFORE INSERT ON steps WHEN NEW.step = 5 AND NEW.ns = '' BEGIN SELECT RAISE(ABORT, 'step 5 breaks a rule'); END")
+    conn.execute("CREATE TRIGGER lock_sub BEFORE INSERT ON steps WHEN NEW.ns != '' AND locked_once() BEGIN SELECT RAISE(ABORT, 'database is locked'); END")
+    conn.commit()
+    conn.close()
+
+    graph = _with_a_subgraph_after(5, 10)
+    start = {"n": 0, "log": [], "big": secrets.token_hex(5000)}
+    assert rec.attach(graph).invoke(start) == graph.invoke(start)
+    assert locked_once.wait(30)
+    db.unlink()  # while the writer keeps the rows the lock held back: nothing more is written there
+    rec.close(timeout=1)
+
+    (rescued,) = _rescued(tmp_path)
+    conn = sqlite3.connect(rescued)
+    try:
+        rows = conn.execute("SELECT step, ns, is_key FROM steps ORDER BY seq").fetchall()
+    finally:
+        conn.close()
+    root = [(step, is_key) for step, ns, is_key in rows if ns == ""]
+    assert not root or root[0][1], rows  # a root step rescued after the refused one starts afresh
+    said = [r.getMessage() for r in caplog.records if r.name == "graphtape"]
+    assert any("left out" in line and "steps 6-7" in line for line in said), said
