@@ -168,3 +168,27 @@ def test_a_rescue_file_holds_no_delta_on_a_step_the_store_refused(tmp_path: Path
     assert not root or root[0][1], rows  # a root step rescued after the refused one starts afresh
     said = [r.getMessage() for r in caplog.records if r.name == "graphtape"]
     assert any("left out" in line and "steps 6-7" in line for line in said), said
+
+
+def test_listing_a_rescue_file_of_a_partly_stored_run_says_what_it_is_and_how_to_put_it_back(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The store's file is deleted mid-run: the rest of the run goes to a rescue file with no run
+    of its own. Listing it, or showing its last run, says so in one line with the command that
+    imports it, not "no runs yet: record some"."""
+    from test_faults import START_STATE, looping, plain_result, remove_db
+
+    from graphtape.tui.cli import main
+
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
+    db = tmp_path / "gone.db"
+    rec = Recorder(db, durability="sync")
+    assert rec.attach(looping({5: lambda: remove_db(db)})).invoke(START_STATE) == plain_result()
+    rec.close()
+    (rescued,) = _rescued(tmp_path)
+    capsys.readouterr()
+    assert main(["--db", str(rescued), "runs"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert f"{rescued} is a rescue file holding the rest of 1 run recorded into {db}" in line, line
+    assert line.endswith(f"graphtape --db {db} import-rescue {rescued}"), line
+    assert main(["--db", str(rescued), "show", "last"]) != 0
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "is a rescue file" in err and "import-rescue" in err, err

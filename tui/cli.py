@@ -221,6 +221,13 @@ def _tui_available() -> bool:
         return False
 
 
+def _rescue_hint(store: Any) -> str | None:
+    """What a store with no runs is when it is a rescue file (opens the full store: no runs to list)."""
+    from graphtape.recorder.store.rescue_hint import rescue_hint
+
+    return rescue_hint(store.engine, _where(store.url))
+
+
 def _where(url: str) -> str:
     from graphtape.recorder.store import shown_url
 
@@ -300,6 +307,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
             runs = [run_dict(r) for r in store.list_runs(status=args.status, text=args.search, limit=fetch, **run_filters(args))]
         else:
             runs = runs_view(store, status=args.status, text=args.search, limit=fetch)
+        filtered = args.status or args.search or run_filters(args)
+        rescued = None if runs or filtered or args.json else _rescue_hint(store)
     finally:
         store.close()
     more = bool(args.limit) and len(runs) > args.limit
@@ -307,8 +316,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(runs)
     elif not runs:
-        filtered = args.status or args.search or run_filters(args)
-        print("no runs match" if filtered else f"no runs in {_where(store.url)} yet: record some with `graphtape demo`, or run the graph a Recorder's attach returns (`graph = rec.attach(graph)`: the graph passed in is not recorded)")
+        print("no runs match" if filtered else rescued or f"no runs in {_where(store.url)} yet: record some with `graphtape demo`, or run the graph a Recorder's attach returns (`graph = rec.attach(graph)`: the graph passed in is not recorded)")
     else:
         print(runs_table(runs, _width()))
     if more:

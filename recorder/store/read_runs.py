@@ -129,7 +129,9 @@ class RunReads:
             if not rows:
                 if back:
                     raise RunNotFound(f"{ref!r} goes back further than the {self._recorded_count()} recorded run(s)")
-                raise RunNotFound(f"the store {self._safe_url()} has no runs yet: record one first (graphtape demo, or run the graph a Recorder's attach returns: graph = rec.attach(graph); the graph passed in is not recorded)")
+                from graphtape.recorder.store.rescue_hint import rescue_hint
+
+                raise RunNotFound(rescue_hint(self.engine, self._safe_url()) or f"the store {self._safe_url()} has no runs yet: record one first (graphtape demo, or run the graph a Recorder's attach returns: graph = rec.attach(graph); the graph passed in is not recorded)")
             return rows[0].id
         # Text no id can be (not UTF-8: a byte a non-UTF-8 terminal passed) may still be a name.
         by_id = may_be_an_id(ref)

@@ -10,8 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from graphtape.recorder import schema as S
-
-RESCUED_ROWS = "rescued_rows"  # graphtape_meta key: the updates of partly stored runs, as JSON
+from graphtape.recorder.store.rescue_hint import RESCUED_ROWS
 
 
 def note_rescued_rows(store: Any, text: str) -> None:
@@ -42,3 +41,4 @@ def read_rescue_file(path: str | os.PathLike) -> tuple[str | None, list[dict], l
 def columns(table: str) -> frozenset[str]:
     """The column names of ``table`` (``runs`` or ``calls``): what an update read from a file may set."""
     return frozenset(c.name for c in S.metadata.tables[table].c)
+
