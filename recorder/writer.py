@@ -81,7 +81,7 @@ BACKLOG_MAX_S = 2.0
 # How long ``submit`` waits for a writer that takes no queued work meanwhile (it is inside a write
 # the store does not answer, or waits on a lock) before the graph goes on: the work stays queued,
 # in order, and the graph waits for the writer again only once the writer takes work again.
-# Beyond a sync commit's own wait (``lock_wait``, plus a second for the answer).
+# The wait is ``lock_wait`` (what a first try of a locked store may take) plus this.
 CATCH_UP_STALL_S = 1.0
 # Items ``hold`` keeps before it lets the writer start anyway: a long run's memory stays bounded.
 HOLD_MAX = 4000
@@ -712,6 +712,7 @@ class Writer:
         return lost
 
     def _say_left_out(self, lost: Batch, ends: Batch) -> None:
+        """One fault for the deltas ``lost`` left out, on their runs' ends waiting in ``ends``."""
         steps = _counted(len(lost.steps), "step")
         self._fault_on_ends(StoreError(f"{steps} left out ({describe_rows(lost)}): each holds only what changed since a step the store refused"), lost, ends)
 
