@@ -665,6 +665,40 @@ def test_postgres_refusing_writes_until_close_after_a_killed_connection_loses_no
         admin.dispose()
 
 
+def test_postgres_table_gone_mid_run_keeps_the_rows_for_a_rescue_file(pg_url: str, durability: str, tmp_path: Path, monkeypatch, caplog, capsys) -> None:
+    """Mid-run the steps table goes (renamed away: a migration, a reset). Every row the server
+    then refuses is refused for where it goes, not for what it holds: the rows are kept and saved
+    to a rescue file at close, not dropped one by one, and the import puts them back once the table is there again."""
+    from graphtape.tui.cli import main
+
+    monkeypatch.setenv("GRAPHTAPE_RESCUE_DIR", str(tmp_path))
+    rec = Recorder(pg_url, durability=durability)
+    admin = sa.create_engine(pg_url)
+
+    def take_away() -> None:
+        rec.flush()
+        with admin.begin() as conn:
+            conn.execute(sa.text("ALTER TABLE steps RENAME TO steps_away"))
+
+    try:
+        assert rec.attach(looping({4: take_away}), name="gone").invoke(START_STATE) == plain_result()
+        run_id = rec.last_run_id
+        with caplog.at_level(logging.WARNING, logger="graphtape"):
+            rec.close(timeout=1.0)
+        (rescued,) = tmp_path.glob("graphtape-rescued-*.db")
+        assert any(f"(run {run_id}: steps " in r.getMessage() and str(rescued) in r.getMessage() for r in caplog.records), caplog.text
+        with admin.begin() as conn:
+            conn.execute(sa.text("ALTER TABLE steps_away RENAME TO steps"))
+        assert main(["--db", pg_url, "import-rescue", str(rescued)]) == 0, capsys.readouterr().err
+        store = open_store(pg_url)
+        try:
+            assert store.get_run(run_id).status == "ok" and check_steps(store, run_id) == list(range(NODES + 1))
+        finally:
+            store.close()
+    finally:
+        admin.dispose()
+
+
 def _terminate(pg_url: str, application_name: str) -> int:
     """Terminate the backends of ``application_name`` and wait until they are gone; how many there were."""
     admin = sa.create_engine(pg_url)

@@ -383,6 +383,10 @@ def is_lock_conflict(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError) and "locked" in str(exc).lower()
 
 
+# SQLSTATE: undefined_table, undefined_column, invalid_schema_name
+_STORE_GONE_CODES = ("42P01", "42703", "3F000")
+
+
 def is_passing(exc: BaseException) -> bool:
     """Whether a write failed on something that passes (a lock, a full disk, a read-only file,
     a lost connection, a store not reachable yet): the rows are kept and tried again.
@@ -393,6 +397,11 @@ def is_passing(exc: BaseException) -> bool:
         return True
     if is_read_only_error(exc):
         return True  # a role without INSERT, a standby: until someone grants it
+    if getattr(getattr(exc, "orig", None), "sqlstate", None) in _STORE_GONE_CODES:
+        # graphtape's tables or schema are not there (dropped, a database reset): every row would
+        # be refused, one by one, and dropped for good; kept, they are rescued at close (SQLite
+        # says "no such table" as an OperationalError, kept already).
+        return True
     text = str(exc).lower()
     return any(w in text for w in ("terminating connection", "server closed the connection", "connection is closed", "locked", "readonly"))
 
