@@ -463,19 +463,19 @@ class Writer:
     # -- internals: keeping and writing ----------------------------------------
     def _catch_up(self) -> None:
         """Wait until the writer has encoded what is queued down to half the backlog bound
-        (never on the writer's own thread, nor once it has stopped). A writer that takes no work
-        for ``lock_wait`` plus ``CATCH_UP_STALL_S`` (held by the store) is not waited for, nor
-        waited for again until it takes work: the graph goes on, its work queued for the writer."""
+        (never on the writer's own thread, nor once it has stopped). A writer that finishes no work
+        item for ``lock_wait`` plus ``CATCH_UP_STALL_S`` (held by the store), or for ``ENCODE_WAIT_S``
+        while it encodes one (a value whose ``repr`` waits on something), is not waited for, nor
+        waited for again until it finishes one: the graph goes on, its work queued for the writer."""
         thread = self._thread
         if thread is None or thread is threading.current_thread() or self._stalled_at == self._taken:
             return
-        patience = self.lock_wait + CATCH_UP_STALL_S
         taken, since = self._taken, time.monotonic()
         while not self._closed and thread.is_alive() and self._item_s * self._queue.qsize() > BACKLOG_MAX_S / 2:
             now = time.monotonic()
-            if self._taken != taken or self._encoding:
+            if self._taken != taken:
                 taken, since = self._taken, now  # the writer goes on: so does the wait
-            elif now - since > patience:
+            elif now - since > (ENCODE_WAIT_S if self._encoding else self.lock_wait + CATCH_UP_STALL_S):
                 self._stalled_at = taken
                 return
             self._bell.set()

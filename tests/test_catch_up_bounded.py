@@ -38,7 +38,7 @@ def _invoke_within(graph, value: dict, seconds: float) -> list:
     runner = threading.Thread(target=lambda: out.append(graph.invoke(value)), daemon=True)
     runner.start()
     runner.join(seconds)
-    assert not runner.is_alive(), "the run is held by a writer the store holds"
+    assert not runner.is_alive(), "the run waits on the writer for good"
     return out
 
 
@@ -90,5 +90,49 @@ def test_a_locked_store_does_not_slow_a_graph_waiting_for_the_writer_to_its_lock
     try:
         run = store.get_run("last")
         assert run.status == "ok" and [s.step for s in store.list_steps(run.id) if s.step >= 0] == list(range(41))
+    finally:
+        store.close()
+
+
+class _Waiting:
+    """A value graphtape cannot encode whose ``repr`` waits on something (a lazy client's backend)."""
+
+    released = threading.Event()
+
+    def __repr__(self) -> str:
+        _Waiting.released.wait(60)
+        return "<waiting>"
+
+
+class W(TypedDict):
+    i: int
+    client: object
+
+
+def test_a_value_whose_description_waits_does_not_hold_a_graph_waiting_for_the_writer(tmp_path, monkeypatch) -> None:
+    """The writer, encoding a step, describes a value whose ``repr`` waits (it never ends while
+    the run goes on): the graph waiting for the writer to catch up goes on after ENCODE_WAIT_S,
+    and once the value answers every step is written."""
+    monkeypatch.setattr(writer, "BACKLOG_MAX_S", 0.0)
+    monkeypatch.setattr(writer, "ENCODE_WAIT_S", 0.5)
+    monkeypatch.setattr(_Waiting, "released", threading.Event())
+
+    def step(s: W) -> dict:
+        time.sleep(0.006)
+        return {"i": s["i"] + 1, "client": _Waiting() if s["i"] == 2 else None}
+
+    b = StateGraph(W)
+    b.add_node("step", step)
+    b.add_edge(START, "step")
+    b.add_conditional_edges("step", lambda s: "step" if s["i"] < 12 else END)
+    rec = Recorder(tmp_path / "waits.db", durability="async")
+    out = _invoke_within(rec.attach(b.compile()), {"i": 0, "client": None}, 30)
+    assert out == [{"i": 12, "client": None}]
+    _Waiting.released.set()
+    rec.close()
+    store = open_store(tmp_path / "waits.db")
+    try:
+        run = store.get_run("last")
+        assert run.status == "ok" and [s.step for s in store.list_steps(run.id) if s.step >= 0] == list(range(13))
     finally:
         store.close()
