@@ -141,6 +141,7 @@ class Writer:
         self._kept = Batch()
         self._kept_bytes = 0
         self._inflight = 0  # rows of a write under way, taken out of _kept
+        self._untried_since = 0.0  # when the oldest kept row no try has had yet came (time.monotonic())
         self._failing: Exception | None = None  # the fault of the episode under way
         self._told: set[str] = set()  # runs told of that fault
         # Faults are handed to ``on_fault`` outside the writer's locks: the handler takes the
@@ -526,8 +527,14 @@ class Writer:
             self._kept_bytes += _size(batch)
         if self._failing is not None:
             self._tell(batch)
-        # Untried rows wait for one try (the retry is rung at once), up to twice the bound.
-        tried = self._kept_tried or not batch or (before and self._kept_bytes > 2 * self.keep_bytes)
+        # Untried rows wait for one try (the retry is rung at once), up to twice the bound; past
+        # it, for as long as a store takes to answer (a sync run's retry thread may not have been
+        # scheduled yet: a store that came back takes them).
+        now = time.monotonic()
+        if not before:
+            self._untried_since = now
+        waited = now - self._untried_since > self.lock_wait + CATCH_UP_STALL_S
+        tried = self._kept_tried or not batch or (before and waited and self._kept_bytes > 2 * self.keep_bytes)
         if self._kept_bytes > self.keep_bytes and tried:
             self._kept_tried = False
             kept = self._kept

@@ -174,6 +174,21 @@ def test_a_run_whose_every_step_is_over_the_keep_bound_is_written_again_once_the
     assert (run.status, run.status_reason) == ("incomplete", f"{NODES + 1 - len(stored)} steps not written"), run
 
 
+def test_steps_that_come_before_a_retry_can_try_wait_for_it(tmp_path: Path) -> None:
+    """Sync durability: a step the store cannot take at once (here its lock is held) is kept
+    and a thread retries it while the run goes on. The next step, come before that thread could
+    try (a busy machine), is not dropped untried for being over the bound: both go in once
+    the store takes writes."""
+    db = tmp_path / "late_retry.db"
+    rec = Recorder(db, durability="sync", lock_wait=0.3)
+    rec.writer.keep_bytes = 1000  # less than one step of this graph
+    hooks = {6: rec.writer._io.acquire, 8: rec.writer._io.release}  # no try from step 7 to step 8
+    assert rec.attach(replacing(hooks)).invoke({"n": 0, "blob": "", "log": []})["n"] == NODES
+    rec.close()
+    run, stored = stored_steps_read_true(db)
+    assert stored == list(range(NODES + 1)) and run.status == "ok", (stored, run.status)
+
+
 class _Unnamed:
     """A router's answer LangGraph routes by (hashable, in the path map) whose ``str()`` fails once
     the graph is built: graphtape's route summary of that step raises while it is encoded."""
