@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import threading
 import time
 from collections.abc import Iterator
@@ -253,9 +254,18 @@ def _answered_tool_class() -> type:
     global _answered_cls
     if _answered_cls is None:
         from langchain_core.tools import BaseTool, ToolException
+        from pydantic import PrivateAttr
 
         class AnsweredTool(BaseTool):
             """Stands in for a recorded tool: its body is the answer of the call running now."""
+
+            _injected: frozenset[str] = PrivateAttr(default=frozenset())
+
+            @property
+            def _injected_args_keys(self) -> frozenset[str]:
+                # The real tool's injected arguments (a ``ToolRuntime`` found in its function's
+                # signature, not in its schema): LangChain keeps them out of what the callbacks see.
+                return self._injected
 
             def _run(self, *args: Any, **kwargs: Any) -> Any:
                 answer = _current_answer.get()
@@ -273,7 +283,7 @@ def _answered_tool_class() -> type:
                 if answer is None:
                     raise RuntimeError("graphtape replay: a stand-in tool ran outside its call")
                 if answer.call is not None:
-                    return answer.call(*args, **kwargs)
+                    return answer.call(*args, **_taken_by(answer.call, kwargs, self._injected))
                 answer.raise_if_error()
                 if answer.tool_error:
                     raise ToolException(answer.value)
@@ -309,9 +319,31 @@ def _stand_in(tool: Any, answer: Answer) -> Any:
         tags=tool.tags,
         metadata=tool.metadata,
     )
+    stand_in._injected = _injected_keys(tool)
     with _lock:
         _stand_ins[key] = (tool, stand_in)  # type: ignore[index]
     return stand_in
+
+
+def _injected_keys(tool: Any) -> frozenset[str]:
+    try:
+        return frozenset(getattr(tool, "_injected_args_keys", None) or ())
+    except Exception:  # noqa: BLE001 - a langchain-core without it: its schema says it all
+        return frozenset()
+
+
+def _taken_by(override: Any, kwargs: dict[str, Any], injected: frozenset[str]) -> dict[str, Any]:
+    """The tool's arguments for an override: what LangChain injected (a ``ToolRuntime``) only
+    where the override names it (or takes ``**kwargs``), as it is handed a tool's own arguments."""
+    if not injected.intersection(kwargs):
+        return kwargs
+    try:
+        params = inspect.signature(override).parameters
+    except (TypeError, ValueError):
+        return kwargs
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k not in injected or k in params}
 
 
 def _is_stand_in(tool: Any) -> bool:
