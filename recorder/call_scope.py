@@ -33,3 +33,13 @@ def current_call() -> str | None:
     """The id of the innermost recorded call running in this context, if any."""
     found = _current.get()
     return found[0] if found is not None else None
+
+
+def enclosing_calls() -> tuple[str, ...]:
+    """The ids of every recorded call running in this context, innermost first."""
+    out = []
+    found = _current.get()
+    while found is not None:
+        out.append(found[0])
+        found = found[1]
+    return tuple(out)

@@ -10,6 +10,8 @@ which attributes a call to its task even across parallel branches.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import secrets
 import time
 from typing import Any
 from uuid import UUID
@@ -17,13 +19,17 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.errors import GraphInterrupt
 
-from graphtape.recorder.call_scope import enter_call, leave_call
+from graphtape.recorder.call_scope import enclosing_calls, enter_call, leave_call
 from graphtape.recorder.error_fields import error_fields
 from graphtape.recorder.graph_info import START
+from graphtape.recorder.records import SENT
+from graphtape.recorder.running_task import task_config
 from graphtape.recorder.session import RunSession, call_site, push_depth
+from graphtape.recorder.tool_sends import SendWatch, task_writes
 from graphtape.recorder.tracebacks import frames_of
 
 _HIDDEN = "langsmith:hidden"
+_SENT_IDS = (f"sent-{secrets.token_hex(6)}-{n:012d}" for n in itertools.count(1))  # random per process, counted within it
 ABANDONED = "Unfinished"  # a call its node stopped waiting for (as a call still running when its run ended is kept)
 CANCELLED = "the call was cancelled: its caller stopped waiting for it"
 
@@ -40,6 +46,7 @@ class CaptureHandler(BaseCallbackHandler):
         # run id (its integer) -> (ns, task_id) for node runs; router runs -> (ns, task_id, name)
         self._nodes: dict[int, tuple[str, str]] = {}
         self._routers: dict[int, tuple[str, str, str]] = {}
+        self._sends = SendWatch()  # what each tool call writes to the state itself
 
     # -- helpers ---------------------------------------------------------------
     def _guard(self, fn: Any, *args: Any) -> None:
@@ -93,6 +100,7 @@ class CaptureHandler(BaseCallbackHandler):
         key = run_id.int
         node = self._nodes.pop(key, None)
         if node is not None:
+            self._sends.task_ended(node[1])
             self._guard(self.session.on_node_end, node[0], node[1], outputs, None)
             return
         router = self._routers.pop(key, None)
@@ -103,6 +111,7 @@ class CaptureHandler(BaseCallbackHandler):
         key = run_id.int
         node = self._nodes.pop(key, None)
         if node is not None:
+            self._sends.task_ended(node[1])
             self._guard(self.session.on_node_end, node[0], node[1], None, error)
         else:
             self._routers.pop(key, None)
@@ -113,11 +122,31 @@ class CaptureHandler(BaseCallbackHandler):
         self._guard(self._begin, run_id, parent_run_id, metadata, "tool", name, inputs if inputs is not None else input_str)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._guard(self._sent, run_id)
         self._guard(self._end, run_id, _answer(output))
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._guard(self.session.learn_from_error, error)
+        if isinstance(error, GraphInterrupt):  # LangGraph drops what the task wrote before it asked
+            self._guard(self._sent, run_id, False)
+        else:
+            self._guard(self._sent, run_id)
         self._guard(self._end, run_id, _failure(error))
+
+    def _sent(self, run_id: UUID, keep: bool = True) -> None:
+        """Record what the tool call wrote to the state itself (``recorder.tool_sends``), as calls of it."""
+        rec = self.session.call_record(str(run_id))
+        writes = rec.pop("writes", None) if rec is not None else None
+        if writes is None:
+            return
+        made = self._sends.end(str(run_id), writes)
+        if not keep:
+            return
+        for channel, value in made:
+            child = next(_SENT_IDS)
+            started = time.time()
+            self.session.begin_call(child, {"kind": SENT, "name": channel, "ns": rec["ns"], "node": rec["node"], "task_id": rec["task_id"], "step": rec["step"], "inputs": None, "started_at": started, "perf0": 0.0, "parent_call_id": str(run_id)})
+            self.session.end_call(child, output=_as_sent(value), latency_ms=0.0)
 
     # -- models ----------------------------------------------------------------
     def on_chat_model_start(self, serialized: dict[str, Any] | None, messages: list[list[Any]], *, run_id: UUID, parent_run_id: UUID | None = None, tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -184,6 +213,11 @@ class CaptureHandler(BaseCallbackHandler):
                 "parent_call_id": parent,
             },
         )
+        if kind == "tool" and (writes := task_writes(task_config())) is not None:
+            self._sends.start(str(run_id), writes, enclosing_calls(), task_id)
+            rec = self.session.call_record(str(run_id))
+            if rec is not None:
+                rec["writes"] = writes
         enter_call(str(run_id))  # an HTTP request made from here on is part of this call
 
     def _end(self, run_id: UUID, fields: dict) -> None:
@@ -200,6 +234,16 @@ def _answer(output: Any) -> dict[str, Any]:
     (``returned``): the state holds that one, which then need not be encoded again."""
     kept = _as_returned(output)
     return {"output": kept, "returned": output} if kept is not output else {"output": kept}
+
+
+def _as_sent(value: Any) -> Any:
+    """A value a tool wrote, as written: LangGraph's reducers may change it in place before it is
+    encoded (a message gets its id), so messages and the containers holding them are copied."""
+    if isinstance(value, list):
+        return [_as_returned(v) for v in value]
+    if isinstance(value, dict):
+        return dict(value)
+    return _as_returned(value)
 
 
 def _as_returned(output: Any) -> Any:

@@ -26,7 +26,8 @@ NOT_FAILURES = frozenset({"GraphInterrupt", "NodeInterrupt", "ParentCommand", "G
 STORE = "store"  # the kind of a call to the graph's long-term memory store
 # Calls a node's own code makes that a tool or model call can make too (ChatOpenAI's request to
 # its provider, a tool's memory read): made inside one, they are part of it (``parent_call_id``).
-PART_OF_A_CALL = ("http", STORE)
+SENT = "sent"  # the kind of a tool call's own write to the graph's state (recorder.tool_sends)
+PART_OF_A_CALL = ("http", STORE, SENT)
 
 
 _TEXT, _NUMBER = (str,), (int, float)

@@ -9,7 +9,8 @@ so strict mode never makes a silent live call.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -22,6 +23,7 @@ except ImportError:  # pragma: no cover - a langchain-core without it hands call
     def _as_recorded(messages: list[Any]) -> list[Any]:
         return messages
 
+from graphtape.recorder import CallInfo
 from graphtape.recorder.capture import model_label
 from graphtape.recorder.codec import Decoder, Encoder
 from graphtape.recorder.prefix_memo import MIN_LENGTH as PREFIX_MIN
@@ -66,8 +68,14 @@ class RecordingAnswerer:
         miss_goes_live: bool = False,
         typed_decode: Callable[[Any], Any] | None = None,
         handed: HandedCheck | None = None,
+        sent: Iterable[CallInfo] = (),
     ) -> None:
         self.book = book
+        # A tool call's own writes to the state (calls of kind "sent" of it), made again when it is answered.
+        self.sent: dict[str, list[CallInfo]] = {}
+        for c in sent:
+            if c.parent_call_id:
+                self.sent.setdefault(c.parent_call_id, []).append(c)
         # Where a call may run live (a fork): a tool handed another state than its recording runs live.
         self.handed = handed
         self.typed_decode = typed_decode  # a stored value -> its typed form (the store's decoder)
@@ -161,6 +169,21 @@ class RecordingAnswerer:
         delay = self._delay(got)
         if got.interrupt:
             return Answer(interrupt=got.interrupt, delay_s=delay)
+        sends = self._sends(call)
+        if sends:
+            return replace(self._tool_answer(tool, tool_input, call, delay), sends=sends)
+        return self._tool_answer(tool, tool_input, call, delay)
+
+    def _sends(self, call: Any) -> tuple[tuple[str, Any], ...]:
+        """What the recorded tool call wrote to the state itself, typed as it was written."""
+        out = []
+        for c in sorted(self.sent.get(call.call_id, ()), key=lambda c: c.started_at):
+            typed = self._typed(c)
+            out.append((c.name, revive_opaque(c.output if typed is _NOT_TYPED else typed)))
+        return tuple(out)
+
+    def _tool_answer(self, tool: Any, tool_input: Any, call: Any, delay: float) -> Answer:
+        """The recorded call's answer, as the tool returned (or raised) it."""
         if call.error_type:
             return Answer(error=(call.error_type, call.error_message), error_frames=call.traceback, error_fields=call.output, delay_s=delay)
         out = call.output

@@ -38,7 +38,7 @@ from graphtape.recorder.frames import FrameState
 from graphtape.recorder.graph_info import is_internal_channel
 from graphtape.recorder.history_blocks import CAT
 from graphtape.recorder.string_chunks import SCAT, joined
-from graphtape.recorder.records import PART_OF_A_CALL, STORE, CallInfo
+from graphtape.recorder.records import PART_OF_A_CALL, SENT, STORE, CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store import RunStore, merge_events, read_budget
 from graphtape.recorder.store.read_guard import _READ_BUDGET
@@ -621,9 +621,11 @@ def _fold_idless(fixture: dict[str, Any], table: dict[str, Any]) -> dict[str, An
 
 
 def _format_needed(steps: list[dict[str, Any]], subgraphs: list[dict[str, Any]]) -> int:
-    """The oldest format that holds the fixture: v3 only with store calls, so older graphtapes read the rest."""
+    """The oldest format that holds the fixture: v4 only with a tool's own state writes, v3 with
+    store calls, so older graphtapes read the rest."""
     every = [*steps, *(s for sub in subgraphs for s in sub["steps"])]
-    return FORMAT_VERSION if any(c.get("kind") == STORE for s in every for c in s.get("calls", ())) else 2
+    kinds = {c.get("kind") for s in every for c in s.get("calls", ())}
+    return 4 if SENT in kinds else 3 if STORE in kinds else 2
 
 
 def _export_config(ex: _Exporter, config: Any, offset: int) -> dict[str, Any]:

@@ -29,7 +29,8 @@ FORMAT_KEY = "graphtape_fixture"
 # v1: the first format.
 # v2: calls may be HTTP requests (kind "http"); one made inside a model or tool call names it ("part_of").
 # v3: calls may be a store's reads and writes (kind "store"), all of them when config says "store": true.
-FORMAT_VERSION = 3
+# v4: calls may be a tool call's own writes to the state (kind "sent", "part_of" the tool call).
+FORMAT_VERSION = 4
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_STEPS = 100_000
 MAX_CALLS = 1_000_000
@@ -380,8 +381,8 @@ def _check_steps(sh: _Shape, steps: list, where: str, after: int | None, task_id
             if type(c) is not dict:
                 sh.fail(cw, f"expected an object, got {_kind(c)}")
             sh.get(c, "id", (str,), cw)
-            if sh.get(c, "kind", (str,), cw) not in ("tool", "model", "http", "store"):
-                sh.fail(f"{cw}.kind", "expected tool, model, http or store")
+            if sh.get(c, "kind", (str,), cw) not in ("tool", "model", "http", "store", "sent"):
+                sh.fail(f"{cw}.kind", "expected tool, model, http, store or sent")
             sh.get(c, "name", (str,), cw)
             sh.get(c, "part_of", (str,), cw, required=False)
             sh.get(c, "node", (str, type(None)), cw, required=False)

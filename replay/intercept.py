@@ -44,6 +44,7 @@ class Answer:
     delay_s: float = 0.0
     call: Any = None  # an override function to call with the tool's parsed arguments
     interrupt: tuple[Any, ...] = ()  # (value,): the recorded call stopped at interrupt(value)
+    sends: tuple[tuple[str, Any], ...] = ()  # (channel, value): what the recorded tool wrote to the state itself
 
     def raise_if_error(self) -> None:
         if self.interrupt:
@@ -284,6 +285,7 @@ def _answered_tool_class() -> type:
                     raise RuntimeError("graphtape replay: a stand-in tool ran outside its call")
                 if answer.call is not None:
                     return answer.call(*args, **_taken_by(answer.call, kwargs, self._injected))
+                _send_again(answer.sends)
                 answer.raise_if_error()
                 if answer.tool_error:
                     raise ToolException(answer.value)
@@ -323,6 +325,20 @@ def _stand_in(tool: Any, answer: Answer) -> Any:
     with _lock:
         _stand_ins[key] = (tool, stand_in)  # type: ignore[index]
     return stand_in
+
+
+def _send_again(writes: tuple[tuple[str, Any], ...]) -> None:
+    """Write to the state what the recorded tool call wrote itself, through the running task's
+    send function, as the tool did (``recorder.tool_sends``)."""
+    if not writes:
+        return
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    from graphtape.recorder.tool_sends import SEND_KEY
+
+    send = ((var_child_runnable_config.get() or {}).get("configurable") or {}).get(SEND_KEY)
+    if callable(send):
+        send(list(writes))
 
 
 def _injected_keys(tool: Any) -> frozenset[str]:

@@ -38,7 +38,7 @@ from graphtape.recorder.unwritten import last_before_gap
 from graphtape.recorder.waiting_subgraphs import node_path, waiting_subgraphs
 from graphtape.recorder.writer import CLOSE_WAIT_S, flush_writers_into
 from graphtape.recorder.http_exchange import HTTP
-from graphtape.recorder.records import FLAG_CARRIED, FLAG_INTERRUPT, FLAG_RESUME, STORE
+from graphtape.recorder.records import FLAG_CARRIED, FLAG_INTERRUPT, FLAG_RESUME, SENT, STORE
 
 from graphtape.replay.answers import RecordingAnswerer, ReplayMiss
 from graphtape.replay.cache import RecordedCache, cached_nodes, join_channels, recorded_executions, with_recorded_subgraph_caches
@@ -349,12 +349,12 @@ class _Run:
         if update is None:
             # A message that enters the state without an id gets the one the recording gave it.
             base = with_recorded_ids(base, lambda: recorded_ids(self.store, self.run.id, restored.root_step, recorded_calls, stand_ins=FIXTURE_TAG in self.run.tags))
-        book = CallBook(self._as_answered([c for c in recorded_calls if c.kind not in (HTTP, STORE)]), self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts(), task_paths=self._task_paths)
+        book = CallBook(self._as_answered([c for c in recorded_calls if c.kind not in (HTTP, STORE, SENT)]), self.arg_normalize, delay=self._delay_test(), offsets=offsets, interrupts=self._interrupts(), task_paths=self._task_paths)
         handed = None
         if miss_goes_live:
             # A call that may run live is answered only by a recording handed the same state and memories.
             handed = HandedCheck(self.store, self.run.id, self.handed_normalize, derived=derived_keys(self.graph), calls=recorded_calls, written=guard.writes if guard is not None else lambda: ())
-        answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live, typed_decode=lambda tree: self.store.decode(tree, typed=True), handed=handed)
+        answerer = RecordingAnswerer(book, self.mode, self.arg_normalize, self.overrides, miss_goes_live=miss_goes_live, typed_decode=lambda tree: self.store.decode(tree, typed=True), handed=handed, sent=[c for c in recorded_calls if c.kind == SENT])
         http = RecordedHttp(recorded_calls, offsets=offsets, miss_goes_live=miss_goes_live)
         memory = RecordedStore(recorded_calls, self.arg_normalize, offsets=offsets, miss_goes_live=miss_goes_live)
         if guard is not None and self._store_recorded and self.mode.answers(STORE):
