@@ -145,7 +145,7 @@ class CaptureHandler(BaseCallbackHandler):
         for channel, value in made:
             child = next(_SENT_IDS)
             started = time.time()
-            self.session.begin_call(child, {"kind": SENT, "name": channel, "ns": rec["ns"], "node": rec["node"], "task_id": rec["task_id"], "step": rec["step"], "inputs": None, "started_at": started, "perf0": 0.0, "parent_call_id": str(run_id)})
+            self.session.begin_call(child, {"kind": SENT, "name": channel, "ns": rec["ns"], "node": rec["node"], "task_id": rec["task_id"], "step": rec["step"], "inputs": {}, "started_at": started, "perf0": 0.0, "parent_call_id": str(run_id)})
             self.session.end_call(child, output=_as_sent(value), latency_ms=0.0)
 
     # -- models ----------------------------------------------------------------

@@ -69,4 +69,6 @@ class SendWatch:
         if entry is None or entry[2] or entry[0] is not writes:
             return []
         made = list(writes)[entry[1]:]
-        return [(w[0], w[1]) for w in made if isinstance(w, tuple) and len(w) == 2 and isinstance(w[0], str)]
+        # LangGraph's own channels (``__resume__``: an interrupt() taking its answer) are written
+        # again by what the replay runs; only the state's are the tool's.
+        return [(w[0], w[1]) for w in made if isinstance(w, tuple) and len(w) == 2 and isinstance(w[0], str) and not w[0].startswith("__")]
