@@ -23,7 +23,6 @@ from graphtape.recorder.call_scope import enclosing_calls, enter_call, leave_cal
 from graphtape.recorder.error_fields import error_fields
 from graphtape.recorder.graph_info import START
 from graphtape.recorder.records import SENT
-from graphtape.recorder.running_task import task_config
 from graphtape.recorder.session import RunSession, call_site, push_depth
 from graphtape.recorder.tool_sends import SendWatch, task_writes
 from graphtape.recorder.tracebacks import frames_of
@@ -213,7 +212,7 @@ class CaptureHandler(BaseCallbackHandler):
                 "parent_call_id": parent,
             },
         )
-        if kind == "tool" and (writes := task_writes(task_config())) is not None:
+        if kind == "tool" and (writes := task_writes()) is not None:
             self._sends.start(str(run_id), writes, enclosing_calls(), task_id)
             rec = self.session.call_record(str(run_id))
             if rec is not None:
