@@ -87,11 +87,7 @@ class Writing:
             except BaseException:
                 # A failed connection (disk full, file gone) is not reused.
                 self._wconn = None
-                try:
-                    conn.invalidate()
-                    conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
+                _discard(conn)
                 raise
         self._known_blobs.update(new_blobs)
         if len(self._known_blobs) > 500_000:
@@ -141,11 +137,7 @@ class Writing:
                     self._wconn.commit()
                 except BaseException:
                     conn, self._wconn = self._wconn, None  # a broken connection is not reused
-                    try:
-                        conn.invalidate()
-                        conn.close()
-                    except Exception:  # noqa: BLE001
-                        pass
+                    _discard(conn)
                     raise
                 self._wconn_wait = self.write_wait
             return self._wconn
@@ -409,3 +401,12 @@ def is_passing(exc: BaseException) -> bool:
 def is_duplicate(exc: BaseException) -> bool:
     """Whether a write failed because a row with its key is stored already."""
     return isinstance(exc, IntegrityError)
+
+
+def _discard(conn: Any) -> None:
+    """Close a connection that failed, never to be handed out again."""
+    try:
+        conn.invalidate()
+        conn.close()
+    except Exception:  # noqa: BLE001 - it is being thrown away
+        pass
