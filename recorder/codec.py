@@ -361,12 +361,12 @@ class Encoder:
                     if done is not None:
                         return self._blocks.encode(done) if len(done) >= BLOCK_AT else done
                 if len(v) == 2 and self._secret_pair(v):
-                    return [self._enc(v[0], depth + 1, key), self.redactor.mark()]
+                    return [self._enc(v[0], depth + 1, key), self._secret(v[0], v[1], depth + 1)]
                 argv = self.redactor.scrub_argv(v)  # a command line as a list: ["mysql", "-p", "S3cret!pw"]
                 return [self._enc(x, depth + 1, key) for x in (v if argv is None else argv)]
             if t is tuple:
                 if len(v) == 2 and self._secret_pair(v):
-                    return {ENVELOPE: "tuple", "v": [self._enc(v[0], depth + 1, key), self.redactor.mark()]}
+                    return {ENVELOPE: "tuple", "v": [self._enc(v[0], depth + 1, key), self._secret(v[0], v[1], depth + 1)]}
                 argv = self.redactor.scrub_argv(v)
                 return {ENVELOPE: "tuple", "v": [self._enc(x, depth + 1, key) for x in (v if argv is None else argv)]}
             # The innermost mapping or object whose reading raises is marked alone (try costs nothing until it catches).
@@ -386,6 +386,14 @@ class Encoder:
         name, value = pair
         return type(name) is str and type(value) in (str, bytes) and bool(value) and self.redactor.is_secret_key(name)
 
+    def _secret(self, key: str, value: Any, depth: int) -> Any:
+        """``value``, under the secret key ``key``: the mark, or what of it may be kept (its
+        scheme, a connection URL's host, a schema; see ``Redactor.kept_value``)."""
+        kept = self.redactor.kept_value(key, value)
+        if kept is None:
+            return self.redactor.mark()
+        return self._enc(kept, depth, key) if type(kept) is dict else kept
+
     def _enc_dict(self, v: Mapping, depth: int) -> Any:
         redactor = self.redactor
         is_secret = redactor.is_secret_key
@@ -403,8 +411,10 @@ class Encoder:
                 if not k.isascii() and has_lone_surrogate(k):
                     return self._enc_pairs(v, d)  # a key JSON cannot hold: every key encoded, as pairs
                 # An empty secret is not a secret; "x != ''" is not asked of arbitrary objects (numpy).
-                if (is_secret(k) or k == named) and x is not None and (type(x) is not str or x):
+                if k == named and x is not None and (type(x) is not str or x):
                     val = redactor.mark()
+                elif is_secret(k) and x is not None and (type(x) is not str or x):
+                    val = self._secret(k, x, d)
                 else:
                     val = enc(x, d, k)
                 if scrubbed is None:
@@ -430,7 +440,7 @@ class Encoder:
         items = []
         for k, x in v.items():
             secret = isinstance(k, str) and redactor.is_secret_key(k) and x is not None and (type(x) is not str or x)
-            items.append([enc(k, d, None), redactor.mark() if secret else enc(x, d, None)])
+            items.append([enc(k, d, None), self._secret(k, x, d) if secret else enc(x, d, None)])
         return {ENVELOPE: "dict", "v": items}
 
     def _join_split_secrets(self, parts: list) -> list:

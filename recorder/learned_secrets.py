@@ -16,7 +16,8 @@ flag, a number or a word (``anonymous``, ``Required``): such a value (or a short
 ``admin``, a port) would take the same word out of every later text of the run. Values are
 learned from structured inputs only (mappings, lists, pairs), and a mapping under a secret key
 is not looked into: a tool schema's ``{"password": {"description": "The user's password"}}``
-holds no secret to look for elsewhere.
+holds no secret to look for elsewhere. A connection URL under its key (``database_url``) is
+learned as its password: the URL quoted later keeps its scheme, user and host.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import Any
 
 from graphtape.recorder.linear_regex import compile_linear
 from graphtape.recorder.env_secrets import MIN_LENGTH  # shorter values are not told apart from ordinary words
-from graphtape.recorder.redaction import MARK, Redactor
+from graphtape.recorder.redaction import MARK, Redactor, names_connection
+from graphtape.recorder.secret_parts import connection_password
 
 MAX_LENGTH = 16_384  # a longer value is a document, not a credential (and each text is searched for it)
 MAX_LEARNED = 64  # values a run remembers: every text the run records afterwards is searched for each
@@ -87,6 +89,8 @@ def secret_values(inputs: Any, is_secret_key: Callable[[str], bool]) -> set[str]
                     return
                 if not (isinstance(k, str) and is_secret_key(k)):
                     walk(v, depth + 1)
+                elif isinstance(v, str) and names_connection(k) and (password := connection_password(v)) is not None:
+                    keep(password)  # {"database_url": "postgresql://app:pw@db/x"}: its password, not the URL
                 elif isinstance(v, (list, tuple)):
                     for item in v[:_MAX_LISTED]:
                         keep(item)  # {"api_keys": [...]}: its strings (a mapping in it is not looked into)

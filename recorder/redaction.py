@@ -30,6 +30,7 @@ from graphtape.recorder.encoded_secrets import hidden_spans
 from graphtape.recorder.linear_regex import compile_linear
 from graphtape.recorder.secret_tables import may_hold_table, table_spans
 from graphtape.recorder.lone_surrogates import displayable
+from graphtape.recorder.secret_parts import CONNECTION_PAIRS, marked_in_place, scheme_length, scheme_of, secret_spans
 
 try:  # Python 3.11+
     from re import _parser as _sre_parse
@@ -212,6 +213,14 @@ def _key_kind(key: str) -> str | None:
     if secret and len(words) > 1 and words[-1] in _ABOUT_WORDS:
         secret = False  # password_field, token_type, secret_name, api_key_file: about a secret, not one
     return "secret" if secret else "code" if code else None
+
+
+@functools.lru_cache(maxsize=4096)
+def names_connection(key: str) -> bool:
+    """Whether ``key`` names a connection (database_url, DSN, connection_string): its value's
+    secret is the password of its URL, not the URL (a webhook_url's path is a secret)."""
+    words = [w.lower() for w in _WORD.findall(key)]
+    return "dsn" in words or any(pair in CONNECTION_PAIRS for pair in zip(words, words[1:]))
 
 
 def _names_the_code(words: list[str], i: int) -> bool:
@@ -842,6 +851,26 @@ class Redactor:
         self._bump()
         return MARK
 
+    def kept_value(self, key: str, value: Any) -> Any:
+        """What of ``value``, under the secret key ``key``, may be recorded (its secret marked,
+        counted), or None when it goes whole: under an authorization key, the scheme before its
+        credential ("Bearer [REDACTED]"), a connection URL but its password (``database_url``:
+        "postgresql://app:[REDACTED]@db:5432/orders")."""
+        if type(value) is str:
+            scheme = scheme_of(value) if "auth" in key.lower() else None
+            if scheme is not None:
+                self._bump()
+                return scheme + MARK
+            if names_connection(key) and "://" in value:
+                spans = self.spans(value)
+                if spans:
+                    kept = _marked(value, spans)
+                    if marked_in_place(kept.encode(), 0, True, False) == len(kept.encode()):
+                        self._bump(len(spans))
+                        return kept
+            return None
+        return None
+
     def is_secret_key(self, key: str) -> bool:
         """Whether a mapping key names a secret (cached: keys repeat a lot)."""
         hit = self._key_cache.get(key)
@@ -1003,7 +1032,14 @@ class Redactor:
 
     def _format_spans(self, text: str) -> list[tuple[int, int]]:
         start = self._token_start
-        return [(m.end(start), m.end()) for m in self._tokens.finditer(text)] + [m.span() for m in self._text.finditer(text)]
+        spans = []
+        for m in self._tokens.finditer(text):
+            at = m.end(start)
+            spans += [(at + a, at + b) for a, b in secret_spans(text[at : m.end()])]
+        for m in self._text.finditer(text):
+            at = m.start()
+            spans += [(at + a, at + b) for a, b in secret_spans(m.group(0))]
+        return spans
 
     def _may_hold_keys(self, text: str) -> bool:
         """Whether ``text`` may hold a secret key with its separator (key=value, key: value,
@@ -1238,6 +1274,8 @@ class Redactor:
             vstart, vend = v.span(1 if data[at : at + 1] in (b'"', b"'", b"\\") else 2)
             if vstart == vend or data.startswith(_MARK_BYTES[:-1], vstart):
                 continue
+            if b"[REDACTED" in data[vstart : vend + 12] and marked_in_place(data, vstart, names_connection(name), name.lower().endswith(("cookie", "cookies"))) is not None:
+                continue  # "Bearer [REDACTED]", postgresql://app:[REDACTED]@db/orders: its secret is marked
             if flag and (data[vstart : vstart + 1] == b"$" or (vstart == at and not _flag_value(data[vstart:vend]))):
                 continue  # a variable ("$TOKEN"), or not a secret: prose about the flag, a metavar
             if not self._code_value(name, data[vstart:vend]):
@@ -1250,6 +1288,8 @@ class Redactor:
                 vend = self._unquoted_end(data, vstart, vend, key_at if key_at >= 0 and _starts_its_line(data, key_at) else -1)
                 if data[vend : vend + 1] in (b" ", b"\t") and data[m.end() - 1] == 0x3A and name.lower().endswith(("password", "passphrase", "passcode", "passwd")):
                     vend = _passphrase_end(data, vstart, 2) or vend  # "passphrase: blue sky river, keep it safe"
+            if "auth" in name.lower():  # "Authorization: Token [REDACTED]": the scheme says how, not what
+                vstart += scheme_length(data[vstart:vend])
             yield vstart, vend
             done = vend
 
@@ -1527,6 +1567,9 @@ _NAMED = re.compile(r"""([A-Za-z_][\w\-]*)(["']?\s*(?:[:=]|,)\s*b?)(["']?)""")  
 
 
 def _mark_keeping_key(found: str) -> str:
+    spans = secret_spans(found)
+    if spans != [(0, len(found))]:  # a URL's password, a parameter's value, a scheme's credential
+        return _marked(found, spans)
     named = _NAMED.match(found)
     if named is None or named.end() >= len(found) or not names_secret(named.group(1)):
         return MARK

@@ -301,6 +301,14 @@ class _Exporter:
         """A traceback, scrubbed again like every exported string."""
         return scrubbed_frames(frames, self.redactor.scrub)
 
+    def _secret(self, key: str, value: Any, depth: int) -> Any:
+        """A recorded value under a secret key, as the recorder keeps it: marked, or its scheme,
+        a connection URL's host, a schema, kept (``Redactor.kept_value``)."""
+        kept = self.redactor.kept_value(key, value)
+        if kept is None:
+            return self.redactor.mark()
+        return self._walk(kept, depth + 1) if type(kept) is dict else kept
+
     def _walk(self, x: Any, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise FixtureError("a recorded value is nested too deeply to export")
@@ -320,7 +328,7 @@ class _Exporter:
             out = {}
             for k, v in x.items():  # recorded order: user code may depend on it (json.dumps)
                 if secret(k) and v is not None and v != "":
-                    out[self.redactor.scrub(k)] = self.redactor.mark()
+                    out[self.redactor.scrub(k)] = self._secret(k, v, depth)
                 else:
                     out[self.redactor.scrub(k)] = self._walk(v, depth + 1)
             return out
@@ -334,7 +342,7 @@ class _Exporter:
                 if type(pair) is list and len(pair) == 2:
                     k, v = pair
                     hidden = type(k) is str and secret(k) and v is not None and v != ""
-                    pairs.append([self._walk(k, depth + 1), self.redactor.mark() if hidden else self._walk(v, depth + 1)])
+                    pairs.append([self._walk(k, depth + 1), self._secret(k, v, depth) if hidden else self._walk(v, depth + 1)])
                 else:
                     pairs.append(self._walk(pair, depth + 1))
             return {ENVELOPE: "dict", "v": pairs}

@@ -125,7 +125,7 @@ def test_httpx_and_requests_are_recorded_with_step_node_and_task(db, service):
 def test_secrets_in_headers_urls_and_cookies_are_redacted_in_the_store_and_fixtures(db, service, tmp_path):
     run_id = record(db, order_graph(service.url.replace("127.0.0.1", f"admin:{TOKEN}x@127.0.0.1")), {"order": "A-1"})
     charge, status = http_calls(db, run_id)
-    assert header(charge.inputs, "Authorization") == "[REDACTED]"
+    assert header(charge.inputs, "Authorization") == "Basic [REDACTED]"  # the scheme kept: only the credential is a secret
     assert header(status.inputs, "api-key") == "[REDACTED]"
     assert "[REDACTED]" in charge.inputs["url"] and KEY not in charge.inputs["url"] and TOKEN not in charge.inputs["url"]
     assert header(charge.output, "Set-Cookie") == "[REDACTED]"
@@ -417,7 +417,7 @@ def test_a_node_calling_the_openai_sdk_replays_with_the_server_stopped(db):
         fake.stop()
     (call,) = http_calls(db, run_id)
     assert call.name == f"POST {base_url}/chat/completions" and call.node == "ask"
-    assert header(call.inputs, "Authorization") == "[REDACTED]"
+    assert header(call.inputs, "Authorization") == "Bearer [REDACTED]"
     served = fake.requests
     port = int(base_url.rsplit(":", 1)[1].split("/")[0])
     with Connects(port) as connects:

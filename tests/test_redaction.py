@@ -761,9 +761,10 @@ def test_presigned_url_signatures_are_redacted(url: str, secret: str) -> None:
 
 
 def test_header_pairs_named_like_a_secret_lose_their_value() -> None:
+    """The value goes; an authorization scheme before it stays (it says how the call authenticated)."""
     pairs = [("Authorization", "Token TOKVAL_abcdefghijklmnop"), ["X-Api-Key", "APIKEYVAL_pair"], ("Cookie", b"sid=COOKIEVAL_pair"), ("Accept", "text/html")]
     out = encode({"headers": pairs})["headers"]
-    assert out == [["Authorization", MARK], ["X-Api-Key", MARK], ["Cookie", MARK], ["Accept", "text/html"]], out
+    assert out == [["Authorization", f"Token {MARK}"], ["X-Api-Key", MARK], ["Cookie", MARK], ["Accept", "text/html"]], out
 
 
 # ---------------------------------------------------------------------------

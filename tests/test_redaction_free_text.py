@@ -55,7 +55,7 @@ from graphtape.recorder.redaction import MARK, Redactor
         ("API key ⇒ AbCdEf123456 (prod)", f"API key ⇒ {MARK} (prod)"),
         ("**Password** ➜ correcthorsebatterystaple.", f"**Password** ➜ {MARK}."),
         ("- secret — xyzzy123\n- user -> bob", f"- secret — {MARK}\n- user -> bob"),
-        ("Authorization -> Bearer sk9abc123XYZ7890", f"Authorization -> {MARK}"),  # the scheme too, as after a colon
+        ("Authorization -> Bearer sk9abc123XYZ7890", f"Authorization -> Bearer {MARK}"),  # the scheme stays, as after a colon
         ('{"note": "password \\u2192 hunter2"}', f'{{"note": "password \\u2192 {MARK}"}}'),
         ('{\\"note\\": \\"token -> abc123xyz9\\"}', f'{{\\"note\\": \\"token -> {MARK}\\"}}'),
     ],

@@ -146,7 +146,7 @@ def test_an_ordinary_agent_run_redacts_nothing(fake_openai, backend, tmp_path, r
             # The one true secret in the run: the API key, in each of ChatOpenAI's own HTTP requests
             # (recorded as part of its model call). Every redaction must be that header, nothing else.
             http = [c for c in calls if c.kind == "http"]
-            assert http and all(c.inputs["headers"].get("authorization") == MARK for c in http)
+            assert http and all(c.inputs["headers"].get("authorization") == f"Bearer {MARK}" for c in http)
             assert run.redactions == len(http), f"{run.redactions - len(http)} false positive(s) in {run.name}"
             others = [c for c in calls if c.kind != "http"]
             steps = store.list_steps(run_id)

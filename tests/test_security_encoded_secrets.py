@@ -166,7 +166,7 @@ def test_encoded_tabled_and_split_secrets_never_reach_the_store_or_a_fixture(tmp
     assert lines[:4] == [
         f"the vault passphrase: {MARK}, keep it safe",
         f"Remember: my password is {MARK}.",
-        f"form body: user%3Dbob{MARK}%26remember%3D1",  # (the query-credential format takes its name too)
+        f"form body: user%3Dbob%26password%3D{MARK}%26remember%3D1",  # (the parameter's name stays)
         f"search: https://wiki.example/search?q=password%3A%20{MARK}&page=2",
     ]
     assert lines[4] == f"GOOGLE_CREDENTIALS_B64={MARK}"
