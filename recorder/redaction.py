@@ -30,6 +30,7 @@ from graphtape.recorder.encoded_secrets import hidden_spans
 from graphtape.recorder.linear_regex import compile_linear
 from graphtape.recorder.secret_tables import may_hold_table, table_spans
 from graphtape.recorder.lone_surrogates import displayable
+from graphtape.recorder.schema_shapes import holds_values, is_schema, marked_values
 from graphtape.recorder.secret_parts import CONNECTION_PAIRS, marked_in_place, scheme_length, scheme_of, secret_spans
 
 try:  # Python 3.11+
@@ -855,7 +856,8 @@ class Redactor:
         """What of ``value``, under the secret key ``key``, may be recorded (its secret marked,
         counted), or None when it goes whole: under an authorization key, the scheme before its
         credential ("Bearer [REDACTED]"), a connection URL but its password (``database_url``:
-        "postgresql://app:[REDACTED]@db:5432/orders")."""
+        "postgresql://app:[REDACTED]@db:5432/orders"), a JSON schema but the instances it gives
+        (a tool's ``{"password": {"type": "string"}}``, a dict still to be encoded)."""
         if type(value) is str:
             scheme = scheme_of(value) if "auth" in key.lower() else None
             if scheme is not None:
@@ -869,6 +871,8 @@ class Redactor:
                         self._bump(len(spans))
                         return kept
             return None
+        if type(value) is dict and is_schema(value):
+            return marked_values(value, self.mark, MARK)
         return None
 
     def is_secret_key(self, key: str) -> bool:
@@ -1250,6 +1254,8 @@ class Redactor:
                 brackets = brackets or BracketEnds(data)
                 close = brackets.end(at)
                 if close is not None and close > at + 1 and not data.startswith(_MARK_BYTES[:-1], at + 1) and not data.startswith(_MARK_BYTES, at):
+                    if value is _double_quoted(0) and data[at] == 0x7B and _schema_text(data[at : close + 1]):
+                        continue  # a tool's schema for a password: its keys are scanned as any text's
                     yield at + 1, close
                     done = close
                 continue
@@ -1318,6 +1324,22 @@ class Redactor:
                 if data[end : end + 1] in (b"", b"\n", b"\r", b"#") or data.startswith((b"\\n", b"\\r"), end) or data[end : end + 2] in (b" #", b"\t#"):
                     return end  # the line holds nothing else: it is the value (YAML, .env, INI)
         return vend
+
+
+_SCHEMA_TEXT = 16_384  # a longer object under a secret key is marked whole, not parsed
+
+
+def _schema_text(text: bytes) -> bool:
+    """Whether ``text``, an object in JSON text under a secret key, is a JSON schema that gives
+    no instance (see ``schema_shapes``): it holds no secret of its key's, and stays readable.
+    Its nested schemas are parsed again when their keys are met, at most ``MAX_DEPTH`` deep."""
+    if len(text) > _SCHEMA_TEXT:
+        return False
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return is_schema(value) and not holds_values(value)
 
 
 def _two_word_name(data: bytes, key_at: int, name: str) -> bool:
