@@ -30,8 +30,8 @@ from graphtape.recorder.encoded_secrets import hidden_spans
 from graphtape.recorder.linear_regex import compile_linear
 from graphtape.recorder.secret_tables import may_hold_table, table_spans
 from graphtape.recorder.lone_surrogates import displayable
-from graphtape.recorder.schema_shapes import holds_values, is_schema, marked_values
-from graphtape.recorder.secret_parts import CONNECTION_PAIRS, marked_in_place, scheme_length, scheme_of, secret_spans
+from graphtape.recorder.schema_shapes import holds_values, is_schema
+from graphtape.recorder.secret_parts import CONNECTION_PAIRS, marked_in_place, scheme_length, secret_spans
 
 try:  # Python 3.11+
     from re import _parser as _sre_parse
@@ -181,6 +181,10 @@ def _ascii_separators(text: str) -> str:
     """``text`` with its wide separators read as ASCII ones (the same text when it has none)."""
     return text.translate(_WIDE_SEPARATORS) if _ANY_WIDE_SEPARATOR(text) is not None else text
 
+# A value under a secret key keeps anything only when it may hold one of these (kept_value);
+# a longer one goes whole without a scan.
+_KEPT_HINTS = (" ", "://", "=")
+_KEPT_MAX = 4096
 _KEY_CACHE_SIZE = 100_000  # keys (and short clean texts) remembered per run: a state keyed by ids holds many
 _CLEAN_TEXT_LEN = 256  # text up to this long that holds no secret is remembered as clean
 
@@ -853,26 +857,32 @@ class Redactor:
         return MARK
 
     def kept_value(self, key: str, value: Any) -> Any:
-        """What of ``value``, under the secret key ``key``, may be recorded (its secret marked,
-        counted), or None when it goes whole: under an authorization key, the scheme before its
-        credential ("Bearer [REDACTED]"), a connection URL but its password (``database_url``:
-        "postgresql://app:[REDACTED]@db:5432/orders"), a JSON schema but the instances it gives
-        (a tool's ``{"password": {"type": "string"}}``, a dict still to be encoded)."""
+        """What of ``value``, under the secret key ``key``, may be recorded, or None when it goes
+        whole (then not yet counted). A string keeps what the same key and value written as JSON
+        text keep, so a node that writes a replayed mapping out as text writes what was recorded:
+        a scheme ("Bearer [REDACTED]"), a private key's BEGIN and END lines, cookie names, a
+        connection URL but its password (``database_url``: "postgresql://app:[REDACTED]@db/x").
+        A JSON schema that gives no instance is kept whole (a tool's ``{"password": {"type":
+        "string"}}``); any other value goes."""
         if type(value) is str:
-            scheme = scheme_of(value) if "auth" in key.lower() else None
-            if scheme is not None:
-                self._bump()
-                return scheme + MARK
-            if names_connection(key) and "://" in value:
-                spans = self.spans(value)
-                if spans:
-                    kept = _marked(value, spans)
-                    if marked_in_place(kept.encode(), 0, True, False) == len(kept.encode()):
-                        self._bump(len(spans))
-                        return kept
-            return None
-        if type(value) is dict and is_schema(value):
-            return marked_values(value, self.mark, MARK)
+            if len(value) > _KEPT_MAX or not any(map(value.__contains__, _KEPT_HINTS)):
+                return None
+            text = json.dumps({key: value})
+            out = self.scrub(text)
+            made = out.count(MARK) - text.count(MARK)  # each redaction writes a mark: none, none counted
+            try:
+                back = json.loads(out)
+            except ValueError:
+                back = None
+            kept = back.get(key) if type(back) is dict and len(back) == 1 else None
+            cookie = key.lower().endswith(("cookie", "cookies"))
+            if type(kept) is str and kept != MARK and MARK in kept:
+                data = kept.encode()
+                if marked_in_place(data, 0, names_connection(key), cookie) == len(data):
+                    return kept
+            return MARK if made else None
+        if type(value) is dict and is_schema(value) and not holds_values(value):
+            return value
         return None
 
     def is_secret_key(self, key: str) -> bool:
@@ -1015,8 +1025,15 @@ class Redactor:
             except UnicodeEncodeError:
                 scanned = displayable(text)
                 new, n = self._tokens.subn(_mark_token, scanned)
-            new, k = self._text.subn(_mark_match, new)
-            n += k
+            marked = [0]  # a match may hold no secret after all (secret_spans): not counted
+
+            def mark(m: Any) -> str:
+                out = _mark_match(m)
+                marked[0] += out != m.group(0)
+                return out
+
+            new = self._text.sub(mark, new)
+            n += marked[0]
             keys = self._may_hold_keys(new) or self._may_hold_lists(new) or _LOOSE.search(new) is not None
         if keys:
             new, k = self._scrub_keyed(new)
@@ -1280,7 +1297,7 @@ class Redactor:
             vstart, vend = v.span(1 if data[at : at + 1] in (b'"', b"'", b"\\") else 2)
             if vstart == vend or data.startswith(_MARK_BYTES[:-1], vstart):
                 continue
-            if b"[REDACTED" in data[vstart : vend + 12] and marked_in_place(data, vstart, names_connection(name), name.lower().endswith(("cookie", "cookies"))) is not None:
+            if (b"[REDACTED" in data[vstart : vend + 12] or data.startswith(b"-----BEGIN ", vstart)) and marked_in_place(data, vstart, names_connection(name), name.lower().endswith(("cookie", "cookies"))) is not None:
                 continue  # "Bearer [REDACTED]", postgresql://app:[REDACTED]@db/orders: its secret is marked
             if flag and (data[vstart : vstart + 1] == b"$" or (vstart == at and not _flag_value(data[vstart:vend]))):
                 continue  # a variable ("$TOKEN"), or not a secret: prose about the flag, a metavar
@@ -1591,7 +1608,7 @@ _NAMED = re.compile(r"""([A-Za-z_][\w\-]*)(["']?\s*(?:[:=]|,)\s*b?)(["']?)""")  
 def _mark_keeping_key(found: str) -> str:
     spans = secret_spans(found)
     if spans != [(0, len(found))]:  # a URL's password, a parameter's value, a scheme's credential
-        return _marked(found, spans)
+        return _marked(found, spans) if spans else found
     named = _NAMED.match(found)
     if named is None or named.end() >= len(found) or not names_secret(named.group(1)):
         return MARK

@@ -3,15 +3,15 @@
 A model is handed its tools' schemas (``{"properties": {"password": {"type": "string",
 "description": "..."}}}``), and a secret key's value used to be redacted whole, schema or not:
 the recording lost what the tool asks for. A value is read as a schema only when every key of
-it, at every level, is a JSON Schema keyword and its type is one of JSON's; the keywords that
-hold instance values (``default``, ``examples``, ``const``, ``enum``) may hold the secret itself
-(``password: str = "changeme"``), and they are still marked. Anything else under a secret key
-(``{"password": "hunter2"}``, ``{"password": {"current": ..., "new": ...}}``) is marked whole.
+it, at every level, is a JSON Schema keyword and its type is one of JSON's, and it gives no
+instance: a ``default``, ``examples``, ``const`` or ``enum`` (other than null or a boolean) may
+be the secret itself (``password: str = "changeme"``). Anything else under a secret key
+(``{"password": "hunter2"}``, ``{"password": {"current": ..., "new": ...}}``) is marked whole,
+as a mapping and as JSON text alike (a replay hands back what text was recorded from).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 _TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
@@ -52,20 +52,6 @@ def holds_values(value: Any) -> bool:
     elif type(value) is list:
         return any(holds_values(x) for x in value)
     return False
-
-
-def marked_values(schema: dict, mark: Callable[[], str], already: str) -> dict:
-    """``schema`` (a schema: ``is_schema``) with the instances it gives replaced by ``mark()``
-    (null and booleans kept, values already ``already`` left as they are, not counted again)."""
-
-    def walk(value: Any) -> Any:
-        if type(value) is dict:
-            return {k: (mark() if x is not None and type(x) is not bool and x != already else x) if k in VALUE_KEYWORDS else walk(x) for k, x in value.items()}
-        if type(value) is list:
-            return [walk(x) for x in value]
-        return value
-
-    return walk(schema)
 
 
 def _schema(value: dict, depth: int, budget: list[int]) -> bool:

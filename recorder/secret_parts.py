@@ -41,15 +41,26 @@ _TOKEN_USER = 24
 _TOKEN_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
+# A private key block: its BEGIN and END lines say what kind of key it is; its body is the key.
+_PEM_BEGIN = compile_linear(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = compile_linear(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----$")
+# A bare Artifactory key, matched with the separator or quote around it (the catalogue's form).
+_AROUND = compile_linear(r"[\s=:\"]?(AKC[A-Za-z0-9]+)[\s\"]?")
+# A key's name and separator a scheme's credential turned out to be ("token_type=bearer
+# access_token=X": "access_token" was read as the credential): the name stays, its value goes.
+_NAME_THEN_VALUE = compile_linear(r"([A-Za-z][A-Za-z0-9]*(?:[_\-][A-Za-z0-9]+)+[ \t]*[:=][ \t]*)[^\s=]")
+_KEY_ENDINGS = ("token", "key", "secret", "password", "code")
 # A Cookie header: its name=value pairs, each value a secret (a session id rarely comes first).
 _COOKIE = compile_linear(r"(?i:cookie)[\"']?[ \t]*:[ \t]*[\"']?")
-_COOKIE_ATTRIBUTES = frozenset({"path", "domain", "max-age", "secure", "httponly", "samesite", "partitioned", "priority", "version", "comment"})
+_COOKIE_ATTRIBUTES = frozenset({"path", "domain", "expires", "max-age", "secure", "httponly", "samesite", "partitioned", "priority", "version", "comment"})
 _COOKIE_PAIR = compile_linear(r"[ \t]*([^\s;=\"'\\]+)(?:=([^;\s\"'\\]*))?;?")
 
 
 def secret_spans(found: str) -> list[tuple[int, int]]:
     """Where, in ``found`` (the text a credential format matched), the secrets are: the whole of
-    it unless a rule above knows the context around the credential. Never an empty span."""
+    it unless a rule above knows the context around the credential. Never an empty span; no
+    span at all when the match holds no secret after all (a private key's BEGIN line alone, or
+    with its body already marked)."""
     m = _URL_PASSWORD.fullmatch(found)
     if m is not None:
         user = m.group(1)
@@ -65,11 +76,40 @@ def secret_spans(found: str) -> list[tuple[int, int]]:
             return [(m.end(), len(found))]
     m = _SCHEME.match(found)
     if m is not None and m.end() < len(found) and (m.start(1) >= 0 or m.group(2).lower() in _SCHEME_WORDS):
+        named = _NAME_THEN_VALUE.match(found, m.end())
+        if named is not None and named.group(1).rstrip(" \t:=").lower().endswith(_KEY_ENDINGS):
+            return [(named.end(1), len(found))]
         return [(m.end(), len(found))]
+    m = _PEM_BEGIN.match(found)
+    if m is not None:
+        end = _PEM_END.search(found, m.end())
+        return _body(found, m.end(), end.start() if end is not None else len(found))
+    m = _AROUND.fullmatch(found)
+    if m is not None:
+        return [m.span(1)]
     m = _COOKIE.match(found)
     if m is not None and m.end() < len(found):
         return _cookie_values(found, m.end())
     return [(0, len(found))]
+
+
+def _body(found: str, start: int, end: int) -> list[tuple[int, int]]:
+    """``found[start:end]``, a key's body, without the line ends around it (escaped ones too)."""
+    while True:
+        if found[start : start + 1] in ("\n", "\r", " ", "\t") and start < end:
+            start += 1
+        elif found.startswith(("\\n", "\\r"), start) and start + 2 <= end:
+            start += 2
+        else:
+            break
+    while True:
+        if found[end - 1 : end] in ("\n", "\r", " ", "\t") and end > start:
+            end -= 1
+        elif found[end - 2 : end] in ("\\n", "\\r") and end - 2 >= start:
+            end -= 2
+        else:
+            break
+    return [(start, end)] if end > start else []  # a BEGIN line alone: no key in it
 
 
 def _cookie_values(found: str, at: int) -> list[tuple[int, int]]:
@@ -101,6 +141,11 @@ _MARKED_SCHEME = compile_linear(rb"[A-Za-z][A-Za-z0-9_\-]*[ \t]+\[REDACTED\]")
 _MARKED_URL = compile_linear(
     rb"[A-Za-z][A-Za-z0-9+.\-]*://(?:[A-Za-z0-9_.%\-]*:)?\[REDACTED\]@[A-Za-z0-9_.%\-]+(?::[0-9]+)?(?:/[A-Za-z0-9_.%\-/]*)?(?:\?[A-Za-z0-9_.%\-=&]*)?"
 )
+# A private key whose body is the mark (its END line too, unless it was cut short).
+_MARKED_PEM = compile_linear(
+    rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[ \t]*(?:\r?\n|(?:\\r)?\\n)?\[REDACTED\]"
+    rb"(?:[ \t]*(?:\r?\n|(?:\\r)?\\n)?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)?"
+)
 _VALUE_ENDS = frozenset(b" \t\r\n\"'`,;}])\\")
 _SCHEME_BYTES = frozenset(w.encode() for w in _SCHEME_WORDS)
 # Keys that name a connection (its URL's secret is its password), not a webhook (whose path is one).
@@ -110,11 +155,11 @@ CONNECTION_PAIRS = frozenset({("database", "url"), ("db", "url"), ("connection",
 def marked_in_place(data: bytes, start: int, connection: bool, cookie: bool) -> int | None:
     """The end of the value at ``start`` in ``data`` when the formats have marked its secret in
     place and nothing else of it can be one: an authorization scheme and the mark ("Bearer
-    [REDACTED]"), or, under a key naming a connection (``connection``), a URL whose password is
+    [REDACTED]"), a private key's BEGIN and END lines around the mark, or, under a key naming a connection (``connection``), a URL whose password is
     the mark, or under a cookie's key (``cookie``) pairs whose values are all the mark (a
     Set-Cookie attribute aside). None otherwise: the value is read and marked whole, as any value of a secret key."""
-    m = _MARKED_SCHEME.match(data, start)
-    if m is not None and m.group(0).split(None, 1)[0].lower() in _SCHEME_BYTES:
+    m = _MARKED_SCHEME.match(data, start) or _MARKED_PEM.match(data, start)
+    if m is not None and (m.re is _MARKED_PEM or m.group(0).split(None, 1)[0].lower() in _SCHEME_BYTES):
         end = m.end()
     elif cookie:
         end = _marked_cookies_end(data, start)
@@ -130,7 +175,7 @@ def marked_in_place(data: bytes, start: int, connection: bool, cookie: bool) -> 
     return end if end == len(data) or data[end] in _VALUE_ENDS else None
 
 
-_COOKIE_PAIR_BYTES = compile_linear(rb"[ \t]*([^\s;=\"'\\]+)(?:=([^;\s\"'\\]*))?;?")
+_COOKIE_PAIR_BYTES = compile_linear(rb"[ \t]*([^\s;=\"'\\]+)(?:=([^;\s\"'\\]*))?(?:;[ \t]*)?")
 _COOKIE_ATTRIBUTE_BYTES = frozenset(a.encode() for a in _COOKIE_ATTRIBUTES)
 
 
@@ -148,18 +193,6 @@ def _marked_cookies_end(data: bytes, at: int) -> int | None:
             return None
         at = m.end()
     return at if marked else None
-
-
-_SCHEME_VALUE = compile_linear(r"([A-Za-z]+[ \t]+)[^\s]+")
-
-
-def scheme_of(value: str) -> str | None:
-    """The authorization scheme and its spaces when ``value`` is one and a credential ("Bearer
-    abc..." gives "Bearer "), else None: a value under a secret key keeps it."""
-    m = _SCHEME_VALUE.fullmatch(value)
-    if m is None or m.group(1).rstrip().lower() not in _SCHEME_WORDS:
-        return None
-    return m.group(1)
 
 
 _SCHEME_VALUE_BYTES = compile_linear(rb"([A-Za-z]+[ \t]+)[^\s]+")

@@ -2,8 +2,8 @@
 
 The model is handed ``{"properties": {"password": {"type": "string", "description": ...}}}``
 for a ``login`` tool: a description of a password, not one. The recording keeps it (in the model
-call's inputs as a mapping, and in JSON text), marks the instances a schema may give (a default
-password), and still hides ``{"password": "hunter2..."}`` when the model calls the tool.
+call's inputs as a mapping, and in JSON text), still hides a schema that gives an instance (a
+default password), and ``{"password": "hunter2..."}`` when the model calls the tool.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def encode(value):
     [
         ({"password": SCHEMA}, {"password": SCHEMA}),
         ({"api_key": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "Api Key"}}, None),  # pydantic's Optional
-        ({"password": {"type": "string", "default": DEFAULT}}, {"password": {"type": "string", "default": MARK}}),
-        ({"credentials": {"type": "object", "properties": {"token": {"type": "string", "examples": [DEFAULT]}}}}, {"credentials": {"type": "object", "properties": {"token": {"type": "string", "examples": MARK}}}}),
+        ({"password": {"type": "string", "default": DEFAULT}}, {"password": MARK}),  # a default password is a password
+        ({"credentials": {"type": "object", "properties": {"token": {"type": "string", "examples": [DEFAULT]}}}}, {"credentials": MARK}),
         ({"password": PASSWORD}, {"password": MARK}),
         ({"password": {"current": PASSWORD, "new": PASSWORD}}, {"password": MARK}),
         ({"password": {"type": "string", "value": PASSWORD}}, {"password": MARK}),  # not a keyword: not a schema

@@ -2,7 +2,8 @@
 
 A URL keeps its scheme, user, host and query keys (``postgresql://app:[REDACTED]@db:5432/orders``,
 ``/a?api_key=[REDACTED]&page=2``), an authorization header its scheme (``Bearer [REDACTED]``), a
-cookie header its cookie names: what a user reads a recording for. The secret itself is still in
+cookie header its cookie names, a private key its BEGIN and END lines: what a user reads a
+recording for, in text and in a mapping alike. The secret itself is still in
 no byte of the store: each test checks both, on a real graph recorded into a real SQLite file.
 """
 
@@ -62,6 +63,14 @@ def test_a_connection_url_keeps_its_scheme_user_and_host(url: str, kept: str) ->
         (f"Cookie: theme=dark; sid={TOKEN}", f"Cookie: theme={MARK}; sid={MARK}"),
         (f"Set-Cookie: sid={TOKEN}; Path=/; HttpOnly", f"Set-Cookie: sid={MARK}; Path=/; HttpOnly"),
         (f"https://hooks.slack.com/services/T0001/B0001/{TOKEN}", f"https://hooks.slack.com/services/{MARK}"),
+        (f"token_type=bearer access_token={TOKEN} expires_in=3600", f"token_type=bearer access_token={MARK} expires_in=3600"),
+        (f"x-api-key=AKCp8{TOKEN} and more", f"x-api-key={MARK} and more"),
+        (f"//registry.npmjs.org/:_authToken=npm_{TOKEN}{TOKEN[:13]} # ci", f"//registry.npmjs.org/:_authToken={MARK} # ci"),
+        (
+            f"-----BEGIN RSA PRIVATE KEY-----\nMIIE{TOKEN}\n{TOKEN}\n-----END RSA PRIVATE KEY-----\nnext line",
+            f"-----BEGIN RSA PRIVATE KEY-----\n{MARK}\n-----END RSA PRIVATE KEY-----\nnext line",
+        ),
+        (f"private_key: -----BEGIN PRIVATE KEY-----\nMIIE{TOKEN}", f"private_key: -----BEGIN PRIVATE KEY-----\n{MARK}"),  # cut short
     ],
 )
 def test_names_schemes_and_separators_around_a_secret_are_kept(text: str, kept: str) -> None:
@@ -90,10 +99,37 @@ def test_a_value_under_a_secret_key_keeps_a_scheme_or_a_connection_url_but_not_m
     r = Redactor()
     assert r.kept_value("authorization", f"Bearer {TOKEN}") == f"Bearer {MARK}"
     assert r.kept_value("database_url", f"postgresql://app:{PASSWORD}@db:5432/orders") == f"postgresql://app:{MARK}@db:5432/orders"
-    assert r.kept_value("database_url", "postgresql://db:5432/orders?options=-c%20x") is None  # no password found: whole
-    assert r.kept_value("webhook_url", f"https://u:{PASSWORD}@hooks.example/{TOKEN}") is None  # a webhook's path is its secret
-    assert r.kept_value("password", f"Bearer {TOKEN}") is None  # the scheme is kept under an authorization's key only
-    assert r.kept_value("api_key", TOKEN) is None
+    assert r.kept_value("cookie", f"theme=dark; sid={TOKEN}") == f"theme={MARK}; sid={MARK}"
+    for key, value in [
+        ("database_url", "postgresql://db:5432/orders?options=-c%20x"),  # no password found: whole
+        ("webhook_url", f"https://u:{PASSWORD}@hooks.example/{TOKEN}"),  # a webhook's path is its secret
+        ("password", f"{PASSWORD} {PASSWORD}"),
+        ("api_key", TOKEN),
+        ("password", f"AKIAIOSFODNN7EXAMPLE{PASSWORD}"),  # a format took a part: the rest goes too
+    ]:
+        assert r.kept_value(key, value) in (None, MARK), (key, value)
+
+
+@pytest.mark.parametrize(
+    "mapping",
+    [
+        {"authorization": f"Bearer {TOKEN}", "accept": "json"},
+        {"database_url": f"postgresql://app:{PASSWORD}@db.internal:5432/orders"},
+        {"cookie": f"theme=dark; sid={TOKEN}"},
+        {"set-cookie": f"sid={TOKEN}; Path=/; HttpOnly"},
+        {"private_key": f"-----BEGIN RSA PRIVATE KEY-----\nMIIE{TOKEN}\n-----END RSA PRIVATE KEY-----"},
+        {"password": f"Bearer {TOKEN}"},
+        {"password": f"{PASSWORD} and more"},
+    ],
+)
+def test_a_mapping_and_its_json_text_keep_the_same(mapping: dict) -> None:
+    """A replay hands a node the recorded mapping; the node may write it out as text: the text
+    must read as the recorded text did, or the replay diverges."""
+    from graphtape.recorder.codec import Decoder, Encoder
+
+    encoded = Decoder({}, typed=False).decode(Encoder(Redactor()).encode(mapping))
+    assert json.dumps(encoded) == Redactor().scrub(json.dumps(mapping))
+    assert TOKEN not in json.dumps(encoded) and PASSWORD not in json.dumps(encoded)
 
 
 class Fetched(TypedDict, total=False):
