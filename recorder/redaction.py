@@ -707,6 +707,7 @@ def _double_quoted(escapes: int) -> Any:
 
 
 _MARK_BYTES = MARK.encode()
+_GLUED = compile_linear(rb"[^\s\"',;&}\])\\\[]+")  # a word glued to a mark: the rest of its secret
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -1265,6 +1266,12 @@ class Redactor:
             if flag:
                 if data[at : at + 1] == b"\\" and _QUOTE_AHEAD.match(data, at) is None:
                     continue  # an escaped line end: the flag ends its line
+            elif data.startswith(_MARK_BYTES, at):  # marked by a format already (its "[" opens no list)
+                glued = _glued_tail(data, at)
+                if glued is not None:
+                    yield glued
+                    done = glued[1]
+                continue
             elif data[at : at + 1] in (b"{", b"[") or (data[at : at + 1] == b"(" and data[at + 1 : at + 2] in (b'"', b"'")):
                 # An object or list under a secret key ({"password": {"current": ...}} in a tool's
                 # JSON text, auth=("bob", "hunter2") in code): everything inside its brackets goes.
@@ -1295,7 +1302,13 @@ class Redactor:
             if v is None:
                 continue
             vstart, vend = v.span(1 if data[at : at + 1] in (b'"', b"'", b"\\") else 2)
-            if vstart == vend or data.startswith(_MARK_BYTES[:-1], vstart):
+            if vstart == vend:
+                continue
+            if data.startswith(_MARK_BYTES[:-1], vstart):
+                glued = _glued_tail(data, vstart)
+                if glued is not None:
+                    yield glued
+                    done = glued[1]
                 continue
             if (b"[REDACTED" in data[vstart : vend + 12] or data.startswith(b"-----BEGIN ", vstart)) and marked_in_place(data, vstart, names_connection(name), name.lower().endswith(("cookie", "cookies"))) is not None:
                 continue  # "Bearer [REDACTED]", postgresql://app:[REDACTED]@db/orders: its secret is marked
@@ -1357,6 +1370,17 @@ def _schema_text(text: bytes) -> bool:
     except ValueError:
         return False
     return is_schema(value) and not holds_values(value)
+
+
+def _glued_tail(data: bytes, at: int) -> tuple[int, int] | None:
+    """The word glued to the marks at ``at`` (a secret key's value), if any: a format marked the
+    value's head ("npm_" and 36 letters of a longer token, AKIA... glued to more), and the rest
+    of the word is the secret's too."""
+    tail = at
+    while data.startswith(_MARK_BYTES, tail):
+        tail += len(_MARK_BYTES)
+    rest = _GLUED.match(data, tail) if tail > at else None
+    return (tail, rest.end()) if rest is not None else None
 
 
 def _two_word_name(data: bytes, key_at: int, name: str) -> bool:

@@ -119,6 +119,10 @@ OWN_TEXT_PATTERNS = (
     # An Azure Functions key (?code=, the function's whole credential) or an OAuth authorization
     # code in a redirect: long, where a country, promo or error code is a short word.
     r"(?:[?&#]|%3[Ff]|%26|%23)(?i:code)(?:=|%3[Dd])[A-Za-z0-9_\-/%.~+]{24,}={0,2}",
+    # An npm registry's credential in an .npmrc line, whatever its form (a private registry's
+    # token in no known format; the catalogue's rule asks for npm_ or 36 hex digits):
+    # //registry.example/:_authToken=..., :_auth= (base64 user:password), :_password=.
+    r"//[^\s\"'<>]*/:_(?:authToken|auth|password)=[ \t]*[^\s\"'#]+",
     # The private lines of a PuTTY key file (.ppk): its private key, in base64 lines.
     r"Private-Lines:[ \t]*\d+(?:(?:\r?\n|(?:\\r)?\\n)[A-Za-z0-9+/=]+)+",
 )

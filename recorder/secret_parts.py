@@ -25,8 +25,8 @@ _URL_TOKEN = compile_linear(r"[A-Za-z][A-Za-z0-9+.\-]*://([A-Za-z0-9_\-]+)@")
 _QUERY = compile_linear(r"(?:[?&#]|%3[Ff]|%26|%23)[A-Za-z0-9_\-]+(?:=|%3[Dd])")
 # A webhook's URL: its host and route name the service, its path is the credential.
 _WEBHOOK = compile_linear(r"https://(?:hooks\.slack\.com/(?:services|workflows)/|(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)")
-# An npm registry line: //registry.npmjs.org/:_authToken=<token>.
-_NPM = compile_linear(r"//[^\s]*/:_authToken=[ \t]*")
+# An npm registry line: //registry.npmjs.org/:_authToken=<token> (or :_auth=, :_password=).
+_NPM = compile_linear(r"//[^\s]*/:_(?:authToken|auth|password)=[ \t]*")
 # An authorization scheme before its credential ("Bearer abc...", "Basic dXNl...", "SSWS 00a..."),
 # after the header's name when the format takes it in.
 _SCHEME = compile_linear(

@@ -47,6 +47,7 @@ SECRETS = {
     "replicate": "r8_AbCdEf0123456789AbCdEf0123456789AbCdE",
     "fireworks": "fw_AbCdEf0123456789AbCdEf01",
     "authorization-other-scheme": "Authorization: SSWS 00AbCdEf0123456789xyzWvU",
+    "npmrc-auth-token": "//npm.example.com/:_authToken=AbCdEf0123456789xyzWvU",
     "cookie-pairs": "Cookie: theme=dark; sid=AbCdEf0123456789",
     "query-signature": "?sig=AbCdEf0123456789%2Bxyz",
     "stripe-test": "sk_test_51AbCdEf0123456789AbCdEf",

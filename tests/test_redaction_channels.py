@@ -122,6 +122,7 @@ class Planted:
             "stripe-test": lambda b: f"sk_test_{b}",
             "stripe-webhook": lambda b: f"whsec_{b}",
             "npm": lambda b: f"//registry.npmjs.org/ npm_{b[:36]}",
+            "npmrc-private-registry": lambda b: f"//npm.example.com/:_authToken={b}",
             "slack-app": lambda b: f"xapp-1-A0123ABCD-4567890123-{b}",
             "discord-webhook": lambda b: f"https://discord.com/api/webhooks/123456789012345678/{b}",
             "digitalocean": lambda b: f"dop_v1_{b}{b[:24]}",

@@ -189,3 +189,4 @@ def test_a_connection_url_handed_to_a_run_is_learned_as_its_password() -> None:
     assert secret_values({"database_url": url}, Redactor().is_secret_key) == {PASSWORD}
     with_query = f"{url}?sslmode=require"  # parameters may hold more: the whole value, as before
     assert secret_values({"database_url": with_query}, Redactor().is_secret_key) == {with_query}
+

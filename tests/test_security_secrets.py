@@ -249,6 +249,14 @@ def test_secrets_in_the_shapes_agents_write_them_never_reach_the_store_or_a_fixt
         ("Access key ID,Secret access key\nAKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n", "wJalrXUtnFEMI/K7MDENG"),  # the console's CSV
         ("git clone https://0123456789abcdef0123456789abcdef01234567@github.com/org/repo.git", "0123456789abcdef0123"),  # a token as the URL's user
         ('{"user": "bob", "pw": "hunter2"}', "hunter2"),  # a password's short name
+        # A secret key's value whose head a format marks: the rest of the word is the secret's too.
+        ("password=AKIAIOSFODNN7EXAMPLEextra9Zq next", "extra9Zq"),
+        ('{"password": "AKIAIOSFODNN7EXAMPLEextra9Zq"}', "extra9Zq"),
+        ("api_key: npm_abcdefghijklmnopqrstuvwxyz0123456789extra9Zq", "extra9Zq"),
+        # An .npmrc line of a registry whose token is in no known format, or longer than npm's own.
+        ("//npm.example.com/:_authToken=Zq9Lk2mP4xZ8wQ7rTt", "Zq9Lk2mP4xZ8wQ7rTt"),
+        ("//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789extra9Zq", "extra9Zq"),
+        ("//npm.example.com/:_auth=Ym9iOmh1bnRlcjJodW50ZXIy\nalways-auth=true", "Ym9iOmh1bnRlcjJodW50ZXIy"),
     ],
 )
 def test_secrets_written_as_agents_write_them_are_found(text: str, secret: str) -> None:
