@@ -707,6 +707,9 @@ def _double_quoted(escapes: int) -> Any:
 
 
 _MARK_BYTES = MARK.encode()
+# A value written so is a boolean or nothing, never a secret (a mapping's True or None is kept too).
+_NO_SECRET_WORDS = frozenset({b"true", b"false", b"null"})
+_VALUE_END_BYTES = frozenset(b" \t\r\n,;&}])#")
 _GLUED = compile_linear(rb"[^\s\"',;&}\])\\\[]+")  # a word glued to a mark: the rest of its secret
 
 
@@ -865,6 +868,8 @@ class Redactor:
         connection URL but its password (``database_url``: "postgresql://app:[REDACTED]@db/x").
         A JSON schema that gives no instance is kept whole (a tool's ``{"password": {"type":
         "string"}}``); any other value goes."""
+        if type(value) is bool:
+            return value  # {"use_auth": True}: a switch (JSON text keeps its bare true too)
         if type(value) is str:
             if len(value) > _KEPT_MAX or not any(map(value.__contains__, _KEPT_HINTS)):
                 return None
@@ -1316,6 +1321,8 @@ class Redactor:
                 continue  # a variable ("$TOKEN"), or not a secret: prose about the flag, a metavar
             if not self._code_value(name, data[vstart:vend]):
                 continue
+            if value is _UNQUOTED and data[vstart:vend].lower() in _NO_SECRET_WORDS and (vend == len(data) or data[vend] in _VALUE_END_BYTES):
+                continue  # "always-auth=true", "auth: false": a switch, as JSON's bare true is
             if value is _UNQUOTED and vstart == at and _code_not_a_secret(data[vstart:vend], data[at - 1 : at]):
                 continue
             if value is _UNQUOTED and vstart == at and key_at >= 0 and _prose_after(data, vstart, vend):

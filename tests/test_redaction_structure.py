@@ -190,3 +190,24 @@ def test_a_connection_url_handed_to_a_run_is_learned_as_its_password() -> None:
     with_query = f"{url}?sslmode=require"  # parameters may hold more: the whole value, as before
     assert secret_values({"database_url": with_query}, Redactor().is_secret_key) == {with_query}
 
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("always-auth=true\nregistry=https://npm.example.com/", "always-auth=true\nregistry=https://npm.example.com/"),
+        ("auth: false\nuser: bob", "auth: false\nuser: bob"),
+        ("password: null # unset", "password: null # unset"),
+        ("auth: falsey9", f"auth: {MARK}"),  # a word that only starts so is a value like any
+    ],
+)
+def test_a_switch_under_a_secret_key_is_no_secret(text: str, kept: str) -> None:
+    assert Redactor().scrub(text) == kept
+
+
+def test_a_boolean_under_a_secret_key_is_kept_in_a_mapping_as_json_text_keeps_it() -> None:
+    from graphtape.recorder.codec import Decoder, Encoder
+
+    mapping = {"use_auth": True, "use_token": False, "password": None, "auth": "true"}
+    encoded = Decoder({}, typed=False).decode(Encoder(Redactor()).encode(mapping))
+    assert encoded == {"use_auth": True, "use_token": False, "password": None, "auth": MARK}  # a string is a value
+    assert json.dumps(encoded) == Redactor().scrub(json.dumps(mapping))
