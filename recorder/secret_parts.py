@@ -60,36 +60,43 @@ def secret_spans(found: str) -> list[tuple[int, int]]:
     """Where, in ``found`` (the text a credential format matched), the secrets are: the whole of
     it unless a rule above knows the context around the credential. Never an empty span; no
     span at all when the match holds no secret after all (a private key's BEGIN line alone, or
-    with its body already marked)."""
-    m = _URL_PASSWORD.fullmatch(found)
-    if m is not None:
-        user = m.group(1)
-        if len(user) >= _TOKEN_USER and set(user) <= _TOKEN_LETTERS:
-            return [(m.start(1), m.end(2))]
-        return [m.span(2)]
-    m = _URL_TOKEN.fullmatch(found)
-    if m is not None:
-        return [m.span(1)]
-    for rule in (_QUERY, _NPM, _WEBHOOK):
+    with its body already marked). Each rule is asked only of a match that starts or ends as
+    it must (most matches are tokens none of them reads: one test each)."""
+    first, head = found[:1], found[:80]
+    if found[-1:] == "@" and "://" in head:
+        m = _URL_PASSWORD.fullmatch(found)
+        if m is not None:
+            user = m.group(1)
+            if len(user) >= _TOKEN_USER and set(user) <= _TOKEN_LETTERS:
+                return [(m.start(1), m.end(2))]
+            return [m.span(2)]
+        m = _URL_TOKEN.fullmatch(found)
+        return [m.span(1)] if m is not None else [(0, len(found))]
+    rule = _QUERY if first in ("?", "&", "#", "%") else _NPM if first == "/" else _WEBHOOK if first == "h" else None
+    if rule is not None:
         m = rule.match(found)
         if m is not None and m.end() < len(found):
             return [(m.end(), len(found))]
-    m = _SCHEME.match(found)
-    if m is not None and m.end() < len(found) and (m.start(1) >= 0 or m.group(2).lower() in _SCHEME_WORDS):
-        named = _NAME_THEN_VALUE.match(found, m.end())
-        if named is not None and named.group(1).rstrip(" \t:=").lower().endswith(_KEY_ENDINGS):
-            return [(named.end(1), len(found))]
-        return [(m.end(), len(found))]
-    m = _PEM_BEGIN.match(found)
-    if m is not None:
-        end = _PEM_END.search(found, m.end())
-        return _body(found, m.end(), end.start() if end is not None else len(found))
-    m = _AROUND.fullmatch(found)
-    if m is not None:
-        return [m.span(1)]
-    m = _COOKIE.match(found)
-    if m is not None and m.end() < len(found):
-        return _cookie_values(found, m.end())
+    if found.startswith("-----BEGIN"):
+        m = _PEM_BEGIN.match(found)
+        if m is not None:
+            end = _PEM_END.search(found, m.end())
+            return _body(found, m.end(), end.start() if end is not None else len(found))
+    if " " in head or "\t" in head or "%20" in head or "+" in head:
+        m = _SCHEME.match(found)
+        if m is not None and m.end() < len(found) and (m.start(1) >= 0 or m.group(2).lower() in _SCHEME_WORDS):
+            named = _NAME_THEN_VALUE.match(found, m.end())
+            if named is not None and named.group(1).rstrip(" \t:=").lower().endswith(_KEY_ENDINGS):
+                return [(named.end(1), len(found))]
+            return [(m.end(), len(found))]
+    if "AKC" in found[:4]:
+        m = _AROUND.fullmatch(found)
+        if m is not None:
+            return [m.span(1)]
+    if head[:6].lower() == "cookie":
+        m = _COOKIE.match(found)
+        if m is not None and m.end() < len(found):
+            return _cookie_values(found, m.end())
     return [(0, len(found))]
 
 
