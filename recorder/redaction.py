@@ -12,6 +12,10 @@ short flags of the commands that take a password so: ``mysql -phunter2``). A
 secret told in prose ("my password is hunter2") or after an arrow ("password ->
 hunter2", "api_key → ...") goes when the word told reads as one.
 
+Only the credential is marked, not what tells it apart (``secret_parts``): a URL keeps its
+scheme, user and host, a query its parameter names, a header its scheme, and a value under a
+secret key keeps what its JSON text keeps (``Redactor.kept_value``), a tool's JSON schema too.
+
 Every pattern runs under RE2 (``linear_regex``): scrubbing any text takes time
 linear in its length, whatever the text (``benchmarks/bench_redaction.py``).
 """
