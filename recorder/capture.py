@@ -19,7 +19,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.errors import GraphInterrupt
 
-from graphtape.recorder.call_scope import enclosing_calls, enter_call, leave_call
+from graphtape.recorder.call_scope import current_call, enclosing_calls, enter_call, leave_call
 from graphtape.recorder.error_fields import error_fields
 from graphtape.recorder.graph_info import START
 from graphtape.recorder.records import SENT
@@ -197,6 +197,12 @@ class CaptureHandler(BaseCallbackHandler):
     def _begin(self, run_id: UUID, parent_run_id: UUID | None, metadata: dict | None, kind: str, name: str, inputs: Any) -> None:
         ns, node, task_id, step = call_site(metadata)
         parent = str(parent_run_id) if parent_run_id and self.session.is_call(str(parent_run_id)) else None
+        if parent is None:
+            # Made inside a recorded call with runs in between (a subagent graph a tool invokes:
+            # its model calls have the graph's chain runs as parents): part of that call, so a
+            # replay that answers the outer call knows these were never to be made.
+            around = current_call()
+            parent = around if around is not None and self.session.is_call(around) else None
         self.session.begin_call(
             str(run_id),
             {
