@@ -36,6 +36,7 @@ from graphtape.replay.injected import HandedCheck, given
 from graphtape.replay.intercept import Answer, ReplayStop
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_message, ns_path
+from graphtape.replay.override_names import overridden
 from graphtape.replay.state_types import ToolReturns
 
 MAX_DELAY_S = 60.0
@@ -165,6 +166,13 @@ class RecordingAnswerer:
         got = self._take(live, check)
         if got is None:
             return None
+        if self._overrides_inside(got):
+            # Its answer depends on a call made inside it that an override answers (a subagent's
+            # tool): it runs live, and the calls inside it are answered as any other.
+            with self._lock:
+                got.live = True
+                self.served[live.kind] -= 1
+            return None
         call = got.call
         delay = self._delay(got)
         if got.interrupt:
@@ -173,6 +181,10 @@ class RecordingAnswerer:
         if sends:
             return replace(self._tool_answer(tool, tool_input, call, delay), sends=sends)
         return self._tool_answer(tool, tool_input, call, delay)
+
+    def _overrides_inside(self, got: RecordedCall) -> bool:
+        """Whether an override answers a call recorded inside ``got``."""
+        return bool(self.overrides) and any(overridden(self.overrides, r.call.kind, r.call.name) for r in self.book.inner(got))
 
     def _sends(self, call: Any) -> tuple[tuple[str, Any], ...]:
         """What the recorded tool call wrote to the state itself, typed as it was written."""

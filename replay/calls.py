@@ -62,6 +62,7 @@ class RecordedCall:
     arguments: Any
     delay_s: float  # > 0 when the node stopped waiting for it (a timeout): replay it as slow
     used: bool = False
+    live: bool = False  # taken, but the call ran live (an override of a call made inside it)
     interrupt: tuple[Any, ...] = ()  # (value,): the call stopped at interrupt(value)
     task_path: str | None = None  # its task's path, read only when two recordings tie
 
@@ -147,6 +148,14 @@ class CallBook:
             for i, c in enumerate(calls)
         ]
         _match_interrupts(self.recorded, interrupts or {})
+        # A call made inside another (a subagent's calls inside the tool that runs it): by id,
+        # the one it was made in, and the ones made in it. Never made when the outer is answered.
+        by_id = {r.call.call_id: r for r in self.recorded}
+        self._outer = {r.index: by_id[r.call.parent_call_id] for r in self.recorded if r.call.parent_call_id in by_id and by_id[r.call.parent_call_id] is not r}
+        self._inner: dict[int, list[RecordedCall]] = {}
+        for r in self.recorded:
+            if r.index in self._outer:
+                self._inner.setdefault(self._outer[r.index].index, []).append(r)
         # Who made a call -> its recordings, in order: an exact match looks in one slot.
         self._slots: dict[tuple, list[RecordedCall]] = {}
         for r in self.recorded:
@@ -197,8 +206,32 @@ class CallBook:
             return Miss(live, [Candidate(r.call.call_id, r.call.name, r.call.step, r.call.node, r.arguments, d) for d, r in scored[:3]])
 
     def unused(self) -> list[RecordedCall]:
-        """Recordings no live call asked for."""
-        return [r for r in self.recorded if not r.used]
+        """Recordings no live call asked for, but for calls made inside a call that did not run
+        live (answered from the recording or an override, or never made): those were never to be made."""
+        return [r for r in self.recorded if not r.used and all(o.live for o in self.outer(r))]
+
+    def outer(self, r: RecordedCall) -> list[RecordedCall]:
+        """The recorded calls ``r`` was made inside, innermost first."""
+        out: list[RecordedCall] = []
+        found = self._outer.get(r.index)
+        while found is not None and found not in out:  # a damaged recording's loop ends here
+            out.append(found)
+            found = self._outer.get(found.index)
+        return out
+
+    def inner(self, r: RecordedCall) -> list[RecordedCall]:
+        """Every recorded call made inside ``r`` (and inside those), outermost first."""
+        out: list[RecordedCall] = []
+        todo = list(self._inner.get(r.index, ()))
+        seen = {r.index}
+        while todo:
+            c = todo.pop(0)
+            if c.index in seen:
+                continue
+            seen.add(c.index)
+            out.append(c)
+            todo.extend(self._inner.get(c.index, ()))
+        return out
 
 
 def _has_twins(slot: list[RecordedCall]) -> bool:

@@ -10,10 +10,11 @@ a misspelt tool name is refused instead, naming the ones the run recorded.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from graphtape.recorder.records import CallInfo
 
-__all__ = ["overridden", "unknown_overrides"]
+__all__ = ["overridden", "unknown_overrides", "unreached_overrides"]
 
 _SHOWN = 12
 
@@ -48,3 +49,19 @@ def overridden(names: Iterable[str], kind: str, name: str) -> bool:
 def _listed(names: set[str]) -> str:
     shown = sorted(names)
     return ", ".join(shown[:_SHOWN]) + (f", ... ({len(shown)} in all)" if len(shown) > _SHOWN else "")
+
+
+def unreached_overrides(names: Iterable[str], book: Any) -> list[str]:
+    """Notes for the overrides that never ran because every recorded call they answer was made
+    inside a call that did not run live (answered from the recording or by another override, or
+    never made): a replay that says it matches would otherwise hide that they were not used."""
+    notes = []
+    for name in dict.fromkeys(names):
+        mine = [r for r in book.recorded if overridden((name,), r.call.kind, r.call.name)]
+        outers = [next((o for o in book.outer(r) if not o.live), None) for r in mine]
+        if not mine or any(o is None for o in outers):
+            continue
+        o = outers[0]
+        how = "answered from the recording" if o.used else "answered by its override" if overridden(names, o.call.kind, o.call.name) else "never made"
+        notes.append(f"override {name!r} was never used: its calls were made inside {o.call.kind} call {o.call.name!r} (step {o.call.step}), {how}")
+    return notes

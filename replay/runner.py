@@ -56,7 +56,7 @@ from graphtape.replay.limits import Limits, lowered_limit, recorded_limits
 from graphtape.replay.message_ids import recorded_ids, with_recorded_ids
 from graphtape.replay.modes import ReplayMode
 from graphtape.replay.normalize import Normalizer, is_persistent, namespaces_named, ns_path
-from graphtape.replay.override_names import overridden, unknown_overrides
+from graphtape.replay.override_names import overridden, unknown_overrides, unreached_overrides
 from graphtape.replay.recording_check import RecorderWarnings, not_recorded
 from graphtape.replay.restore import Memory, Restored, hold_untracked, replay_saver, restore, restore_edit, restore_memories, untracked_channels
 from graphtape.replay.result import Divergence, ReplayResult, ordered
@@ -462,7 +462,7 @@ class _Run:
             served={**answerer.served, **({HTTP: http.served} if http.served else {}), **({STORE: memory.served} if memory.served else {})},
             unused_calls=unused,
             kind=edit["kind"],
-            notes=notes + live_http_note(self.store, run_id, self.mode) + answerer.held_notes() + self._redaction_note(found),
+            notes=notes + unreached_overrides(self.overrides, book) + live_http_note(self.store, run_id, self.mode) + answerer.held_notes() + self._redaction_note(found),
         )
 
     def _inside_window(self, d: Divergence, to_step: int) -> bool:
