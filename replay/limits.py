@@ -66,7 +66,17 @@ def lowered_limit(recorded: int, steps_done: int, *, fresh: bool = True) -> Limi
     """The limits of a replay resumed ``steps_done`` steps after the recording began (at its
     input step when ``fresh``, else at the checkpoint a run that went on with a thread left)."""
     wanted = recorded - steps_done - (1 if fresh else 0)
+    if is_default_limit(recorded):
+        # The recording ran with LangGraph's default, which its config merges leave out: a tool
+        # (and a subagent it runs) saw LangChain's own default, not a number. The replay's root
+        # keeps that default too, and its stop is moved back instead.
+        return Limits(recorded=recorded, lowered=recorded, stop_shift=wanted - recorded)
     return Limits(recorded=recorded, lowered=max(1, wanted), stop_shift=min(0, wanted - 1))
+
+
+def is_default_limit(limit: Any) -> bool:
+    """Whether ``limit`` is LangGraph's default as ``ensure_config`` fills it in (a type of its own)."""
+    return type(limit).__name__ == "_DefaultRecursionLimit"
 
 
 _current: contextvars.ContextVar[Limits | None] = contextvars.ContextVar("graphtape_replay_limits", default=None)
@@ -158,6 +168,8 @@ def _adjust(config: Any, limits: Limits) -> tuple[Any, bool]:
     a node without a config (``agent.invoke(inputs)``), when the config LangGraph hands it
     through the context does: it would inherit the root's lowered limit from there.
     """
+    if is_default_limit(limits.recorded):
+        return config, True  # the root kept the default (``lowered_limit``): subgraphs inherit what they did
     conf = (config or {}).get("configurable") or {} if isinstance(config, dict) else {}
     if conf.get(_NS_KEY):
         return {**config, "recursion_limit": limits.recorded}, False

@@ -368,7 +368,7 @@ class _Run:
         warnings = recorder.warnings_to = RecorderWarnings()
         lineage = Lineage(
             parent_run_id=self.run.id, step=step, edit=edit, seed=seed, step_shift=0 if ns else offset, graph_name=self.run.graph_name,
-            recursion_limit=self._resume_limit, carried=carried, thread_key=self._thread_key,
+            recursion_limit=None if self._resume_limit is None else int(self._resume_limit), carried=carried, thread_key=self._thread_key,
             known_steps={m.checkpoint_id: m.after for m in self._memories.values() if m.checkpoint_id is not None and m.after is not None},
         )
         app = recorder.attach(base, name=self.run.name, tags=[f"{edit['kind']}-of:{self.run.id}"], graph_ref=self.run.graph_ref, lineage=lineage)
@@ -1218,7 +1218,7 @@ def _default_recursion_limit() -> int | None:
         from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
     except ImportError:  # moved in another LangGraph version: leave LangGraph's default alone
         return None
-    return int(DEFAULT_RECURSION_LIMIT)
+    return DEFAULT_RECURSION_LIMIT  # as it is: its type tells LangGraph's config merges it was not given
 
 
 def _is_breakpoint_list(value: Any) -> bool:
