@@ -33,6 +33,7 @@ from graphtape.replay.carry import Carry
 from graphtape.replay.compare import MISSING, StateTrack, changed_returns, only_structure, packets_sent
 from graphtape.replay.diff_result import RunDiff, RunDifference
 from graphtape.replay.graph_shape import GraphShape, graph_changes
+from graphtape.replay.nested_calls import unmade_inside
 from graphtape.replay.normalize import Normalizer, ns_path
 from graphtape.replay.result import ordered
 from graphtape.replay.run_align import align, step_decisions, step_signature
@@ -155,6 +156,13 @@ class _Differ:
         self.inputs = normalize(store.decode(store.encoded_inputs(a.id)[0])), normalize(store.decode(store.encoded_inputs(b.id)[0]))
         self.carry = Carry(*self.inputs)
         calls_a, calls_b = store.calls(a.id), store.calls(b.id)
+        # A replay (or fork) answers a call from the recording without making the calls inside it
+        # (a subagent run by a tool): those are no difference.
+        unmade_a = unmade_inside(calls_a, calls_b, self.arg_normalize) if b.parent_run_id else set()
+        unmade_b = unmade_inside(calls_b, calls_a, self.arg_normalize) if a.parent_run_id else set()
+        if unmade_a or unmade_b:
+            calls_a = [c for c in calls_a if c.call_id not in unmade_a]
+            calls_b = [c for c in calls_b if c.call_id not in unmade_b]
         self.calls = _by_step(calls_a), _by_step(calls_b)
         models = sorted({c.name for c in calls_a if c.kind == "model"}), sorted({c.name for c in calls_b if c.kind == "model"})
         self.models = models
