@@ -38,7 +38,7 @@ from graphtape.recorder.frames import FrameState
 from graphtape.recorder.graph_info import is_internal_channel
 from graphtape.recorder.history_blocks import CAT
 from graphtape.recorder.string_chunks import SCAT, joined
-from graphtape.recorder.records import PART_OF_A_CALL, SENT, STORE, CallInfo
+from graphtape.recorder.records import SENT, STORE, CallInfo
 from graphtape.recorder.redaction import MARK, Redactor
 from graphtape.recorder.store import RunStore, merge_events, read_budget
 from graphtape.recorder.store.read_guard import _READ_BUDGET
@@ -793,8 +793,10 @@ def _step_entry(ex: _Exporter, s: _Step, prev: dict[str, Any], calls: list[CallI
     out_calls = []
     for c in sorted(calls, key=lambda c: order.get(c.task_id, len(order))):  # stable: started_at order within a task
         call: dict[str, Any] = {"id": ex.calls.setdefault(c.call_id, f"c{len(ex.calls) + 1}"), "kind": c.kind, "name": ex.text(c.name) if c.kind == "http" else c.name, "node": c.node, "task": ex.task(c.task_id)}
-        if c.kind in PART_OF_A_CALL and c.parent_call_id:
-            call["part_of"] = ex.calls.setdefault(c.parent_call_id, f"c{len(ex.calls) + 1}")  # a model or tool call's own request
+        if c.parent_call_id:
+            # A model or tool call's own request, store use or state write; or a tool or model call
+            # made inside another (a subagent a tool runs): a replay answering the outer one skips it.
+            call["part_of"] = ex.calls.setdefault(c.parent_call_id, f"c{len(ex.calls) + 1}")
         call["inputs"] = ex.value(c.inputs)
         if c.error_type:
             call["error"] = {"type": c.error_type, "message": ex.text(c.error_message)}

@@ -30,6 +30,8 @@ FORMAT_KEY = "graphtape_fixture"
 # v2: calls may be HTTP requests (kind "http"); one made inside a model or tool call names it ("part_of").
 # v3: calls may be a store's reads and writes (kind "store"), all of them when config says "store": true.
 # v4: calls may be a tool call's own writes to the state (kind "sent", "part_of" the tool call).
+#     A tool or model call made inside another (a subagent run by a tool) names it too ("part_of"):
+#     a reader that does not know it replays as before, so the version stays.
 FORMAT_VERSION = 4
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_STEPS = 100_000
