@@ -186,3 +186,34 @@ def test_a_fixture_keeps_which_call_a_call_was_made_in(recorded, tmp_path):
     assert result.unused_calls == []
     wind = _replay(other, copy, is_async, overrides={"lookup": _wind}, on_miss="live")
     assert "follow the wind" in wind.final_state["messages"][-1].content, wind.report()
+
+
+def _summing_agent():
+    summarizer = ScriptedChatModel(script=lambda messages: AIMessage(content="short: " + messages[-1].content), model_name="summary-1")
+
+    @tool
+    def summarize(text: str) -> str:
+        """Summarize a text with a model."""
+        return summarizer.invoke([HumanMessage(text)]).content
+
+    def outer(messages):
+        found = _last_tool(messages, "summarize")
+        if found is None:
+            return AIMessage(content="", tool_calls=[{"name": "summarize", "args": {"text": "long tides text"}, "id": "s-1"}])
+        return AIMessage(content=f"answer: {found.content}")
+
+    return create_react_agent(ScriptedChatModel(script=outer, model_name="outer-1"), [summarize])
+
+
+def test_a_model_called_by_a_tool_itself_is_not_a_call_never_made(tmp_path):
+    db = tmp_path / "gt.db"
+    with Recorder(db) as rec:
+        rec.attach(_summing_agent()).invoke({"messages": [HumanMessage("sum it up")]})
+        rec.flush()
+        run_id = rec.last_run_id
+    result = replay(run_id, _summing_agent(), db=db, require_all_used=True)
+    assert not result.diverged, result.report()
+    assert result.unused_calls == []
+    changed = replay(run_id, _summing_agent(), db=db, overrides={"summary-1": lambda messages: "brief"})
+    first = changed.first_divergence  # the override took effect: the tool ran live and answered "brief"
+    assert first is not None and first.kind == "state" and "'brief'" in repr(first.actual), changed.report()
