@@ -222,15 +222,16 @@ class CallBook:
     def inner(self, r: RecordedCall) -> list[RecordedCall]:
         """Every recorded call made inside ``r`` (and inside those), outermost first."""
         out: list[RecordedCall] = []
-        todo = list(self._inner.get(r.index, ()))
         seen = {r.index}
-        while todo:
-            c = todo.pop(0)
-            if c.index in seen:
-                continue
-            seen.add(c.index)
-            out.append(c)
-            todo.extend(self._inner.get(c.index, ()))
+        for c in self._inner.get(r.index, ()):
+            if c.index not in seen:
+                seen.add(c.index)
+                out.append(c)
+        for c in out:  # grows as it goes: the calls inside each, after it
+            for k in self._inner.get(c.index, ()):
+                if k.index not in seen:
+                    seen.add(k.index)
+                    out.append(k)
         return out
 
 
