@@ -9,7 +9,6 @@ default password), and ``{"password": "hunter2..."}`` when the model calls the t
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,8 @@ from graphtape.recorder import redaction, schema_shapes
 from graphtape.recorder.codec import Decoder, Encoder
 from graphtape.recorder.redaction import MARK, Redactor
 
-PASSWORD = "hunter2-" + secrets.token_hex(8)
-DEFAULT = "changeme-" + secrets.token_hex(8)
+PASSWORD = "hunter2-c41e9b07d25a83f6"
+DEFAULT = "changeme-7a0d3e91b5c6f248"
 SCHEMA = {"type": "string", "description": "The user's password", "minLength": 8}
 
 

@@ -10,7 +10,6 @@ no byte of the store: each test checks both, on a real graph recorded into a rea
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 from typing import TypedDict
 
@@ -24,9 +23,9 @@ from test_redaction_e2e import everything_stored
 from graphtape.recorder import Recorder, open_store
 from graphtape.recorder.redaction import MARK, Redactor
 
-PASSWORD = "pw-" + secrets.token_hex(8)
-API_KEY = "key" + secrets.token_hex(10)
-TOKEN = "tok" + secrets.token_hex(10)
+PASSWORD = "pw-5f0c9a1e27b3d846"
+API_KEY = "key8d41c07b9e3a52f6d1e0"
+TOKEN = "tok3b9e07c5a1d84f26e9b0"
 
 URLS = {
     "postgresql://app:{pw}@db.internal:5432/orders": f"postgresql://app:{MARK}@db.internal:5432/orders",
