@@ -284,12 +284,19 @@ def _answered_tool_class() -> type:
                 if answer is None:
                     raise RuntimeError("graphtape replay: a stand-in tool ran outside its call")
                 if answer.call is not None:
-                    return answer.call(*args, **_taken_by(answer.call, kwargs, self._injected))
+                    return self._as_returned(answer.call(*args, **_taken_by(answer.call, kwargs, self._injected)))
                 _send_again(answer.sends)
                 answer.raise_if_error()
                 if answer.tool_error:
                     raise ToolException(answer.value)
                 return answer.value
+
+            def _as_returned(self, value: Any) -> Any:
+                # An override of a ``content_and_artifact`` tool (every MCP tool) that returns its
+                # content alone answers with no artifact, rather than failing LangChain's two-tuple check.
+                if self.response_format == "content_and_artifact" and not (isinstance(value, tuple) and len(value) == 2):
+                    return value, None
+                return value
 
         _answered_cls = AnsweredTool
     return _answered_cls
