@@ -81,6 +81,10 @@ class Normalizer:
                 v = class_name(v)
             if message and k == "tool_calls" and isinstance(v, list):
                 v = [{kk: vv for kk, vv in c.items() if kk != "id"} if isinstance(c, dict) else c for c in v]
+            if message and k == "content" and isinstance(v, list):
+                # A content block's id is minted afresh each run (LangChain's ``lc_<uuid>`` from
+                # ``create_text_block``, as every MCP tool's answer has; a provider's block id).
+                v = [{kk: vv for kk, vv in b.items() if kk != "id"} if isinstance(b, dict) and "type" in b else b for b in v]
             out[k] = self._walk(v, (*path, str(k)))
         return out
 
