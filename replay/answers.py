@@ -86,6 +86,7 @@ class RecordingAnswerer:
         self.misses: list[Miss] = []
         self.miss_goes_live = miss_goes_live  # re-recording: a call the recording cannot answer runs live
         self.served = {"tool": 0, "model": 0}
+        self.overridden: dict[str, list[tuple[int | None, str | None]]] = {}  # override -> (step, node) of each call it answered
         self.held_s = 0.0  # how long answers were held so far (recorded timeouts, reproduced)
         self._lock = threading.Lock()
         self._plain_memo: dict[int, tuple[Any, Any]] = {}
@@ -124,6 +125,7 @@ class RecordingAnswerer:
         name = model_label(type(model).__name__, params, metadata)
         override = self._model_override(name, type(model).__name__)
         if override is not None:
+            self._note_override(name, metadata)
             return Answer(value=message_from_plain(self._plain(override(messages))))
         if not self.mode.answers("model"):
             return None
@@ -144,6 +146,8 @@ class RecordingAnswerer:
     def answer_tool(self, tool: Any, tool_input: Any, kwargs: dict) -> Answer | None:
         override = self.overrides.get(tool.name)
         if override is not None:
+            config = kwargs.get("config") or var_child_runnable_config.get() or {}
+            self._note_override(tool.name, {**(config.get("metadata") or {}), **(kwargs.get("metadata") or {})})
             return Answer(call=override)
         if not self.mode.answers("tool"):
             return None
@@ -280,6 +284,20 @@ class RecordingAnswerer:
         with self._lock:
             self.served[live.kind] += 1
         return got
+
+    def _note_override(self, name: str, metadata: Mapping[str, Any]) -> None:
+        step, _, node = _who(metadata)
+        with self._lock:
+            self.overridden.setdefault(name, []).append((step, node))
+
+    def override_notes(self) -> list[str]:
+        """Which calls the overrides answered: a divergence they cause reads as the state it
+        changed (``messages`` differs at ``tools``), so the report names its cause beside it."""
+        notes = []
+        for name, sites in self.overridden.items():
+            where = ", ".join(dict.fromkeys(f"step {step}" + (f" in {node!r}" if node else "") for step, node in sites))
+            notes.append(f"{name!r} was answered by its override ({len(sites)} call{'s' * (len(sites) != 1)}: {where})")
+        return notes
 
     def held_notes(self) -> list[str]:
         """What the report should say when the recording asked for more holding (timeouts to

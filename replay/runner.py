@@ -462,7 +462,7 @@ class _Run:
             served={**answerer.served, **({HTTP: http.served} if http.served else {}), **({STORE: memory.served} if memory.served else {})},
             unused_calls=unused,
             kind=edit["kind"],
-            notes=notes + unreached_overrides(self.overrides, book) + live_http_note(self.store, run_id, self.mode) + answerer.held_notes() + self._redaction_note(found),
+            notes=notes + answerer.override_notes() + unreached_overrides(self.overrides, book) + live_http_note(self.store, run_id, self.mode) + answerer.held_notes() + self._redaction_note(found),
         )
 
     def _inside_window(self, d: Divergence, to_step: int) -> bool:

@@ -723,6 +723,12 @@ def test_override_answers_a_tool_with_the_users_function(db):
     assert d.kind in ("state", "call")
     tool_messages = [m for m in result.final_state["messages"] if m.type == "tool"]
     assert "1021" in {m.content for m in tool_messages}
+    # The divergence reads as the state the answer changed: the report names its cause beside it.
+    store = open_store(db)
+    step = next(c.step for c in store.calls(run_id) if c.name == "double")
+    store.close()
+    assert result.notes == [f"'double' was answered by its override (1 call: step {step} in 'tools')"], result.notes
+    assert result.report().splitlines()[1] == f"note: {result.notes[0]}"
 
 
 class IoState(TypedDict, total=False):
