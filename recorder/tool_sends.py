@@ -23,14 +23,14 @@ import threading
 from collections import deque
 from typing import Any
 
+from langchain_core.runnables.config import var_child_runnable_config
+
 SEND_KEY = "__pregel_send"  # LangGraph's CONFIG_KEY_SEND: the running task's write function
 
 
 def task_writes() -> deque | None:
     """The running task's writes collection, from its config (LangChain's context variable);
     None where there is none to watch."""
-    from langchain_core.runnables.config import var_child_runnable_config
-
     send = ((var_child_runnable_config.get() or {}).get("configurable") or {}).get(SEND_KEY)
     writes = getattr(send, "__self__", None)
     return writes if isinstance(writes, deque) and getattr(send, "__name__", None) == "extend" else None

@@ -33,15 +33,21 @@ def _nested(changed: bool = False):
     return root.compile()
 
 
-def test_a_node_two_subgraphs_deep_is_named_before_its_parents_steps(tmp_path):
-    db = str(tmp_path / "deep.db")
+def _recorded(db: str, graph, name: str):
+    """The run of ``graph`` recorded into ``db`` (its only one)."""
     with Recorder(db) as rec:
-        rec.attach(_nested(), name="deep").invoke({"log": []})
+        rec.attach(graph, name=name).invoke({"log": []})
     store = open_store(db)
     try:
         (run,) = store.list_runs()
     finally:
         store.close()
+    return run
+
+
+def test_a_node_two_subgraphs_deep_is_named_before_its_parents_steps(tmp_path):
+    db = str(tmp_path / "deep.db")
+    run = _recorded(db, _nested(), "deep")
     result = replay(run.id, _nested(changed=True), db=db)
     first = result.first_divergence
     assert first is not None, result.report()
@@ -80,13 +86,7 @@ def test_a_miss_in_the_first_run_of_a_subgraph_run_twice_is_placed_in_that_run(t
     step (a subgraph's divergence before its parent step's), not placed at the root step of the
     subgraph's last recorded run, after the subgraph beside it."""
     db = str(tmp_path / "twice.db")
-    with Recorder(db) as rec:
-        rec.attach(_desk_twice(), name="twice").invoke({"log": []})
-    store = open_store(db)
-    try:
-        (run,) = store.list_runs()
-    finally:
-        store.close()
+    run = _recorded(db, _desk_twice(), "twice")
     result = replay(run.id, _desk_twice(changed=True), db=db)
     first = result.first_divergence
     assert first is not None, result.report()

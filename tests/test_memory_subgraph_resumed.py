@@ -44,13 +44,19 @@ def _front():
     return b.compile(checkpointer=InMemorySaver())
 
 
-def test_a_memory_resumed_at_its_input_counts_its_steps_left_as_recorded(tmp_path):
+def _two_turns(tmp_path) -> str:
+    """A store holding two turns of one thread of ``_front``."""
     db = str(tmp_path / "memory.db")
     config = {"configurable": {"thread_id": "t"}}
     with Recorder(db) as rec:
         front = rec.attach(_front(), name="front")
         front.invoke({"messages": [HumanMessage("Where is M1?")]}, config)
         front.invoke({"messages": [HumanMessage("And M2?")]}, config)
+    return db
+
+
+def test_a_memory_resumed_at_its_input_counts_its_steps_left_as_recorded(tmp_path):
+    db = _two_turns(tmp_path)
     store = open_store(db)
     try:
         runs = sorted(store.list_runs(), key=lambda run: run.started_at)
@@ -65,12 +71,7 @@ def test_a_memory_resumed_at_its_input_counts_its_steps_left_as_recorded(tmp_pat
 def test_a_replay_in_the_memorys_own_namespace_resumes_at_the_step_asked_for(tmp_path):
     """``--ns desk --from-step k``: the desk resumes at its step k of that turn, not at what the
     root step before it remembered (its input step), which would make its calls over again."""
-    db = str(tmp_path / "memory.db")
-    config = {"configurable": {"thread_id": "t"}}
-    with Recorder(db) as rec:
-        front = rec.attach(_front(), name="front")
-        front.invoke({"messages": [HumanMessage("Where is M1?")]}, config)
-        front.invoke({"messages": [HumanMessage("And M2?")]}, config)
+    db = _two_turns(tmp_path)
     store = open_store(db)
     try:
         runs = sorted(store.list_runs(), key=lambda run: run.started_at)

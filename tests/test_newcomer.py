@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, TypedDict
 
 import pytest
+from conftest import bump_graph
 from langgraph.graph.message import add_messages
 
 from graphtape.recorder import Recorder, StoreError, open_store
@@ -1038,16 +1039,7 @@ def test_the_readme_demo_agent_path_outside_the_repository_names_the_bundled_fil
 def test_an_empty_store_reminds_that_only_the_graph_attach_returns_is_recorded(tmp_path, monkeypatch, capsys):
     # The usual first mistake: rec.attach(graph) and then graph.invoke(...), the original, unrecorded.
     monkeypatch.chdir(tmp_path)
-    from langgraph.graph import END, START, StateGraph
-
-    class S(TypedDict):
-        n: int
-
-    builder = StateGraph(S)
-    builder.add_node("bump", lambda s: {"n": s["n"] + 1})
-    builder.add_edge(START, "bump")
-    builder.add_edge("bump", END)
-    graph = builder.compile()
+    graph = bump_graph()
     with Recorder() as rec:
         rec.attach(graph, name="mine")
         graph.invoke({"n": 1})
